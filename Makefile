@@ -1,0 +1,134 @@
+# libtilec - build, test, demo, bench, install.
+#
+#   make            library (lib/), command-line tool (bin/tilec), examples
+#   make test       CPU tier everywhere; GPU tier too where there is a GPU
+#   make demo       the tutorial walk-through (GPU chapters only with a GPU)
+#   make bench      benchmarks (need a GPU)
+#   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+#
+# cmocka: taken from the system (Debian's libcmocka-dev, installed on demand
+# when we are root), or from CMOCKA_DIR=<prefix with include/ and lib/>.
+
+VERSION     := 0.1.0
+SOMAJOR     := 0
+CC          ?= cc
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+BUILD       ?= build
+SANITIZE    ?=
+
+WARN        := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS_BASE := -std=c11 -O2 -g -fPIC $(WARN) -Iinclude -Isrc -I$(BUILD)/gen
+CFLAGS_LIB  := $(CFLAGS_BASE) -DTILEC_BUILD -fvisibility=hidden -D_GNU_SOURCE
+LDLIBS      := -ldl -lpthread -lm
+
+ifneq ($(SANITIZE),)
+CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS     += -fsanitize=$(SANITIZE)
+endif
+
+CMOCKA_DIR  ?=
+ifneq ($(CMOCKA_DIR),)
+CMOCKA_CFLAGS := -I$(CMOCKA_DIR)/include
+CMOCKA_LIBS   := -L$(CMOCKA_DIR)/lib/x86_64-linux-gnu -L$(CMOCKA_DIR)/lib -Wl,-rpath,$(abspath $(CMOCKA_DIR))/lib/x86_64-linux-gnu -lcmocka
+else
+CMOCKA_LIBS   := -lcmocka
+endif
+
+LIB_SRC     := $(wildcard src/*.c src/ops/*.c)
+LIB_OBJ     := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/gen/device_header.o
+DEVICE_HDR  := src/device/tl_device.cuh
+STATIC_LIB  := lib/libtilec.a
+SHARED_LIB  := lib/libtilec.so.$(VERSION)
+TOOL        := bin/tilec
+TEST_SRC    := $(wildcard tests/test_*.c)
+TEST_BIN    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+EXAMPLE_SRC := $(wildcard examples/*.c)
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
+BENCH_SRC   := $(wildcard bench/*.c)
+BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all lib test test-build demo bench asan install uninstall clean check-cmocka
+
+all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
+
+lib: $(STATIC_LIB) $(SHARED_LIB)
+
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) -O2 -o $@ $<
+
+$(BUILD)/gen/device_header.c: $(DEVICE_HDR) $(BUILD)/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed tli_device_header $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/device_header.o: $(BUILD)/gen/device_header.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LIB) -c -o $@ $<
+
+$(BUILD)/obj/%.o: src/%.c include/tilec.h $(wildcard src/*.h src/ops/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LIB) -c -o $@ $<
+
+$(STATIC_LIB): $(LIB_OBJ)
+	@mkdir -p lib
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJ)
+	@mkdir -p lib
+	$(CC) -shared -Wl,-soname,libtilec.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	ln -sf libtilec.so.$(VERSION) lib/libtilec.so.$(SOMAJOR)
+	ln -sf libtilec.so.$(SOMAJOR) lib/libtilec.so
+
+$(TOOL): tools/tilec.c $(STATIC_LIB)
+	@mkdir -p bin
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(STATIC_LIB) $(wildcard bench/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+
+# Tests see the internal headers too (white-box tests of the stages).
+$(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+check-cmocka:
+	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh
+
+test-build: all $(TEST_BIN)
+
+test: test-build
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+
+asan:
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined test
+
+demo: all
+	@sh tools/demo.sh $(BUILD)
+
+bench: all
+	@sh bench/run.sh $(BUILD)
+
+install: lib $(TOOL)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/tilec.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtilec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtilec.so.$(SOMAJOR)
+	ln -sf libtilec.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libtilec.so
+	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/tilec.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/tilec.h $(DESTDIR)$(PREFIX)/lib/libtilec.a \
+	      $(DESTDIR)$(PREFIX)/lib/libtilec.so* $(DESTDIR)$(PREFIX)/bin/tilec \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+
+clean:
+	rm -rf build build-asan lib bin

@@ -1,0 +1,125 @@
+/* args.c - launch arguments: checked against the parameters, then used to
+ * evaluate the grid and tensor shapes on the host. */
+#include "args.h"
+
+#include "interp.h"
+
+#include <stdlib.h>
+
+static const char *kind_name(tl_arg_kind k)
+{
+    switch (k) {
+    case TL_ARG_DEVICE_PTR: return "a device pointer";
+    case TL_ARG_HOST_PTR: return "a host pointer";
+    case TL_ARG_INT: return "an integer";
+    case TL_ARG_FLOAT: return "a float";
+    default: return "an argument of unknown kind";
+    }
+}
+
+static tl_status bad(char *err, size_t n, int i, const tli_param *p, const char *want, tl_arg_kind got)
+{
+    tli_fmt(err, n, "argument %d ('%s') must be %s, got %s", i, p->name, want, kind_name(got));
+    return TL_ERR_LAUNCH_ARGS;
+}
+
+static tl_status bind_one(const tli_param *p, int i, const tl_arg *a, tl_arg_kind ptr_kind,
+                          tli_bound *b, int slot, char *err, size_t n)
+{
+    if (p->kind == TL_PARAM_TENSOR) {
+        if (a->kind != ptr_kind)
+            return bad(err, n, i, p, kind_name(ptr_kind), a->kind);
+        b->ptr[slot] = ptr_kind == TL_ARG_HOST_PTR ? (uint64_t)(uintptr_t)a->v.hptr : a->v.dptr;
+        return TL_OK;
+    }
+    bool is_int = tli_dtype_is_int((tl_dtype)p->dtype);
+    if (is_int && a->kind != TL_ARG_INT)
+        return bad(err, n, i, p, "an integer", a->kind);
+    if (!is_int && a->kind != TL_ARG_FLOAT)
+        return bad(err, n, i, p, "a float", a->kind);
+    if (p->kind == TL_PARAM_DIM && a->v.i < 0) {
+        tli_fmt(err, n, "argument %d ('%s') is a size and may not be negative (%lld)", i, p->name,
+                (long long)a->v.i);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    if (p->dtype == TL_I32 && (a->v.i < INT32_MIN || a->v.i > INT32_MAX)) {
+        tli_fmt(err, n, "argument %d ('%s') does not fit in i32", i, p->name);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    if (is_int)
+        b->i[slot] = a->v.i;
+    else
+        b->f[slot] = a->v.f;
+    return TL_OK;
+}
+
+tl_status tli_bind_args(const tli_ir *ir, int nargs, const tl_arg *args, tl_arg_kind ptr_kind,
+                        tli_bound *b, char *err, size_t errlen)
+{
+    int want = ir->p.n - 1;
+    b->n = ir->p.n;
+    b->i = calloc((size_t)ir->p.n, sizeof *b->i);
+    b->f = calloc((size_t)ir->p.n, sizeof *b->f);
+    b->ptr = calloc((size_t)ir->p.n, sizeof *b->ptr);
+    if (!b->i || !b->f || !b->ptr) {
+        tli_bound_free(b);
+        tli_fmt(err, errlen, "out of host memory");
+        return TL_ERR_OUT_OF_MEMORY;
+    }
+    if (nargs != want || (nargs > 0 && !args)) {
+        tli_fmt(err, errlen, "kernel '%s' takes %d arguments, got %d", ir->name, want, nargs);
+        tli_bound_free(b);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    for (int i = 0; i < want; i++) {
+        tl_status st = bind_one(&ir->p.v[i + 1], i, &args[i], ptr_kind, b, i + 1, err, errlen);
+        if (st != TL_OK) {
+            tli_bound_free(b);
+            return st;
+        }
+    }
+    return TL_OK;
+}
+
+void tli_bound_free(tli_bound *b)
+{
+    free(b->i);
+    free(b->f);
+    free(b->ptr);
+    b->i = NULL;
+    b->f = NULL;
+    b->ptr = NULL;
+}
+
+int64_t tli_eval_host_int(const tli_ir *ir, const tli_bound *b, int32_t e)
+{
+    tli_value v = tli_interp_eval_host(ir, b, e);
+    return v.i;
+}
+
+bool tli_eval_grid(const tli_ir *ir, const tli_bound *b, int64_t grid[3], char *err, size_t errlen)
+{
+    static const int64_t limit[3] = {2147483647LL, 65535, 65535};
+    for (int a = 0; a < 3; a++) {
+        grid[a] = ir->grid[a] ? tli_eval_host_int(ir, b, ir->grid[a]) : 1;
+        if (grid[a] < 0 || grid[a] > limit[a]) {
+            tli_fmt(err, errlen, "grid dimension %c = %lld is outside 0..%lld", "xyz"[a],
+                    (long long)grid[a], (long long)limit[a]);
+            return false;
+        }
+    }
+    return true;
+}
+
+int64_t tli_tensor_span(const tli_ir *ir, const tli_bound *b, int32_t buf)
+{
+    const tli_bnode *t = tli_B(ir, buf);
+    int64_t last = 0;
+    for (int d = 0; d < t->rank; d++) {
+        int64_t dim = tli_eval_host_int(ir, b, t->shape[d]);
+        if (dim <= 0)
+            return 0;
+        last += (dim - 1) * tli_eval_host_int(ir, b, t->stride[d]);
+    }
+    return last + 1;
+}

@@ -1,0 +1,21 @@
+/* emit.h - lowering a kernel graph to CUDA C. */
+#ifndef TILEC_EMIT_H
+#define TILEC_EMIT_H
+
+#include "ir.h"
+
+/* Lowers ir (verified) for target ("sm_80", "sm_90a", ...) to CUDA C.
+ * *src is malloc'ed; kname receives the kernel's extern "C" name: the
+ * kernel's name and 8 hex digits of a hash of the generated code.
+ * Errors: TL_ERR_OUT_OF_MEMORY, TL_ERR_UNSUPPORTED. */
+tl_status tli_emit_cuda(const tli_ir *ir, const char *target, char **src, char *kname, size_t kname_len);
+
+/* The CUDA type of a dtype in generated code ("float", "tl_bf16", ...). */
+const char *tli_dtype_ctype(tl_dtype dt);
+
+/* The embedded device runtime header (src/device/tl_device.cuh). */
+extern const char tli_device_header[];
+extern const size_t tli_device_header_len;
+#define TLI_DEVICE_HEADER_NAME "tl_device.cuh"
+
+#endif

@@ -1,0 +1,806 @@
+/*
+ * emit_cuda.c - lowers a verified kernel graph to CUDA C.
+ *
+ * The output includes only "tl_device.cuh" (the library's embedded device
+ * runtime) and is meant to be read: one extern "C" kernel, tensor shapes and
+ * strides named after their tensors, loops named after their statements,
+ * a comment on every lowered loop saying how it was mapped onto threads.
+ */
+#include "emit.h"
+
+#include "half.h"
+#include "lower.h"
+#include "sha256.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct emitter {
+    const tli_ir *ir;
+    const char *target;
+    tli_str out;
+    int indent;
+    bool inside_parallel;
+    /* Per-node text overrides: loop variables and hoisted vector loads. */
+    char **var_text;
+    char **load_text;
+    /* Multi-use subexpressions of the statement being emitted. */
+    int *uses;
+    char **temp;
+    tli_str *pre;    /* where temporaries are declared */
+    int lane;        /* lane suffix for temporaries (-1: none) */
+    int ntemp;
+    char **strs;     /* every string made by sfmt, freed at the end */
+    int nstrs, capstrs;
+    bool oom;
+} emitter;
+
+/* ------------------------------------------------------------ strings */
+
+static char *keep(emitter *E, char *s)
+{
+    if (!s) {
+        E->oom = true;
+        return "";
+    }
+    if (E->nstrs == E->capstrs) {
+        int cap = E->capstrs ? E->capstrs * 2 : 256;
+        char **n = realloc(E->strs, (size_t)cap * sizeof *n);
+        if (!n) {
+            free(s);
+            E->oom = true;
+            return "";
+        }
+        E->strs = n;
+        E->capstrs = cap;
+    }
+    E->strs[E->nstrs++] = s;
+    return s;
+}
+
+static char *sfmt(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
+static char *sfmt(emitter *E, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tli_str s;
+    tli_str_init(&s);
+    tli_str_vappendf(&s, fmt, ap);
+    va_end(ap);
+    return keep(E, tli_str_take(&s));
+}
+
+static void line(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
+static void line(emitter *E, const char *fmt, ...)
+{
+    for (int i = 0; i < E->indent; i++)
+        tli_str_append(&E->out, "    ");
+    va_list ap;
+    va_start(ap, fmt);
+    tli_str_vappendf(&E->out, fmt, ap);
+    va_end(ap);
+    tli_str_append(&E->out, "\n");
+}
+
+const char *tli_dtype_ctype(tl_dtype dt)
+{
+    switch (dt) {
+    case TL_F32: return "float";
+    case TL_F16: return "tl_f16";
+    case TL_BF16: return "tl_bf16";
+    case TL_I32: return "int";
+    case TL_I64: return "long long";
+    case TL_F64: return "double";
+    case TL_BOOL: return "bool";
+    default: return "void";
+    }
+}
+
+static bool is_half(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16; }
+
+/* ---------------------------------------------------------- constants */
+
+static char *float_literal(emitter *E, double v, tl_dtype dt)
+{
+    if (is_half(dt)) {
+        uint16_t bits;
+        tli_store_from_double(dt, &bits, 0, v);
+        return sfmt(E, "%s(0x%04Xu) /* %g */", dt == TL_F16 ? "tl_f16_bits" : "tl_bf16_bits", bits, v);
+    }
+    if (isnan(v))
+        return sfmt(E, dt == TL_F64 ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fffffff)");
+    if (isinf(v))
+        return sfmt(E, dt == TL_F64 ? "__longlong_as_double(0x%s)" : "__int_as_float(0x%s)",
+                    dt == TL_F64 ? (v > 0 ? "7ff0000000000000LL" : "fff0000000000000LL")
+                                 : (v > 0 ? "7f800000" : "ff800000"));
+    char buf[64];
+    tli_fmt(buf, sizeof buf, dt == TL_F64 ? "%.17g" : "%.9g", dt == TL_F64 ? v : (double)(float)v);
+    if (!strpbrk(buf, ".e"))
+        strcat(buf, ".0");
+    return sfmt(E, "%s%s", buf, dt == TL_F64 ? "" : "f");
+}
+
+/* -------------------------------------------------------- expressions */
+
+static const char *expr(emitter *E, int32_t id);
+
+/* The name the parameter, tensor or loop variable has in the source. */
+static const char *param_name(emitter *E, int32_t p) { return E->ir->p.v[p].name; }
+
+static const char *math_fn(tli_eop op, bool dbl)
+{
+    switch (op) {
+    case E_EXP: return dbl ? "exp" : "expf";
+    case E_EXP2: return dbl ? "exp2" : "exp2f";
+    case E_LOG: return dbl ? "log" : "logf";
+    case E_SQRT: return dbl ? "sqrt" : "sqrtf";
+    case E_RSQRT: return dbl ? "rsqrt" : "rsqrtf";
+    case E_TANH: return dbl ? "tanh" : "tanhf";
+    case E_ERF: return dbl ? "erf" : "erff";
+    case E_ABS: return dbl ? "fabs" : "fabsf";
+    case E_MAX: return dbl ? "fmax" : "fmaxf";
+    case E_MIN: return dbl ? "fmin" : "fminf";
+    default: return "?";
+    }
+}
+
+static const char *infix(tli_eop op)
+{
+    switch (op) {
+    case E_ADD: return "+";
+    case E_SUB: return "-";
+    case E_MUL: return "*";
+    case E_DIV: return "/";
+    case E_MOD: return "%";
+    case E_LT: return "<";
+    case E_LE: return "<=";
+    case E_GT: return ">";
+    case E_GE: return ">=";
+    case E_EQ: return "==";
+    case E_NE: return "!=";
+    case E_AND: return "&&";
+    case E_OR: return "||";
+    default: return NULL;
+    }
+}
+
+/* Wraps an f32 computation back into a 16-bit type. */
+static char *round_to(emitter *E, tl_dtype dt, const char *f32)
+{
+    return sfmt(E, "%s(%s)", dt == TL_F16 ? "tl_to_f16" : "tl_to_bf16", f32);
+}
+
+static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
+{
+    if (is_half(from))
+        x = sfmt(E, "tl_f32(%s)", x), from = TL_F32;
+    if (is_half(to))
+        return round_to(E, to, from == TL_F64 ? x : sfmt(E, "(float)(%s)", x));
+    return sfmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
+}
+
+static char *binary_text(emitter *E, const tli_enode *n)
+{
+    tl_dtype at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
+    const char *a = expr(E, n->a[0]), *b = expr(E, n->a[1]);
+    tli_eop op = (tli_eop)n->op;
+    if (is_half(at)) {
+        a = sfmt(E, "tl_f32(%s)", a);
+        b = sfmt(E, "tl_f32(%s)", b);
+    }
+    char *r;
+    if (op == E_CEILDIV)
+        r = sfmt(E, "((%s + %s - 1) / %s)", a, b, b);
+    else if (op == E_MAX || op == E_MIN)
+        r = tli_dtype_is_int(at) ? sfmt(E, "tl_%s(%s, %s)", op == E_MAX ? "max" : "min", a, b)
+                                 : sfmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64), a, b);
+    else
+        r = sfmt(E, "(%s %s %s)", a, infix(op), b);
+    bool arith = !(op >= E_LT && op <= E_OR);
+    return (is_half(at) && arith) ? round_to(E, at, r) : r;
+}
+
+static char *unary_text(emitter *E, const tli_enode *n)
+{
+    tl_dtype dt = (tl_dtype)n->dtype, at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
+    const char *a = expr(E, n->a[0]);
+    tli_eop op = (tli_eop)n->op;
+    if (op == E_CAST)
+        return cast_text(E, a, at, dt);
+    if (op == E_NOT)
+        return sfmt(E, "(!%s)", a);
+    if (tli_dtype_is_int(dt))
+        return op == E_NEG ? sfmt(E, "(-%s)", a) : sfmt(E, "tl_iabs(%s)", a);
+    if (is_half(dt))
+        a = sfmt(E, "tl_f32(%s)", a);
+    char *r = op == E_NEG ? sfmt(E, "(-%s)", a) : sfmt(E, "%s(%s)", math_fn(op, dt == TL_F64), a);
+    return is_half(dt) ? round_to(E, dt, r) : r;
+}
+
+/* Offset and in-bounds test of a tensor access, given index texts. */
+static void access_text(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)
+{
+    const tli_bnode *b = tli_B(E->ir, buf);
+    tli_str o, c;
+    tli_str_init(&o);
+    tli_str_init(&c);
+    for (int d = 0; d < b->rank; d++) {
+        int64_t st;
+        bool unit = tli_expr_const_int(E->ir, b->stride[d], &st) && st == 1;
+        tli_str_appendf(&o, "%s%s", d ? " + " : "", idx[d]);
+        if (!unit)
+            tli_str_appendf(&o, " * %s_s%d", b->name, d);
+        tli_str_appendf(&c, "%stl_in(%s, %s_d%d)", d ? " && " : "", idx[d], b->name, d);
+    }
+    *off = keep(E, tli_str_take(&o));
+    *ok = keep(E, tli_str_take(&c));
+}
+
+static void index_texts(emitter *E, int32_t buf, int32_t idx, const char **out)
+{
+    for (int d = 0; d < tli_B(E->ir, buf)->rank; d++)
+        out[d] = expr(E, E->ir->pool.v[idx + d]);
+}
+
+static char *load_text(emitter *E, const tli_enode *n)
+{
+    const char *idx[TL_MAX_RANK];
+    char *off, *ok;
+    index_texts(E, n->buf, n->idx, idx);
+    access_text(E, n->buf, idx, &off, &ok);
+    return sfmt(E, "tl_ld(%s + (%s), %s)", tli_B(E->ir, n->buf)->name, off, ok);
+}
+
+static char *expr_text(emitter *E, int32_t id)
+{
+    const tli_enode *n = tli_E(E->ir, id);
+    switch ((tli_eop)n->op) {
+    case E_CONST_INT:
+        return n->dtype == TL_I32 ? sfmt(E, "%d", (int)n->ival) : sfmt(E, "%lldLL", (long long)n->ival);
+    case E_CONST_FLOAT: return float_literal(E, n->fval, (tl_dtype)n->dtype);
+    case E_PARAM: return (char *)param_name(E, n->param);
+    case E_BLOCK_IDX: return sfmt(E, "tl_b%c", "xyz"[n->ival]);
+    case E_LOOP_VAR:
+        if (E->var_text[id])
+            return E->var_text[id];
+        return sfmt(E, "i%d_%d", n->loop, (int)n->ival);
+    case E_LOAD: return E->load_text[id] ? E->load_text[id] : load_text(E, n);
+    case E_SELECT:
+        return sfmt(E, "(%s ? %s : %s)", expr(E, n->a[0]), expr(E, n->a[1]), expr(E, n->a[2]));
+    default:
+        return tli_eop_arity((tli_eop)n->op) == 2 ? binary_text(E, n) : unary_text(E, n);
+    }
+}
+
+static bool is_leaf(const tli_enode *n)
+{
+    return n->op == E_CONST_INT || n->op == E_CONST_FLOAT || n->op == E_PARAM ||
+           n->op == E_BLOCK_IDX || n->op == E_LOOP_VAR;
+}
+
+/* The text of expression id; a subexpression used more than once in the
+ * statement becomes a named temporary declared just before it. */
+static const char *expr(emitter *E, int32_t id)
+{
+    const tli_enode *n = tli_E(E->ir, id);
+    if (E->temp[id])
+        return E->temp[id];
+    if (E->load_text[id] || is_leaf(n) || E->uses[id] < 2 || !E->pre)
+        return expr_text(E, id);
+    char *text = expr_text(E, id);
+    char *name = E->lane >= 0 ? sfmt(E, "t%d_%d", id, E->lane) : sfmt(E, "t%d", id);
+    for (int i = 0; i < E->indent; i++)
+        tli_str_append(E->pre, "    ");
+    tli_str_appendf(E->pre, "const %s %s = %s;\n", tli_dtype_ctype((tl_dtype)n->dtype), name, text);
+    E->temp[id] = name;
+    return name;
+}
+
+/* Counts how often each node is reached from expression id (first visit
+ * recurses), to find the shared subexpressions. */
+static void count_uses(emitter *E, int32_t id)
+{
+    if (E->uses[id]++ > 0)
+        return;
+    const tli_enode *n = tli_E(E->ir, id);
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        count_uses(E, n->a[i]);
+    if (n->op == E_LOAD && !E->load_text[id])
+        for (int d = 0; d < tli_B(E->ir, n->buf)->rank; d++)
+            count_uses(E, E->ir->pool.v[n->idx + d]);
+}
+
+static void reset_temps(emitter *E)
+{
+    memset(E->uses, 0, sizeof(int) * (size_t)E->ir->e.n);
+    memset(E->temp, 0, sizeof(char *) * (size_t)E->ir->e.n);
+}
+
+/* Prepares temporaries for the expressions of one statement: exprs[0..n). */
+static void begin_statement(emitter *E, const int32_t *exprs, int n, tli_str *pre, int lane)
+{
+    reset_temps(E);
+    for (int i = 0; i < n; i++)
+        count_uses(E, exprs[i]);
+    E->pre = pre;
+    E->lane = lane;
+}
+
+/* Flushes the temporaries declared for a statement into the output. */
+static void flush_pre(emitter *E, tli_str *pre)
+{
+    if (pre->len)
+        tli_str_append(&E->out, pre->data);
+    tli_str_free(pre);
+    E->pre = NULL;
+}
+
+/* --------------------------------------------------------- statements */
+
+static void stmts(emitter *E, int32_t first);
+
+static int store_exprs(const tli_ir *ir, const tli_snode *s, int32_t *out)
+{
+    int rank = tli_B(ir, s->buf)->rank, n = 0;
+    for (int d = 0; d < rank; d++)
+        out[n++] = ir->pool.v[s->idx + d];
+    out[n++] = s->value;
+    return n;
+}
+
+/*   if (tl_in(i, C_d0)) C[i] = value;   (by thread 0 alone outside loops) */
+static void emit_store(emitter *E, const tli_snode *s)
+{
+    int32_t ex[TL_MAX_RANK + 1];
+    int n = store_exprs(E->ir, s, ex);
+    tli_str pre;
+    tli_str_init(&pre);
+    begin_statement(E, ex, n, &pre, -1);
+    const char *idx[TL_MAX_RANK];
+    index_texts(E, s->buf, s->idx, idx);
+    char *off, *ok;
+    access_text(E, s->buf, idx, &off, &ok);
+    const char *val = expr(E, s->value);
+    flush_pre(E, &pre);
+    const char *who = E->inside_parallel ? "" : "tl_tid == 0 && ";
+    line(E, "if (%s%s) %s[%s] = %s;", who, ok, tli_B(E->ir, s->buf)->name, off, val);
+}
+
+static const char *single_expr(emitter *E, int32_t id)
+{
+    tli_str pre;
+    tli_str_init(&pre);
+    begin_statement(E, &id, 1, &pre, -1);
+    const char *t = expr(E, id);
+    flush_pre(E, &pre);
+    return t;
+}
+
+/*   for (long long iS_0 = 0; iS_0 < extent; ++iS_0) { ... } */
+static void emit_serial(emitter *E, int32_t sid, const tli_snode *s)
+{
+    const char *ext = single_expr(E, s->a0);
+    line(E, "for (long long i%d_0 = 0; i%d_0 < %s; ++i%d_0) {", sid, sid, ext, sid);
+    E->indent++;
+    stmts(E, s->body);
+    E->indent--;
+    line(E, "}");
+}
+
+static void emit_if(emitter *E, const tli_snode *s)
+{
+    line(E, "if (%s) {", single_expr(E, s->a0));
+    E->indent++;
+    stmts(E, s->body);
+    E->indent--;
+    if (s->orelse) {
+        line(E, "} else {");
+        E->indent++;
+        stmts(E, s->orelse);
+        E->indent--;
+    }
+    line(E, "}");
+}
+
+/* Declares the loop variables of parallel loop sid for flat index `flat`
+ * (text), naming them i<sid>_<d><suffix>. */
+static void decompose(emitter *E, int32_t sid, const char *flat, const char *suffix)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    int64_t inner = 1;
+    for (int d = s->rank - 1; d >= 0; d--) {
+        const char *q = inner == 1 ? flat : sfmt(E, "(%s / %lldLL)", flat, (long long)inner);
+        if (d > 0)
+            line(E, "const long long i%d_%d%s = %s %% %lldLL;", sid, d, suffix, q, (long long)s->extents[d]);
+        else
+            line(E, "const long long i%d_%d%s = %s;", sid, d, suffix, q);
+        inner *= s->extents[d];
+    }
+}
+
+/*   for (long long tl_f = tl_tid; tl_f < TOTAL; tl_f += THREADS) { ... } */
+static void emit_parallel_scalar(emitter *E, int32_t sid, const tli_par_plan *p, int threads)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    if (p->per_thread <= 16)
+        line(E, "#pragma unroll");
+    line(E, "for (long long tl_f%d = tl_tid; tl_f%d < %lldLL; tl_f%d += %d) {", sid, sid,
+         (long long)p->total, sid, threads);
+    E->indent++;
+    decompose(E, sid, sfmt(E, "tl_f%d", sid), "");
+    stmts(E, s->body);
+    E->indent--;
+    line(E, "}");
+}
+
+/* Index texts of an access for one lane of chunk u: the last loop variable
+ * becomes (i<sid>_<last>_c<u> + lane). */
+static void set_lane_vars(emitter *E, int32_t sid, int u, int lane)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    for (int d = 0; d < s->rank; d++) {
+        int32_t v = s->vars[d];
+        bool last = d == s->rank - 1;
+        E->var_text[v] = (last && lane > 0) ? sfmt(E, "(i%d_%d_c%d + %d)", sid, d, u, lane)
+                                            : sfmt(E, "i%d_%d_c%d", sid, d, u);
+    }
+}
+
+/* Condition under which a whole chunk of `lanes` moves at once (live: the
+ * chunk's liveness flag, or NULL). */
+static char *vector_ok(emitter *E, int32_t buf, const char **idx, int lanes, const char *live)
+{
+    const tli_bnode *b = tli_B(E->ir, buf);
+    tli_str c;
+    tli_str_init(&c);
+    if (live)
+        tli_str_appendf(&c, "%s && ", live);
+    for (int d = 0; d < b->rank - 1; d++)
+        tli_str_appendf(&c, "tl_in(%s, %s_d%d) && ", idx[d], b->name, d);
+    int last = b->rank - 1;
+    tli_str_appendf(&c, "tl_in_span(%s, %d, %s_d%d)", idx[last], lanes, b->name, last);
+    if (b->explicit_strides)
+        tli_str_appendf(&c, " && %s_s%d == 1", b->name, last);
+    char *off, *ok;
+    access_text(E, buf, idx, &off, &ok);
+    tli_str_appendf(&c, " && tl_aligned<%d>(%s + (%s))",
+                    (int)(tl_dtype_size((tl_dtype)b->dtype) * (size_t)lanes), b->name, off);
+    return keep(E, tli_str_take(&c));
+}
+
+/* Collects the loads of parallel loop sid that load whole chunks. */
+static void collect_vector_loads(emitter *E, int32_t sid, int32_t e, int lanes, int32_t *list, int *n, int max)
+{
+    const tli_enode *nd = tli_E(E->ir, e);
+    if (nd->scope == 0)
+        return;
+    for (int i = 0; i < tli_eop_arity((tli_eop)nd->op); i++)
+        collect_vector_loads(E, sid, nd->a[i], lanes, list, n, max);
+    if (nd->op != E_LOAD || !tli_access_vectorizable(E->ir, sid, nd->buf, nd->idx, lanes, true))
+        return;
+    for (int i = 0; i < *n; i++)
+        if (list[i] == e)
+            return;
+    if (*n < max)
+        list[(*n)++] = e;
+}
+
+#define MAX_VLOADS 32
+
+/*   tl_vec<float, 4> L7_c0;  whole-chunk load, lane by lane at the edges */
+static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *loads, int nloads, int lanes)
+{
+    const char *live = sfmt(E, "tl_live_c%d", u);
+    for (int i = 0; i < nloads; i++) {
+        const tli_enode *n = tli_E(E->ir, loads[i]);
+        const tli_bnode *b = tli_B(E->ir, n->buf);
+        const char *vname = sfmt(E, "L%d_c%d", loads[i], u);
+        line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, vname);
+        set_lane_vars(E, sid, u, 0);
+        reset_temps(E);
+        E->pre = NULL;
+        const char *idx[TL_MAX_RANK];
+        index_texts(E, n->buf, n->idx, idx);
+        char *off, *ok;
+        access_text(E, n->buf, idx, &off, &ok);
+        line(E, "if (%s) tl_ld_vec(%s, %s + (%s));", vector_ok(E, n->buf, idx, lanes, live), vname,
+             b->name, off);
+        line(E, "else {");
+        E->indent++;
+        for (int v = 0; v < lanes; v++) {
+            set_lane_vars(E, sid, u, v);
+            index_texts(E, n->buf, n->idx, idx);
+            access_text(E, n->buf, idx, &off, &ok);
+            line(E, "%s.e[%d] = tl_ld(%s + (%s), %s && %s);", vname, v, b->name, off, live, ok);
+        }
+        E->indent--;
+        line(E, "}");
+    }
+}
+
+/* Values of store st for every lane of chunk u, then one vector store (or
+ * lane-by-lane stores at the edges). */
+static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st, int lanes,
+                             const int32_t *loads, int nloads)
+{
+    const tli_bnode *b = tli_B(E->ir, st->buf);
+    const char *ct = tli_dtype_ctype((tl_dtype)b->dtype);
+    int32_t ex[TL_MAX_RANK + 1];
+    int nex = store_exprs(E->ir, st, ex);
+    bool vec = tli_access_vectorizable(E->ir, sid, st->buf, st->idx, lanes, false);
+    const char *sname = sfmt(E, "S%d_c%d", (int)(st - E->ir->s.v), u);
+    line(E, "tl_vec<%s, %d> %s;", ct, lanes, sname);
+    for (int v = 0; v < lanes; v++) {
+        set_lane_vars(E, sid, u, v);
+        for (int i = 0; i < nloads; i++)
+            E->load_text[loads[i]] = sfmt(E, "L%d_c%d.e[%d]", loads[i], u, v);
+        tli_str pre;
+        tli_str_init(&pre);
+        begin_statement(E, ex, nex, &pre, v);
+        const char *val = expr(E, st->value);
+        flush_pre(E, &pre);
+        line(E, "%s.e[%d] = %s;", sname, v, val);
+    }
+    for (int i = 0; i < nloads; i++)
+        E->load_text[loads[i]] = NULL;
+    const char *idx[TL_MAX_RANK];
+    char *off, *ok;
+    reset_temps(E);
+    E->pre = NULL;
+    set_lane_vars(E, sid, u, 0);
+    index_texts(E, st->buf, st->idx, idx);
+    access_text(E, st->buf, idx, &off, &ok);
+    if (vec) {
+        line(E, "if (%s) tl_st_vec(%s + (%s), %s);", vector_ok(E, st->buf, idx, lanes, NULL),
+             b->name, off, sname);
+        line(E, "else {");
+        E->indent++;
+    }
+    for (int v = 0; v < lanes; v++) {
+        set_lane_vars(E, sid, u, v);
+        index_texts(E, st->buf, st->idx, idx);
+        access_text(E, st->buf, idx, &off, &ok);
+        line(E, "if (%s) %s[%s] = %s.e[%d];", ok, b->name, off, sname, v);
+    }
+    if (vec) {
+        E->indent--;
+        line(E, "}");
+    }
+}
+
+static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p, int threads)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    int32_t loads[MAX_VLOADS];
+    int nloads = 0;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
+        collect_vector_loads(E, sid, tli_S(E->ir, st)->value, p->lanes, loads, &nloads, MAX_VLOADS);
+    bool one_group = p->per_thread == p->group;
+    if (!one_group) {
+        line(E, "#pragma unroll 1");
+        line(E, "for (long long tl_g = 0; tl_g < %lldLL; tl_g += %d) {", (long long)p->per_thread, p->group);
+        E->indent++;
+    }
+    const char *g = one_group ? "0" : "tl_g";
+    bool ragged_threads = p->chunks % threads != 0;
+    bool ragged_groups = p->per_thread % p->group != 0;
+    for (int u = 0; u < p->group; u++) {
+        line(E, "const long long tl_c%d = (%s + %d) * %dLL + tl_tid;", u, g, u, threads);
+        tli_str live;
+        tli_str_init(&live);
+        tli_str_append(&live, "true");
+        if (ragged_groups)
+            tli_str_appendf(&live, " && %s + %d < %lldLL", g, u, (long long)p->per_thread);
+        if (ragged_threads)
+            tli_str_appendf(&live, " && tl_c%d < %lldLL", u, (long long)p->chunks);
+        line(E, "const bool tl_live_c%d = %s;", u, live.data);
+        tli_str_free(&live);
+        decompose(E, sid, sfmt(E, "tl_c%d * %dLL", u, p->lanes), sfmt(E, "_c%d", u));
+    }
+    for (int u = 0; u < p->group; u++)
+        emit_chunk_loads(E, sid, u, loads, nloads, p->lanes);
+    for (int u = 0; u < p->group; u++) {
+        line(E, "if (tl_live_c%d) {", u);
+        E->indent++;
+        for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
+            emit_chunk_store(E, sid, u, tli_S(E->ir, st), p->lanes, loads, nloads);
+        E->indent--;
+        line(E, "}");
+    }
+    for (int d = 0; d < s->rank; d++)
+        E->var_text[s->vars[d]] = NULL;
+    if (!one_group) {
+        E->indent--;
+        line(E, "}");
+    }
+}
+
+static void emit_parallel(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    tli_par_plan p;
+    tli_plan_parallel(E->ir, sid, E->ir->threads, &p);
+    tli_str ext;
+    tli_str_init(&ext);
+    for (int d = 0; d < s->rank; d++)
+        tli_str_appendf(&ext, "%s%lld", d ? ", " : "", (long long)s->extents[d]);
+    if (p.vector)
+        line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %lld per thread, %d loaded ahead",
+             ext.data, p.lanes, (long long)p.per_thread, p.group);
+    else
+        line(E, "{ // tl_parallel [%s]: one iteration at a time, %lld per thread", ext.data,
+             (long long)p.per_thread);
+    tli_str_free(&ext);
+    E->indent++;
+    E->inside_parallel = true;
+    if (p.vector)
+        emit_parallel_vector(E, sid, &p, E->ir->threads);
+    else
+        emit_parallel_scalar(E, sid, &p, E->ir->threads);
+    E->inside_parallel = false;
+    E->indent--;
+    line(E, "}");
+}
+
+/* A body. Outside tl_parallel, a statement that stores is followed by a
+ * block barrier when more statements come, so that every thread sees its
+ * stores (conditions there are uniform over the block, so this is safe). */
+static void stmts(emitter *E, int32_t first)
+{
+    for (int32_t sid = first; sid; sid = tli_S(E->ir, sid)->next) {
+        const tli_snode *s = tli_S(E->ir, sid);
+        switch ((tli_sop)s->op) {
+        case S_STORE: emit_store(E, s); break;
+        case S_SERIAL: emit_serial(E, sid, s); break;
+        case S_IF: emit_if(E, s); break;
+        case S_PARALLEL: emit_parallel(E, sid); break;
+        default: break;
+        }
+        if (!E->inside_parallel && s->next && tli_stmt_stores(E->ir, sid))
+            line(E, "__syncthreads();");
+    }
+}
+
+/* ------------------------------------------------------------- kernel */
+
+static void emit_signature_params(emitter *E, tli_str *sig)
+{
+    const tli_ir *ir = E->ir;
+    for (int32_t i = 1; i < ir->p.n; i++) {
+        const tli_param *p = &ir->p.v[i];
+        const char *sep = i > 1 ? ", " : "";
+        if (p->kind == TL_PARAM_TENSOR) {
+            const tli_bnode *b = tli_B(ir, p->buf);
+            tli_str_appendf(sig, "%s%s%s *%s", sep, b->written ? "" : "const ",
+                            tli_dtype_ctype((tl_dtype)p->dtype), p->name);
+        } else {
+            tli_str_appendf(sig, "%s%s %s", sep, tli_dtype_ctype((tl_dtype)p->dtype), p->name);
+        }
+    }
+}
+
+/*   const long long A_d0 = N, A_s0 = 1LL;  (shape and strides of tensors) */
+static void emit_tensor_meta(emitter *E)
+{
+    const tli_ir *ir = E->ir;
+    for (int32_t i = 1; i < ir->b.n; i++) {
+        const tli_bnode *b = tli_B(ir, i);
+        if (b->scope != B_GLOBAL)
+            continue;
+        for (int d = 0; d < b->rank; d++) {
+            line(E, "const long long %s_d%d = %s;", b->name, d, single_expr(E, b->shape[d]));
+            int64_t st;
+            if (!(tli_expr_const_int(ir, b->stride[d], &st) && st == 1))
+                line(E, "const long long %s_s%d = %s;", b->name, d, single_expr(E, b->stride[d]));
+        }
+    }
+}
+
+/* An expression as plain text, with no temporaries (for comments). */
+static const char *plain_expr(emitter *E, int32_t id)
+{
+    reset_temps(E);
+    E->pre = NULL;
+    return expr(E, id);
+}
+
+static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
+{
+    const tli_ir *ir = E->ir;
+    tli_str_appendf(h, "// Generated by libtilec %s for %s: kernel '%s'.\n", tl_version(), E->target, ir->name);
+    tli_str_appendf(h, "// Launch: grid (");
+    for (int i = 0; i < 3; i++)
+        tli_str_appendf(h, "%s%s", i ? ", " : "", ir->grid[i] ? plain_expr(E, ir->grid[i]) : "1");
+    tli_str_appendf(h, "), %d threads per block.\n// Arguments:", ir->threads);
+    for (int32_t i = 1; i < ir->p.n; i++) {
+        const tli_param *p = &ir->p.v[i];
+        static const char *kinds[] = {"tensor", "dim", "scalar"};
+        tli_str_appendf(h, "%s %s (%s %s)", i > 1 ? "," : "", p->name, tl_dtype_name((tl_dtype)p->dtype),
+                        kinds[p->kind]);
+    }
+    tli_str_appendf(h, ".\n#include \"tl_device.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(",
+                    ir->threads, kname);
+}
+
+static bool uses_block_axis(const tli_ir *ir, int axis)
+{
+    for (int32_t i = 1; i < ir->e.n; i++)
+        if (ir->e.v[i].op == E_BLOCK_IDX && ir->e.v[i].ival == axis)
+            return true;
+    return false;
+}
+
+static bool emitter_init(emitter *E, const tli_ir *ir, const char *target)
+{
+    memset(E, 0, sizeof *E);
+    E->ir = ir;
+    E->target = target;
+    E->lane = -1;
+    size_t n = (size_t)ir->e.n;
+    E->var_text = calloc(n, sizeof(char *));
+    E->load_text = calloc(n, sizeof(char *));
+    E->temp = calloc(n, sizeof(char *));
+    E->uses = calloc(n, sizeof(int));
+    tli_str_init(&E->out);
+    return E->var_text && E->load_text && E->temp && E->uses;
+}
+
+static void emitter_free(emitter *E)
+{
+    for (int i = 0; i < E->nstrs; i++)
+        free(E->strs[i]);
+    free(E->strs);
+    free(E->var_text);
+    free(E->load_text);
+    free(E->temp);
+    free(E->uses);
+    tli_str_free(&E->out);
+}
+
+tl_status tli_emit_cuda(const tli_ir *ir, const char *target, char **src, char *kname, size_t kname_len)
+{
+    emitter E;
+    *src = NULL;
+    if (!emitter_init(&E, ir, target)) {
+        emitter_free(&E);
+        return TL_ERR_OUT_OF_MEMORY;
+    }
+    /* Body first: the kernel's name carries a hash of what it does. */
+    E.indent = 1;
+    line(&E, "const int tl_tid = threadIdx.x;");
+    for (int a = 0; a < 3; a++)
+        if (uses_block_axis(ir, a))
+            line(&E, "const long long tl_b%c = blockIdx.%c;", "xyz"[a], "xyz"[a]);
+    emit_tensor_meta(&E);
+    stmts(&E, ir->body);
+    tli_str sig;
+    tli_str_init(&sig);
+    emit_signature_params(&E, &sig);
+    uint8_t h[32];
+    tli_sha256 hs;
+    tli_sha256_init(&hs);
+    if (sig.data)
+        tli_sha256_update(&hs, sig.data, sig.len);
+    if (E.out.data)
+        tli_sha256_update(&hs, E.out.data, E.out.len);
+    tli_sha256_final(&hs, h);
+    char hex[65];
+    tli_hex(h, 4, hex);
+    tli_fmt(kname, kname_len, "%s_%s", ir->name, hex);
+    tli_str full;
+    tli_str_init(&full);
+    emit_comment_header(&E, &full, kname);
+    tli_str_appendf(&full, "%s)\n{\n%s}\n", sig.data ? sig.data : "", E.out.data ? E.out.data : "");
+    tli_str_free(&sig);
+    bool oom = E.oom || E.out.oom || full.oom;
+    emitter_free(&E);
+    *src = tli_str_take(&full);
+    if (oom || !*src) {
+        free(*src);
+        *src = NULL;
+        return TL_ERR_OUT_OF_MEMORY;
+    }
+    return TL_OK;
+}

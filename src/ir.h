@@ -1,0 +1,135 @@
+/*
+ * ir.h - the kernel graph.
+ *
+ * Every node lives in a flat array of its kernel and is named by its index,
+ * so a graph is copied with a few memcpy calls (a program keeps its own copy
+ * and outlives the builder) and a handle is just (kernel tag, index). Index 0
+ * of each array is a dummy so that 0 means "none".
+ *
+ * Expressions are pure and evaluated where they are used; a load reads the
+ * memory as it is at the statement that uses it.
+ */
+#ifndef TILEC_IR_H
+#define TILEC_IR_H
+
+#include "internal.h"
+
+typedef enum tli_eop {
+    E_NONE = 0,
+    /* leaves */
+    E_CONST_INT,   /* ival */
+    E_CONST_FLOAT, /* fval */
+    E_PARAM,       /* a dim or scalar parameter: param = index into params */
+    E_BLOCK_IDX,   /* ival = axis */
+    E_LOOP_VAR,    /* loop = the statement, ival = which dimension of it */
+    /* binary */
+    E_ADD, E_SUB, E_MUL, E_DIV, E_MOD, E_CEILDIV, E_MAX, E_MIN,
+    E_LT, E_LE, E_GT, E_GE, E_EQ, E_NE, E_AND, E_OR,
+    /* unary */
+    E_NEG, E_ABS, E_NOT, E_CAST,
+    E_EXP, E_EXP2, E_LOG, E_SQRT, E_RSQRT, E_TANH, E_ERF,
+    /* others */
+    E_SELECT,      /* a[0] ? a[1] : a[2] */
+    E_LOAD,        /* buf[pool[idx] ... pool[idx + rank - 1]] */
+    E_COUNT
+} tli_eop;
+
+typedef struct tli_enode {
+    uint8_t op;      /* tli_eop */
+    uint8_t dtype;   /* tl_dtype of the value */
+    int32_t a[3];    /* operand expressions */
+    int32_t buf;     /* E_LOAD */
+    int32_t idx;     /* E_LOAD: start of the index list in the pool */
+    int32_t param;   /* E_PARAM */
+    int32_t loop;    /* E_LOOP_VAR: its statement */
+    int32_t scope;   /* innermost loop statement this value depends on (0: none) */
+    int64_t ival;
+    double fval;
+} tli_enode;
+
+typedef enum tli_sop { S_NONE = 0, S_STORE, S_SERIAL, S_PARALLEL, S_IF } tli_sop;
+
+typedef struct tli_snode {
+    uint8_t op;       /* tli_sop */
+    int32_t next;     /* next statement in the same body (0: last) */
+    int32_t parent;   /* enclosing S_SERIAL/S_PARALLEL/S_IF (0: the kernel body) */
+    int32_t body;     /* first statement of the body (loops, then-branch of if) */
+    int32_t orelse;   /* first statement of the else branch (S_IF) */
+    /* S_STORE */
+    int32_t buf, idx, value;
+    /* S_SERIAL: extent = a[0]; S_IF: cond = a[0] */
+    int32_t a0;
+    /* loops: rank, constant extents (S_PARALLEL), variables */
+    int32_t rank;
+    int64_t extents[TL_MAX_RANK];
+    int32_t vars[TL_MAX_RANK];
+} tli_snode;
+
+typedef enum tli_bscope { B_GLOBAL = 1 } tli_bscope;
+
+typedef struct tli_bnode {
+    char name[64];
+    uint8_t scope;   /* tli_bscope */
+    uint8_t dtype;
+    int32_t rank;
+    int32_t shape[TL_MAX_RANK];  /* integer expressions */
+    int32_t stride[TL_MAX_RANK]; /* integer expressions (always filled) */
+    bool explicit_strides;
+    int32_t param;   /* index into params */
+    bool written, read;
+} tli_bnode;
+
+typedef struct tli_param {
+    char name[64];
+    uint8_t kind;    /* tl_param_kind */
+    uint8_t dtype;
+    int32_t buf;     /* TL_PARAM_TENSOR */
+    int32_t expr;    /* TL_PARAM_DIM, TL_PARAM_SCALAR: its E_PARAM node */
+} tli_param;
+
+#define TLI_VEC(T) struct { T *v; int32_t n, cap; }
+
+typedef struct tli_ir {
+    char name[64];
+    TLI_VEC(tli_enode) e;
+    TLI_VEC(tli_snode) s;
+    TLI_VEC(tli_bnode) b;
+    TLI_VEC(tli_param) p;
+    TLI_VEC(int32_t) pool;
+    int32_t grid[3];     /* expressions; 0 means 1 */
+    int threads;         /* 0 until tl_grid */
+    int32_t body;        /* first statement of the kernel body */
+} tli_ir;
+
+/* Initialises an empty graph (each array holds its dummy entry 0).
+ * false on OOM. */
+bool tli_ir_init(tli_ir *ir, const char *name);
+void tli_ir_free(tli_ir *ir);
+/* Deep copy; false on OOM (dst is then empty). */
+bool tli_ir_clone(tli_ir *dst, const tli_ir *src);
+
+/* Appenders; each returns the new index, or 0 on OOM. */
+int32_t tli_ir_add_expr(tli_ir *ir, const tli_enode *n);
+int32_t tli_ir_add_stmt(tli_ir *ir, const tli_snode *n);
+int32_t tli_ir_add_buf(tli_ir *ir, const tli_bnode *n);
+int32_t tli_ir_add_param(tli_ir *ir, const tli_param *n);
+/* Appends count indices to the pool; returns the start (or -1 on OOM). */
+int32_t tli_ir_add_indices(tli_ir *ir, const int32_t *ids, int count);
+
+static inline const tli_enode *tli_E(const tli_ir *ir, int32_t i) { return &ir->e.v[i]; }
+static inline const tli_snode *tli_S(const tli_ir *ir, int32_t i) { return &ir->s.v[i]; }
+static inline const tli_bnode *tli_B(const tli_ir *ir, int32_t i) { return &ir->b.v[i]; }
+
+/* Operand count of an expression op (0 for leaves and loads). */
+int tli_eop_arity(tli_eop op);
+/* Short name of an op for messages and dumps ("add", "exp", ...). */
+const char *tli_eop_name(tli_eop op);
+/* true when expression e mentions loop variable (loop, dim). */
+bool tli_expr_uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim);
+/* true when e is an integer constant; its value in *v. */
+bool tli_expr_const_int(const tli_ir *ir, int32_t e, int64_t *v);
+
+static inline bool tli_dtype_is_float(tl_dtype d) { return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64; }
+static inline bool tli_dtype_is_int(tl_dtype d) { return d == TL_I32 || d == TL_I64; }
+
+#endif

@@ -1,0 +1,469 @@
+/*
+ * program.c - from a verified kernel to a launchable program: emit CUDA C,
+ * look the cubin up in the cache or compile it with NVRTC, load it; then
+ * launch it with checked arguments.
+ */
+#include "program.h"
+
+#include "args.h"
+#include "cache.h"
+#include "emit.h"
+#include "interp.h"
+#include "kernel.h"
+#include "nvrtc.h"
+#include "sha256.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tl_ctx *tli_program_ctx(const tl_program *p) { return p ? p->ctx : NULL; }
+
+/* ------------------------------------------------------------- compile */
+
+/* The text NVRTC compiles: the device header inlined where the source
+ * includes it, with #line directives so messages name the right file. */
+static char *with_device_header(const char *src, const char *kname)
+{
+    const char *inc = strstr(src, "#include \"" TLI_DEVICE_HEADER_NAME "\"");
+    tli_str s;
+    tli_str_init(&s);
+    if (inc)
+        tli_str_appendf(&s, "%.*s", (int)(inc - src), src);
+    tli_str_appendf(&s, "#line 1 \"%s\"\n", TLI_DEVICE_HEADER_NAME);
+    tli_str_append(&s, tli_device_header);
+    tli_str_appendf(&s, "\n#line 1 \"%s.cu\"\n", kname);
+    if (inc) {
+        /* keep line numbers of the generated file: blank the include line */
+        int before = 1;
+        for (const char *p = src; p < inc; p++)
+            before += *p == '\n';
+        tli_str_appendf(&s, "#line %d \"%s.cu\"\n", before + 1, kname);
+        const char *rest = strchr(inc, '\n');
+        tli_str_append(&s, rest ? rest + 1 : "");
+    } else {
+        tli_str_append(&s, src);
+    }
+    return tli_str_take(&s);
+}
+
+static void compile_flags(const tl_compile_options *opt, const char **flags, int *n)
+{
+    *n = 0;
+    if (opt && opt->fast_math)
+        flags[(*n)++] = "--use_fast_math";
+    if (opt && opt->line_info)
+        flags[(*n)++] = "-lineinfo";
+}
+
+/* Cache key: what the cubin is made from, never a process-local name and
+ * never a run-time size. */
+static void cache_key(const char *src, const char *target, const char *const *flags, int nflags,
+                      uint8_t key[32])
+{
+    int maj = 0, min = 0;
+    tli_nvrtc_version(&maj, &min);
+    char head[128];
+    tli_fmt(head, sizeof head, "libtilec %s|nvrtc %d.%d|%s|", tl_version(), maj, min, target);
+    tli_sha256 h;
+    tli_sha256_init(&h);
+    tli_sha256_update(&h, head, strlen(head));
+    for (int i = 0; i < nflags; i++)
+        tli_sha256_update(&h, flags[i], strlen(flags[i]) + 1);
+    tli_sha256_update(&h, tli_device_header, tli_device_header_len);
+    tli_sha256_update(&h, src, strlen(src));
+    tli_sha256_final(&h, key);
+}
+
+/* Cubin of src for target: from the cache, or NVRTC (then stored). */
+static tl_status get_cubin(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt)
+{
+    const char *flags[4];
+    int nflags;
+    compile_flags(opt, flags, &nflags);
+    uint8_t key[32];
+    cache_key(p->source, p->target, flags, nflags, key);
+    bool use_cache = !(opt && opt->no_cache) && ctx->cache;
+    if (use_cache) {
+        int hit = tli_cache_get(ctx->cache, key, &p->cubin, &p->cubin_len);
+        if (hit) {
+            p->from_cache = hit;
+            return TL_OK;
+        }
+    }
+    char *full = with_device_header(p->source, p->kname);
+    if (!full)
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_compile: out of host memory");
+    double t0 = tli_now_ms();
+    tl_status st = tli_nvrtc_compile(ctx, full, p->kname, p->target, 0, flags, nflags, &p->cubin,
+                                     &p->cubin_len, NULL);
+    p->compile_ms = tli_now_ms() - t0;
+    free(full);
+    if (st != TL_OK)
+        return st;
+    if (use_cache) {
+        int maj = 0, min = 0;
+        tli_nvrtc_version(&maj, &min);
+        char meta[256];
+        tli_fmt(meta, sizeof meta, "kernel=%s target=%s nvrtc=%d.%d libtilec=%s", p->kname, p->target,
+                maj, min, tl_version());
+        tli_cache_put(ctx->cache, key, p->cubin, p->cubin_len, meta);
+    }
+    return TL_OK;
+}
+
+/* A cubin for sm_XY[a] runs on a device of the same major version and an
+ * equal or later minor one; an "a" cubin only on exactly its own. */
+static bool target_runs_on(const char *target, const tl_device_info *info)
+{
+    int v = atoi(target + 3);
+    bool arch_specific = target[strlen(target) - 1] == 'a';
+    int maj = v / 10, min = v % 10;
+    if (v >= 100) {
+        maj = v / 10;
+        min = v % 10;
+    }
+    if (arch_specific)
+        return maj == info->cc_major && min == info->cc_minor;
+    return maj == info->cc_major && min <= info->cc_minor;
+}
+
+static tl_status load_module(tl_ctx *ctx, tl_program *p)
+{
+    if (!ctx->has_device || !target_runs_on(p->target, &ctx->info))
+        return TL_OK; /* compiled for another GPU: kept, not loaded */
+    tl_status st = tli_ctx_bind(ctx);
+    if (st != TL_OK)
+        return st;
+    const tli_driver_api *cu = ctx->cu;
+    st = tli_cu_check(ctx, cu->cuModuleLoadData(&p->mod, p->cubin), "cuModuleLoadData");
+    if (st == TL_OK)
+        st = tli_cu_check(ctx, cu->cuModuleGetFunction(&p->fn, p->mod, p->kname), "cuModuleGetFunction");
+    if (st == TL_OK && p->smem_bytes > 48 * 1024)
+        st = tli_cu_check(ctx, cu->cuFuncSetAttribute(p->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                      p->smem_bytes),
+                          "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    if (st == TL_OK)
+        cu->cuFuncGetAttribute(&p->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, p->fn);
+    return st;
+}
+
+static const char *pick_target(tl_ctx *ctx, const char *want)
+{
+    return want ? want : ctx->target;
+}
+
+TL_API void tl_program_destroy(tl_program *p)
+{
+    if (!p)
+        return;
+    if (p->mod && p->ctx && p->ctx->cu && tli_ctx_bind(p->ctx) == TL_OK)
+        p->ctx->cu->cuModuleUnload(p->mod);
+    if (p->has_ir)
+        tli_ir_free(&p->ir);
+    free(p->source);
+    free(p->cubin);
+    free(p);
+}
+
+/* Shared tail of tl_compile and tli_program_from_source: cubin, module. */
+static tl_status finish_program(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt,
+                                tl_program **out)
+{
+    tl_status st = get_cubin(ctx, p, opt);
+    if (st == TL_OK)
+        st = load_module(ctx, p);
+    if (st != TL_OK) {
+        tl_program_destroy(p);
+        return st;
+    }
+    *out = p;
+    return TL_OK;
+}
+
+TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out)
+{
+    if (out)
+        *out = NULL;
+    if (!k || !out)
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_compile: out is NULL") : TL_ERR_INVALID_ARG;
+    tl_ctx *ctx = k->ctx;
+    tl_status st = tli_kernel_verify(k, "tl_compile");
+    if (st != TL_OK)
+        return st;
+    const char *target = pick_target(ctx, opt ? opt->target : NULL);
+    if (!tli_target_valid(target))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_compile: target '%s' is not of the form sm_XY or sm_XYa",
+                        target);
+    tl_program *p = calloc(1, sizeof *p);
+    if (!p || !tli_ir_clone(&p->ir, &k->ir)) {
+        free(p);
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_compile: out of host memory");
+    }
+    p->has_ir = true;
+    p->ctx = ctx;
+    p->threads = k->ir.threads;
+    tli_fmt(p->target, sizeof p->target, "%s", target);
+    double t0 = tli_now_ms();
+    st = tli_emit_cuda(&p->ir, target, &p->source, p->kname, sizeof p->kname);
+    double emit_ms = tli_now_ms() - t0;
+    if (st != TL_OK) {
+        tl_program_destroy(p);
+        return tli_fail(ctx, st, "tl_compile: lowering '%s' failed", k->ir.name);
+    }
+    st = finish_program(ctx, p, opt, out);
+    if (st == TL_OK && !(*out)->from_cache)
+        (*out)->compile_ms += emit_ms;
+    return st;
+}
+
+tl_status tli_program_from_source(tl_ctx *ctx, const char *src, const char *kname, int threads,
+                                  tl_program **out)
+{
+    tl_program *p = calloc(1, sizeof *p);
+    if (!p || !(p->source = tli_strdup(src))) {
+        free(p);
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    p->ctx = ctx;
+    p->threads = threads;
+    tli_fmt(p->kname, sizeof p->kname, "%s", kname);
+    tli_fmt(p->target, sizeof p->target, "%s", ctx->target);
+    return finish_program(ctx, p, NULL, out);
+}
+
+/* ---------------------------------------------------------- accessors */
+
+TL_API const char *tl_program_source(const tl_program *p) { return p ? p->source : NULL; }
+
+TL_API const void *tl_program_cubin(const tl_program *p, size_t *size)
+{
+    if (size)
+        *size = p ? p->cubin_len : 0;
+    return p ? p->cubin : NULL;
+}
+
+TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out)
+{
+    if (!p || !out)
+        return TL_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    tli_fmt(out->name, sizeof out->name, "%s", p->kname);
+    tli_fmt(out->target, sizeof out->target, "%s", p->target);
+    out->loaded = p->fn != NULL;
+    out->from_cache = p->from_cache;
+    out->compile_ms = p->compile_ms;
+    out->num_params = p->has_ir ? p->ir.p.n - 1 : 0;
+    out->threads = p->threads;
+    out->smem_bytes = p->smem_bytes;
+    out->regs = p->regs;
+    return TL_OK;
+}
+
+TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out)
+{
+    if (!p || !out || !p->has_ir || i < 0 || i >= p->ir.p.n - 1)
+        return TL_ERR_INVALID_ARG;
+    const tli_param *q = &p->ir.p.v[i + 1];
+    out->name = q->name;
+    out->kind = (tl_param_kind)q->kind;
+    out->dtype = (tl_dtype)q->dtype;
+    out->rank = q->kind == TL_PARAM_TENSOR ? tli_B(&p->ir, q->buf)->rank : 0;
+    out->written = q->kind == TL_PARAM_TENSOR && tli_B(&p->ir, q->buf)->written;
+    return TL_OK;
+}
+
+TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
+{
+    if (!k || !src)
+        return TL_ERR_INVALID_ARG;
+    *src = NULL;
+    tl_status st = tli_kernel_verify(k, "tl_kernel_source");
+    if (st != TL_OK)
+        return st;
+    target = pick_target(k->ctx, target);
+    if (!tli_target_valid(target))
+        return tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_source: bad target '%s'", target);
+    char kname[64];
+    st = tli_emit_cuda(&k->ir, target, src, kname, sizeof kname);
+    return st == TL_OK ? TL_OK : tli_fail(k->ctx, st, "tl_kernel_source: lowering failed");
+}
+
+TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
+{
+    if (!k || !ptx)
+        return TL_ERR_INVALID_ARG;
+    *ptx = NULL;
+    char *src;
+    tl_status st = tl_kernel_source(k, target, &src);
+    if (st != TL_OK)
+        return st;
+    target = pick_target(k->ctx, target);
+    char *full = with_device_header(src, k->ir.name);
+    size_t len;
+    st = full ? tli_nvrtc_compile(k->ctx, full, k->ir.name, target, 1, NULL, 0, (void **)ptx, &len, NULL)
+              : TL_ERR_OUT_OF_MEMORY;
+    free(full);
+    free(src);
+    return st;
+}
+
+TL_API void tl_free_host(void *p) { free(p); }
+
+/* -------------------------------------------------------------- launch */
+
+tl_status tli_launch_raw(const tl_program *p, const int64_t grid[3], void **params, void *stream)
+{
+    tl_ctx *ctx = p->ctx;
+    if (!p->fn)
+        return tli_fail(ctx, TL_ERR_NO_DEVICE,
+                        "kernel '%s' (%s) is not loaded: the context has no device of that architecture",
+                        p->kname, p->target);
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+        return TL_OK;
+    tl_status st = tli_ctx_bind(ctx);
+    if (st != TL_OK)
+        return st;
+    CUresult r = ctx->cu->cuLaunchKernel(p->fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
+                                         (unsigned)p->threads, 1, 1, (unsigned)p->smem_bytes,
+                                         (CUstream)stream, params, NULL);
+    return tli_cu_check(ctx, r, "cuLaunchKernel");
+}
+
+/* Kernel-parameter storage: one slot per parameter, in the C type the
+ * kernel declares. */
+typedef union arg_slot {
+    uint64_t ptr;
+    long long i64;
+    int i32;
+    float f32;
+    double f64;
+    uint16_t h;
+} arg_slot;
+
+static void fill_slot(const tli_param *q, const tli_bound *b, int i, arg_slot *s)
+{
+    if (q->kind == TL_PARAM_TENSOR) {
+        s->ptr = b->ptr[i];
+        return;
+    }
+    switch ((tl_dtype)q->dtype) {
+    case TL_I64: s->i64 = b->i[i]; break;
+    case TL_I32: s->i32 = (int)b->i[i]; break;
+    case TL_F32: s->f32 = (float)b->f[i]; break;
+    case TL_F64: s->f64 = b->f[i]; break;
+    case TL_F16: s->h = tl_f32_to_f16((float)b->f[i]); break;
+    case TL_BF16: s->h = tl_f32_to_bf16((float)b->f[i]); break;
+    default: break;
+    }
+}
+
+TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args)
+{
+    if (!p)
+        return TL_ERR_INVALID_ARG;
+    tl_ctx *ctx = p->ctx;
+    if (!p->has_ir)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_launch: program has no parameter list");
+    tli_bound b;
+    char err[256];
+    tl_status st = tli_bind_args(&p->ir, nargs, args, TL_ARG_DEVICE_PTR, &b, err, sizeof err);
+    if (st != TL_OK)
+        return tli_fail(ctx, st, "tl_launch: %s", err);
+    int64_t grid[3];
+    if (!tli_eval_grid(&p->ir, &b, grid, err, sizeof err)) {
+        tli_bound_free(&b);
+        return tli_fail(ctx, TL_ERR_LAUNCH_ARGS, "tl_launch: %s", err);
+    }
+    arg_slot slots[64];
+    void *params[64];
+    int n = p->ir.p.n - 1;
+    if (n > 64) {
+        tli_bound_free(&b);
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_launch: more than 64 parameters");
+    }
+    for (int i = 0; i < n; i++) {
+        fill_slot(&p->ir.p.v[i + 1], &b, i + 1, &slots[i]);
+        params[i] = &slots[i];
+    }
+    tli_bound_free(&b);
+    return tli_launch_raw(p, grid, params, stream);
+}
+
+/* ----------------------------------------------------------- interpret */
+
+static tl_status interpret_ir(tl_ctx *ctx, const tli_ir *ir, int nargs, const tl_arg *args, const char *api)
+{
+    tli_bound b;
+    char err[256];
+    tl_status st = tli_bind_args(ir, nargs, args, TL_ARG_HOST_PTR, &b, err, sizeof err);
+    if (st == TL_OK) {
+        st = tli_interp_run(ir, &b, err, sizeof err);
+        tli_bound_free(&b);
+    }
+    return st == TL_OK ? TL_OK : tli_fail(ctx, st, "%s: %s", api, err);
+}
+
+TL_API tl_status tl_interpret(tl_kernel *k, int nargs, const tl_arg *args)
+{
+    if (!k)
+        return TL_ERR_INVALID_ARG;
+    tl_status st = tli_kernel_verify(k, "tl_interpret");
+    return st != TL_OK ? st : interpret_ir(k->ctx, &k->ir, nargs, args, "tl_interpret");
+}
+
+TL_API tl_status tl_program_interpret(const tl_program *p, int nargs, const tl_arg *args)
+{
+    if (!p || !p->has_ir)
+        return TL_ERR_INVALID_ARG;
+    return interpret_ir(p->ctx, &p->ir, nargs, args, "tl_program_interpret");
+}
+
+/* ------------------------------------------------------------ op cache */
+
+static tl_status remember(tl_ctx *ctx, const char *key, tl_program *p, const tl_program **out)
+{
+    tli_op_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        tl_program_destroy(p);
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    tli_fmt(e->key, sizeof e->key, "%s", key);
+    e->prog = p;
+    e->next = ctx->ops;
+    ctx->ops = e;
+    *out = p;
+    return TL_OK;
+}
+
+static const tl_program *find_op(tl_ctx *ctx, const char *key)
+{
+    for (tli_op_entry *e = ctx->ops; e; e = e->next)
+        if (strcmp(e->key, key) == 0)
+            return e->prog;
+    return NULL;
+}
+
+tl_status tli_op_program(tl_ctx *ctx, const char *key, tli_build_fn build, const void *user,
+                         const tl_program **out)
+{
+    if ((*out = find_op(ctx, key)))
+        return TL_OK;
+    tl_kernel *k = NULL;
+    tl_status st = build(ctx, user, &k);
+    tl_program *p = NULL;
+    if (st == TL_OK)
+        st = tl_compile(k, NULL, &p);
+    tl_kernel_destroy(k);
+    return st == TL_OK ? remember(ctx, key, p, out) : st;
+}
+
+tl_status tli_op_program_source(tl_ctx *ctx, const char *key, const char *src, const char *kname,
+                                int threads, const tl_program **out)
+{
+    if ((*out = find_op(ctx, key)))
+        return TL_OK;
+    tl_program *p = NULL;
+    tl_status st = tli_program_from_source(ctx, src, kname, threads, &p);
+    return st == TL_OK ? remember(ctx, key, p, out) : st;
+}

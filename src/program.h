@@ -1,0 +1,46 @@
+/* program.h - compiled kernels: the graph they came from, their source and
+ * cubin, and the loaded module. */
+#ifndef TILEC_PROGRAM_H
+#define TILEC_PROGRAM_H
+
+#include "ctx.h"
+#include "ir.h"
+#include "program_ctx.h"
+
+struct tl_program {
+    tl_ctx *ctx;
+    tli_ir ir;             /* the graph (empty for raw-source programs)   */
+    bool has_ir;
+    char *source;          /* the generated CUDA C                        */
+    void *cubin;
+    size_t cubin_len;
+    char kname[64];
+    char target[16];
+    int from_cache;
+    double compile_ms;
+    int smem_bytes;
+    int threads;
+    CUmodule mod;          /* NULL when not loaded                        */
+    CUfunction fn;
+    int regs;
+};
+
+/* Compiles a hand-written CUDA source that includes "tl_device.cuh" (the
+ * library's own device kernels, e.g. the random generator) into a program
+ * with no graph; launch it with tli_launch_raw. */
+tl_status tli_program_from_source(tl_ctx *ctx, const char *src, const char *kname, int threads,
+                                  tl_program **out);
+
+/* Launches p with a prepared kernel-parameter array. */
+tl_status tli_launch_raw(const tl_program *p, const int64_t grid[3], void **params, void *stream);
+
+/* The program a prebuilt op keeps in its context under `key`, built by
+ * build(ctx, user, &kernel) and compiled on first use. */
+typedef tl_status (*tli_build_fn)(tl_ctx *ctx, const void *user, tl_kernel **out);
+tl_status tli_op_program(tl_ctx *ctx, const char *key, tli_build_fn build, const void *user,
+                         const tl_program **out);
+/* Same for raw-source programs. */
+tl_status tli_op_program_source(tl_ctx *ctx, const char *key, const char *src, const char *kname,
+                                int threads, const tl_program **out);
+
+#endif

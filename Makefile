@@ -24,7 +24,7 @@ CFLAGS_LIB  := $(CFLAGS_BASE) -DTILEC_BUILD -fvisibility=hidden -D_GNU_SOURCE
 LDLIBS      := -ldl -lpthread -lm
 
 ifneq ($(SANITIZE),)
-CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS     += -fsanitize=$(SANITIZE)
 endif
 
@@ -39,9 +39,11 @@ endif
 LIB_SRC     := $(wildcard src/*.c src/ops/*.c)
 LIB_OBJ     := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/gen/device_header.o
 DEVICE_HDR  := src/device/tl_device.cuh
-STATIC_LIB  := lib/libtilec.a
-SHARED_LIB  := lib/libtilec.so.$(VERSION)
-TOOL        := bin/tilec
+LIBDIR      ?= lib
+BINDIR      ?= bin
+STATIC_LIB  := $(LIBDIR)/libtilec.a
+SHARED_LIB  := $(LIBDIR)/libtilec.so.$(VERSION)
+TOOL        := $(BINDIR)/tilec
 TEST_SRC    := $(wildcard tests/test_*.c)
 TEST_BIN    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 EXAMPLE_SRC := $(wildcard examples/*.c)
@@ -72,17 +74,17 @@ $(BUILD)/obj/%.o: src/%.c include/tilec.h $(wildcard src/*.h src/ops/*.h)
 	$(CC) $(CFLAGS_LIB) -c -o $@ $<
 
 $(STATIC_LIB): $(LIB_OBJ)
-	@mkdir -p lib
+	@mkdir -p $(LIBDIR)
 	rm -f $@ && ar rcs $@ $^
 
 $(SHARED_LIB): $(LIB_OBJ)
-	@mkdir -p lib
+	@mkdir -p $(LIBDIR)
 	$(CC) -shared -Wl,-soname,libtilec.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-	ln -sf libtilec.so.$(VERSION) lib/libtilec.so.$(SOMAJOR)
-	ln -sf libtilec.so.$(SOMAJOR) lib/libtilec.so
+	ln -sf libtilec.so.$(VERSION) $(LIBDIR)/libtilec.so.$(SOMAJOR)
+	ln -sf libtilec.so.$(SOMAJOR) $(LIBDIR)/libtilec.so
 
 $(TOOL): tools/tilec.c $(STATIC_LIB)
-	@mkdir -p bin
+	@mkdir -p $(BINDIR)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
@@ -104,10 +106,13 @@ check-cmocka:
 test-build: all $(TEST_BIN)
 
 test: test-build
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+	@TILEC_BIN=$(TOOL) sh tests/run.sh $(TEST_BIN)
 
+# Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
+# The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE=address,undefined test
+	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	$(MAKE) BUILD=build-asan LIBDIR=build-asan/lib BINDIR=build-asan/bin SANITIZE=address,undefined test
 
 demo: all
 	@sh tools/demo.sh $(BUILD)

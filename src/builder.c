@@ -470,6 +470,16 @@ static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char
     int64_t r;
     if (na->op == E_CONST_INT && nb->op == E_CONST_INT && fold_int(op, na->ival, nb->ival, &r))
         return const_int(k, dt == TL_I32 ? (int32_t)r : r, dt, api);
+    /* x * 1, 1 * x, x + 0, 0 + x, x - 0: keep the generated code short. */
+    int64_t ca, cb;
+    bool a_const = na->op == E_CONST_INT && tli_dtype_is_int(dt), b_const = nb->op == E_CONST_INT && tli_dtype_is_int(dt);
+    ca = a_const ? na->ival : -1;
+    cb = b_const ? nb->ival : -1;
+    if (dt == TL_I64 && ((op == E_MUL && cb == 1) || ((op == E_ADD || op == E_SUB) && b_const && cb == 0)) &&
+        na->dtype == TL_I64)
+        return mk_handle(k, ia);
+    if (dt == TL_I64 && ((op == E_MUL && ca == 1) || (op == E_ADD && a_const && ca == 0)) && nb->dtype == TL_I64)
+        return mk_handle(k, ib);
     bool cmp = op >= E_LT && op <= E_NE;
     tli_enode n = {.op = (uint8_t)op, .dtype = (uint8_t)(cmp ? TL_BOOL : dt), .a = {ia, ib}};
     n.scope = inner_scope(k, na->scope, nb->scope);

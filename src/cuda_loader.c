@@ -28,10 +28,11 @@ typedef struct sym_spec {
     bool optional;        /* a missing symbol leaves the field NULL      */
 } sym_spec;
 
-/* Looks every symbol up; false (with a message) when a required one is
- * missing, which means the library is older than we support. */
-static bool bind_symbols(void *lib, void *table, const sym_spec *specs, size_t n,
-                         const char *libname, char *msg, size_t msg_len)
+/* Looks every symbol up; false (with a message, and the table zeroed) when
+ * a required one is missing, which means the library is older than we
+ * support. */
+static bool bind_symbols(void *lib, void *table, size_t table_size, const sym_spec *specs,
+                         size_t n, const char *libname, char *msg, size_t msg_len)
 {
     for (size_t i = 0; i < n; i++) {
         void *p = dlsym(lib, specs[i].name);
@@ -40,6 +41,7 @@ static bool bind_symbols(void *lib, void *table, const sym_spec *specs, size_t n
         if (!p && !specs[i].optional) {
             tli_fmt(msg, msg_len, "%s was loaded but lacks %s: it is too old for libtilec; "
                     "install a newer version (CUDA 12 or later)", libname, specs[i].name);
+            memset(table, 0, table_size);
             return false;
         }
         memcpy((char *)table + specs[i].offset, &p, sizeof p);
@@ -110,10 +112,18 @@ static void *open_candidates(const candidates *c, int first, int *index, char *e
     return NULL;
 }
 
-static void copy_msg(char *dst, size_t len, const char *src)
+/* What a search left behind: its status and, on failure, the message. */
+typedef struct load_state {
+    tl_status status;
+    char msg[1024];
+} load_state;
+
+/* The common tail of the tli_load_* calls: copy the failure message. */
+static tl_status report(const load_state *s, char *msg, size_t msg_len)
 {
-    if (dst && len)
-        tli_fmt(dst, len, "%s", src);
+    if (s->status != TL_OK && msg && msg_len)
+        tli_fmt(msg, msg_len, "%s", s->msg);
+    return s->status;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -170,42 +180,38 @@ static const sym_spec driver_syms[] = {
 
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static tli_driver_api driver_api;
-static tl_status driver_status;
-static char driver_msg[1024];
+static load_state driver_state;
 
 static void driver_init(void)
 {
     const char *override = getenv("TILEC_LIBCUDA");
-    const char *path = override && *override ? override : "libcuda.so.1";
+    bool overridden = override && *override;
+    const char *path = overridden ? override : "libcuda.so.1";
+    driver_state.status = TL_ERR_NO_DRIVER;
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
-        tli_fmt(driver_msg, sizeof driver_msg,
-                "cannot load the CUDA driver library libcuda.so.1%s%s%s (%s). Install the NVIDIA "
+        char from[PATH_LEN + 32] = "";
+        if (overridden)
+            tli_fmt(from, sizeof from, " from %s (TILEC_LIBCUDA)", path);
+        tli_fmt(driver_state.msg, sizeof driver_state.msg,
+                "cannot load the CUDA driver library libcuda.so.1%s (%s). Install the NVIDIA "
                 "driver, or set TILEC_LIBCUDA to the path of libcuda.so.1; a context created with "
-                "device TL_NO_DEVICE needs no driver",
-                override && *override ? " from " : "", override && *override ? path : "",
-                override && *override ? " (TILEC_LIBCUDA)" : "", e ? e : "unknown error");
-        driver_status = TL_ERR_NO_DRIVER;
+                "device TL_NO_DEVICE needs no driver", from, e ? e : "unknown error");
         return;
     }
-    if (!bind_symbols(lib, &driver_api, driver_syms, sizeof driver_syms / sizeof driver_syms[0],
-                      path, driver_msg, sizeof driver_msg)) {
-        memset(&driver_api, 0, sizeof driver_api);
-        driver_status = TL_ERR_NO_DRIVER;
-        return;
-    }
-    driver_status = TL_OK;
+    if (bind_symbols(lib, &driver_api, sizeof driver_api, driver_syms,
+                     sizeof driver_syms / sizeof driver_syms[0], path, driver_state.msg,
+                     sizeof driver_state.msg))
+        driver_state.status = TL_OK;
 }
 
 tl_status tli_load_driver(const tli_driver_api **out, char *msg, size_t msg_len)
 {
     pthread_once(&driver_once, driver_init);
     if (out)
-        *out = driver_status == TL_OK ? &driver_api : NULL;
-    if (driver_status != TL_OK)
-        copy_msg(msg, msg_len, driver_msg);
-    return driver_status;
+        *out = driver_state.status == TL_OK ? &driver_api : NULL;
+    return report(&driver_state, msg, msg_len);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -223,8 +229,7 @@ static const sym_spec nvrtc_syms[] = {
 
 static pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;
 static tli_nvrtc_api nvrtc_api;
-static tl_status nvrtc_status;
-static char nvrtc_msg[1024];
+static load_state nvrtc_state;
 
 static void nvrtc_init(void)
 {
@@ -233,31 +238,27 @@ static void nvrtc_init(void)
     int index = 0;
     toolkit_candidates(&c, "TILEC_NVRTC", "libnvrtc");
     void *lib = open_candidates(&c, 0, &index, err, sizeof err);
-    nvrtc_status = TL_ERR_NO_NVRTC;
+    nvrtc_state.status = TL_ERR_NO_NVRTC;
     if (!lib) {
-        tli_fmt(nvrtc_msg, sizeof nvrtc_msg,
+        tli_fmt(nvrtc_state.msg, sizeof nvrtc_state.msg,
                 "cannot load NVRTC (%s). Tried %s%s. Install the CUDA toolkit's NVRTC "
                 "(libnvrtc.so.13 or .12), or set TILEC_NVRTC to its path",
                 err, c.path[0], c.n > 1 ? ", other sonames and $CUDA_HOME, $CUDA_PATH, "
                                           "/usr/local/cuda/lib64" : "");
         return;
     }
-    if (!bind_symbols(lib, &nvrtc_api, nvrtc_syms, sizeof nvrtc_syms / sizeof nvrtc_syms[0],
-                      c.path[index], nvrtc_msg, sizeof nvrtc_msg)) {
-        memset(&nvrtc_api, 0, sizeof nvrtc_api);
-        return;
-    }
-    nvrtc_status = TL_OK;
+    if (bind_symbols(lib, &nvrtc_api, sizeof nvrtc_api, nvrtc_syms,
+                     sizeof nvrtc_syms / sizeof nvrtc_syms[0], c.path[index], nvrtc_state.msg,
+                     sizeof nvrtc_state.msg))
+        nvrtc_state.status = TL_OK;
 }
 
 tl_status tli_load_nvrtc(const tli_nvrtc_api **out, char *msg, size_t msg_len)
 {
     pthread_once(&nvrtc_once, nvrtc_init);
     if (out)
-        *out = nvrtc_status == TL_OK ? &nvrtc_api : NULL;
-    if (nvrtc_status != TL_OK)
-        copy_msg(msg, msg_len, nvrtc_msg);
-    return nvrtc_status;
+        *out = nvrtc_state.status == TL_OK ? &nvrtc_api : NULL;
+    return report(&nvrtc_state, msg, msg_len);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -295,8 +296,7 @@ static const sym_spec cublaslt_syms[] = {
 
 static pthread_once_t cublas_once = PTHREAD_ONCE_INIT;
 static tli_cublas_api cublas_api;
-static tl_status cublas_status;
-static char cublas_msg[1024];
+static load_state cublas_state;
 
 /* Opens one library of the pair and binds its symbols; `first` makes
  * cuBLASLt start at the directory and soname where cuBLAS was found, since
@@ -309,14 +309,14 @@ static void *open_blas_lib(const char *base, const sym_spec *syms, size_t n_syms
     toolkit_candidates(&c, NULL, base);
     void *lib = open_candidates(&c, first, index, err, sizeof err);
     if (!lib) {
-        tli_fmt(cublas_msg, sizeof cublas_msg,
+        tli_fmt(cublas_state.msg, sizeof cublas_state.msg,
                 "cannot load %s (%s). Tried %s.so.13, .so.12, .so and $CUDA_HOME, $CUDA_PATH, "
                 "/usr/local/cuda/lib64. Install cuBLAS from the CUDA toolkit",
                 base, err, base);
         return NULL;
     }
-    if (!bind_symbols(lib, &cublas_api, syms, n_syms, c.path[*index], cublas_msg,
-                      sizeof cublas_msg))
+    if (!bind_symbols(lib, &cublas_api, sizeof cublas_api, syms, n_syms, c.path[*index],
+                      cublas_state.msg, sizeof cublas_state.msg))
         return NULL;
     return lib;
 }
@@ -324,7 +324,7 @@ static void *open_blas_lib(const char *base, const sym_spec *syms, size_t n_syms
 static void cublas_init(void)
 {
     int index = 0;
-    cublas_status = TL_ERR_NO_CUBLAS;
+    cublas_state.status = TL_ERR_NO_CUBLAS;
     if (!open_blas_lib("libcublas", cublas_syms, sizeof cublas_syms / sizeof cublas_syms[0], 0,
                        &index) ||
         !open_blas_lib("libcublasLt", cublaslt_syms,
@@ -332,15 +332,13 @@ static void cublas_init(void)
         memset(&cublas_api, 0, sizeof cublas_api);
         return;
     }
-    cublas_status = TL_OK;
+    cublas_state.status = TL_OK;
 }
 
 tl_status tli_load_cublas(const tli_cublas_api **out, char *msg, size_t msg_len)
 {
     pthread_once(&cublas_once, cublas_init);
     if (out)
-        *out = cublas_status == TL_OK ? &cublas_api : NULL;
-    if (cublas_status != TL_OK)
-        copy_msg(msg, msg_len, cublas_msg);
-    return cublas_status;
+        *out = cublas_state.status == TL_OK ? &cublas_api : NULL;
+    return report(&cublas_state, msg, msg_len);
 }

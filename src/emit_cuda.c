@@ -30,7 +30,6 @@ typedef struct emitter {
     int *uses;
     char **temp;
     tli_str *pre;    /* where temporaries are declared */
-    int lane;        /* lane suffix for temporaries (-1: none) */
     int ntemp;
     char **strs;     /* every string made by sfmt, freed at the end */
     int nstrs, capstrs;
@@ -174,8 +173,12 @@ static char *round_to(emitter *E, tl_dtype dt, const char *f32)
 
 static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
 {
-    if (is_half(from))
-        x = sfmt(E, "tl_f32(%s)", x), from = TL_F32;
+    if (is_half(from)) {
+        x = sfmt(E, "tl_f32(%s)", x);
+        from = TL_F32;
+        if (to == TL_F32)
+            return (char *)x;
+    }
     if (is_half(to))
         return round_to(E, to, from == TL_F64 ? x : sfmt(E, "(float)(%s)", x));
     return sfmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
@@ -290,7 +293,8 @@ static const char *expr(emitter *E, int32_t id)
     if (E->load_text[id] || is_leaf(n) || E->uses[id] < 2 || !E->pre)
         return expr_text(E, id);
     char *text = expr_text(E, id);
-    char *name = E->lane >= 0 ? sfmt(E, "t%d_%d", id, E->lane) : sfmt(E, "t%d", id);
+    /* every temporary gets a fresh name: statements share scopes */
+    char *name = sfmt(E, "t%d", ++E->ntemp);
     for (int i = 0; i < E->indent; i++)
         tli_str_append(E->pre, "    ");
     tli_str_appendf(E->pre, "const %s %s = %s;\n", tli_dtype_ctype((tl_dtype)n->dtype), name, text);
@@ -319,13 +323,12 @@ static void reset_temps(emitter *E)
 }
 
 /* Prepares temporaries for the expressions of one statement: exprs[0..n). */
-static void begin_statement(emitter *E, const int32_t *exprs, int n, tli_str *pre, int lane)
+static void begin_statement(emitter *E, const int32_t *exprs, int n, tli_str *pre)
 {
     reset_temps(E);
     for (int i = 0; i < n; i++)
         count_uses(E, exprs[i]);
     E->pre = pre;
-    E->lane = lane;
 }
 
 /* Flushes the temporaries declared for a statement into the output. */
@@ -357,7 +360,7 @@ static void emit_store(emitter *E, const tli_snode *s)
     int n = store_exprs(E->ir, s, ex);
     tli_str pre;
     tli_str_init(&pre);
-    begin_statement(E, ex, n, &pre, -1);
+    begin_statement(E, ex, n, &pre);
     const char *idx[TL_MAX_RANK];
     index_texts(E, s->buf, s->idx, idx);
     char *off, *ok;
@@ -372,7 +375,7 @@ static const char *single_expr(emitter *E, int32_t id)
 {
     tli_str pre;
     tli_str_init(&pre);
-    begin_statement(E, &id, 1, &pre, -1);
+    begin_statement(E, &id, 1, &pre);
     const char *t = expr(E, id);
     flush_pre(E, &pre);
     return t;
@@ -448,25 +451,23 @@ static void set_lane_vars(emitter *E, int32_t sid, int u, int lane)
     }
 }
 
-/* Condition under which a whole chunk of `lanes` moves at once (live: the
- * chunk's liveness flag, or NULL). */
-static char *vector_ok(emitter *E, int32_t buf, const char **idx, int lanes, const char *live)
+/* Arguments of tl_ld_chunk / tl_st_chunk for an access whose lane-0
+ * indices are idx:  base, stride, i, n, ok  (see tl_device.cuh). */
+static char *chunk_args(emitter *E, int32_t buf, const char **idx, const char *live)
 {
     const tli_bnode *b = tli_B(E->ir, buf);
-    tli_str c;
-    tli_str_init(&c);
-    if (live)
-        tli_str_appendf(&c, "%s && ", live);
-    for (int d = 0; d < b->rank - 1; d++)
-        tli_str_appendf(&c, "tl_in(%s, %s_d%d) && ", idx[d], b->name, d);
     int last = b->rank - 1;
-    tli_str_appendf(&c, "tl_in_span(%s, %d, %s_d%d)", idx[last], lanes, b->name, last);
-    if (b->explicit_strides)
-        tli_str_appendf(&c, " && %s_s%d == 1", b->name, last);
     char *off, *ok;
     access_text(E, buf, idx, &off, &ok);
-    tli_str_appendf(&c, " && tl_aligned<%d>(%s + (%s))",
-                    (int)(tl_dtype_size((tl_dtype)b->dtype) * (size_t)lanes), b->name, off);
+    int64_t st;
+    bool unit = tli_expr_const_int(E->ir, b->stride[last], &st) && st == 1;
+    tli_str c;
+    tli_str_init(&c);
+    tli_str_appendf(&c, "%s + (%s), %s, %s, %s_d%d, ", b->name, off,
+                    unit ? "1" : sfmt(E, "%s_s%d", b->name, last), idx[last], b->name, last);
+    tli_str_append(&c, live ? live : "true");
+    for (int d = 0; d < last; d++)
+        tli_str_appendf(&c, " && tl_in(%s, %s_d%d)", idx[d], b->name, d);
     return keep(E, tli_str_take(&c));
 }
 
@@ -489,56 +490,43 @@ static void collect_vector_loads(emitter *E, int32_t sid, int32_t e, int lanes, 
 
 #define MAX_VLOADS 32
 
-/*   tl_vec<float, 4> L7_c0;  whole-chunk load, lane by lane at the edges */
-static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *loads, int nloads, int lanes)
+/*   tl_vec<float, 4> L7_c0;
+ *   tl_ld_chunk(L7_c0, A + (off), 1, i, A_d0, tl_live_c0);   one chunk of a load */
+static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *loads, int nloads, int lanes,
+                             bool need_live)
 {
-    const char *live = sfmt(E, "tl_live_c%d", u);
+    const char *live = need_live ? sfmt(E, "tl_live_c%d", u) : NULL;
+    set_lane_vars(E, sid, u, 0);
+    reset_temps(E);
+    E->pre = NULL;
     for (int i = 0; i < nloads; i++) {
         const tli_enode *n = tli_E(E->ir, loads[i]);
         const tli_bnode *b = tli_B(E->ir, n->buf);
         const char *vname = sfmt(E, "L%d_c%d", loads[i], u);
-        line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, vname);
-        set_lane_vars(E, sid, u, 0);
-        reset_temps(E);
-        E->pre = NULL;
         const char *idx[TL_MAX_RANK];
         index_texts(E, n->buf, n->idx, idx);
-        char *off, *ok;
-        access_text(E, n->buf, idx, &off, &ok);
-        line(E, "if (%s) tl_ld_vec(%s, %s + (%s));", vector_ok(E, n->buf, idx, lanes, live), vname,
-             b->name, off);
-        line(E, "else {");
-        E->indent++;
-        for (int v = 0; v < lanes; v++) {
-            set_lane_vars(E, sid, u, v);
-            index_texts(E, n->buf, n->idx, idx);
-            access_text(E, n->buf, idx, &off, &ok);
-            line(E, "%s.e[%d] = tl_ld(%s + (%s), %s && %s);", vname, v, b->name, off, live, ok);
-        }
-        E->indent--;
-        line(E, "}");
+        line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, vname);
+        line(E, "tl_ld_chunk(%s, %s);", vname, chunk_args(E, n->buf, idx, live));
     }
 }
 
-/* Values of store st for every lane of chunk u, then one vector store (or
- * lane-by-lane stores at the edges). */
+/* Values of store st for every lane of chunk u, then one chunk store (or,
+ * for an access that cannot move whole chunks, lane-by-lane stores). */
 static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st, int lanes,
                              const int32_t *loads, int nloads)
 {
     const tli_bnode *b = tli_B(E->ir, st->buf);
-    const char *ct = tli_dtype_ctype((tl_dtype)b->dtype);
     int32_t ex[TL_MAX_RANK + 1];
     int nex = store_exprs(E->ir, st, ex);
-    bool vec = tli_access_vectorizable(E->ir, sid, st->buf, st->idx, lanes, false);
     const char *sname = sfmt(E, "S%d_c%d", (int)(st - E->ir->s.v), u);
-    line(E, "tl_vec<%s, %d> %s;", ct, lanes, sname);
+    line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, sname);
     for (int v = 0; v < lanes; v++) {
         set_lane_vars(E, sid, u, v);
         for (int i = 0; i < nloads; i++)
             E->load_text[loads[i]] = sfmt(E, "L%d_c%d.e[%d]", loads[i], u, v);
         tli_str pre;
         tli_str_init(&pre);
-        begin_statement(E, ex, nex, &pre, v);
+        begin_statement(E, ex, nex, &pre);
         const char *val = expr(E, st->value);
         flush_pre(E, &pre);
         line(E, "%s.e[%d] = %s;", sname, v, val);
@@ -549,24 +537,17 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st
     char *off, *ok;
     reset_temps(E);
     E->pre = NULL;
-    set_lane_vars(E, sid, u, 0);
-    index_texts(E, st->buf, st->idx, idx);
-    access_text(E, st->buf, idx, &off, &ok);
-    if (vec) {
-        line(E, "if (%s) tl_st_vec(%s + (%s), %s);", vector_ok(E, st->buf, idx, lanes, NULL),
-             b->name, off, sname);
-        line(E, "else {");
-        E->indent++;
+    if (tli_access_vectorizable(E->ir, sid, st->buf, st->idx, lanes, false)) {
+        set_lane_vars(E, sid, u, 0);
+        index_texts(E, st->buf, st->idx, idx);
+        line(E, "tl_st_chunk(%s, %s);", chunk_args(E, st->buf, idx, NULL), sname);
+        return;
     }
     for (int v = 0; v < lanes; v++) {
         set_lane_vars(E, sid, u, v);
         index_texts(E, st->buf, st->idx, idx);
         access_text(E, st->buf, idx, &off, &ok);
         line(E, "if (%s) %s[%s] = %s.e[%d];", ok, b->name, off, sname, v);
-    }
-    if (vec) {
-        E->indent--;
-        line(E, "}");
     }
 }
 
@@ -583,31 +564,40 @@ static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p,
         line(E, "for (long long tl_g = 0; tl_g < %lldLL; tl_g += %d) {", (long long)p->per_thread, p->group);
         E->indent++;
     }
-    const char *g = one_group ? "0" : "tl_g";
     bool ragged_threads = p->chunks % threads != 0;
     bool ragged_groups = p->per_thread % p->group != 0;
+    bool need_live = ragged_threads || ragged_groups;
     for (int u = 0; u < p->group; u++) {
-        line(E, "const long long tl_c%d = (%s + %d) * %dLL + tl_tid;", u, g, u, threads);
-        tli_str live;
-        tli_str_init(&live);
-        tli_str_append(&live, "true");
-        if (ragged_groups)
-            tli_str_appendf(&live, " && %s + %d < %lldLL", g, u, (long long)p->per_thread);
-        if (ragged_threads)
-            tli_str_appendf(&live, " && tl_c%d < %lldLL", u, (long long)p->chunks);
-        line(E, "const bool tl_live_c%d = %s;", u, live.data);
-        tli_str_free(&live);
+        if (one_group)
+            line(E, "const long long tl_c%d = %dLL + tl_tid;", u, u * threads);
+        else
+            line(E, "const long long tl_c%d = (tl_g + %d) * %dLL + tl_tid;", u, u, threads);
+        if (need_live) {
+            tli_str live;
+            tli_str_init(&live);
+            tli_str_append(&live, "true");
+            if (ragged_groups)
+                tli_str_appendf(&live, " && tl_g + %d < %lldLL", u, (long long)p->per_thread);
+            if (ragged_threads)
+                tli_str_appendf(&live, " && tl_c%d < %lldLL", u, (long long)p->chunks);
+            line(E, "const bool tl_live_c%d = %s;", u, live.data);
+            tli_str_free(&live);
+        }
         decompose(E, sid, sfmt(E, "tl_c%d * %dLL", u, p->lanes), sfmt(E, "_c%d", u));
     }
     for (int u = 0; u < p->group; u++)
-        emit_chunk_loads(E, sid, u, loads, nloads, p->lanes);
+        emit_chunk_loads(E, sid, u, loads, nloads, p->lanes, need_live);
     for (int u = 0; u < p->group; u++) {
-        line(E, "if (tl_live_c%d) {", u);
-        E->indent++;
+        if (need_live) {
+            line(E, "if (tl_live_c%d) {", u);
+            E->indent++;
+        }
         for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
             emit_chunk_store(E, sid, u, tli_S(E->ir, st), p->lanes, loads, nloads);
-        E->indent--;
-        line(E, "}");
+        if (need_live) {
+            E->indent--;
+            line(E, "}");
+        }
     }
     for (int d = 0; d < s->rank; d++)
         E->var_text[s->vars[d]] = NULL;
@@ -737,7 +727,6 @@ static bool emitter_init(emitter *E, const tli_ir *ir, const char *target)
     memset(E, 0, sizeof *E);
     E->ir = ir;
     E->target = target;
-    E->lane = -1;
     size_t n = (size_t)ir->e.n;
     E->var_text = calloc(n, sizeof(char *));
     E->load_text = calloc(n, sizeof(char *));

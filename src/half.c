@@ -137,28 +137,19 @@ double tli_load_as_double(tl_dtype dt, const void *base, int64_t i)
     }
 }
 
-/* Truncates toward zero and saturates, NaN -> 0, like cvt.rzi.s32.f64. */
-static int32_t to_i32_sat(double v)
+/* Truncates toward zero and saturates to a signed integer of `bits` bits
+ * (32 or 64); NaN gives 0. This is what cvt.rzi.s32/s64.f64 does. */
+static int64_t trunc_saturate(double v, int bits)
 {
     if (isnan(v))
         return 0;
+    double limit = ldexp(1.0, bits - 1); /* 2^31 or 2^63, exact */
+    int64_t max = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
     double t = trunc(v);
-    if (t >= 0x1p31)
-        return INT32_MAX;
-    if (t < -0x1p31)
-        return INT32_MIN;
-    return (int32_t)t;
-}
-
-static int64_t to_i64_sat(double v)
-{
-    if (isnan(v))
-        return 0;
-    double t = trunc(v);
-    if (t >= 0x1p63)
-        return INT64_MAX;
-    if (t < -0x1p63)
-        return INT64_MIN;
+    if (t >= limit)
+        return max;
+    if (t < -limit)
+        return -max - 1;
     return (int64_t)t;
 }
 
@@ -168,8 +159,8 @@ void tli_store_from_double(tl_dtype dt, void *base, int64_t i, double v)
     case TL_F32: ((float *)base)[i] = (float)v; break; /* IEEE: RN, overflow to Inf */
     case TL_F16: ((uint16_t *)base)[i] = tli_f64_to_f16(v); break;
     case TL_BF16: ((uint16_t *)base)[i] = tli_f64_to_bf16(v); break;
-    case TL_I32: ((int32_t *)base)[i] = to_i32_sat(v); break;
-    case TL_I64: ((int64_t *)base)[i] = to_i64_sat(v); break;
+    case TL_I32: ((int32_t *)base)[i] = (int32_t)trunc_saturate(v, 32); break;
+    case TL_I64: ((int64_t *)base)[i] = trunc_saturate(v, 64); break;
     case TL_F64: ((double *)base)[i] = v; break;
     case TL_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
     default: break;

@@ -131,3 +131,35 @@ __device__ __forceinline__ bool tl_in_span(tl_i64 i, tl_i64 v, tl_i64 n)
 {
     return (tl_u64)i < (tl_u64)n && (tl_u64)(i + v) <= (tl_u64)n;
 }
+
+// A chunk of V consecutive elements along a tensor's last axis: elements
+// base[v * stride] for lanes v whose index i + v lies in [0, n), when `ok`
+// (the chunk is live and its other indices are in range). One vector access
+// when the whole chunk is inside, contiguous and aligned; lane by lane at
+// the edges (lanes outside read 0 and are not written).
+template <typename T, int V>
+__device__ __forceinline__ void tl_ld_chunk(tl_vec<T, V> &r, const T *base, tl_i64 stride, tl_i64 i,
+                                            tl_i64 n, bool ok)
+{
+    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<sizeof(T) * V>(base)) {
+        tl_ld_vec(r, base);
+        return;
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+        r.e[v] = tl_ld(base + v * stride, ok && tl_in(i + v, n));
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void tl_st_chunk(T *base, tl_i64 stride, tl_i64 i, tl_i64 n, bool ok,
+                                            const tl_vec<T, V> &r)
+{
+    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<sizeof(T) * V>(base)) {
+        tl_st_vec(base, r);
+        return;
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+        if (ok && tl_in(i + v, n))
+            base[v * stride] = r.e[v];
+}

@@ -1,0 +1,47 @@
+/* bench.h - shared by the benchmarks: a context, CSV + table output. */
+#ifndef TILEC_BENCH_H
+#define TILEC_BENCH_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tilec.h"
+
+#define BENCH_CHECK(expr)                                                                          \
+    do {                                                                                           \
+        tl_status st_ = (expr);                                                                    \
+        if (st_ != TL_OK) {                                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, tl_status_name(st_),           \
+                    bench_ctx ? tl_ctx_error(bench_ctx) : "");                                     \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static tl_ctx *bench_ctx;
+
+/* Creates the context, or exits 0 with a note when there is no GPU (the
+ * benchmarks have nothing to measure then). */
+static inline tl_ctx *bench_open(const char *what)
+{
+    char msg[400];
+    tl_status st = tl_ctx_create(NULL, &bench_ctx, msg, sizeof msg);
+    if (st != TL_OK) {
+        printf("%s: skipped, no GPU (%s: %s)\n", what, tl_status_name(st), msg);
+        exit(0);
+    }
+    tl_device_info info;
+    tl_ctx_device_info(bench_ctx, &info);
+    printf("# %s on %s (sm_%d%d, %d SMs, L2 %d MiB), driver %d, NVRTC %d.%d, libtilec %s\n", what, info.name,
+           info.cc_major, info.cc_minor, info.sm_count, info.l2_bytes >> 20, info.driver_version, info.nvrtc_major,
+           info.nvrtc_minor, tl_version());
+    return bench_ctx;
+}
+
+/* One CSV line: op, shape, dtype, impl, ms, rate, unit, ratio, rel_err. */
+static inline void bench_csv(const char *op, const char *shape, const char *dtype, const char *impl, double ms,
+                             double rate, const char *unit, double ratio, double rel)
+{
+    printf("csv,%s,%s,%s,%s,%.4f,%.1f,%s,%.3f,%.2e\n", op, shape, dtype, impl, ms, rate, unit, ratio, rel);
+}
+
+#endif

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Runs every benchmark; each prints CSV lines (prefix "csv,") and a table.
+# Without a GPU they say so and exit 0.
+B=${1:-build}
+set -e
+"$B/bench/bench_compile"
+"$B/bench/bench_vadd"

@@ -1,0 +1,132 @@
+/* kernels.h - a small zoo of builder kernels that exercise every part of the
+ * builder (2-D parallel loops, strides, scalars, serial loops, if/else,
+ * select, casts, integer arithmetic, math, masked edges), each with an
+ * independent CPU reference written directly in C. Used by the interpreter
+ * tests (CPU tier), the NVRTC tests, and the GPU tests. */
+#ifndef TILEC_TEST_KERNELS_H
+#define TILEC_TEST_KERNELS_H
+
+#include <math.h>
+
+#include "tilec.h"
+
+/* Y[i, j] = bf16(alpha * X[i, j] + exp(0.5 * X[i, j]) - tanh(X[i, j]))
+ * X is [M, N] with row stride ldx (a dim); Y is [M, N] bf16, contiguous.
+ * Launch arguments: M, N, ldx, alpha, X, Y. */
+static inline tl_kernel *zoo_axpby_2d(tl_ctx *ctx)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "axpby_2d");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), ldx = tl_dim(k, "ldx");
+    tl_expr alpha = tl_param_scalar(k, "alpha", TL_F32);
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, N}, (tl_expr[]){ldx, tl_int(k, 1)});
+    tl_buf Y = tl_param_tensor(k, "Y", TL_BF16, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, 4)), TL_NONE_EXPR, 128);
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){4, 64}, v);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 1), tl_int(k, 4)), v[0]);
+    tl_expr j = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 64)), v[1]);
+    tl_expr x = tl_load(k, X, (tl_expr[]){i, j});
+    tl_expr y = tl_sub(k, tl_add(k, tl_mul(k, alpha, x), tl_exp(k, tl_mul(k, tl_f32(k, 0.5f), x))), tl_tanh(k, x));
+    tl_store(k, Y, (tl_expr[]){i, j}, tl_cast(k, y, TL_BF16));
+    tl_end(k);
+    return k;
+}
+
+static inline void zoo_axpby_2d_ref(int64_t M, int64_t N, int64_t ldx, float alpha, const float *X, double *Y)
+{
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double x = X[i * ldx + j];
+            Y[i * N + j] = alpha * x + exp(0.5 * x) - tanh(x);
+        }
+}
+
+/* S[r] = sum_j X[r, j], a serial loop by one thread per row block:
+ * exercises block-level stores (thread 0) and the barrier after them.
+ * Launch arguments: M, N, X, S. */
+static inline tl_kernel *zoo_rowsum(tl_ctx *ctx)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "rowsum");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_buf S = tl_param_tensor(k, "S", TL_F32, 1, &M, NULL);
+    tl_grid(k, M, TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    tl_expr r = tl_block_idx(k, 0);
+    tl_store(k, S, &r, tl_f32(k, 0));
+    tl_expr j = tl_serial(k, N);
+    tl_store(k, S, &r, tl_add(k, tl_load(k, S, &r), tl_load(k, X, (tl_expr[]){r, j})));
+    tl_end(k);
+    return k;
+}
+
+static inline void zoo_rowsum_ref(int64_t M, int64_t N, const float *X, double *S)
+{
+    for (int64_t r = 0; r < M; r++) {
+        double s = 0;
+        for (int64_t j = 0; j < N; j++)
+            s += X[r * N + j];
+        S[r] = s;
+    }
+}
+
+/* Control flow and conversions, one element per iteration:
+ *   F[i] = i % 3 == 0 ? erf(x) : (x > 0 ? sqrt(x) : -rsqrt(1 + |x|)) (as if/else)
+ *   G[i] = f16(max(log(1 + x*x), exp2(min(x, 1))))
+ *   I[i] = i32(x * 100) / 7 + i % 5
+ * with x = H[i] (f16 input). Launch arguments: N, H, F, G, I. */
+static inline tl_kernel *zoo_mixed(tl_ctx *ctx)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "mixed");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf H = tl_param_tensor(k, "H", TL_F16, 1, &N, NULL);
+    tl_buf F = tl_param_tensor(k, "F", TL_F32, 1, &N, NULL);
+    tl_buf G = tl_param_tensor(k, "G", TL_F16, 1, &N, NULL);
+    tl_buf I = tl_param_tensor(k, "I", TL_I32, 1, &N, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 512)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_expr p = tl_parallel1(k, 512);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 512)), p);
+    tl_expr x = tl_cast(k, tl_load(k, H, &i), TL_F32);
+    tl_if(k, tl_eq(k, tl_mod(k, i, tl_int(k, 3)), tl_int(k, 0)));
+    tl_store(k, F, &i, tl_erf(k, x));
+    tl_else(k);
+    tl_expr neg = tl_neg(k, tl_rsqrt(k, tl_add(k, tl_f32(k, 1), tl_abs(k, x))));
+    tl_store(k, F, &i, tl_select(k, tl_gt(k, x, tl_f32(k, 0)), tl_sqrt(k, x), neg));
+    tl_end(k);
+    tl_expr g = tl_max(k, tl_log(k, tl_add(k, tl_f32(k, 1), tl_mul(k, x, x))), tl_exp2(k, tl_min(k, x, tl_f32(k, 1))));
+    tl_store(k, G, &i, tl_cast(k, g, TL_F16));
+    tl_expr q = tl_div(k, tl_cast(k, tl_mul(k, x, tl_f32(k, 100)), TL_I32), tl_i32(k, 7));
+    tl_store(k, I, &i, tl_add(k, q, tl_cast(k, tl_mod(k, i, tl_int(k, 5)), TL_I32)));
+    tl_end(k);
+    return k;
+}
+
+static inline void zoo_mixed_ref(int64_t n, const float *x, double *F, double *G, int32_t *I)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        F[i] = i % 3 == 0 ? erf(v) : (v > 0 ? sqrt(v) : -1.0 / sqrt(1 + fabs(v)));
+        double a = log(1 + v * v), b = exp2(fmin(v, 1));
+        G[i] = a > b ? a : b;
+        I[i] = (int32_t)(float)(v * 100) / 7 + (int32_t)(i % 5);
+    }
+}
+
+/* D[i] = A[i + 1] - A[i]: the last element reads past the end, which the
+ * masking turns into 0; the shifted access cannot move whole aligned chunks.
+ * Launch arguments: N, A, D. */
+static inline tl_kernel *zoo_shift(tl_ctx *ctx, tl_dtype dt)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "shift");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf A = tl_param_tensor(k, "A", dt, 1, &N, NULL);
+    tl_buf D = tl_param_tensor(k, "D", dt, 1, &N, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 1024)), TL_NONE_EXPR, TL_NONE_EXPR, 256);
+    tl_expr p = tl_parallel1(k, 1024);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 1024)), p);
+    tl_expr next = tl_add(k, i, tl_int(k, 1));
+    tl_store(k, D, &i, tl_sub(k, tl_load(k, A, &next), tl_load(k, A, &i)));
+    tl_end(k);
+    return k;
+}
+
+#endif

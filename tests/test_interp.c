@@ -1,0 +1,283 @@
+/* test_interp.c - the CPU interpreter (golden model) against independent
+ * references written in C, at aligned and ragged sizes; plus the checker
+ * and the host random generator it relies on. */
+#include "util.h"
+
+#include "kernels.h"
+
+#include <math.h>
+
+static tl_ctx *ctx;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    ctx = test_offline_ctx("sm_90a");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tl_ctx_destroy(ctx);
+    return 0;
+}
+
+/* Reads element i of a buffer of dt as a double. */
+static double get(tl_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case TL_F32: return ((const float *)p)[i];
+    case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
+    case TL_BF16: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return NAN;
+    }
+}
+
+/* The sum as the device computes it: in f32, rounded to dt. */
+static double add_in(tl_dtype dt, double a, double b)
+{
+    float s = (float)a + (float)b;
+    switch (dt) {
+    case TL_F16: return tl_f16_to_f32(tl_f32_to_f16(s));
+    case TL_BF16: return tl_bf16_to_f32(tl_f32_to_bf16(s));
+    default: return s;
+    }
+}
+
+static void check_vadd(tl_dtype dt, int64_t n, uint64_t seed)
+{
+    tl_kernel *k;
+    assert_status(tl_op_build(ctx, "vadd", dt, &k), TL_OK);
+    size_t sz = tl_dtype_size(dt);
+    void *a = malloc((size_t)n * sz + 1), *b = malloc((size_t)n * sz + 1), *c = malloc((size_t)n * sz + 1);
+    assert_status(tl_random_host(a, dt, n, seed, -2, 2), TL_OK);
+    assert_status(tl_random_host(b, dt, n, seed + 1, -2, 2), TL_OK);
+    memset(c, 0xFF, (size_t)n * sz); /* poison: NaN in every float type */
+    tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(a), tl_arg_hptr(b), tl_arg_hptr(c)};
+    assert_status(tl_interpret(k, 4, args), TL_OK);
+    for (int64_t i = 0; i < n; i++) {
+        double want = add_in(dt, get(dt, a, i), get(dt, b, i));
+        if (get(dt, c, i) != want)
+            fail_msg("vadd %s n=%lld: c[%lld] = %g, want %g", tl_dtype_name(dt), (long long)n, (long long)i,
+                     get(dt, c, i), want);
+    }
+    free(a);
+    free(b);
+    free(c);
+    tl_kernel_destroy(k);
+}
+
+static void test_vadd_all_dtypes_ragged(void **state)
+{
+    (void)state;
+    const tl_dtype dts[] = {TL_F32, TL_F16, TL_BF16};
+    const int64_t sizes[] = {1, 7, 4096, 4097, 10007, 3 * 8192 + 5};
+    for (int d = 0; d < 3; d++)
+        for (int s = 0; s < 6; s++)
+            check_vadd(dts[d], sizes[s], 100 + (uint64_t)s);
+}
+
+static void test_vadd_zero_length(void **state)
+{
+    (void)state;
+    tl_kernel *k;
+    assert_status(tl_op_build(ctx, "vadd", TL_F32, &k), TL_OK);
+    float dummy = 42;
+    tl_arg args[] = {tl_arg_int(0), tl_arg_hptr(&dummy), tl_arg_hptr(&dummy), tl_arg_hptr(&dummy)};
+    assert_status(tl_interpret(k, 4, args), TL_OK);
+    assert_true(dummy == 42);
+    tl_kernel_destroy(k);
+}
+
+static void test_wrong_arguments(void **state)
+{
+    (void)state;
+    tl_kernel *k;
+    assert_status(tl_op_build(ctx, "vadd", TL_F32, &k), TL_OK);
+    float x[4];
+    tl_arg few[] = {tl_arg_int(4), tl_arg_hptr(x)};
+    assert_status(tl_interpret(k, 2, few), TL_ERR_LAUNCH_ARGS);
+    assert_non_null(strstr(tl_ctx_error(ctx), "takes 4 arguments"));
+    tl_arg swapped[] = {tl_arg_hptr(x), tl_arg_int(4), tl_arg_hptr(x), tl_arg_hptr(x)};
+    assert_status(tl_interpret(k, 4, swapped), TL_ERR_LAUNCH_ARGS);
+    assert_non_null(strstr(tl_ctx_error(ctx), "'N'"));
+    tl_arg negative[] = {tl_arg_int(-1), tl_arg_hptr(x), tl_arg_hptr(x), tl_arg_hptr(x)};
+    assert_status(tl_interpret(k, 4, negative), TL_ERR_LAUNCH_ARGS);
+    tl_arg device[] = {tl_arg_int(4), tl_arg_dptr(16), tl_arg_hptr(x), tl_arg_hptr(x)};
+    assert_status(tl_interpret(k, 4, device), TL_ERR_LAUNCH_ARGS);
+    assert_status(tl_interpret(k, 4, NULL), TL_ERR_LAUNCH_ARGS);
+    tl_kernel_destroy(k);
+}
+
+static void test_axpby_2d_strided(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_axpby_2d(ctx);
+    assert_status(tl_kernel_status(k), TL_OK);
+    const int64_t shapes[][3] = {{4, 64, 64}, {13, 100, 131}, {1, 1, 1}, {33, 257, 300}};
+    for (int s = 0; s < 4; s++) {
+        int64_t M = shapes[s][0], N = shapes[s][1], ldx = shapes[s][2];
+        float *X = malloc(sizeof(float) * (size_t)(M * ldx));
+        uint16_t *Y = malloc(2 * (size_t)(M * N));
+        double *R = malloc(sizeof(double) * (size_t)(M * N));
+        tl_random_host(X, TL_F32, M * ldx, 7 + (uint64_t)s, -3, 3);
+        memset(Y, 0xFF, 2 * (size_t)(M * N));
+        float alpha = 0.75f;
+        tl_arg args[] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(ldx), tl_arg_float(alpha), tl_arg_hptr(X),
+                         tl_arg_hptr(Y)};
+        assert_status(tl_interpret(k, 6, args), TL_OK);
+        zoo_axpby_2d_ref(M, N, ldx, alpha, X, R);
+        tl_span out = {.dtype = TL_BF16, .n = M * N, .host = Y}, ref = {.dtype = TL_F64, .n = M * N, .host = R};
+        tl_check_result res;
+        assert_status(tl_check(NULL, &out, &ref, 1e-2, &res), TL_OK);
+        if (!res.pass)
+            fail_msg("axpby %lldx%lld: rel %g first bad %lld", (long long)M, (long long)N, res.rel_err,
+                     (long long)res.first_bad);
+        assert_true(res.rel_err < 4e-3); /* bf16 rounding: about 2^-9 */
+        free(X);
+        free(Y);
+        free(R);
+    }
+    tl_kernel_destroy(k);
+}
+
+static void test_rowsum_serial(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_rowsum(ctx);
+    int64_t M = 9, N = 333;
+    float *X = malloc(sizeof(float) * (size_t)(M * N)), S[9];
+    double R[9];
+    tl_random_host(X, TL_F32, M * N, 3, -1, 1);
+    memset(S, 0xFF, sizeof S);
+    tl_arg args[] = {tl_arg_int(M), tl_arg_int(N), tl_arg_hptr(X), tl_arg_hptr(S)};
+    assert_status(tl_interpret(k, 4, args), TL_OK);
+    zoo_rowsum_ref(M, N, X, R);
+    tl_span out = {.dtype = TL_F32, .n = M, .host = S}, ref = {.dtype = TL_F64, .n = M, .host = R};
+    tl_check_result res;
+    assert_status(tl_check(NULL, &out, &ref, 1e-5, &res), TL_OK);
+    assert_true(res.pass);
+    free(X);
+    tl_kernel_destroy(k);
+}
+
+static void test_mixed_control_and_casts(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_mixed(ctx);
+    assert_status(tl_kernel_status(k), TL_OK);
+    int64_t n = 2000;
+    uint16_t *H = malloc(2 * (size_t)n), *G = malloc(2 * (size_t)n);
+    float *F = malloc(4 * (size_t)n), *x = malloc(4 * (size_t)n);
+    int32_t *I = malloc(4 * (size_t)n), *IR = malloc(4 * (size_t)n);
+    double *FR = malloc(8 * (size_t)n), *GR = malloc(8 * (size_t)n);
+    tl_random_host(H, TL_F16, n, 11, -4, 4);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = tl_f16_to_f32(H[i]);
+    memset(F, 0xFF, 4 * (size_t)n);
+    memset(G, 0xFF, 2 * (size_t)n);
+    memset(I, 0xAB, 4 * (size_t)n);
+    tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(H), tl_arg_hptr(F), tl_arg_hptr(G), tl_arg_hptr(I)};
+    assert_status(tl_interpret(k, 5, args), TL_OK);
+    zoo_mixed_ref(n, x, FR, GR, IR);
+    tl_check_result res;
+    tl_span f = {.dtype = TL_F32, .n = n, .host = F}, fr = {.dtype = TL_F64, .n = n, .host = FR};
+    assert_status(tl_check(NULL, &f, &fr, 1e-5, &res), TL_OK);
+    assert_true(res.pass);
+    tl_span g = {.dtype = TL_F16, .n = n, .host = G}, gr = {.dtype = TL_F64, .n = n, .host = GR};
+    assert_status(tl_check(NULL, &g, &gr, 2e-3, &res), TL_OK);
+    assert_true(res.pass);
+    for (int64_t i = 0; i < n; i++)
+        if (I[i] != IR[i])
+            fail_msg("I[%lld] = %d, want %d", (long long)i, I[i], IR[i]);
+    free(H), free(G), free(F), free(x), free(I), free(IR), free(FR), free(GR);
+    tl_kernel_destroy(k);
+}
+
+static void test_shift_masks_edge(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_shift(ctx, TL_F32);
+    int64_t n = 1500;
+    float *A = malloc(4 * (size_t)n), *D = malloc(4 * (size_t)n);
+    tl_random_host(A, TL_F32, n, 5, -1, 1);
+    tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(A), tl_arg_hptr(D)};
+    assert_status(tl_interpret(k, 3, args), TL_OK);
+    for (int64_t i = 0; i + 1 < n; i++)
+        assert_true(D[i] == A[i + 1] - A[i]);
+    assert_true(D[n - 1] == 0.0f - A[n - 1]); /* A[n] is outside: reads 0 */
+    free(A);
+    free(D);
+    tl_kernel_destroy(k);
+}
+
+static void test_check_catches_nan_and_error(void **state)
+{
+    (void)state;
+    float out[4] = {1, 2, 3, 4};
+    double ref[4] = {1, 2, 3, 4};
+    tl_span o = {.dtype = TL_F32, .n = 4, .host = out}, r = {.dtype = TL_F64, .n = 4, .host = ref};
+    tl_check_result res;
+    assert_status(tl_check(NULL, &o, &r, 1e-6, &res), TL_OK);
+    assert_true(res.pass);
+    assert_int_equal(res.first_bad, -1);
+    out[2] = NAN;
+    assert_status(tl_check(NULL, &o, &r, 1e-6, &res), TL_OK);
+    assert_false(res.pass);
+    assert_int_equal(res.nonfinite, 1);
+    assert_int_equal(res.first_bad, 2);
+    out[2] = 3;
+    out[1] = 2.5f;
+    assert_status(tl_check(NULL, &o, &r, 1e-3, &res), TL_OK);
+    assert_false(res.pass);
+    assert_int_equal(res.first_bad, 1);
+    assert_true(fabs(res.max_abs_err - 0.5) < 1e-12);
+    assert_true(fabs(res.rel_err - 0.5 / sqrt(30.0)) < 1e-12);
+    out[1] = INFINITY;
+    assert_status(tl_check(NULL, &o, &r, 1e9, &res), TL_OK);
+    assert_false(res.pass);
+    tl_span shorter = {.dtype = TL_F32, .n = 3, .host = out};
+    assert_status(tl_check(NULL, &shorter, &r, 1e-3, &res), TL_ERR_INVALID_ARG);
+}
+
+static void test_random_host_is_deterministic_and_uniform(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    static float a[N], b[N];
+    assert_status(tl_random_host(a, TL_F32, N, 42, -1, 1), TL_OK);
+    assert_status(tl_random_host(b, TL_F32, N, 42, -1, 1), TL_OK);
+    assert_memory_equal(a, b, sizeof a);
+    assert_status(tl_random_host(b, TL_F32, N, 43, -1, 1), TL_OK);
+    assert_memory_not_equal(a, b, sizeof a);
+    double mean = 0, lo = 1, hi = -1;
+    int zeros = 0;
+    for (int i = 0; i < N; i++) {
+        mean += a[i];
+        lo = fmin(lo, a[i]);
+        hi = fmax(hi, a[i]);
+        zeros += a[i] == 0.0f;
+    }
+    mean /= N;
+    assert_true(fabs(mean) < 0.01);
+    assert_true(lo >= -1 && lo < -0.999 && hi < 1 && hi > 0.999);
+    assert_true(zeros < 5);
+    assert_status(tl_random_host(a, TL_BOOL, 4, 1, 0, 1), TL_ERR_INVALID_ARG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vadd_all_dtypes_ragged),
+        cmocka_unit_test(test_vadd_zero_length),
+        cmocka_unit_test(test_wrong_arguments),
+        cmocka_unit_test(test_axpby_2d_strided),
+        cmocka_unit_test(test_rowsum_serial),
+        cmocka_unit_test(test_mixed_control_and_casts),
+        cmocka_unit_test(test_shift_masks_edge),
+        cmocka_unit_test(test_check_catches_nan_and_error),
+        cmocka_unit_test(test_random_host_is_deterministic_and_uniform),
+    };
+    return cmocka_run_group_tests_name("interpreter", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# One call on the GPU machine: build, test (GPU tier), compute-sanitizer,
+# SASS and ptxas report of the vector add, benchmarks, demo. Logs go to
+# $OUT (or ./gpu-out). cmocka comes from CMOCKA_DIR (see
+# ../shared/tools/device-deps.sh), as that machine has no package registry.
+#   sh tools/gpu-run.sh [steps...]   steps: build test sanitize sass bench demo
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export CMOCKA_DIR=${CMOCKA_DIR:-.device-deps/usr}
+export TILEC_CACHE_DIR=${TILEC_CACHE_DIR:-/tmp/tilec-cache}
+steps=${*:-build test sanitize sass bench demo}
+status=0
+run() { # name command...
+    name=$1; shift
+    echo "---- $name: $*"
+    start=$(date +%s)
+    if "$@" > "$OUT/$name.log" 2>&1; then r=0; else r=$?; status=1; fi
+    echo "---- $name: exit $r in $(( $(date +%s) - start )) s"
+    tail -n "${TAIL:-25}" "$OUT/$name.log"
+}
+for s in $steps; do
+    case $s in
+    build) run build make -j16 all test-build ;;
+    test) run test make test ;;
+    sanitize)
+        run memcheck env TILEC_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_gpu
+        run racecheck env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 build/tests/test_gpu ;;
+    sass)
+        bin/tilec source vadd --arch sm_90a > "$OUT/vadd_f32.cu"
+        run ptxas nvcc -arch=sm_90a -cubin -Xptxas -v -I src/device -o "$OUT/vadd_f32.cubin" "$OUT/vadd_f32.cu"
+        cuobjdump --dump-sass "$OUT/vadd_f32.cubin" > "$OUT/vadd_f32.sass" 2>&1
+        grep -cE "LDG.E.128|STG.E.128" "$OUT/vadd_f32.sass" | sed 's/^/128-bit global accesses in SASS: /'
+        rm -f "$OUT/vadd_f32.cubin" ;;
+    bench) TAIL=60 run bench make bench ;;
+    demo) TAIL=40 run demo make demo ;;
+    esac
+done
+exit $status

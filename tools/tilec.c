@@ -1,0 +1,532 @@
+/*
+ * tilec.c - the command-line tool: an environment report, the generated CUDA
+ * C and PTX of the prebuilt ops, compiles through the cubin cache, and the
+ * cache itself. It uses the public API only, like any other program.
+ *
+ * Exit status: 0 success (also `info` on a machine without a GPU: that is a
+ * report, not a failure), 1 a library error (status name and message on
+ * stderr), 2 bad usage.
+ */
+#define _GNU_SOURCE /* getopt_long */
+#include "tilec.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EXIT_LIB = 1, EXIT_USAGE = 2 };
+
+/* Options a command accepts (bit mask). */
+enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8 };
+
+typedef struct cli {
+    const char *arch;      /* NULL: the context's target              */
+    tl_dtype dtype;
+    int device;
+    int device_given;      /* --device was on the command line        */
+    const char *cache_dir; /* NULL: the library's default             */
+    char **args;           /* positional arguments after the command  */
+    int nargs;
+} cli;
+
+typedef int (*command_fn)(const cli *c);
+
+typedef struct command {
+    const char *name;
+    command_fn run;
+    int options;           /* OPT_* it accepts                        */
+    int nargs;             /* positional arguments it takes           */
+} command;
+
+static const char usage_text[] =
+    "usage: tilec <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  info [--device N]          library, driver and NVRTC versions; the GPU's limits\n"
+    "  source <op> [--arch sm_XX] [--dtype T] [--device N]\n"
+    "                             print the generated CUDA C of a prebuilt op\n"
+    "  ptx <op> [--arch sm_XX] [--dtype T] [--device N]\n"
+    "                             print its PTX (compiled with NVRTC)\n"
+    "  compile <op> [--arch sm_XX] [--dtype T] [--device N] [--cache-dir DIR]\n"
+    "                             compile it through the cubin cache and report\n"
+    "  cache stats [--cache-dir DIR]   what the cubin cache holds\n"
+    "  cache clear [--cache-dir DIR]   remove every entry of the cubin cache\n"
+    "  help                       this text\n"
+    "\n"
+    "options:\n"
+    "  --arch sm_XX      compile target, e.g. sm_80 or sm_90a (default: the GPU's,\n"
+    "                    or sm_90a without a GPU)\n"
+    "  --dtype T         element type: f32 (default), f16 or bf16\n"
+    "  --device N        GPU ordinal (default 0)\n"
+    "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
+    "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
+    "\n"
+    "Everything but launching works without a GPU. Exit status: 0 ok, 1 library\n"
+    "error, 2 bad usage.\n";
+
+/* ------------------------------------------------------------------------ */
+/* Shared helpers                                                            */
+/* ------------------------------------------------------------------------ */
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tilec: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n(try 'tilec help')\n", stderr);
+    return EXIT_USAGE;
+}
+
+static int lib_error(tl_status st, const char *msg)
+{
+    fprintf(stderr, "tilec: %s: %s\n", tl_status_name(st), msg && *msg ? msg : "(no message)");
+    return EXIT_LIB;
+}
+
+static int ctx_error(tl_ctx *ctx, tl_status st)
+{
+    return lib_error(st, tl_ctx_error(ctx));
+}
+
+/* Cache fallbacks and other warnings of the library go to stderr. */
+static void log_warning(void *user, tl_log_level level, const char *msg)
+{
+    (void)user;
+    if (level == TL_LOG_WARN)
+        fprintf(stderr, "tilec: warning: %s\n", msg);
+}
+
+/* A context on the chosen device; without a driver or a GPU, an offline one
+ * (unless a device was asked for by number: then its absence is the error). */
+static int open_context(const cli *c, int disk_cache, tl_ctx **ctx)
+{
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = c->device;
+    o.cache_dir = c->cache_dir;
+    o.disk_cache = disk_cache;
+    o.log = disk_cache ? log_warning : NULL; /* only the cache has warnings worth showing */
+    char msg[1024];
+    tl_status st = tl_ctx_create(&o, ctx, msg, sizeof msg);
+    if (st == TL_OK)
+        return 0;
+    if ((st == TL_ERR_NO_DRIVER || st == TL_ERR_NO_DEVICE) && !c->device_given) {
+        o.device = TL_NO_DEVICE;
+        st = tl_ctx_create(&o, ctx, msg, sizeof msg);
+        if (st == TL_OK)
+            return 0;
+    }
+    return lib_error(st, msg);
+}
+
+static int known_op(const char *op)
+{
+    for (const char *const *n = tl_op_names(); *n; n++)
+        if (strcmp(*n, op) == 0)
+            return 1;
+    return 0;
+}
+
+static void list_ops(FILE *f)
+{
+    const char *sep = "";
+    for (const char *const *n = tl_op_names(); *n; n++, sep = ", ")
+        fprintf(f, "%s%s", sep, *n);
+}
+
+/* Builds the kernel of op c->args[0] in a new context. On failure the
+ * context is destroyed and an exit status returned. */
+static int build_op(const cli *c, int disk_cache, tl_ctx **ctx, tl_kernel **k)
+{
+    const char *op = c->args[0];
+    if (!known_op(op)) {
+        fprintf(stderr, "tilec: unknown op '%s' (known: ", op);
+        list_ops(stderr);
+        fputs(")\n", stderr);
+        return EXIT_USAGE;
+    }
+    int rc = open_context(c, disk_cache, ctx);
+    if (rc)
+        return rc;
+    tl_status st = tl_op_build(*ctx, op, c->dtype, k);
+    if (st != TL_OK) {
+        rc = ctx_error(*ctx, st);
+        tl_ctx_destroy(*ctx);
+        *ctx = NULL;
+    }
+    return rc;
+}
+
+static void print_text(const char *s)
+{
+    size_t n = strlen(s);
+    fputs(s, stdout);
+    if (n == 0 || s[n - 1] != '\n')
+        putchar('\n');
+}
+
+/* ------------------------------------------------------------------------ */
+/* info                                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void print_clock(const char *what, int khz)
+{
+    if (khz > 0)
+        printf("  %-20s %d MHz\n", what, khz / 1000);
+    else
+        printf("  %-20s not reported\n", what);
+}
+
+static void print_device(const tl_device_info *d)
+{
+    printf("device %d:            %s\n", d->ordinal, d->name);
+    printf("  %-20s %d.%d\n", "compute capability", d->cc_major, d->cc_minor);
+    printf("  %-20s %d\n", "SMs", d->sm_count);
+    printf("  %-20s %.1f GiB\n", "global memory", (double)d->global_mem_bytes / (1024.0 * 1024 * 1024));
+    printf("  %-20s %d KiB per block (opt-in max %d KiB), %d KiB per SM\n", "shared memory",
+           d->smem_per_block / 1024, d->smem_per_block_optin / 1024, d->smem_per_sm / 1024);
+    printf("  %-20s %.1f MiB\n", "L2 cache", d->l2_bytes / (1024.0 * 1024));
+    print_clock("SM clock", d->clock_khz);
+    print_clock("memory clock", d->mem_clock_khz);
+    if (d->mem_bus_width_bits > 0)
+        printf("  %-20s %d bits\n", "memory bus width", d->mem_bus_width_bits);
+    else
+        printf("  %-20s not reported\n", "memory bus width");
+    printf("  %-20s %s\n", "compile target", d->target);
+}
+
+static int cmd_info(const cli *c)
+{
+    printf("libtilec %s\n", tl_version());
+    int drv = 0, maj = 0, min = 0;
+    tl_runtime_versions(&drv, &maj, &min, NULL, 0); /* what is missing is said below */
+    if (drv)
+        printf("CUDA driver:         %d.%d (%d)\n", drv / 1000, drv % 1000 / 10, drv);
+    else
+        printf("CUDA driver:         not found\n");
+    if (maj)
+        printf("NVRTC:               %d.%d\n", maj, min);
+    else
+        printf("NVRTC:               not found: kernels cannot be compiled "
+               "(set TILEC_NVRTC to libnvrtc.so's path)\n");
+
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = c->device;
+    o.disk_cache = 0;
+    tl_ctx *ctx = NULL;
+    char msg[1024];
+    tl_status st = tl_ctx_create(&o, &ctx, msg, sizeof msg);
+    if (st == TL_OK) {
+        tl_device_info d;
+        st = tl_ctx_device_info(ctx, &d);
+        if (st == TL_OK)
+            print_device(&d);
+        int rc = st == TL_OK ? 0 : ctx_error(ctx, st);
+        tl_ctx_destroy(ctx);
+        return rc;
+    }
+    /* No driver or no GPU is what this report is for; a device asked for
+     * by a number the driver does not have is the caller's error. */
+    int absent = st == TL_ERR_NO_DRIVER || (st == TL_ERR_NO_DEVICE && c->device == 0);
+    if (!absent)
+        return lib_error(st, msg);
+    printf("device %d:            none (%s)\n", c->device, tl_status_name(st));
+    printf("  %s\n", msg);
+    if (maj)
+        printf("  Without a GPU, kernels can still be generated and compiled for sm_80 and\n"
+               "  sm_90a ('tilec source', 'tilec ptx', 'tilec compile --arch ...'); launching\n"
+               "  them needs one.\n");
+    else
+        printf("  Without a GPU, kernels can still be generated ('tilec source'); compiling\n"
+               "  them needs NVRTC as well.\n");
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* source, ptx, compile                                                      */
+/* ------------------------------------------------------------------------ */
+
+static int cmd_source(const cli *c)
+{
+    tl_ctx *ctx;
+    tl_kernel *k;
+    int rc = build_op(c, 0, &ctx, &k);
+    if (rc)
+        return rc;
+    char *src = NULL;
+    tl_status st = tl_kernel_source(k, c->arch, &src);
+    if (st == TL_OK)
+        print_text(src);
+    else
+        rc = ctx_error(ctx, st);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(ctx);
+    return rc;
+}
+
+static int cmd_ptx(const cli *c)
+{
+    tl_ctx *ctx;
+    tl_kernel *k;
+    int rc = build_op(c, 0, &ctx, &k);
+    if (rc)
+        return rc;
+    char *ptx = NULL;
+    tl_status st = tl_kernel_ptx(k, c->arch, &ptx);
+    if (st == TL_OK)
+        print_text(ptx);
+    else
+        rc = ctx_error(ctx, st);
+    tl_free_host(ptx);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(ctx);
+    return rc;
+}
+
+static const char *origin_text(int from_cache)
+{
+    switch (from_cache) {
+    case 0: return "no (compiled now with NVRTC)";
+    case 1: return "memory hit";
+    case 2: return "disk hit";
+    default: return "unknown";
+    }
+}
+
+static const char *param_kind_text(tl_param_kind k)
+{
+    return k == TL_PARAM_TENSOR ? "tensor" : k == TL_PARAM_DIM ? "dim" : "scalar";
+}
+
+static void print_program(tl_ctx *ctx, const tl_program *p)
+{
+    tl_program_info info;
+    if (tl_program_get_info(p, &info) != TL_OK)
+        return;
+    size_t bytes = 0;
+    tl_program_cubin(p, &bytes);
+    printf("kernel:       %s\n", info.name);
+    printf("target:       %s\n", info.target);
+    printf("from cache:   %s\n", origin_text(info.from_cache));
+    printf("compile ms:   %.1f\n", info.compile_ms);
+    printf("cubin bytes:  %zu\n", bytes);
+    printf("threads:      %d per block\n", info.threads);
+    if (info.loaded)
+        printf("loaded:       yes (%d registers per thread)\n", info.regs);
+    else
+        printf("loaded:       no (%s)\n", tl_ctx_has_device(ctx) ? "the GPU is of another architecture"
+                                                                 : "no GPU");
+    printf("arguments:   ");
+    for (int i = 0; i < info.num_params; i++) {
+        tl_param_info q;
+        if (tl_program_param(p, i, &q) == TL_OK)
+            printf("%s %s (%s %s)", i ? "," : "", q.name, tl_dtype_name(q.dtype), param_kind_text(q.kind));
+    }
+    putchar('\n');
+}
+
+static int cmd_compile(const cli *c)
+{
+    tl_ctx *ctx;
+    tl_kernel *k;
+    int rc = build_op(c, 1, &ctx, &k);
+    if (rc)
+        return rc;
+    tl_compile_options o = {.target = c->arch};
+    tl_program *p = NULL;
+    tl_status st = tl_compile(k, &o, &p);
+    if (st == TL_OK)
+        print_program(ctx, p);
+    else
+        rc = ctx_error(ctx, st);
+    tl_program_destroy(p);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(ctx);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* cache                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The cache needs no GPU: an offline context opens the same directory. */
+static int open_cache_context(const cli *c, tl_ctx **ctx)
+{
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = TL_NO_DEVICE;
+    o.cache_dir = c->cache_dir;
+    o.log = log_warning;
+    char msg[1024];
+    tl_status st = tl_ctx_create(&o, ctx, msg, sizeof msg);
+    return st == TL_OK ? 0 : lib_error(st, msg);
+}
+
+static int cache_stats(tl_ctx *ctx)
+{
+    tl_cache_stats s;
+    tl_status st = tl_cache_stats_get(ctx, &s);
+    if (st != TL_OK)
+        return ctx_error(ctx, st);
+    printf("directory:    %s\n", s.disk_enabled ? s.dir : "(none)");
+    printf("disk cache:   %s\n", s.disk_enabled ? "enabled" : "disabled (memory only)");
+    printf("entries:      %lld\n", (long long)s.disk_entries);
+    printf("bytes:        %lld (%.1f KiB)\n", (long long)s.disk_bytes, s.disk_bytes / 1024.0);
+    printf("this process: %lld memory hits, %lld disk hits, %lld misses, %lld stores, "
+           "%lld corrupt entries rebuilt\n", (long long)s.mem_hits, (long long)s.disk_hits,
+           (long long)s.misses, (long long)s.stores, (long long)s.corrupt_rebuilt);
+    return 0;
+}
+
+static int cache_clear(tl_ctx *ctx)
+{
+    tl_cache_stats s;
+    tl_status st = tl_cache_stats_get(ctx, &s);
+    if (st == TL_OK)
+        st = tl_cache_clear(ctx);
+    if (st != TL_OK)
+        return ctx_error(ctx, st);
+    if (s.disk_enabled)
+        printf("removed %lld entries (%lld bytes) from %s\n", (long long)s.disk_entries,
+               (long long)s.disk_bytes, s.dir);
+    else
+        printf("the disk cache is disabled: nothing to remove\n");
+    return 0;
+}
+
+static int cmd_cache(const cli *c)
+{
+    const char *sub = c->args[0];
+    if (strcmp(sub, "stats") != 0 && strcmp(sub, "clear") != 0)
+        return usage_error("unknown cache command '%s' (expected stats or clear)", sub);
+    tl_ctx *ctx;
+    int rc = open_cache_context(c, &ctx);
+    if (rc)
+        return rc;
+    rc = strcmp(sub, "stats") == 0 ? cache_stats(ctx) : cache_clear(ctx);
+    tl_ctx_destroy(ctx);
+    return rc;
+}
+
+static int cmd_help(const cli *c)
+{
+    (void)c;
+    fputs(usage_text, stdout);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+static const command commands[] = {
+    {"info", cmd_info, OPT_DEVICE, 0},
+    {"source", cmd_source, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
+    {"ptx", cmd_ptx, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
+    {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR, 1},
+    {"cache", cmd_cache, OPT_CACHE_DIR, 1},
+    {"help", cmd_help, 0, 0},
+};
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static int parse_device(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 0 || v > 1024)
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* One option into c; an exit status when it is wrong, else 0. */
+static int take_option(const command *cmd, int opt, const char *arg, cli *c)
+{
+    static const struct { int opt, bit; const char *name; } names[] = {
+        {'a', OPT_ARCH, "--arch"}, {'t', OPT_DTYPE, "--dtype"},
+        {'d', OPT_DEVICE, "--device"}, {'c', OPT_CACHE_DIR, "--cache-dir"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].opt == opt && !(cmd->options & names[i].bit))
+            return usage_error("option %s does not apply to '%s'", names[i].name, cmd->name);
+    switch (opt) {
+    case 'a': c->arch = arg; return 0;
+    case 't':
+        c->dtype = tl_dtype_from_name(arg);
+        return c->dtype == TL_DTYPE_INVALID ? usage_error("unknown dtype '%s' (f32, f16, bf16)", arg) : 0;
+    case 'd':
+        c->device_given = 1;
+        return parse_device(arg, &c->device) ? 0 : usage_error("bad device ordinal '%s'", arg);
+    case 'c': c->cache_dir = arg; return 0;
+    default: return EXIT_USAGE;
+    }
+}
+
+/* Parses argv[1..] as "<command> [options] [args]"; returns an exit status
+ * when parsing ends the run (help, an error), else -1 with *cmd set. */
+static int parse(int argc, char **argv, const command **cmd, cli *c)
+{
+    static const struct option longopts[] = {
+        {"arch", required_argument, NULL, 'a'},   {"dtype", required_argument, NULL, 't'},
+        {"device", required_argument, NULL, 'd'}, {"cache-dir", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    memset(c, 0, sizeof *c);
+    c->dtype = TL_F32;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        return cmd_help(c);
+    if (!(*cmd = find_command(argv[1])))
+        return usage_error("unknown command '%s'", argv[1]);
+    /* The command stands in for argv[0], so getopt starts after it. */
+    int sub_argc = argc - 1;
+    char **sub_argv = argv + 1;
+    opterr = 0;
+    optind = 1;
+    for (int opt; (opt = getopt_long(sub_argc, sub_argv, ":h", longopts, NULL)) != -1;) {
+        if (opt == 'h')
+            return cmd_help(c);
+        if (opt == '?' && optopt) {
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            return usage_error("unknown option '%s'", shortopt);
+        }
+        if (opt == '?')
+            return usage_error("unknown option '%s'", sub_argv[optind - 1]);
+        if (opt == ':')
+            return usage_error("option '%s' needs a value", sub_argv[optind - 1]);
+        int rc = take_option(*cmd, opt, optarg, c);
+        if (rc)
+            return rc;
+    }
+    c->args = sub_argv + optind;
+    c->nargs = sub_argc - optind;
+    if (c->nargs != (*cmd)->nargs)
+        return usage_error("'%s' takes %d argument%s, got %d", (*cmd)->name, (*cmd)->nargs,
+                           (*cmd)->nargs == 1 ? "" : "s", c->nargs);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    const command *cmd = NULL;
+    cli c;
+    int rc = parse(argc, argv, &cmd, &c);
+    if (rc >= 0)
+        return rc;
+    rc = cmd->run(&c);
+    if (fflush(stdout) != 0) {
+        perror("tilec: writing the output");
+        return EXIT_LIB;
+    }
+    return rc;
+}

@@ -20,9 +20,10 @@ SANITIZE    ?=
 
 WARN        := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_BASE := -std=c11 -O2 -g -fPIC $(WARN) -Iinclude -Isrc -I$(BUILD)/gen
-CFLAGS_LIB  := $(CFLAGS_BASE) -DTILEC_BUILD -fvisibility=hidden -D_GNU_SOURCE
+CFLAGS_LIB   = $(CFLAGS_BASE) -DTILEC_BUILD -fvisibility=hidden -D_GNU_SOURCE
 LDLIBS      := -ldl -lpthread -lm
 
+# CFLAGS_LIB is expanded late (=), so the sanitizer flags reach the library too.
 ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS     += -fsanitize=$(SANITIZE)

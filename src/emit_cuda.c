@@ -388,6 +388,10 @@ static void emit_serial(emitter *E, int32_t sid, const tli_snode *s)
     line(E, "for (long long i%d_0 = 0; i%d_0 < %s; ++i%d_0) {", sid, sid, ext, sid);
     E->indent++;
     stmts(E, s->body);
+    /* The next iteration may read what this one stored: a barrier at the end
+     * of the body too (the loop is uniform over the block here). */
+    if (!E->inside_parallel && tli_stmt_stores(E->ir, sid))
+        line(E, "__syncthreads();");
     E->indent--;
     line(E, "}");
 }
@@ -636,7 +640,8 @@ static void emit_parallel(emitter *E, int32_t sid)
 
 /* A body. Outside tl_parallel, a statement that stores is followed by a
  * block barrier when more statements come, so that every thread sees its
- * stores (conditions there are uniform over the block, so this is safe). */
+ * stores (conditions there are uniform over the block, so this is safe);
+ * emit_serial adds one at the end of a loop body that stores. */
 static void stmts(emitter *E, int32_t first)
 {
     for (int32_t sid = first; sid; sid = tli_S(E->ir, sid)->next) {

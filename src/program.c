@@ -116,13 +116,9 @@ static tl_status get_cubin(tl_ctx *ctx, tl_program *p, const tl_compile_options 
  * equal or later minor one; an "a" cubin only on exactly its own. */
 static bool target_runs_on(const char *target, const tl_device_info *info)
 {
-    int v = atoi(target + 3);
+    int v = atoi(target + 3); /* "sm_90a" -> 90, "sm_100a" -> 100 */
     bool arch_specific = target[strlen(target) - 1] == 'a';
     int maj = v / 10, min = v % 10;
-    if (v >= 100) {
-        maj = v / 10;
-        min = v % 10;
-    }
     if (arch_specific)
         return maj == info->cc_major && min == info->cc_minor;
     return maj == info->cc_major && min <= info->cc_minor;

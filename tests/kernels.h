@@ -129,4 +129,32 @@ static inline tl_kernel *zoo_shift(tl_ctx *ctx, tl_dtype dt)
     return k;
 }
 
+/* Iterated smoothing of one 256-element row per block, in place:
+ *   repeat R times: Y[i] = 0.5 * X[(i + 1) % 256] + X[i];  X[i] = Y[i]
+ * Each iteration reads neighbours the previous one wrote through other
+ * threads: the block barriers between the loops and at the end of the
+ * serial body are what make it right. Launch arguments: R, B, X, Y with X,
+ * Y of [B, 256]. */
+static inline tl_kernel *zoo_smooth(tl_ctx *ctx)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "smooth");
+    tl_expr R = tl_dim(k, "R"), B = tl_dim(k, "B");
+    tl_expr shape[2] = {B, tl_int(k, 256)};
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, shape, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 2, shape, NULL);
+    tl_grid(k, B, TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_expr b = tl_block_idx(k, 0);
+    tl_serial(k, R);
+    tl_expr i = tl_parallel1(k, 256);
+    tl_expr nb = tl_mod(k, tl_add(k, i, tl_int(k, 1)), tl_int(k, 256));
+    tl_expr v = tl_add(k, tl_mul(k, tl_f32(k, 0.5f), tl_load(k, X, (tl_expr[]){b, nb})), tl_load(k, X, (tl_expr[]){b, i}));
+    tl_store(k, Y, (tl_expr[]){b, i}, v);
+    tl_end(k);
+    tl_expr j = tl_parallel1(k, 256);
+    tl_store(k, X, (tl_expr[]){b, j}, tl_load(k, Y, (tl_expr[]){b, j}));
+    tl_end(k);
+    tl_end(k);
+    return k;
+}
+
 #endif

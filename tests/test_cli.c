@@ -190,6 +190,7 @@ static void test_help(void **state)
         const char *commands[] = {"info", "source", "ptx", "compile", "cache stats", "cache clear"};
         for (size_t j = 0; j < sizeof commands / sizeof commands[0]; j++)
             expect_out(&r, commands[j]);
+        expect_out(&r, "ops: vadd");
         run_free(&r);
     }
 }

@@ -156,12 +156,31 @@ static void test_zoo_cubins_sm80_sm90a(void **state)
     (void)state;
     const char *targets[] = {"sm_80", "sm_90a"};
     for (int t = 0; t < 2; t++) {
-        tl_kernel *ks[] = {zoo_axpby_2d(ctx), zoo_rowsum(ctx), zoo_mixed(ctx), zoo_shift(ctx, TL_BF16)};
-        for (int i = 0; i < 4; i++) {
+        tl_kernel *ks[] = {zoo_axpby_2d(ctx), zoo_rowsum(ctx), zoo_mixed(ctx), zoo_shift(ctx, TL_BF16),
+                           zoo_smooth(ctx)};
+        for (int i = 0; i < 5; i++) {
             expect_cubin(ks[i], targets[t]);
             tl_kernel_destroy(ks[i]);
         }
     }
+}
+
+/* Block-level statements that store are followed by a barrier, also at the
+ * end of a serial loop body (the next iteration reads what this one wrote). */
+static void test_barriers_in_serial_loops(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_smooth(ctx);
+    char *src;
+    assert_status(tl_kernel_source(k, NULL, &src), TL_OK);
+    const char *loop = strstr(src, "for (long long i");
+    assert_non_null(loop);
+    int barriers = 0;
+    for (const char *p = loop; (p = strstr(p, "__syncthreads();")); p++)
+        barriers++;
+    assert_int_equal(barriers, 2); /* between the two loops, and at the end of the body */
+    tl_free_host(src);
+    tl_kernel_destroy(k);
 }
 
 static void test_ptx_has_vector_accesses(void **state)
@@ -210,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_kernel_names_are_unique_per_source),
         cmocka_unit_test(test_prebuilt_cubins_sm80_sm90a),
         cmocka_unit_test(test_zoo_cubins_sm80_sm90a),
+        cmocka_unit_test(test_barriers_in_serial_loops),
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_unknown_op),

@@ -256,6 +256,15 @@ static void test_zoo_against_interpreter(void **state)
         check_on_device(k, 5, args, bytes, dts, 2e-3);
         tl_kernel_destroy(k);
     }
+    {
+        int64_t R = 6, B = 40;
+        tl_arg args[] = {tl_arg_int(R), tl_arg_int(B), {0}, {0}};
+        size_t bytes[] = {0, 0, 4 * 256 * (size_t)B, 4 * 256 * (size_t)B};
+        tl_dtype dts[] = {0, 0, TL_F32, TL_DTYPE_INVALID};
+        tl_kernel *k = zoo_smooth(ctx);
+        check_on_device(k, 4, args, bytes, dts, 1e-5);
+        tl_kernel_destroy(k);
+    }
     const tl_dtype sdt[] = {TL_F32, TL_BF16};
     for (int d = 0; d < 2; d++) {
         int64_t n = 4099;

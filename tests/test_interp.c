@@ -212,6 +212,32 @@ static void test_shift_masks_edge(void **state)
     tl_kernel_destroy(k);
 }
 
+static void test_smooth_serial_of_parallel(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_smooth(ctx);
+    enum { B = 3, R = 5, W = 256 };
+    float X[B * W], Y[B * W];
+    double ref[B * W], tmp[W];
+    tl_random_host(X, TL_F32, B * W, 21, -1, 1);
+    for (int i = 0; i < B * W; i++)
+        ref[i] = X[i];
+    for (int b = 0; b < B; b++)
+        for (int r = 0; r < R; r++) {
+            for (int i = 0; i < W; i++)
+                tmp[i] = 0.5 * ref[b * W + (i + 1) % W] + ref[b * W + i];
+            for (int i = 0; i < W; i++)
+                ref[b * W + i] = tmp[i];
+        }
+    tl_arg args[] = {tl_arg_int(R), tl_arg_int(B), tl_arg_hptr(X), tl_arg_hptr(Y)};
+    assert_status(tl_interpret(k, 4, args), TL_OK);
+    tl_span out = {.dtype = TL_F32, .n = B * W, .host = X}, r = {.dtype = TL_F64, .n = B * W, .host = ref};
+    tl_check_result res;
+    assert_status(tl_check(NULL, &out, &r, 1e-5, &res), TL_OK);
+    assert_true(res.pass);
+    tl_kernel_destroy(k);
+}
+
 static void test_check_catches_nan_and_error(void **state)
 {
     (void)state;
@@ -276,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_rowsum_serial),
         cmocka_unit_test(test_mixed_control_and_casts),
         cmocka_unit_test(test_shift_masks_edge),
+        cmocka_unit_test(test_smooth_serial_of_parallel),
         cmocka_unit_test(test_check_catches_nan_and_error),
         cmocka_unit_test(test_random_host_is_deterministic_and_uniform),
     };

@@ -7,7 +7,9 @@
  * report, not a failure), 1 a library error (status name and message on
  * stderr), 2 bad usage.
  */
-#define _GNU_SOURCE /* getopt_long */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* getopt_long (glibc declares it in getopt.h; other libcs may want this) */
+#endif
 #include "tilec.h"
 
 #include <getopt.h>
@@ -416,6 +418,9 @@ static int cmd_help(const cli *c)
 {
     (void)c;
     fputs(usage_text, stdout);
+    fputs("\nops: ", stdout);
+    list_ops(stdout);
+    putchar('\n');
     return 0;
 }
 

@@ -18,5 +18,8 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
         tli_vadd_schedule s = tli_vadd_default_schedule(dtype);
         return tli_vadd_build(ctx, dtype, &s, out);
     }
-    return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_build: unknown op '%s' (known: vadd)", op);
+    char known[256] = "";
+    for (int i = 0; op_names[i]; i++)
+        tli_fmt(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", op_names[i]);
+    return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_build: unknown op '%s' (known: %s)", op, known);
 }

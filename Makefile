@@ -72,7 +72,8 @@ $(BUILD)/obj/gen/device_header.o: $(BUILD)/gen/device_header.c
 
 $(BUILD)/obj/%.o: src/%.c include/tilec.h $(wildcard src/*.h src/ops/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_LIB) -c -o $@ $<
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_LIB) -c -o $@ $<
 
 $(STATIC_LIB): $(LIB_OBJ)
 	@mkdir -p $(LIBDIR)
@@ -99,7 +100,8 @@ $(BUILD)/bench/%: bench/%.c $(STATIC_LIB) $(wildcard bench/*.h)
 # Tests see the internal headers too (white-box tests of the stages).
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
 
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh

@@ -336,6 +336,75 @@ TL_API void tl_else(tl_kernel *k);
 /* Closes the innermost open tl_serial, tl_parallel or tl_if. */
 TL_API void tl_end(tl_kernel *k);
 
+/* --- tiles: shared memory, register fragments, per-thread locals --- */
+
+/* A block of a buffer: the whole buffer (tl_all), or the tile of a global
+ * tensor at tile indices (tl_tile), whose extents are those of the buffer on
+ * the other side of the tl_copy. Value handle; do not fill by hand. */
+typedef struct tl_region { tl_buf buf; uint32_t id; } tl_region;
+
+/* A tile in shared memory, visible to the whole block. Constant shape,
+ * element types f32, f16, bf16. The library lays it out (XOR-swizzled for
+ * conflict-free tensor-core loads) and multi-buffers it inside tl_pipelined.
+ * Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
+TL_API tl_buf tl_alloc_shared(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
+/* A tile held in registers, spread over the threads of the block. Its layout
+ * is inferred: the accumulator layout when tl_gemm writes it, else a plain
+ * spread over the threads. Element-wise work on it goes in a tl_parallel
+ * loop over its whole shape that indexes it by the loop variables. */
+TL_API tl_buf tl_alloc_fragment(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
+/* Per-thread private storage (registers), indexed inside tl_parallel or
+ * serial code by each thread on its own. */
+TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
+
+/* The whole of buf. */
+static inline tl_region tl_all(tl_buf buf) { tl_region r; r.buf = buf; r.id = 0; return r; }
+/* The tile of global tensor buf at tile indices idx[0..rank-1] (rank of
+ * buf): it starts at idx[d] * extent[d] along each axis. */
+TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
+#define tl_tile(k, buf, ...)                                                                       \
+    tl_tile_n((k), (buf), (tl_expr[]){__VA_ARGS__}, (int)(sizeof((tl_expr[]){__VA_ARGS__}) / sizeof(tl_expr)))
+
+/* Copies src to dst element by element (converting the element type when
+ * they differ), where both have the same extents. Global tiles are masked at
+ * the tensor's edges (reads give 0, writes are dropped). Lowered to 16-byte
+ * cp.async for global -> shared, vector stores for fragment -> global.
+ * Supported: global -> shared, shared -> global, fragment -> global,
+ * fragment -> shared, shared -> fragment, global -> fragment. */
+TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst);
+/* Sets every element of a shared, fragment or local buffer to 0 / value. */
+TL_API void tl_clear(tl_kernel *k, tl_buf buf);
+TL_API void tl_fill(tl_kernel *k, tl_buf buf, tl_expr value);
+
+/* A software-pipelined loop over [0, extent): the tl_copy statements into
+ * shared memory at the start of its body run `stages - 1` iterations ahead
+ * of the rest (multi-buffered shared tiles, asynchronous copies). stages 1
+ * is a plain loop. Returns the loop variable; closed by tl_end. */
+TL_API tl_expr tl_pipelined(tl_kernel *k, tl_expr extent, int stages);
+
+/* tl_gemm flags. Without a TRANS flag A is [M, K] and B is [K, N]; with
+ * TL_GEMM_TRANS_A A is [K, M], with TL_GEMM_TRANS_B B is [N, K]. The warp
+ * policy says how the block's warps split the C tile: as square as
+ * possible (default), along M (full rows), or along N (full columns). */
+enum {
+    TL_GEMM_TRANS_A = 1u << 0,
+    TL_GEMM_TRANS_B = 1u << 1,
+    TL_GEMM_WARP_SQUARE = 0,
+    TL_GEMM_WARP_ROWS = 1u << 4,
+    TL_GEMM_WARP_COLS = 1u << 5
+};
+/* C += A * B on the tensor cores: A and B bf16 or f16 (the same) in shared
+ * memory, C an f32 fragment [M, N]. M must split into 16-row and N into
+ * 8-column warp tiles, K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
+ * disagree or the MMA layout cannot tile them), TL_ERR_DTYPE,
+ * TL_ERR_UNSUPPORTED (A in a fragment, transposed A). */
+TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
+
+/* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
+ * `panel` block rows (gridDim.y) before moving along the row. The kernel
+ * sees the remapped tl_block_idx. 0 or 1: off. */
+TL_API void tl_use_swizzle(tl_kernel *k, int panel);
+
 /* ------------------------------------------------------------------------ */
 /* Compilation                                                               */
 /* ------------------------------------------------------------------------ */
@@ -525,6 +594,87 @@ TL_API tl_status tl_op_vadd(tl_ctx *ctx, const tl_vadd_desc *d, uint64_t a, uint
                             uint64_t c, void *stream);
 /* The compiled program tl_op_vadd uses (owned by the context). */
 TL_API tl_status tl_op_vadd_program(tl_ctx *ctx, const tl_vadd_desc *d, const tl_program **out);
+
+/* C = epilogue(A * B [+ bias]): row-major, A [M, K]; B [K, N], or [N, K]
+ * with trans_b; bias [N] (same dtype as A) or none; f32 accumulation; the
+ * epilogue fused into the register accumulator before the single store. */
+typedef enum tl_epilogue {
+    TL_EPI_NONE = 0,
+    TL_EPI_RELU,
+    TL_EPI_GELU_ERF,   /* x * 0.5 * (1 + erf(x / sqrt 2)) */
+    TL_EPI_GELU_TANH   /* x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} tl_epilogue;
+
+/* A schedule: the block tile, K step, pipeline depth, threads and L2
+ * swizzle panel. Zero fields take the default for the target. */
+typedef struct tl_gemm_schedule {
+    int block_m, block_n, block_k;
+    int stages;
+    int threads;
+    int swizzle;
+    unsigned warp_policy;   /* TL_GEMM_WARP_* */
+} tl_gemm_schedule;
+
+typedef struct tl_gemm_desc {
+    int64_t m, n, k;
+    tl_dtype in_dtype;      /* bf16 or f16 */
+    tl_dtype out_dtype;     /* bf16, f16 or f32 */
+    int trans_b;            /* B given as [N, K] */
+    int has_bias;
+    tl_epilogue epilogue;
+    tl_gemm_schedule schedule; /* zeros: defaults */
+} tl_gemm_desc;
+
+/* Runs the GEMM on stream. a, b, c (and bias when has_bias) are device
+ * pointers, aligned to their element size. Any M, N, K >= 1: ragged edges
+ * are masked; rows that start 16-byte aligned (K, and N for B as [K, N],
+ * multiples of 8, pointers 16-byte aligned) take the asynchronous-copy fast
+ * path, others an element-wise path. Errors: TL_ERR_INVALID_ARG (sizes,
+ * misaligned pointers, which one), TL_ERR_DTYPE, those of tl_compile and
+ * tl_launch. */
+TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
+                            uint64_t c, void *stream);
+/* The compiled program tl_op_gemm uses for d (owned by the context). Its
+ * launch arguments: M, N, K, A, B, [bias,] C. */
+TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out);
+/* Builds the GEMM kernel of d (schedule included) for inspection or
+ * sweeping. *out is a new kernel the caller destroys. */
+TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out);
+
+/* The same GEMM through cuBLAS, as the baseline of benchmarks and the
+ * reference of GPU tests (the library's own kernels never call it). Same
+ * semantics as tl_op_gemm: row-major A [M, K], B [K, N] or [N, K] with
+ * trans_b, bias [N] of in_dtype, f32 accumulation, C of out_dtype (the
+ * input type or f32; cuBLAS has no other). The schedule is ignored. No
+ * bias and no epilogue: cublasGemmEx; otherwise cublasLtMatmul with the
+ * BIAS, RELU, RELU_BIAS, GELU or GELU_BIAS epilogue (cuBLASLt's GELU is the
+ * tanh form, so TL_EPI_GELU_TANH maps to it and TL_EPI_GELU_ERF is
+ * TL_ERR_UNSUPPORTED). cuBLAS and cuBLASLt are loaded on first use; their
+ * handles, a 32 MiB workspace and the last cuBLASLt plans stay in the
+ * context until it is destroyed. Any sizes and alignments. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_UNSUPPORTED (a combination
+ * cuBLAS(Lt) does not offer), TL_ERR_NO_DEVICE (offline context),
+ * TL_ERR_NO_CUBLAS (the libraries cannot be loaded), TL_ERR_CUDA (a cuBLAS
+ * call failed: the message names it and its status). */
+TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
+                                  uint64_t c, void *stream);
+
+/* c[i, j] = act(c[i, j] + bias[j]) in place, for c [m, n] row-major and
+ * bias [n] (0: none), both of dtype (f32, f16, bf16; 16-bit values are
+ * computed in f32), act one of tl_epilogue (TL_EPI_NONE: the bias alone).
+ * An element-wise kernel of its own: the unfused epilogue that a fused
+ * GEMM is measured against. Compiled on first use and kept in the context.
+ * Errors: TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of
+ * tl_compile and tl_launch. */
+TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
+                             tl_epilogue epi, void *stream);
+/* Builds the kernel of tl_bias_act: Y[i, j] = act(X[i, j] + bias[j]).
+ * Launch arguments: M, N, X, [bias,] Y (bias when has_bias). X and Y may be
+ * the same tensor (tl_bias_act passes c for both); as two parameters the
+ * loads of X stay vectorised, which a tensor both read and written in one
+ * loop would not be. *out is a new kernel the caller destroys. Errors:
+ * TL_ERR_DTYPE, TL_ERR_INVALID_ARG (unknown epilogue). */
+TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype`. *out is a new kernel the caller destroys.

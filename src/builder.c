@@ -25,8 +25,8 @@ static void vfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, 
         tli_fail(k->ctx, st, "kernel '%s': %s", k->ir.name, k->err);
 }
 
-static void fail(tl_kernel *k, tl_status st, const char *api, const char *fmt, ...) TLI_PRINTF(4, 5);
-static void fail(tl_kernel *k, tl_status st, const char *api, const char *fmt, ...)
+void tli_kfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, ...) TLI_PRINTF(4, 5);
+void tli_kfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -35,7 +35,7 @@ static void fail(tl_kernel *k, tl_status st, const char *api, const char *fmt, .
 }
 
 /* true when builder calls on k should do work. */
-static bool live(tl_kernel *k)
+bool tli_klive(tl_kernel *k)
 {
     if (!k)
         return false;
@@ -43,7 +43,7 @@ static bool live(tl_kernel *k)
     return k->status == TL_OK;
 }
 
-static void oom(tl_kernel *k, const char *api) { fail(k, TL_ERR_OUT_OF_MEMORY, api, "out of host memory"); }
+void tli_koom(tl_kernel *k, const char *api) { tli_kfail(k, TL_ERR_OUT_OF_MEMORY, api, "out of host memory"); }
 
 /* ------------------------------------------------------------- handles */
 
@@ -69,39 +69,39 @@ static bool scope_open(const tl_kernel *k, int32_t loop)
 
 /* Resolves an expression handle; 0 (and an error on k) when it is null,
  * from another kernel, or a loop variable whose loop has been closed. */
-static int32_t expr_id(tl_kernel *k, tl_expr e, const char *api, const char *what)
+int32_t tli_kexpr(tl_kernel *k, tl_expr e, const char *api, const char *what)
 {
     if (e.id == 0) {
-        fail(k, TL_ERR_INVALID_ARG, api, "%s is a null expression", what);
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s is a null expression", what);
         return 0;
     }
     if (e.kid != k->tag || e.id >= (uint32_t)k->ir.e.n) {
-        fail(k, TL_ERR_INVALID_ARG, api, "%s is an expression of another kernel", what);
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s is an expression of another kernel", what);
         return 0;
     }
     int32_t id = (int32_t)e.id;
     if (!scope_open(k, tli_E(&k->ir, id)->scope)) {
-        fail(k, TL_ERR_SCOPE, api, "%s uses a loop variable outside its loop", what);
+        tli_kfail(k, TL_ERR_SCOPE, api, "%s uses a loop variable outside its loop", what);
         return 0;
     }
     return id;
 }
 
-static int32_t buf_id(tl_kernel *k, tl_buf b, const char *api)
+int32_t tli_kbuf(tl_kernel *k, tl_buf b, const char *api)
 {
     if (b.id == 0) {
-        fail(k, TL_ERR_INVALID_ARG, api, "null buffer");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "null buffer");
         return 0;
     }
     if (b.kid != k->tag || b.id >= (uint32_t)k->ir.b.n) {
-        fail(k, TL_ERR_INVALID_ARG, api, "buffer of another kernel");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "buffer of another kernel");
         return 0;
     }
     return (int32_t)b.id;
 }
 
 /* The deeper of two open loop scopes (both lie on the open chain). */
-static int32_t inner_scope(const tl_kernel *k, int32_t a, int32_t b)
+int32_t tli_kinner_scope(const tl_kernel *k, int32_t a, int32_t b)
 {
     if (!a || !b)
         return a ? a : b;
@@ -112,7 +112,7 @@ static tl_expr push_expr(tl_kernel *k, tli_enode *n, const char *api)
 {
     int32_t id = tli_ir_add_expr(&k->ir, n);
     if (!id) {
-        oom(k, api);
+        tli_koom(k, api);
         return TL_NONE_EXPR;
     }
     return mk_handle(k, id);
@@ -190,13 +190,13 @@ TL_API const char *tl_kernel_error(const tl_kernel *k) { return k ? k->err : "nu
 static bool param_name_ok(tl_kernel *k, const char *name, const char *api)
 {
     if (!valid_ident(name) || reserved_name(name)) {
-        fail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' is not a free identifier",
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' is not a free identifier",
              name ? name : "(null)");
         return false;
     }
     for (int32_t i = 1; i < k->ir.p.n; i++)
         if (strcmp(k->ir.p.v[i].name, name) == 0) {
-            fail(k, TL_ERR_INVALID_ARG, api, "parameter '%s' is declared twice", name);
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter '%s' is declared twice", name);
             return false;
         }
     return true;
@@ -214,7 +214,7 @@ static tl_expr scalar_param(tl_kernel *k, const char *name, tl_dtype dt, tl_para
     n.param = pid;
     tl_expr e = pid ? push_expr(k, &n, api) : TL_NONE_EXPR;
     if (!pid)
-        oom(k, api);
+        tli_koom(k, api);
     else if (e.id)
         k->ir.p.v[pid].expr = (int32_t)e.id;
     return e;
@@ -222,18 +222,18 @@ static tl_expr scalar_param(tl_kernel *k, const char *name, tl_dtype dt, tl_para
 
 TL_API tl_expr tl_dim(tl_kernel *k, const char *name)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
     return scalar_param(k, name, TL_I64, TL_PARAM_DIM, "tl_dim");
 }
 
 TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
     if (dtype != TL_F32 && dtype != TL_F16 && dtype != TL_BF16 && dtype != TL_I32 &&
         dtype != TL_I64 && dtype != TL_F64) {
-        fail(k, TL_ERR_DTYPE, "tl_param_scalar", "'%s' has unsupported dtype %s",
+        tli_kfail(k, TL_ERR_DTYPE, "tl_param_scalar", "'%s' has unsupported dtype %s",
              name ? name : "(null)", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
@@ -249,17 +249,17 @@ static bool tensor_dtype_ok(tl_dtype dt)
  * on the host from the parameters (no loads, no block index). */
 static bool host_int_expr(tl_kernel *k, tl_expr e, const char *api, const char *what)
 {
-    int32_t id = expr_id(k, e, api, what);
+    int32_t id = tli_kexpr(k, e, api, what);
     if (!id)
         return false;
     const tli_enode *n = tli_E(&k->ir, id);
     if (!tli_dtype_is_int((tl_dtype)n->dtype)) {
-        fail(k, TL_ERR_DTYPE, api, "%s must be an integer expression, not %s", what,
+        tli_kfail(k, TL_ERR_DTYPE, api, "%s must be an integer expression, not %s", what,
              tl_dtype_name((tl_dtype)n->dtype));
         return false;
     }
     if (n->scope != 0) {
-        fail(k, TL_ERR_SCOPE, api, "%s may not depend on a loop variable", what);
+        tli_kfail(k, TL_ERR_SCOPE, api, "%s may not depend on a loop variable", what);
         return false;
     }
     return true;
@@ -282,20 +282,20 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
                               const tl_expr *shape, const tl_expr *strides)
 {
     static const char api[] = "tl_param_tensor";
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_BUF;
     if (!tensor_dtype_ok(dtype)) {
-        fail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", name ? name : "(null)",
+        tli_kfail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", name ? name : "(null)",
              tl_dtype_name(dtype));
         return TL_NONE_BUF;
     }
     if (rank < 1 || rank > TL_MAX_RANK) {
-        fail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", name ? name : "(null)", rank,
+        tli_kfail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", name ? name : "(null)", rank,
              TL_MAX_RANK);
         return TL_NONE_BUF;
     }
     if (!shape) {
-        fail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", name ? name : "(null)");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", name ? name : "(null)");
         return TL_NONE_BUF;
     }
     if (!param_name_ok(k, name, api))
@@ -306,7 +306,7 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
         char what[32];
         tli_fmt(what, sizeof what, "shape[%d]", d);
         if (!host_int_expr(k, shape[d], api, what) || !host_evaluable(&k->ir, (int32_t)shape[d].id)) {
-            fail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
             return TL_NONE_BUF;
         }
         b.shape[d] = (int32_t)shape[d].id;
@@ -317,7 +317,7 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
             tli_fmt(what, sizeof what, "strides[%d]", d);
             if (!host_int_expr(k, strides[d], api, what) ||
                 !host_evaluable(&k->ir, (int32_t)strides[d].id)) {
-                fail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
+                tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
                 return TL_NONE_BUF;
             }
             b.stride[d] = (int32_t)strides[d].id;
@@ -332,13 +332,13 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
     tli_fmt(p.name, sizeof p.name, "%s", name);
     int32_t bid = tli_ir_add_buf(&k->ir, &b);
     if (!bid) {
-        oom(k, api);
+        tli_koom(k, api);
         return TL_NONE_BUF;
     }
     p.buf = bid;
     int32_t pid = tli_ir_add_param(&k->ir, &p);
     if (!pid) {
-        oom(k, api);
+        tli_koom(k, api);
         return TL_NONE_BUF;
     }
     k->ir.b.v[bid].param = pid;
@@ -350,18 +350,18 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
 TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int threads)
 {
     static const char api[] = "tl_grid";
-    if (!live(k))
+    if (!tli_klive(k))
         return;
     if (k->ir.threads) {
-        fail(k, TL_ERR_INVALID_ARG, api, "the grid is already set");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "the grid is already set");
         return;
     }
     if (k->ir.body) {
-        fail(k, TL_ERR_INVALID_ARG, api, "call tl_grid before the first statement");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "call tl_grid before the first statement");
         return;
     }
     if (threads < 32 || threads > 1024 || threads % 32) {
-        fail(k, TL_ERR_INVALID_ARG, api, "threads = %d is not a multiple of 32 in 32..1024", threads);
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "threads = %d is not a multiple of 32 in 32..1024", threads);
         return;
     }
     tl_expr g[3] = {gx, gy, gz};
@@ -373,7 +373,7 @@ TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int thread
         if (!host_int_expr(k, g[i], api, what))
             return;
         if (!host_evaluable(&k->ir, (int32_t)g[i].id)) {
-            fail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
             return;
         }
         k->ir.grid[i] = (int32_t)g[i].id;
@@ -383,10 +383,10 @@ TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int thread
 
 TL_API tl_expr tl_block_idx(tl_kernel *k, int axis)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
     if (axis < 0 || axis > 2) {
-        fail(k, TL_ERR_INVALID_ARG, "tl_block_idx", "axis %d is not 0, 1 or 2", axis);
+        tli_kfail(k, TL_ERR_INVALID_ARG, "tl_block_idx", "axis %d is not 0, 1 or 2", axis);
         return TL_NONE_EXPR;
     }
     tli_enode n = {.op = E_BLOCK_IDX, .dtype = TL_I64, .ival = axis};
@@ -401,15 +401,15 @@ static tl_expr const_int(tl_kernel *k, int64_t v, tl_dtype dt, const char *api)
     return push_expr(k, &n, api);
 }
 
-TL_API tl_expr tl_int(tl_kernel *k, int64_t v) { return live(k) ? const_int(k, v, TL_I64, "tl_int") : TL_NONE_EXPR; }
-TL_API tl_expr tl_i32(tl_kernel *k, int32_t v) { return live(k) ? const_int(k, v, TL_I32, "tl_i32") : TL_NONE_EXPR; }
+TL_API tl_expr tl_int(tl_kernel *k, int64_t v) { return tli_klive(k) ? const_int(k, v, TL_I64, "tl_int") : TL_NONE_EXPR; }
+TL_API tl_expr tl_i32(tl_kernel *k, int32_t v) { return tli_klive(k) ? const_int(k, v, TL_I32, "tl_i32") : TL_NONE_EXPR; }
 
 TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
     if (!tli_dtype_is_float(dtype)) {
-        fail(k, TL_ERR_DTYPE, "tl_float", "dtype %s is not a float type", tl_dtype_name(dtype));
+        tli_kfail(k, TL_ERR_DTYPE, "tl_float", "dtype %s is not a float type", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
     tli_enode n = {.op = E_CONST_FLOAT, .dtype = (uint8_t)dtype, .fval = v};
@@ -439,9 +439,9 @@ static bool fold_int(tli_eop op, int64_t x, int64_t y, int64_t *r)
 
 static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char *api)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
-    int32_t ia = expr_id(k, a, api, "operand a"), ib = ia ? expr_id(k, b, api, "operand b") : 0;
+    int32_t ia = tli_kexpr(k, a, api, "operand a"), ib = ia ? tli_kexpr(k, b, api, "operand b") : 0;
     if (!ia || !ib)
         return TL_NONE_EXPR;
     const tli_enode *na = tli_E(&k->ir, ia), *nb = tli_E(&k->ir, ib);
@@ -449,7 +449,7 @@ static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char
     bool logic = op == E_AND || op == E_OR;
     if (logic) {
         if (da != TL_BOOL || db != TL_BOOL) {
-            fail(k, TL_ERR_DTYPE, api, "operands must be bool (comparisons), got %s and %s",
+            tli_kfail(k, TL_ERR_DTYPE, api, "operands must be bool (comparisons), got %s and %s",
                  tl_dtype_name(da), tl_dtype_name(db));
             return TL_NONE_EXPR;
         }
@@ -459,11 +459,11 @@ static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char
     } else if (da == db && tli_dtype_is_float(da)) {
         dt = da;
         if (op == E_MOD || op == E_CEILDIV) {
-            fail(k, TL_ERR_DTYPE, api, "integer operands required, got %s", tl_dtype_name(da));
+            tli_kfail(k, TL_ERR_DTYPE, api, "integer operands required, got %s", tl_dtype_name(da));
             return TL_NONE_EXPR;
         }
     } else {
-        fail(k, TL_ERR_DTYPE, api, "operand dtypes %s and %s differ (use tl_cast)",
+        tli_kfail(k, TL_ERR_DTYPE, api, "operand dtypes %s and %s differ (use tl_cast)",
              tl_dtype_name(da), tl_dtype_name(db));
         return TL_NONE_EXPR;
     }
@@ -482,7 +482,7 @@ static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char
         return mk_handle(k, ib);
     bool cmp = op >= E_LT && op <= E_NE;
     tli_enode n = {.op = (uint8_t)op, .dtype = (uint8_t)(cmp ? TL_BOOL : dt), .a = {ia, ib}};
-    n.scope = inner_scope(k, na->scope, nb->scope);
+    n.scope = tli_kinner_scope(k, na->scope, nb->scope);
     return push_expr(k, &n, api);
 }
 
@@ -506,9 +506,9 @@ TL_API tl_expr tl_or(tl_kernel *k, tl_expr a, tl_expr b) { return binary(k, E_OR
 /* Unary ops: `floats` restricts the operand to float types. */
 static tl_expr unary(tl_kernel *k, tli_eop op, tl_expr a, bool floats, const char *api)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
-    int32_t ia = expr_id(k, a, api, "operand");
+    int32_t ia = tli_kexpr(k, a, api, "operand");
     if (!ia)
         return TL_NONE_EXPR;
     const tli_enode *na = tli_E(&k->ir, ia);
@@ -516,7 +516,7 @@ static tl_expr unary(tl_kernel *k, tli_eop op, tl_expr a, bool floats, const cha
     bool ok = op == E_NOT ? dt == TL_BOOL
                           : (floats ? tli_dtype_is_float(dt) : (tli_dtype_is_float(dt) || tli_dtype_is_int(dt)));
     if (!ok) {
-        fail(k, TL_ERR_DTYPE, api, "operand of dtype %s is not allowed (%s)", tl_dtype_name(dt),
+        tli_kfail(k, TL_ERR_DTYPE, api, "operand of dtype %s is not allowed (%s)", tl_dtype_name(dt),
              op == E_NOT ? "bool required" : floats ? "float required" : "number required");
         return TL_NONE_EXPR;
     }
@@ -542,13 +542,13 @@ TL_API tl_expr tl_erf(tl_kernel *k, tl_expr a) { return unary(k, E_ERF, a, true,
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
 {
     static const char api[] = "tl_cast";
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
-    int32_t ia = expr_id(k, a, api, "operand");
+    int32_t ia = tli_kexpr(k, a, api, "operand");
     if (!ia)
         return TL_NONE_EXPR;
     if (!tli_dtype_is_float(dtype) && !tli_dtype_is_int(dtype)) {
-        fail(k, TL_ERR_DTYPE, api, "cannot cast to %s", tl_dtype_name(dtype));
+        tli_kfail(k, TL_ERR_DTYPE, api, "cannot cast to %s", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
     const tli_enode *na = tli_E(&k->ir, ia);
@@ -563,25 +563,25 @@ TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
 TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b)
 {
     static const char api[] = "tl_select";
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
-    int32_t ic = expr_id(k, cond, api, "cond");
-    int32_t ia = ic ? expr_id(k, a, api, "a") : 0;
-    int32_t ib = ia ? expr_id(k, b, api, "b") : 0;
+    int32_t ic = tli_kexpr(k, cond, api, "cond");
+    int32_t ia = ic ? tli_kexpr(k, a, api, "a") : 0;
+    int32_t ib = ia ? tli_kexpr(k, b, api, "b") : 0;
     if (!ib)
         return TL_NONE_EXPR;
     const tli_enode *nc = tli_E(&k->ir, ic), *na = tli_E(&k->ir, ia), *nb = tli_E(&k->ir, ib);
     if (nc->dtype != TL_BOOL) {
-        fail(k, TL_ERR_DTYPE, api, "cond must be bool, got %s", tl_dtype_name((tl_dtype)nc->dtype));
+        tli_kfail(k, TL_ERR_DTYPE, api, "cond must be bool, got %s", tl_dtype_name((tl_dtype)nc->dtype));
         return TL_NONE_EXPR;
     }
     if (na->dtype != nb->dtype) {
-        fail(k, TL_ERR_DTYPE, api, "branches have dtypes %s and %s", tl_dtype_name((tl_dtype)na->dtype),
+        tli_kfail(k, TL_ERR_DTYPE, api, "branches have dtypes %s and %s", tl_dtype_name((tl_dtype)na->dtype),
              tl_dtype_name((tl_dtype)nb->dtype));
         return TL_NONE_EXPR;
     }
     tli_enode n = {.op = E_SELECT, .dtype = na->dtype, .a = {ic, ia, ib}};
-    n.scope = inner_scope(k, inner_scope(k, nc->scope, na->scope), nb->scope);
+    n.scope = tli_kinner_scope(k, tli_kinner_scope(k, nc->scope, na->scope), nb->scope);
     return push_expr(k, &n, api);
 }
 
@@ -593,23 +593,23 @@ static bool index_list(tl_kernel *k, const tli_bnode *b, const tl_expr *idx, int
                        int32_t *scope, const char *api)
 {
     if (!idx) {
-        fail(k, TL_ERR_INVALID_ARG, api, "index list of '%s' is NULL", b->name);
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "index list of '%s' is NULL", b->name);
         return false;
     }
     *scope = 0;
     for (int d = 0; d < b->rank; d++) {
         char what[32];
         tli_fmt(what, sizeof what, "index %d of '%s'", d, b->name);
-        ids[d] = expr_id(k, idx[d], api, what);
+        ids[d] = tli_kexpr(k, idx[d], api, what);
         if (!ids[d])
             return false;
         const tli_enode *n = tli_E(&k->ir, ids[d]);
         if (!tli_dtype_is_int((tl_dtype)n->dtype)) {
-            fail(k, TL_ERR_DTYPE, api, "%s has dtype %s; indices are integers", what,
+            tli_kfail(k, TL_ERR_DTYPE, api, "%s has dtype %s; indices are integers", what,
                  tl_dtype_name((tl_dtype)n->dtype));
             return false;
         }
-        *scope = inner_scope(k, *scope, n->scope);
+        *scope = tli_kinner_scope(k, *scope, n->scope);
     }
     return true;
 }
@@ -617,9 +617,9 @@ static bool index_list(tl_kernel *k, const tli_bnode *b, const tl_expr *idx, int
 TL_API tl_expr tl_load(tl_kernel *k, tl_buf buf, const tl_expr *idx)
 {
     static const char api[] = "tl_load";
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
-    int32_t bid = buf_id(k, buf, api);
+    int32_t bid = tli_kbuf(k, buf, api);
     if (!bid)
         return TL_NONE_EXPR;
     int32_t ids[TL_MAX_RANK], scope;
@@ -628,7 +628,7 @@ TL_API tl_expr tl_load(tl_kernel *k, tl_buf buf, const tl_expr *idx)
         return TL_NONE_EXPR;
     int32_t start = tli_ir_add_indices(&k->ir, ids, b.rank);
     if (start < 0) {
-        oom(k, api);
+        tli_koom(k, api);
         return TL_NONE_EXPR;
     }
     k->ir.b.v[bid].read = true;
@@ -637,16 +637,16 @@ TL_API tl_expr tl_load(tl_kernel *k, tl_buf buf, const tl_expr *idx)
 }
 
 /* Appends statement n to the innermost open body; returns its id or 0. */
-static int32_t append_stmt(tl_kernel *k, tli_snode *n, const char *api)
+int32_t tli_kappend(tl_kernel *k, tli_snode *n, const char *api)
 {
     if (!k->ir.threads) {
-        fail(k, TL_ERR_INVALID_ARG, api, "call tl_grid before the first statement");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "call tl_grid before the first statement");
         return 0;
     }
     n->parent = k->depth ? k->open[k->depth - 1] : 0;
     int32_t id = tli_ir_add_stmt(&k->ir, n);
     if (!id) {
-        oom(k, api);
+        tli_koom(k, api);
         return 0;
     }
     int32_t last = k->tail[k->depth];
@@ -665,40 +665,40 @@ static int32_t append_stmt(tl_kernel *k, tli_snode *n, const char *api)
 TL_API void tl_store(tl_kernel *k, tl_buf buf, const tl_expr *idx, tl_expr value)
 {
     static const char api[] = "tl_store";
-    if (!live(k))
+    if (!tli_klive(k))
         return;
-    int32_t bid = buf_id(k, buf, api);
+    int32_t bid = tli_kbuf(k, buf, api);
     if (!bid)
         return;
     tli_bnode b = *tli_B(&k->ir, bid);
     int32_t ids[TL_MAX_RANK], scope;
     if (!index_list(k, &b, idx, ids, &scope, api))
         return;
-    int32_t iv = expr_id(k, value, api, "value");
+    int32_t iv = tli_kexpr(k, value, api, "value");
     if (!iv)
         return;
     tl_dtype vt = (tl_dtype)tli_E(&k->ir, iv)->dtype;
     if (vt != b.dtype) {
-        fail(k, TL_ERR_DTYPE, api, "value of dtype %s stored to '%s' of dtype %s (use tl_cast)",
+        tli_kfail(k, TL_ERR_DTYPE, api, "value of dtype %s stored to '%s' of dtype %s (use tl_cast)",
              tl_dtype_name(vt), b.name, tl_dtype_name((tl_dtype)b.dtype));
         return;
     }
     int32_t start = tli_ir_add_indices(&k->ir, ids, b.rank);
     if (start < 0) {
-        oom(k, api);
+        tli_koom(k, api);
         return;
     }
     tli_snode n = {.op = S_STORE, .buf = bid, .idx = start, .value = iv};
-    if (append_stmt(k, &n, api))
+    if (tli_kappend(k, &n, api))
         k->ir.b.v[bid].written = true;
 }
 
 /* ------------------------------------------------------- control flow */
 
-static bool push_scope(tl_kernel *k, int32_t sid, const char *api)
+bool tli_kpush_scope(tl_kernel *k, int32_t sid, const char *api)
 {
     if (k->depth >= TLI_MAX_DEPTH) {
-        fail(k, TL_ERR_SCOPE, api, "more than %d nested scopes", TLI_MAX_DEPTH);
+        tli_kfail(k, TL_ERR_SCOPE, api, "more than %d nested scopes", TLI_MAX_DEPTH);
         return false;
     }
     k->open[k->depth] = sid;
@@ -708,7 +708,7 @@ static bool push_scope(tl_kernel *k, int32_t sid, const char *api)
     return true;
 }
 
-static bool inside_parallel(const tl_kernel *k)
+bool tli_kinside_parallel(const tl_kernel *k)
 {
     for (int i = 0; i < k->depth; i++)
         if (tli_S(&k->ir, k->open[i])->op == S_PARALLEL)
@@ -717,7 +717,7 @@ static bool inside_parallel(const tl_kernel *k)
 }
 
 /* Makes the loop variables of loop statement sid. */
-static bool make_loop_vars(tl_kernel *k, int32_t sid, int rank, tl_expr *vars, const char *api)
+bool tli_kloop_vars(tl_kernel *k, int32_t sid, int rank, tl_expr *vars, const char *api)
 {
     for (int d = 0; d < rank; d++) {
         tli_enode n = {.op = E_LOOP_VAR, .dtype = TL_I64, .loop = sid, .ival = d, .scope = sid};
@@ -733,20 +733,20 @@ static bool make_loop_vars(tl_kernel *k, int32_t sid, int rank, tl_expr *vars, c
 TL_API tl_expr tl_serial(tl_kernel *k, tl_expr extent)
 {
     static const char api[] = "tl_serial";
-    if (!live(k))
+    if (!tli_klive(k))
         return TL_NONE_EXPR;
-    int32_t ie = expr_id(k, extent, api, "extent");
+    int32_t ie = tli_kexpr(k, extent, api, "extent");
     if (!ie)
         return TL_NONE_EXPR;
     if (!tli_dtype_is_int((tl_dtype)tli_E(&k->ir, ie)->dtype)) {
-        fail(k, TL_ERR_DTYPE, api, "extent must be an integer");
+        tli_kfail(k, TL_ERR_DTYPE, api, "extent must be an integer");
         return TL_NONE_EXPR;
     }
     tli_snode n = {.op = S_SERIAL, .a0 = ie, .rank = 1};
-    int32_t sid = append_stmt(k, &n, api);
+    int32_t sid = tli_kappend(k, &n, api);
     tl_expr v = TL_NONE_EXPR;
-    if (sid && push_scope(k, sid, api))
-        make_loop_vars(k, sid, 1, &v, api);
+    if (sid && tli_kpush_scope(k, sid, api))
+        tli_kloop_vars(k, sid, 1, &v, api);
     return k->status == TL_OK ? v : TL_NONE_EXPR;
 }
 
@@ -756,30 +756,30 @@ TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr 
     if (vars)
         for (int d = 0; d < rank && d < TL_MAX_RANK; d++)
             vars[d] = TL_NONE_EXPR;
-    if (!live(k))
+    if (!tli_klive(k))
         return;
     if (rank < 1 || rank > TL_MAX_RANK || !extents || !vars) {
-        fail(k, TL_ERR_SHAPE, api, "rank %d must be in 1..%d with extents and vars given", rank, TL_MAX_RANK);
+        tli_kfail(k, TL_ERR_SHAPE, api, "rank %d must be in 1..%d with extents and vars given", rank, TL_MAX_RANK);
         return;
     }
-    if (inside_parallel(k)) {
-        fail(k, TL_ERR_UNSUPPORTED, api, "tl_parallel inside tl_parallel: use one loop of higher rank");
+    if (tli_kinside_parallel(k)) {
+        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "tl_parallel inside tl_parallel: use one loop of higher rank");
         return;
     }
     tli_snode n = {.op = S_PARALLEL, .rank = rank};
     int64_t total = 1;
     for (int d = 0; d < rank; d++) {
         if (extents[d] < 1 || extents[d] > (1 << 24) || total * extents[d] > (1 << 24)) {
-            fail(k, TL_ERR_SHAPE, api, "extent %d = %lld out of range (1..2^24 iterations in all)", d,
+            tli_kfail(k, TL_ERR_SHAPE, api, "extent %d = %lld out of range (1..2^24 iterations in all)", d,
                  (long long)extents[d]);
             return;
         }
         total *= extents[d];
         n.extents[d] = extents[d];
     }
-    int32_t sid = append_stmt(k, &n, api);
-    if (sid && push_scope(k, sid, api))
-        make_loop_vars(k, sid, rank, vars, api);
+    int32_t sid = tli_kappend(k, &n, api);
+    if (sid && tli_kpush_scope(k, sid, api))
+        tli_kloop_vars(k, sid, rank, vars, api);
     if (k->status != TL_OK)
         for (int d = 0; d < rank; d++)
             vars[d] = TL_NONE_EXPR;
@@ -795,32 +795,32 @@ TL_API tl_expr tl_parallel1(tl_kernel *k, int64_t extent)
 TL_API void tl_if(tl_kernel *k, tl_expr cond)
 {
     static const char api[] = "tl_if";
-    if (!live(k))
+    if (!tli_klive(k))
         return;
-    int32_t ic = expr_id(k, cond, api, "cond");
+    int32_t ic = tli_kexpr(k, cond, api, "cond");
     if (!ic)
         return;
     if (tli_E(&k->ir, ic)->dtype != TL_BOOL) {
-        fail(k, TL_ERR_DTYPE, api, "cond must be bool (a comparison), got %s",
+        tli_kfail(k, TL_ERR_DTYPE, api, "cond must be bool (a comparison), got %s",
              tl_dtype_name((tl_dtype)tli_E(&k->ir, ic)->dtype));
         return;
     }
     tli_snode n = {.op = S_IF, .a0 = ic};
-    int32_t sid = append_stmt(k, &n, api);
+    int32_t sid = tli_kappend(k, &n, api);
     if (sid)
-        push_scope(k, sid, api);
+        tli_kpush_scope(k, sid, api);
 }
 
 TL_API void tl_else(tl_kernel *k)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return;
     if (k->depth == 0 || tli_S(&k->ir, k->open[k->depth - 1])->op != S_IF) {
-        fail(k, TL_ERR_SCOPE, "tl_else", "the innermost open scope is not a tl_if");
+        tli_kfail(k, TL_ERR_SCOPE, "tl_else", "the innermost open scope is not a tl_if");
         return;
     }
     if (k->in_else[k->depth - 1]) {
-        fail(k, TL_ERR_SCOPE, "tl_else", "this tl_if already has an else branch");
+        tli_kfail(k, TL_ERR_SCOPE, "tl_else", "this tl_if already has an else branch");
         return;
     }
     k->in_else[k->depth - 1] = true;
@@ -829,10 +829,10 @@ TL_API void tl_else(tl_kernel *k)
 
 TL_API void tl_end(tl_kernel *k)
 {
-    if (!live(k))
+    if (!tli_klive(k))
         return;
     if (k->depth == 0) {
-        fail(k, TL_ERR_SCOPE, "tl_end", "no open tl_serial, tl_parallel or tl_if to close");
+        tli_kfail(k, TL_ERR_SCOPE, "tl_end", "no open tl_serial, tl_parallel or tl_if to close");
         return;
     }
     k->depth--;
@@ -860,16 +860,16 @@ tl_status tli_kernel_verify(tl_kernel *k, const char *api)
     }
     if (k->depth != 0) {
         const char *what[] = {"", "", "tl_serial", "tl_parallel", "tl_if"};
-        fail(k, TL_ERR_SCOPE, api, "%d scope(s) still open (innermost: %s); close each with tl_end",
+        tli_kfail(k, TL_ERR_SCOPE, api, "%d scope(s) still open (innermost: %s); close each with tl_end",
              k->depth, what[tli_S(&k->ir, k->open[k->depth - 1])->op]);
         return k->status;
     }
     if (!k->ir.threads) {
-        fail(k, TL_ERR_INVALID_ARG, api, "the kernel has no grid (call tl_grid)");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "the kernel has no grid (call tl_grid)");
         return k->status;
     }
     if (!k->ir.body) {
-        fail(k, TL_ERR_INVALID_ARG, api, "the kernel is empty: it has no statement");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "the kernel is empty: it has no statement");
         return k->status;
     }
     return TL_OK;

@@ -4,11 +4,16 @@
 
 #include "ir.h"
 
-/* Lowers ir (verified) for target ("sm_80", "sm_90a", ...) to CUDA C.
- * *src is malloc'ed; kname receives the kernel's extern "C" name: the
- * kernel's name and 8 hex digits of a hash of the generated code.
- * Errors: TL_ERR_OUT_OF_MEMORY, TL_ERR_UNSUPPORTED. */
-tl_status tli_emit_cuda(const tli_ir *ir, const char *target, char **src, char *kname, size_t kname_len);
+/* Lowers ir (verified) for target ("sm_80", "sm_90a", ...) to CUDA C, with
+ * at most smem_limit bytes of shared memory per block. *src is malloc'ed;
+ * kname receives the kernel's extern "C" name: the kernel's name and 8 hex
+ * digits of a hash of the generated code; *smem_bytes the dynamic shared
+ * memory it needs. Errors (explained in err): those of tli_plan_tiles,
+ * TL_ERR_UNSUPPORTED, TL_ERR_OUT_OF_MEMORY. */
+tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit, char **src, char *kname,
+                        size_t kname_len, int64_t *smem_bytes, char *err, size_t errlen);
+/* Shared memory per block a target allows (opt-in maximum). */
+int64_t tli_target_smem_limit(const char *target);
 
 /* The CUDA type of a dtype in generated code ("float", "tl_bf16", ...). */
 const char *tli_dtype_ctype(tl_dtype dt);

@@ -7,6 +7,7 @@
  * a comment on every lowered loop saying how it was mapped onto threads.
  */
 #include "emit.h"
+#include "emit_internal.h"
 
 #include "half.h"
 #include "lower.h"
@@ -17,28 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct emitter {
-    const tli_ir *ir;
-    const char *target;
-    tli_str out;
-    int indent;
-    bool inside_parallel;
-    /* Per-node text overrides: loop variables and hoisted vector loads. */
-    char **var_text;
-    char **load_text;
-    /* Multi-use subexpressions of the statement being emitted. */
-    int *uses;
-    char **temp;
-    tli_str *pre;    /* where temporaries are declared */
-    int ntemp;
-    char **strs;     /* every string made by sfmt, freed at the end */
-    int nstrs, capstrs;
-    bool oom;
-} emitter;
+
 
 /* ------------------------------------------------------------ strings */
 
-static char *keep(emitter *E, char *s)
+char *tli_e_keep(emitter *E, char *s)
 {
     if (!s) {
         E->oom = true;
@@ -59,8 +43,8 @@ static char *keep(emitter *E, char *s)
     return s;
 }
 
-static char *sfmt(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
-static char *sfmt(emitter *E, const char *fmt, ...)
+char *tli_e_fmt(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
+char *tli_e_fmt(emitter *E, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -68,11 +52,11 @@ static char *sfmt(emitter *E, const char *fmt, ...)
     tli_str_init(&s);
     tli_str_vappendf(&s, fmt, ap);
     va_end(ap);
-    return keep(E, tli_str_take(&s));
+    return tli_e_keep(E, tli_str_take(&s));
 }
 
-static void line(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
-static void line(emitter *E, const char *fmt, ...)
+void tli_e_line(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
+void tli_e_line(emitter *E, const char *fmt, ...)
 {
     for (int i = 0; i < E->indent; i++)
         tli_str_append(&E->out, "    ");
@@ -106,24 +90,24 @@ static char *float_literal(emitter *E, double v, tl_dtype dt)
     if (is_half(dt)) {
         uint16_t bits;
         tli_store_from_double(dt, &bits, 0, v);
-        return sfmt(E, "%s(0x%04Xu) /* %g */", dt == TL_F16 ? "tl_f16_bits" : "tl_bf16_bits", bits, v);
+        return tli_e_fmt(E, "%s(0x%04Xu) /* %g */", dt == TL_F16 ? "tl_f16_bits" : "tl_bf16_bits", bits, v);
     }
     if (isnan(v))
-        return sfmt(E, dt == TL_F64 ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fffffff)");
+        return tli_e_fmt(E, dt == TL_F64 ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fffffff)");
     if (isinf(v))
-        return sfmt(E, dt == TL_F64 ? "__longlong_as_double(0x%s)" : "__int_as_float(0x%s)",
+        return tli_e_fmt(E, dt == TL_F64 ? "__longlong_as_double(0x%s)" : "__int_as_float(0x%s)",
                     dt == TL_F64 ? (v > 0 ? "7ff0000000000000LL" : "fff0000000000000LL")
                                  : (v > 0 ? "7f800000" : "ff800000"));
     char buf[64];
     tli_fmt(buf, sizeof buf, dt == TL_F64 ? "%.17g" : "%.9g", dt == TL_F64 ? v : (double)(float)v);
     if (!strpbrk(buf, ".e"))
         strcat(buf, ".0");
-    return sfmt(E, "%s%s", buf, dt == TL_F64 ? "" : "f");
+    return tli_e_fmt(E, "%s%s", buf, dt == TL_F64 ? "" : "f");
 }
 
 /* -------------------------------------------------------- expressions */
 
-static const char *expr(emitter *E, int32_t id);
+const char *tli_e_expr(emitter *E, int32_t id);
 
 /* The name the parameter, tensor or loop variable has in the source. */
 static const char *param_name(emitter *E, int32_t p) { return E->ir->p.v[p].name; }
@@ -168,39 +152,39 @@ static const char *infix(tli_eop op)
 /* Wraps an f32 computation back into a 16-bit type. */
 static char *round_to(emitter *E, tl_dtype dt, const char *f32)
 {
-    return sfmt(E, "%s(%s)", dt == TL_F16 ? "tl_to_f16" : "tl_to_bf16", f32);
+    return tli_e_fmt(E, "%s(%s)", dt == TL_F16 ? "tl_to_f16" : "tl_to_bf16", f32);
 }
 
 static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
 {
     if (is_half(from)) {
-        x = sfmt(E, "tl_f32(%s)", x);
+        x = tli_e_fmt(E, "tl_f32(%s)", x);
         from = TL_F32;
         if (to == TL_F32)
             return (char *)x;
     }
     if (is_half(to))
-        return round_to(E, to, from == TL_F64 ? x : sfmt(E, "(float)(%s)", x));
-    return sfmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
+        return round_to(E, to, from == TL_F64 ? x : tli_e_fmt(E, "(float)(%s)", x));
+    return tli_e_fmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
 }
 
 static char *binary_text(emitter *E, const tli_enode *n)
 {
     tl_dtype at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
-    const char *a = expr(E, n->a[0]), *b = expr(E, n->a[1]);
+    const char *a = tli_e_expr(E, n->a[0]), *b = tli_e_expr(E, n->a[1]);
     tli_eop op = (tli_eop)n->op;
     if (is_half(at)) {
-        a = sfmt(E, "tl_f32(%s)", a);
-        b = sfmt(E, "tl_f32(%s)", b);
+        a = tli_e_fmt(E, "tl_f32(%s)", a);
+        b = tli_e_fmt(E, "tl_f32(%s)", b);
     }
     char *r;
     if (op == E_CEILDIV)
-        r = sfmt(E, "((%s + %s - 1) / %s)", a, b, b);
+        r = tli_e_fmt(E, "((%s + %s - 1) / %s)", a, b, b);
     else if (op == E_MAX || op == E_MIN)
-        r = tli_dtype_is_int(at) ? sfmt(E, "tl_%s(%s, %s)", op == E_MAX ? "max" : "min", a, b)
-                                 : sfmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64), a, b);
+        r = tli_dtype_is_int(at) ? tli_e_fmt(E, "tl_%s(%s, %s)", op == E_MAX ? "max" : "min", a, b)
+                                 : tli_e_fmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64), a, b);
     else
-        r = sfmt(E, "(%s %s %s)", a, infix(op), b);
+        r = tli_e_fmt(E, "(%s %s %s)", a, infix(op), b);
     bool arith = !(op >= E_LT && op <= E_OR);
     return (is_half(at) && arith) ? round_to(E, at, r) : r;
 }
@@ -208,22 +192,22 @@ static char *binary_text(emitter *E, const tli_enode *n)
 static char *unary_text(emitter *E, const tli_enode *n)
 {
     tl_dtype dt = (tl_dtype)n->dtype, at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
-    const char *a = expr(E, n->a[0]);
+    const char *a = tli_e_expr(E, n->a[0]);
     tli_eop op = (tli_eop)n->op;
     if (op == E_CAST)
         return cast_text(E, a, at, dt);
     if (op == E_NOT)
-        return sfmt(E, "(!%s)", a);
+        return tli_e_fmt(E, "(!%s)", a);
     if (tli_dtype_is_int(dt))
-        return op == E_NEG ? sfmt(E, "(-%s)", a) : sfmt(E, "tl_iabs(%s)", a);
+        return op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "tl_iabs(%s)", a);
     if (is_half(dt))
-        a = sfmt(E, "tl_f32(%s)", a);
-    char *r = op == E_NEG ? sfmt(E, "(-%s)", a) : sfmt(E, "%s(%s)", math_fn(op, dt == TL_F64), a);
+        a = tli_e_fmt(E, "tl_f32(%s)", a);
+    char *r = op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64), a);
     return is_half(dt) ? round_to(E, dt, r) : r;
 }
 
 /* Offset and in-bounds test of a tensor access, given index texts. */
-static void access_text(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)
+void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)
 {
     const tli_bnode *b = tli_B(E->ir, buf);
     tli_str o, c;
@@ -237,14 +221,14 @@ static void access_text(emitter *E, int32_t buf, const char *const *idx, char **
             tli_str_appendf(&o, " * %s_s%d", b->name, d);
         tli_str_appendf(&c, "%stl_in(%s, %s_d%d)", d ? " && " : "", idx[d], b->name, d);
     }
-    *off = keep(E, tli_str_take(&o));
-    *ok = keep(E, tli_str_take(&c));
+    *off = tli_e_keep(E, tli_str_take(&o));
+    *ok = tli_e_keep(E, tli_str_take(&c));
 }
 
 static void index_texts(emitter *E, int32_t buf, int32_t idx, const char **out)
 {
     for (int d = 0; d < tli_B(E->ir, buf)->rank; d++)
-        out[d] = expr(E, E->ir->pool.v[idx + d]);
+        out[d] = tli_e_expr(E, E->ir->pool.v[idx + d]);
 }
 
 static char *load_text(emitter *E, const tli_enode *n)
@@ -252,8 +236,8 @@ static char *load_text(emitter *E, const tli_enode *n)
     const char *idx[TL_MAX_RANK];
     char *off, *ok;
     index_texts(E, n->buf, n->idx, idx);
-    access_text(E, n->buf, idx, &off, &ok);
-    return sfmt(E, "tl_ld(%s + (%s), %s)", tli_B(E->ir, n->buf)->name, off, ok);
+    tli_e_global_access(E, n->buf, idx, &off, &ok);
+    return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", tli_B(E->ir, n->buf)->name, off, ok);
 }
 
 static char *expr_text(emitter *E, int32_t id)
@@ -261,17 +245,20 @@ static char *expr_text(emitter *E, int32_t id)
     const tli_enode *n = tli_E(E->ir, id);
     switch ((tli_eop)n->op) {
     case E_CONST_INT:
-        return n->dtype == TL_I32 ? sfmt(E, "%d", (int)n->ival) : sfmt(E, "%lldLL", (long long)n->ival);
+        return n->dtype == TL_I32 ? tli_e_fmt(E, "%d", (int)n->ival) : tli_e_fmt(E, "%lldLL", (long long)n->ival);
     case E_CONST_FLOAT: return float_literal(E, n->fval, (tl_dtype)n->dtype);
     case E_PARAM: return (char *)param_name(E, n->param);
-    case E_BLOCK_IDX: return sfmt(E, "tl_b%c", "xyz"[n->ival]);
+    case E_BLOCK_IDX: return tli_e_fmt(E, "tl_b%c", "xyz"[n->ival]);
     case E_LOOP_VAR:
         if (E->var_text[id])
             return E->var_text[id];
-        return sfmt(E, "i%d_%d", n->loop, (int)n->ival);
-    case E_LOAD: return E->load_text[id] ? E->load_text[id] : load_text(E, n);
+        return tli_e_fmt(E, "i%d_%d", n->loop, (int)n->ival);
+    case E_LOAD:
+        if (E->load_text[id])
+            return E->load_text[id];
+        return tli_B(E->ir, n->buf)->scope == B_GLOBAL ? load_text(E, n) : tli_e_tile_load(E, n);
     case E_SELECT:
-        return sfmt(E, "(%s ? %s : %s)", expr(E, n->a[0]), expr(E, n->a[1]), expr(E, n->a[2]));
+        return tli_e_fmt(E, "(%s ? %s : %s)", tli_e_expr(E, n->a[0]), tli_e_expr(E, n->a[1]), tli_e_expr(E, n->a[2]));
     default:
         return tli_eop_arity((tli_eop)n->op) == 2 ? binary_text(E, n) : unary_text(E, n);
     }
@@ -285,7 +272,7 @@ static bool is_leaf(const tli_enode *n)
 
 /* The text of expression id; a subexpression used more than once in the
  * statement becomes a named temporary declared just before it. */
-static const char *expr(emitter *E, int32_t id)
+const char *tli_e_expr(emitter *E, int32_t id)
 {
     const tli_enode *n = tli_E(E->ir, id);
     if (E->temp[id])
@@ -294,7 +281,7 @@ static const char *expr(emitter *E, int32_t id)
         return expr_text(E, id);
     char *text = expr_text(E, id);
     /* every temporary gets a fresh name: statements share scopes */
-    char *name = sfmt(E, "t%d", ++E->ntemp);
+    char *name = tli_e_fmt(E, "t%d", ++E->ntemp);
     for (int i = 0; i < E->indent; i++)
         tli_str_append(E->pre, "    ");
     tli_str_appendf(E->pre, "const %s %s = %s;\n", tli_dtype_ctype((tl_dtype)n->dtype), name, text);
@@ -342,7 +329,7 @@ static void flush_pre(emitter *E, tli_str *pre)
 
 /* --------------------------------------------------------- statements */
 
-static void stmts(emitter *E, int32_t first);
+void tli_e_stmts(emitter *E, int32_t first);
 
 static int store_exprs(const tli_ir *ir, const tli_snode *s, int32_t *out)
 {
@@ -363,20 +350,24 @@ static void emit_store(emitter *E, const tli_snode *s)
     begin_statement(E, ex, n, &pre);
     const char *idx[TL_MAX_RANK];
     index_texts(E, s->buf, s->idx, idx);
-    char *off, *ok;
-    access_text(E, s->buf, idx, &off, &ok);
-    const char *val = expr(E, s->value);
+    const char *val = tli_e_expr(E, s->value);
     flush_pre(E, &pre);
+    if (tli_B(E->ir, s->buf)->scope != B_GLOBAL) {
+        tli_e_tile_store(E, s, val, idx);
+        return;
+    }
+    char *off, *ok;
+    tli_e_global_access(E, s->buf, idx, &off, &ok);
     const char *who = E->inside_parallel ? "" : "tl_tid == 0 && ";
-    line(E, "if (%s%s) %s[%s] = %s;", who, ok, tli_B(E->ir, s->buf)->name, off, val);
+    tli_e_line(E, "if (%s%s) %s[%s] = %s;", who, ok, tli_B(E->ir, s->buf)->name, off, val);
 }
 
-static const char *single_expr(emitter *E, int32_t id)
+const char *tli_e_single(emitter *E, int32_t id)
 {
     tli_str pre;
     tli_str_init(&pre);
     begin_statement(E, &id, 1, &pre);
-    const char *t = expr(E, id);
+    const char *t = tli_e_expr(E, id);
     flush_pre(E, &pre);
     return t;
 }
@@ -384,45 +375,45 @@ static const char *single_expr(emitter *E, int32_t id)
 /*   for (long long iS_0 = 0; iS_0 < extent; ++iS_0) { ... } */
 static void emit_serial(emitter *E, int32_t sid, const tli_snode *s)
 {
-    const char *ext = single_expr(E, s->a0);
-    line(E, "for (long long i%d_0 = 0; i%d_0 < %s; ++i%d_0) {", sid, sid, ext, sid);
+    const char *ext = tli_e_single(E, s->a0);
+    tli_e_line(E, "for (long long i%d_0 = 0; i%d_0 < %s; ++i%d_0) {", sid, sid, ext, sid);
     E->indent++;
-    stmts(E, s->body);
+    tli_e_stmts(E, s->body);
     /* The next iteration may read what this one stored: a barrier at the end
      * of the body too (the loop is uniform over the block here). */
     if (!E->inside_parallel && tli_stmt_stores(E->ir, sid))
-        line(E, "__syncthreads();");
+        tli_e_line(E, "__syncthreads();");
     E->indent--;
-    line(E, "}");
+    tli_e_line(E, "}");
 }
 
 static void emit_if(emitter *E, const tli_snode *s)
 {
-    line(E, "if (%s) {", single_expr(E, s->a0));
+    tli_e_line(E, "if (%s) {", tli_e_single(E, s->a0));
     E->indent++;
-    stmts(E, s->body);
+    tli_e_stmts(E, s->body);
     E->indent--;
     if (s->orelse) {
-        line(E, "} else {");
+        tli_e_line(E, "} else {");
         E->indent++;
-        stmts(E, s->orelse);
+        tli_e_stmts(E, s->orelse);
         E->indent--;
     }
-    line(E, "}");
+    tli_e_line(E, "}");
 }
 
 /* Declares the loop variables of parallel loop sid for flat index `flat`
  * (text), naming them i<sid>_<d><suffix>. */
-static void decompose(emitter *E, int32_t sid, const char *flat, const char *suffix)
+void tli_e_decompose(emitter *E, int32_t sid, const char *flat, const char *suffix)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     int64_t inner = 1;
     for (int d = s->rank - 1; d >= 0; d--) {
-        const char *q = inner == 1 ? flat : sfmt(E, "(%s / %lldLL)", flat, (long long)inner);
+        const char *q = inner == 1 ? flat : tli_e_fmt(E, "(%s / %lldLL)", flat, (long long)inner);
         if (d > 0)
-            line(E, "const long long i%d_%d%s = %s %% %lldLL;", sid, d, suffix, q, (long long)s->extents[d]);
+            tli_e_line(E, "const long long i%d_%d%s = %s %% %lldLL;", sid, d, suffix, q, (long long)s->extents[d]);
         else
-            line(E, "const long long i%d_%d%s = %s;", sid, d, suffix, q);
+            tli_e_line(E, "const long long i%d_%d%s = %s;", sid, d, suffix, q);
         inner *= s->extents[d];
     }
 }
@@ -432,14 +423,14 @@ static void emit_parallel_scalar(emitter *E, int32_t sid, const tli_par_plan *p,
 {
     const tli_snode *s = tli_S(E->ir, sid);
     if (p->per_thread <= 16)
-        line(E, "#pragma unroll");
-    line(E, "for (long long tl_f%d = tl_tid; tl_f%d < %lldLL; tl_f%d += %d) {", sid, sid,
+        tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (long long tl_f%d = tl_tid; tl_f%d < %lldLL; tl_f%d += %d) {", sid, sid,
          (long long)p->total, sid, threads);
     E->indent++;
-    decompose(E, sid, sfmt(E, "tl_f%d", sid), "");
-    stmts(E, s->body);
+    tli_e_decompose(E, sid, tli_e_fmt(E, "tl_f%d", sid), "");
+    tli_e_stmts(E, s->body);
     E->indent--;
-    line(E, "}");
+    tli_e_line(E, "}");
 }
 
 /* Index texts of an access for one lane of chunk u: the last loop variable
@@ -450,8 +441,8 @@ static void set_lane_vars(emitter *E, int32_t sid, int u, int lane)
     for (int d = 0; d < s->rank; d++) {
         int32_t v = s->vars[d];
         bool last = d == s->rank - 1;
-        E->var_text[v] = (last && lane > 0) ? sfmt(E, "(i%d_%d_c%d + %d)", sid, d, u, lane)
-                                            : sfmt(E, "i%d_%d_c%d", sid, d, u);
+        E->var_text[v] = (last && lane > 0) ? tli_e_fmt(E, "(i%d_%d_c%d + %d)", sid, d, u, lane)
+                                            : tli_e_fmt(E, "i%d_%d_c%d", sid, d, u);
     }
 }
 
@@ -462,17 +453,17 @@ static char *chunk_args(emitter *E, int32_t buf, const char **idx, const char *l
     const tli_bnode *b = tli_B(E->ir, buf);
     int last = b->rank - 1;
     char *off, *ok;
-    access_text(E, buf, idx, &off, &ok);
+    tli_e_global_access(E, buf, idx, &off, &ok);
     int64_t st;
     bool unit = tli_expr_const_int(E->ir, b->stride[last], &st) && st == 1;
     tli_str c;
     tli_str_init(&c);
     tli_str_appendf(&c, "%s + (%s), %s, %s, %s_d%d, ", b->name, off,
-                    unit ? "1" : sfmt(E, "%s_s%d", b->name, last), idx[last], b->name, last);
+                    unit ? "1" : tli_e_fmt(E, "%s_s%d", b->name, last), idx[last], b->name, last);
     tli_str_append(&c, live ? live : "true");
     for (int d = 0; d < last; d++)
         tli_str_appendf(&c, " && tl_in(%s, %s_d%d)", idx[d], b->name, d);
-    return keep(E, tli_str_take(&c));
+    return tli_e_keep(E, tli_str_take(&c));
 }
 
 /* Collects the loads of parallel loop sid that load whole chunks. */
@@ -499,18 +490,18 @@ static void collect_vector_loads(emitter *E, int32_t sid, int32_t e, int lanes, 
 static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *loads, int nloads, int lanes,
                              bool need_live)
 {
-    const char *live = need_live ? sfmt(E, "tl_live_c%d", u) : NULL;
+    const char *live = need_live ? tli_e_fmt(E, "tl_live_c%d", u) : NULL;
     set_lane_vars(E, sid, u, 0);
     reset_temps(E);
     E->pre = NULL;
     for (int i = 0; i < nloads; i++) {
         const tli_enode *n = tli_E(E->ir, loads[i]);
         const tli_bnode *b = tli_B(E->ir, n->buf);
-        const char *vname = sfmt(E, "L%d_c%d", loads[i], u);
+        const char *vname = tli_e_fmt(E, "L%d_c%d", loads[i], u);
         const char *idx[TL_MAX_RANK];
         index_texts(E, n->buf, n->idx, idx);
-        line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, vname);
-        line(E, "tl_ld_chunk(%s, %s);", vname, chunk_args(E, n->buf, idx, live));
+        tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, vname);
+        tli_e_line(E, "tl_ld_chunk(%s, %s);", vname, chunk_args(E, n->buf, idx, live));
     }
 }
 
@@ -522,18 +513,18 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st
     const tli_bnode *b = tli_B(E->ir, st->buf);
     int32_t ex[TL_MAX_RANK + 1];
     int nex = store_exprs(E->ir, st, ex);
-    const char *sname = sfmt(E, "S%d_c%d", (int)(st - E->ir->s.v), u);
-    line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, sname);
+    const char *sname = tli_e_fmt(E, "S%d_c%d", (int)(st - E->ir->s.v), u);
+    tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, sname);
     for (int v = 0; v < lanes; v++) {
         set_lane_vars(E, sid, u, v);
         for (int i = 0; i < nloads; i++)
-            E->load_text[loads[i]] = sfmt(E, "L%d_c%d.e[%d]", loads[i], u, v);
+            E->load_text[loads[i]] = tli_e_fmt(E, "L%d_c%d.e[%d]", loads[i], u, v);
         tli_str pre;
         tli_str_init(&pre);
         begin_statement(E, ex, nex, &pre);
-        const char *val = expr(E, st->value);
+        const char *val = tli_e_expr(E, st->value);
         flush_pre(E, &pre);
-        line(E, "%s.e[%d] = %s;", sname, v, val);
+        tli_e_line(E, "%s.e[%d] = %s;", sname, v, val);
     }
     for (int i = 0; i < nloads; i++)
         E->load_text[loads[i]] = NULL;
@@ -544,14 +535,14 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st
     if (tli_access_vectorizable(E->ir, sid, st->buf, st->idx, lanes, false)) {
         set_lane_vars(E, sid, u, 0);
         index_texts(E, st->buf, st->idx, idx);
-        line(E, "tl_st_chunk(%s, %s);", chunk_args(E, st->buf, idx, NULL), sname);
+        tli_e_line(E, "tl_st_chunk(%s, %s);", chunk_args(E, st->buf, idx, NULL), sname);
         return;
     }
     for (int v = 0; v < lanes; v++) {
         set_lane_vars(E, sid, u, v);
         index_texts(E, st->buf, st->idx, idx);
-        access_text(E, st->buf, idx, &off, &ok);
-        line(E, "if (%s) %s[%s] = %s.e[%d];", ok, b->name, off, sname, v);
+        tli_e_global_access(E, st->buf, idx, &off, &ok);
+        tli_e_line(E, "if (%s) %s[%s] = %s.e[%d];", ok, b->name, off, sname, v);
     }
 }
 
@@ -564,8 +555,8 @@ static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p,
         collect_vector_loads(E, sid, tli_S(E->ir, st)->value, p->lanes, loads, &nloads, MAX_VLOADS);
     bool one_group = p->per_thread == p->group;
     if (!one_group) {
-        line(E, "#pragma unroll 1");
-        line(E, "for (long long tl_g = 0; tl_g < %lldLL; tl_g += %d) {", (long long)p->per_thread, p->group);
+        tli_e_line(E, "#pragma unroll 1");
+        tli_e_line(E, "for (long long tl_g = 0; tl_g < %lldLL; tl_g += %d) {", (long long)p->per_thread, p->group);
         E->indent++;
     }
     bool ragged_threads = p->chunks % threads != 0;
@@ -573,9 +564,9 @@ static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p,
     bool need_live = ragged_threads || ragged_groups;
     for (int u = 0; u < p->group; u++) {
         if (one_group)
-            line(E, "const long long tl_c%d = %dLL + tl_tid;", u, u * threads);
+            tli_e_line(E, "const long long tl_c%d = %dLL + tl_tid;", u, u * threads);
         else
-            line(E, "const long long tl_c%d = (tl_g + %d) * %dLL + tl_tid;", u, u, threads);
+            tli_e_line(E, "const long long tl_c%d = (tl_g + %d) * %dLL + tl_tid;", u, u, threads);
         if (need_live) {
             tli_str live;
             tli_str_init(&live);
@@ -584,30 +575,30 @@ static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p,
                 tli_str_appendf(&live, " && tl_g + %d < %lldLL", u, (long long)p->per_thread);
             if (ragged_threads)
                 tli_str_appendf(&live, " && tl_c%d < %lldLL", u, (long long)p->chunks);
-            line(E, "const bool tl_live_c%d = %s;", u, live.data);
+            tli_e_line(E, "const bool tl_live_c%d = %s;", u, live.data);
             tli_str_free(&live);
         }
-        decompose(E, sid, sfmt(E, "tl_c%d * %dLL", u, p->lanes), sfmt(E, "_c%d", u));
+        tli_e_decompose(E, sid, tli_e_fmt(E, "tl_c%d * %dLL", u, p->lanes), tli_e_fmt(E, "_c%d", u));
     }
     for (int u = 0; u < p->group; u++)
         emit_chunk_loads(E, sid, u, loads, nloads, p->lanes, need_live);
     for (int u = 0; u < p->group; u++) {
         if (need_live) {
-            line(E, "if (tl_live_c%d) {", u);
+            tli_e_line(E, "if (tl_live_c%d) {", u);
             E->indent++;
         }
         for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
             emit_chunk_store(E, sid, u, tli_S(E->ir, st), p->lanes, loads, nloads);
         if (need_live) {
             E->indent--;
-            line(E, "}");
+            tli_e_line(E, "}");
         }
     }
     for (int d = 0; d < s->rank; d++)
         E->var_text[s->vars[d]] = NULL;
     if (!one_group) {
         E->indent--;
-        line(E, "}");
+        tli_e_line(E, "}");
     }
 }
 
@@ -621,10 +612,10 @@ static void emit_parallel(emitter *E, int32_t sid)
     for (int d = 0; d < s->rank; d++)
         tli_str_appendf(&ext, "%s%lld", d ? ", " : "", (long long)s->extents[d]);
     if (p.vector)
-        line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %lld per thread, %d loaded ahead",
+        tli_e_line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %lld per thread, %d loaded ahead",
              ext.data, p.lanes, (long long)p.per_thread, p.group);
     else
-        line(E, "{ // tl_parallel [%s]: one iteration at a time, %lld per thread", ext.data,
+        tli_e_line(E, "{ // tl_parallel [%s]: one iteration at a time, %lld per thread", ext.data,
              (long long)p.per_thread);
     tli_str_free(&ext);
     E->indent++;
@@ -635,14 +626,14 @@ static void emit_parallel(emitter *E, int32_t sid)
         emit_parallel_scalar(E, sid, &p, E->ir->threads);
     E->inside_parallel = false;
     E->indent--;
-    line(E, "}");
+    tli_e_line(E, "}");
 }
 
 /* A body. Outside tl_parallel, a statement that stores is followed by a
  * block barrier when more statements come, so that every thread sees its
  * stores (conditions there are uniform over the block, so this is safe);
  * emit_serial adds one at the end of a loop body that stores. */
-static void stmts(emitter *E, int32_t first)
+void tli_e_stmts(emitter *E, int32_t first)
 {
     for (int32_t sid = first; sid; sid = tli_S(E->ir, sid)->next) {
         const tli_snode *s = tli_S(E->ir, sid);
@@ -650,11 +641,18 @@ static void stmts(emitter *E, int32_t first)
         case S_STORE: emit_store(E, s); break;
         case S_SERIAL: emit_serial(E, sid, s); break;
         case S_IF: emit_if(E, s); break;
-        case S_PARALLEL: emit_parallel(E, sid); break;
+        case S_PARALLEL:
+            if (!tli_e_frag_parallel(E, sid))
+                emit_parallel(E, sid);
+            break;
+        case S_COPY: tli_e_copy(E, sid); break;
+        case S_FILL: tli_e_fill(E, sid); break;
+        case S_GEMM: tli_e_gemm(E, sid); break;
+        case S_PIPELINED: tli_e_pipelined(E, sid); break;
         default: break;
         }
         if (!E->inside_parallel && s->next && tli_stmt_stores(E->ir, sid))
-            line(E, "__syncthreads();");
+            tli_e_line(E, "__syncthreads();");
     }
 }
 
@@ -685,10 +683,10 @@ static void emit_tensor_meta(emitter *E)
         if (b->scope != B_GLOBAL)
             continue;
         for (int d = 0; d < b->rank; d++) {
-            line(E, "const long long %s_d%d = %s;", b->name, d, single_expr(E, b->shape[d]));
+            tli_e_line(E, "const long long %s_d%d = %s;", b->name, d, tli_e_single(E, b->shape[d]));
             int64_t st;
             if (!(tli_expr_const_int(ir, b->stride[d], &st) && st == 1))
-                line(E, "const long long %s_s%d = %s;", b->name, d, single_expr(E, b->stride[d]));
+                tli_e_line(E, "const long long %s_s%d = %s;", b->name, d, tli_e_single(E, b->stride[d]));
         }
     }
 }
@@ -698,7 +696,7 @@ static const char *plain_expr(emitter *E, int32_t id)
 {
     reset_temps(E);
     E->pre = NULL;
-    return expr(E, id);
+    return tli_e_expr(E, id);
 }
 
 static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
@@ -715,12 +713,16 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
         tli_str_appendf(h, "%s %s (%s %s)", i > 1 ? "," : "", p->name, tl_dtype_name((tl_dtype)p->dtype),
                         kinds[p->kind]);
     }
+    if (E->plan.smem_bytes)
+        tli_str_appendf(h, "\n// Shared memory: %lld bytes per block (dynamic)", (long long)E->plan.smem_bytes);
     tli_str_appendf(h, ".\n#include \"tl_device.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(",
                     ir->threads, kname);
 }
 
 static bool uses_block_axis(const tli_ir *ir, int axis)
 {
+    if (ir->swizzle && axis < 2)
+        return false; /* tli_e_tile_prologue defines the remapped tl_bx, tl_by */
     for (int32_t i = 1; i < ir->e.n; i++)
         if (ir->e.v[i].op == E_BLOCK_IDX && ir->e.v[i].ival == axis)
             return true;
@@ -734,11 +736,12 @@ static bool emitter_init(emitter *E, const tli_ir *ir, const char *target)
     E->target = target;
     size_t n = (size_t)ir->e.n;
     E->var_text = calloc(n, sizeof(char *));
+    E->stage = calloc((size_t)ir->b.n, sizeof(char *));
     E->load_text = calloc(n, sizeof(char *));
     E->temp = calloc(n, sizeof(char *));
     E->uses = calloc(n, sizeof(int));
     tli_str_init(&E->out);
-    return E->var_text && E->load_text && E->temp && E->uses;
+    return E->var_text && E->load_text && E->temp && E->uses && E->stage;
 }
 
 static void emitter_free(emitter *E)
@@ -750,25 +753,42 @@ static void emitter_free(emitter *E)
     free(E->load_text);
     free(E->temp);
     free(E->uses);
+    free(E->stage);
+    tli_tile_plan_free(&E->plan);
     tli_str_free(&E->out);
 }
 
-tl_status tli_emit_cuda(const tli_ir *ir, const char *target, char **src, char *kname, size_t kname_len)
+tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit, char **src, char *kname,
+                        size_t kname_len, int64_t *smem_bytes, char *err, size_t errlen)
 {
     emitter E;
     *src = NULL;
     if (!emitter_init(&E, ir, target)) {
         emitter_free(&E);
+        tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
+    tl_status st = tli_plan_tiles(ir, smem_limit, &E.plan, err, errlen);
+    if (st != TL_OK) {
+        emitter_free(&E);
+        return st;
+    }
+    *smem_bytes = E.plan.smem_bytes;
     /* Body first: the kernel's name carries a hash of what it does. */
     E.indent = 1;
-    line(&E, "const int tl_tid = threadIdx.x;");
+    tli_e_line(&E, "const int tl_tid = threadIdx.x;");
     for (int a = 0; a < 3; a++)
         if (uses_block_axis(ir, a))
-            line(&E, "const long long tl_b%c = blockIdx.%c;", "xyz"[a], "xyz"[a]);
+            tli_e_line(&E, "const long long tl_b%c = blockIdx.%c;", "xyz"[a], "xyz"[a]);
     emit_tensor_meta(&E);
-    stmts(&E, ir->body);
+    tli_e_tile_prologue(&E);
+    tli_e_stmts(&E, ir->body);
+    if (E.st != TL_OK) {
+        tli_fmt(err, errlen, "%s", E.err);
+        st = E.st;
+        emitter_free(&E);
+        return st;
+    }
     tli_str sig;
     tli_str_init(&sig);
     emit_signature_params(&E, &sig);
@@ -794,6 +814,7 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, char **src, char *
     if (oom || !*src) {
         free(*src);
         *src = NULL;
+        tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
     return TL_OK;

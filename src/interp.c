@@ -10,13 +10,18 @@
 #include "interp.h"
 
 #include "half.h"
+#include "lower.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* A buffer as the interpreter sees it: global tensors in their own element
+ * type, block-local tiles (shared, fragment, local) as doubles holding
+ * values already rounded to the tile's type. */
 typedef struct tensor_view {
     void *base;
+    bool tile;
     int64_t dim[TL_MAX_RANK], st[TL_MAX_RANK];
 } tensor_view;
 
@@ -189,6 +194,14 @@ static tli_value load(interp *I, const tli_enode *n)
     if (!in_bounds(t, tli_B(I->ir, n->buf)->rank, idx, &off))
         return r;
     tl_dtype dt = (tl_dtype)n->dtype;
+    if (t->tile) {
+        double v = ((const double *)t->base)[off];
+        if (tli_dtype_is_int(dt))
+            r.i = (int64_t)v;
+        else
+            r.f = v;
+        return r;
+    }
     if (dt == TL_I64)
         memcpy(&r.i, (const char *)t->base + off * 8, 8);
     else if (dt == TL_I32)
@@ -259,7 +272,9 @@ static void store(interp *I, const tli_snode *s)
     if (!in_bounds(t, tli_B(I->ir, s->buf)->rank, idx, &off))
         return;
     tl_dtype dt = (tl_dtype)tli_B(I->ir, s->buf)->dtype;
-    if (dt == TL_I64)
+    if (t->tile)
+        ((double *)t->base)[off] = tli_dtype_is_int(dt) ? (double)v.i : v.f;
+    else if (dt == TL_I64)
         memcpy((char *)t->base + off * 8, &v.i, 8);
     else if (dt == TL_I32)
         ((int32_t *)t->base)[off] = (int32_t)v.i;
@@ -282,6 +297,91 @@ static void run_parallel(interp *I, const tli_snode *s)
     }
 }
 
+/* ---------------------------------------------------------------- tiles */
+
+/* Element (flat index e of a tile of the given extents) of a region: its
+ * offset in the buffer, false when it falls outside a global tensor. */
+static bool region_elem(interp *I, int32_t operand, const int64_t *ext, int rank, int64_t e, int64_t *off)
+{
+    const tli_ir *ir = I->ir;
+    int32_t buf = tli_copy_buf(ir, operand);
+    const tensor_view *t = &I->t[buf];
+    int64_t idx[TL_MAX_RANK];
+    for (int d = rank - 1; d >= 0; d--) {
+        idx[d] = e % ext[d];
+        e /= ext[d];
+    }
+    if (operand > 0) { /* a tile of a global tensor */
+        const tli_rnode *r = tli_R(ir, operand);
+        for (int d = 0; d < rank; d++)
+            idx[d] += eval(I, r->idx[d]).i * ext[d];
+    }
+    return in_bounds(t, rank, idx, off);
+}
+
+static double read_elem(interp *I, int32_t buf, int64_t off)
+{
+    const tensor_view *t = &I->t[buf];
+    return t->tile ? ((const double *)t->base)[off] : tli_load_as_double((tl_dtype)tli_B(I->ir, buf)->dtype, t->base, off);
+}
+
+static void write_elem(interp *I, int32_t buf, int64_t off, double v)
+{
+    const tensor_view *t = &I->t[buf];
+    tl_dtype dt = (tl_dtype)tli_B(I->ir, buf)->dtype;
+    if (t->tile)
+        ((double *)t->base)[off] = round_float(dt, v);
+    else
+        tli_store_from_double(dt, t->base, off, v);
+}
+
+static void run_copy(interp *I, const tli_snode *s)
+{
+    const tli_ir *ir = I->ir;
+    int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
+    const tli_bnode *tile = tli_B(ir, tli_B(ir, sb)->scope == B_GLOBAL ? db : sb);
+    int64_t n = tli_buf_elems(tile), soff, doff;
+    for (int64_t e = 0; e < n; e++) {
+        bool in = region_elem(I, s->a0, tile->cshape, tile->rank, e, &soff);
+        double v = in ? read_elem(I, sb, soff) : 0.0;
+        if (region_elem(I, s->a1, tile->cshape, tile->rank, e, &doff))
+            write_elem(I, db, doff, v);
+    }
+}
+
+static void run_fill(interp *I, const tli_snode *s)
+{
+    const tli_bnode *b = tli_B(I->ir, s->buf);
+    double v = 0;
+    if (s->value) {
+        tli_value x = eval(I, s->value);
+        v = tli_dtype_is_int((tl_dtype)b->dtype) ? (double)x.i : x.f;
+    }
+    int64_t n = tli_buf_elems(b);
+    for (int64_t e = 0; e < n; e++)
+        ((double *)I->t[s->buf].base)[e] = v;
+}
+
+/* C += A B with the transposes of the flags, each product summed in double
+ * and the result rounded to f32 once: the tensor cores' f32 accumulation
+ * differs from it only by rounding. */
+static void run_gemm(interp *I, const tli_snode *s)
+{
+    const tli_ir *ir = I->ir;
+    const tli_bnode *a = tli_B(ir, s->gemm[0]), *c = tli_B(ir, s->gemm[2]);
+    const double *A = I->t[s->gemm[0]].base, *B = I->t[s->gemm[1]].base;
+    double *C = I->t[s->gemm[2]].base;
+    bool ta = s->a1 & TL_GEMM_TRANS_A, tb = s->a1 & TL_GEMM_TRANS_B;
+    int64_t M = c->cshape[0], N = c->cshape[1], K = ta ? a->cshape[0] : a->cshape[1];
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = C[i * N + j];
+            for (int64_t k = 0; k < K; k++)
+                acc += (ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
+            C[i * N + j] = (double)(float)acc;
+        }
+}
+
 static void run_stmts(interp *I, int32_t first)
 {
     for (int32_t sid = first; sid; sid = tli_S(I->ir, sid)->next) {
@@ -291,6 +391,10 @@ static void run_stmts(interp *I, int32_t first)
         case S_IF:
             run_stmts(I, eval(I, s->a0).i ? s->body : s->orelse);
             break;
+        case S_COPY: run_copy(I, s); break;
+        case S_FILL: run_fill(I, s); break;
+        case S_GEMM: run_gemm(I, s); break;
+        case S_PIPELINED: /* in order: the pipelining changes only timing */
         case S_SERIAL: {
             int64_t n = eval(I, s->a0).i;
             for (int64_t v = 0; v < n; v++) {
@@ -303,6 +407,44 @@ static void run_stmts(interp *I, int32_t first)
         default: break;
         }
     }
+}
+
+/* Global tensors point at the caller's memory; tiles get their own. */
+static bool bind_view(const tli_ir *ir, const tli_bound *b, int32_t i, tensor_view *v)
+{
+    const tli_bnode *t = tli_B(ir, i);
+    if (t->scope != B_GLOBAL) {
+        v->tile = true;
+        int64_t st = 1;
+        for (int d = t->rank - 1; d >= 0; d--) {
+            v->dim[d] = t->cshape[d];
+            v->st[d] = st;
+            st *= t->cshape[d];
+        }
+        v->base = calloc((size_t)st, sizeof(double));
+        return v->base != NULL;
+    }
+    v->base = (void *)(uintptr_t)b->ptr[t->param];
+    for (int d = 0; d < t->rank; d++) {
+        v->dim[d] = tli_eval_host_int(ir, b, t->shape[d]);
+        v->st[d] = tli_eval_host_int(ir, b, t->stride[d]);
+    }
+    return true;
+}
+
+static void clear_tiles(const tli_ir *ir, tensor_view *t)
+{
+    for (int32_t i = 1; i < ir->b.n; i++)
+        if (t[i].tile)
+            memset(t[i].base, 0, sizeof(double) * (size_t)tli_buf_elems(tli_B(ir, i)));
+}
+
+static void free_views(const tli_ir *ir, tensor_view *t)
+{
+    for (int32_t i = 1; t && i < ir->b.n; i++)
+        if (t[i].tile)
+            free(t[i].base);
+    free(t);
 }
 
 tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t errlen)
@@ -319,19 +461,22 @@ tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
-    for (int32_t i = 1; i < ir->b.n; i++) {
-        const tli_bnode *t = tli_B(ir, i);
-        I.t[i].base = (void *)(uintptr_t)b->ptr[t->param];
-        for (int d = 0; d < t->rank; d++) {
-            I.t[i].dim[d] = tli_eval_host_int(ir, b, t->shape[d]);
-            I.t[i].st[d] = tli_eval_host_int(ir, b, t->stride[d]);
-        }
+    bool ok = true;
+    for (int32_t i = 1; i < ir->b.n; i++)
+        ok = ok && bind_view(ir, b, i, &I.t[i]);
+    if (!ok) {
+        free_views(ir, I.t);
+        free(I.var);
+        tli_fmt(err, errlen, "out of host memory");
+        return TL_ERR_OUT_OF_MEMORY;
     }
     for (I.block[2] = 0; I.block[2] < grid[2]; I.block[2]++)
         for (I.block[1] = 0; I.block[1] < grid[1]; I.block[1]++)
-            for (I.block[0] = 0; I.block[0] < grid[0]; I.block[0]++)
+            for (I.block[0] = 0; I.block[0] < grid[0]; I.block[0]++) {
+                clear_tiles(ir, I.t); /* tiles start undefined: zero here */
                 run_stmts(&I, ir->body);
+            }
+    free_views(ir, I.t);
     free(I.var);
-    free(I.t);
     return TL_OK;
 }

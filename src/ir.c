@@ -31,13 +31,15 @@ bool tli_ir_init(tli_ir *ir, const char *name)
     tli_bnode b = {0};
     tli_param p = {0};
     int32_t z = 0;
+    tli_rnode r = {0};
     /* VEC_PUSH returns the new index, 0 here, so check the counts. */
     VEC_PUSH(ir->e, e);
     VEC_PUSH(ir->s, s);
     VEC_PUSH(ir->b, b);
     VEC_PUSH(ir->p, p);
     VEC_PUSH(ir->pool, z);
-    if (ir->e.n != 1 || ir->s.n != 1 || ir->b.n != 1 || ir->p.n != 1 || ir->pool.n != 1) {
+    VEC_PUSH(ir->r, r);
+    if (ir->e.n != 1 || ir->s.n != 1 || ir->b.n != 1 || ir->p.n != 1 || ir->pool.n != 1 || ir->r.n != 1) {
         tli_ir_free(ir);
         return false;
     }
@@ -51,6 +53,7 @@ void tli_ir_free(tli_ir *ir)
     free(ir->b.v);
     free(ir->p.v);
     free(ir->pool.v);
+    free(ir->r.v);
     memset(ir, 0, sizeof *ir);
 }
 
@@ -73,8 +76,9 @@ bool tli_ir_clone(tli_ir *dst, const tli_ir *src)
     dst->b.v = NULL;
     dst->p.v = NULL;
     dst->pool.v = NULL;
+    dst->r.v = NULL;
     if (VEC_COPY(dst->e, src->e) && VEC_COPY(dst->s, src->s) && VEC_COPY(dst->b, src->b) &&
-        VEC_COPY(dst->p, src->p) && VEC_COPY(dst->pool, src->pool))
+        VEC_COPY(dst->p, src->p) && VEC_COPY(dst->pool, src->pool) && VEC_COPY(dst->r, src->r))
         return true;
     tli_ir_free(dst);
     return false;
@@ -84,6 +88,7 @@ int32_t tli_ir_add_expr(tli_ir *ir, const tli_enode *n) { return VEC_PUSH(ir->e,
 int32_t tli_ir_add_stmt(tli_ir *ir, const tli_snode *n) { return VEC_PUSH(ir->s, *n); }
 int32_t tli_ir_add_buf(tli_ir *ir, const tli_bnode *n) { return VEC_PUSH(ir->b, *n); }
 int32_t tli_ir_add_param(tli_ir *ir, const tli_param *n) { return VEC_PUSH(ir->p, *n); }
+int32_t tli_ir_add_region(tli_ir *ir, const tli_rnode *n) { return VEC_PUSH(ir->r, *n); }
 
 int32_t tli_ir_add_indices(tli_ir *ir, const int32_t *ids, int count)
 {

@@ -47,7 +47,17 @@ typedef struct tli_enode {
     double fval;
 } tli_enode;
 
-typedef enum tli_sop { S_NONE = 0, S_STORE, S_SERIAL, S_PARALLEL, S_IF } tli_sop;
+typedef enum tli_sop {
+    S_NONE = 0,
+    S_STORE,
+    S_SERIAL,
+    S_PARALLEL,
+    S_IF,
+    S_PIPELINED, /* a serial loop whose leading shared-memory copies run ahead */
+    S_COPY,      /* region a0 -> region a1 (ids into ir->r) */
+    S_FILL,      /* every element of buf = value */
+    S_GEMM       /* buf C += A * B: a[3] = {A, B, C} buffers, flags */
+} tli_sop;
 
 typedef struct tli_snode {
     uint8_t op;       /* tli_sop */
@@ -57,15 +67,19 @@ typedef struct tli_snode {
     int32_t orelse;   /* first statement of the else branch (S_IF) */
     /* S_STORE */
     int32_t buf, idx, value;
-    /* S_SERIAL: extent = a[0]; S_IF: cond = a[0] */
+    /* S_SERIAL, S_PIPELINED: extent; S_IF: cond; S_COPY: source region */
     int32_t a0;
+    /* S_COPY: destination region; S_PIPELINED: stages; S_GEMM: flags */
+    int32_t a1;
+    /* S_GEMM: A, B, C buffers */
+    int32_t gemm[3];
     /* loops: rank, constant extents (S_PARALLEL), variables */
     int32_t rank;
     int64_t extents[TL_MAX_RANK];
     int32_t vars[TL_MAX_RANK];
 } tli_snode;
 
-typedef enum tli_bscope { B_GLOBAL = 1 } tli_bscope;
+typedef enum tli_bscope { B_GLOBAL = 1, B_SHARED, B_FRAGMENT, B_LOCAL } tli_bscope;
 
 typedef struct tli_bnode {
     char name[64];
@@ -75,9 +89,18 @@ typedef struct tli_bnode {
     int32_t shape[TL_MAX_RANK];  /* integer expressions */
     int32_t stride[TL_MAX_RANK]; /* integer expressions (always filled) */
     bool explicit_strides;
-    int32_t param;   /* index into params */
+    int32_t param;   /* index into params (B_GLOBAL) */
+    int64_t cshape[TL_MAX_RANK]; /* constant shape (B_SHARED, B_FRAGMENT, B_LOCAL) */
     bool written, read;
 } tli_bnode;
+
+/* A region of a buffer: the whole of it, or the tile of a global tensor at
+ * tile indices (its extents come from the other side of the copy). */
+typedef struct tli_rnode {
+    int32_t buf;
+    bool tiled;
+    int32_t idx[TL_MAX_RANK]; /* tile indices (tiled) */
+} tli_rnode;
 
 typedef struct tli_param {
     char name[64];
@@ -96,7 +119,9 @@ typedef struct tli_ir {
     TLI_VEC(tli_bnode) b;
     TLI_VEC(tli_param) p;
     TLI_VEC(int32_t) pool;
+    TLI_VEC(tli_rnode) r;
     int32_t grid[3];     /* expressions; 0 means 1 */
+    int swizzle;         /* L2 rasterisation panel (0: off) */
     int threads;         /* 0 until tl_grid */
     int32_t body;        /* first statement of the kernel body */
 } tli_ir;
@@ -113,12 +138,22 @@ int32_t tli_ir_add_expr(tli_ir *ir, const tli_enode *n);
 int32_t tli_ir_add_stmt(tli_ir *ir, const tli_snode *n);
 int32_t tli_ir_add_buf(tli_ir *ir, const tli_bnode *n);
 int32_t tli_ir_add_param(tli_ir *ir, const tli_param *n);
+int32_t tli_ir_add_region(tli_ir *ir, const tli_rnode *n);
 /* Appends count indices to the pool; returns the start (or -1 on OOM). */
 int32_t tli_ir_add_indices(tli_ir *ir, const int32_t *ids, int count);
 
 static inline const tli_enode *tli_E(const tli_ir *ir, int32_t i) { return &ir->e.v[i]; }
 static inline const tli_snode *tli_S(const tli_ir *ir, int32_t i) { return &ir->s.v[i]; }
 static inline const tli_bnode *tli_B(const tli_ir *ir, int32_t i) { return &ir->b.v[i]; }
+static inline const tli_rnode *tli_R(const tli_ir *ir, int32_t i) { return &ir->r.v[i]; }
+/* Elements of a buffer with a constant shape. */
+static inline int64_t tli_buf_elems(const tli_bnode *b)
+{
+    int64_t n = 1;
+    for (int d = 0; d < b->rank; d++)
+        n *= b->cshape[d];
+    return n;
+}
 
 /* Operand count of an expression op (0 for leaves and loads). */
 int tli_eop_arity(tli_eop op);

@@ -106,7 +106,7 @@ static void scan_expr(const tli_ir *ir, int32_t s, int32_t e, size_t *maxsize)
 static bool straight_stores(const tli_ir *ir, int32_t body)
 {
     for (int32_t s = body; s; s = tli_S(ir, s)->next)
-        if (tli_S(ir, s)->op != S_STORE)
+        if (tli_S(ir, s)->op != S_STORE || tli_B(ir, tli_S(ir, s)->buf)->scope != B_GLOBAL)
             return false;
     return body != 0;
 }
@@ -174,7 +174,8 @@ static bool any_vector_access(const tli_ir *ir, int32_t s, int lanes)
 bool tli_stmt_stores(const tli_ir *ir, int32_t s)
 {
     const tli_snode *n = tli_S(ir, s);
-    if (n->op == S_STORE)
+    /* tile operations write or read shared memory through many threads */
+    if (n->op == S_STORE || n->op == S_COPY || n->op == S_FILL || n->op == S_GEMM || n->op == S_PIPELINED)
         return true;
     for (int32_t c = n->body; c; c = tli_S(ir, c)->next)
         if (tli_stmt_stores(ir, c))

@@ -37,4 +37,54 @@ bool tli_access_vectorizable(const tli_ir *ir, int32_t s, int32_t buf, int32_t i
 /* true when statement s (or a statement inside it) stores to memory. */
 bool tli_stmt_stores(const tli_ir *ir, int32_t s);
 
+/* ---------------------------------------------------------------- tiles */
+
+/* How a block's warps split a tl_gemm's C tile: wgm x wgn warps, each owning
+ * a wm x wn warp tile of mt x nt m16n8 MMA tiles. */
+typedef struct tli_warp_layout {
+    int wgm, wgn;
+    int64_t wm, wn;
+    int mt, nt;
+} tli_warp_layout;
+
+/* Picks the warp split for C [m, n] (k: the reduction) under the policy in
+ * flags (TL_GEMM_WARP_*); false with the reason in why when none fits. */
+bool tli_gemm_warp_layout(int64_t m, int64_t n, int64_t k, int threads, unsigned flags, tli_warp_layout *out,
+                          char *why, size_t why_len);
+
+/* Where each element of a fragment lives. mma: the m16n8 accumulator layout
+ * of tl_gemm (element (i, j) in thread (warp, lane) at register r); spread:
+ * flat element e in thread e % threads, register e / threads. */
+typedef struct tli_frag_layout {
+    bool mma;
+    tli_warp_layout w;
+    int64_t per_thread; /* registers per thread */
+} tli_frag_layout;
+
+/* A shared buffer: its place in the dynamic shared memory and its copies. */
+typedef struct tli_smem_info {
+    int64_t offset;      /* bytes from the start                 */
+    int stages;          /* copies (multi-buffering)             */
+    int64_t stage_elems; /* elements between copies              */
+} tli_smem_info;
+
+typedef struct tli_tile_plan {
+    tli_frag_layout *frag; /* by buffer id */
+    tli_smem_info *smem;   /* by buffer id */
+    int64_t smem_bytes;
+} tli_tile_plan;
+
+/* Lays out the kernel's tiles and checks their uses: fragment layouts agree
+ * (one per fragment; element-wise loops over a fragment index it by their
+ * variables), pipelined loops start with their copies, shared memory fits
+ * smem_limit bytes. Errors (explained in err): TL_ERR_SHAPE (layout
+ * conflicts, too much shared memory), TL_ERR_UNSUPPORTED, OOM. */
+tl_status tli_plan_tiles(const tli_ir *ir, int64_t smem_limit, tli_tile_plan *plan, char *err, size_t errlen);
+void tli_tile_plan_free(tli_tile_plan *plan);
+
+/* true when copy statement s moves global -> shared (a pipeline producer). */
+bool tli_is_producer(const tli_ir *ir, int32_t s);
+/* The buffer of a copy operand (a0 or a1 of S_COPY). */
+int32_t tli_copy_buf(const tli_ir *ir, int32_t operand);
+
 #endif

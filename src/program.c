@@ -144,6 +144,15 @@ static tl_status load_module(tl_ctx *ctx, tl_program *p)
     return st;
 }
 
+/* Shared memory a block may use: the device's opt-in limit when compiling
+ * for it, else what the target architecture allows. */
+static int64_t smem_limit(tl_ctx *ctx, const char *target)
+{
+    if (ctx->has_device && strcmp(target, ctx->info.target) == 0 && ctx->info.smem_per_block_optin > 0)
+        return ctx->info.smem_per_block_optin;
+    return tli_target_smem_limit(target);
+}
+
 static const char *pick_target(tl_ctx *ctx, const char *want)
 {
     return want ? want : ctx->target;
@@ -201,12 +210,16 @@ TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_prog
     p->threads = k->ir.threads;
     tli_fmt(p->target, sizeof p->target, "%s", target);
     double t0 = tli_now_ms();
-    st = tli_emit_cuda(&p->ir, target, &p->source, p->kname, sizeof p->kname);
+    int64_t smem = 0;
+    char err[512];
+    st = tli_emit_cuda(&p->ir, target, smem_limit(ctx, target), &p->source, p->kname, sizeof p->kname, &smem, err,
+                       sizeof err);
     double emit_ms = tli_now_ms() - t0;
     if (st != TL_OK) {
         tl_program_destroy(p);
-        return tli_fail(ctx, st, "tl_compile: lowering '%s' failed", k->ir.name);
+        return tli_fail(ctx, st, "tl_compile: kernel '%s': %s", k->ir.name, err);
     }
+    p->smem_bytes = (int)smem;
     st = finish_program(ctx, p, opt, out);
     if (st == TL_OK && !(*out)->from_cache)
         (*out)->compile_ms += emit_ms;
@@ -280,9 +293,10 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
     target = pick_target(k->ctx, target);
     if (!tli_target_valid(target))
         return tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_source: bad target '%s'", target);
-    char kname[64];
-    st = tli_emit_cuda(&k->ir, target, src, kname, sizeof kname);
-    return st == TL_OK ? TL_OK : tli_fail(k->ctx, st, "tl_kernel_source: lowering failed");
+    char kname[64], err[512];
+    int64_t smem;
+    st = tli_emit_cuda(&k->ir, target, smem_limit(k->ctx, target), src, kname, sizeof kname, &smem, err, sizeof err);
+    return st == TL_OK ? TL_OK : tli_fail(k->ctx, st, "tl_kernel_source: kernel '%s': %s", k->ir.name, err);
 }
 
 TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)

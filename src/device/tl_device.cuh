@@ -163,3 +163,82 @@ __device__ __forceinline__ void tl_st_chunk(T *base, tl_i64 stride, tl_i64 i, tl
         if (ok && tl_in(i + v, n))
             base[v * stride] = r.e[v];
 }
+
+// ---------------------------------------------------------------- tiles
+// Shared tiles are row-major with their 16-byte chunks XOR-swizzled within
+// each 128-byte line group, so that the 8 rows an ldmatrix reads at one
+// chunk column land in 8 different bank groups. ROW_CHUNKS: 16-byte chunks
+// per row (a power of two; 0 means no swizzle).
+template <int ROW_CHUNKS> __device__ __forceinline__ int tl_swz_chunk(int row, int chunk)
+{
+    if (ROW_CHUNKS <= 1)
+        return chunk;
+    const int span = ROW_CHUNKS < 8 ? ROW_CHUNKS : 8;       // chunks that rotate
+    const int rows_per_line = ROW_CHUNKS < 8 ? 8 / ROW_CHUNKS : 1;
+    return chunk ^ ((row / rows_per_line) % span);
+}
+
+// Element offset of (row, col) in a swizzled tile of ROW_ELEMS elements of
+// ESIZE bytes per row.
+template <int ROW_ELEMS, int ESIZE> __device__ __forceinline__ int tl_swz_off(int row, int col)
+{
+    constexpr int per_chunk = 16 / ESIZE;
+    constexpr int chunks = (ROW_ELEMS * ESIZE) % 16 == 0 ? ROW_ELEMS * ESIZE / 16 : 0;
+    constexpr bool pow2 = chunks > 0 && (chunks & (chunks - 1)) == 0;
+    if (!pow2)
+        return row * ROW_ELEMS + col;
+    return row * ROW_ELEMS + tl_swz_chunk<chunks>(row, col / per_chunk) * per_chunk + col % per_chunk;
+}
+
+__device__ __forceinline__ unsigned tl_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// 16-byte asynchronous copy global -> shared; with valid false the 16 bytes
+// are zero-filled and global memory is not read.
+__device__ __forceinline__ void tl_cp_async16(void *smem, const void *gmem, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void tl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tl_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+// ldmatrix: four 8x8 matrices of 16-bit elements; lane l gives the address
+// of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void tl_ldmatrix_x4(unsigned *r, const void *smem)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(smem)));
+}
+__device__ __forceinline__ void tl_ldmatrix_x4_trans(unsigned *r, const void *smem)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(smem)));
+}
+
+// D = A B + D for one 16x8x16 tile; a: 4 registers, b: 2, d: 4 floats.
+template <typename T> __device__ __forceinline__ void tl_mma_16816(float *d, const unsigned *a, const unsigned *b);
+template <> __device__ __forceinline__ void tl_mma_16816<tl_bf16>(float *d, const unsigned *a, const unsigned *b)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <> __device__ __forceinline__ void tl_mma_16816<tl_f16>(float *d, const unsigned *a, const unsigned *b)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Converts a value to the element type T of a store.
+template <typename T> __device__ __forceinline__ T tl_conv(float x) { return (T)x; }
+template <> __device__ __forceinline__ tl_f16 tl_conv<tl_f16>(float x) { return tl_to_f16(x); }
+template <> __device__ __forceinline__ tl_bf16 tl_conv<tl_bf16>(float x) { return tl_to_bf16(x); }

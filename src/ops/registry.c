@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-static const char *const op_names[] = {"vadd", NULL};
+static const char *const op_names[] = {"vadd", "gemm", NULL};
 
 TL_API const char *const *tl_op_names(void) { return op_names; }
 
@@ -17,6 +17,13 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
     if (strcmp(op, "vadd") == 0) {
         tli_vadd_schedule s = tli_vadd_default_schedule(dtype);
         return tli_vadd_build(ctx, dtype, &s, out);
+    }
+    if (strcmp(op, "gemm") == 0) { /* C = A B, B as [K, N], default schedule */
+        tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = dtype == TL_F16 ? TL_F16 : TL_BF16};
+        d.out_dtype = d.in_dtype;
+        if (dtype != TL_F16 && dtype != TL_BF16)
+            return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: gemm takes bf16 or f16, not %s", tl_dtype_name(dtype));
+        return tl_op_gemm_build(ctx, &d, out);
     }
     char known[256] = "";
     for (int i = 0; op_names[i]; i++)

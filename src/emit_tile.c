@@ -1,0 +1,667 @@
+/*
+ * emit_tile.c - CUDA for the tile operations on the sm_80 path (which also
+ * runs on Hopper): shared tiles in dynamic shared memory with swizzled
+ * 16-byte chunks, fragments as per-thread register arrays in the m16n8
+ * accumulator layout, cp.async copies in a multi-stage pipeline, and
+ * ldmatrix + mma.sync m16n8k16 for tl_gemm.
+ */
+#include "emit_internal.h"
+
+#include "emit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t tli_target_smem_limit(const char *target)
+{
+    int v = target ? atoi(target + 3) : 0;
+    if (v >= 90)
+        return 232448; /* 227 KiB: Hopper and later */
+    if (v == 80 || v == 87)
+        return 166912; /* 163 KiB: A100 */
+    if (v >= 86)
+        return 101376; /* 99 KiB */
+    return 49152;
+}
+
+static const tli_bnode *buf_of(emitter *E, int32_t b) { return tli_B(E->ir, b); }
+
+static int esize(const tli_bnode *b) { return (int)tl_dtype_size((tl_dtype)b->dtype); }
+
+/* ------------------------------------------------------------ prologue */
+
+static char *shape_text(emitter *E, const tli_bnode *b)
+{
+    tli_str s;
+    tli_str_init(&s);
+    for (int d = 0; d < b->rank; d++)
+        tli_str_appendf(&s, "%s%lld", d ? "x" : "", (long long)b->cshape[d]);
+    return tli_e_keep(E, tli_str_take(&s));
+}
+
+/* Blocks of one panel of `panel` block rows run one after another, so the
+ * tiles of A and B they share stay in L2:
+ *   bid = y * gridDim.x + x;  panel p = bid / (panel * gridDim.x);
+ *   by = p * panel + (bid % (panel * gridDim.x)) % rows_in_panel, ... */
+static void emit_block_remap(emitter *E)
+{
+    int p = E->ir->swizzle;
+    tli_e_line(E, "// tl_use_swizzle(%d): blocks walk down panels of %d block rows", p, p);
+    tli_e_line(E, "const long long tl_bid = (long long)blockIdx.y * gridDim.x + blockIdx.x;");
+    tli_e_line(E, "const long long tl_panel = %dLL * gridDim.x;", p);
+    tli_e_line(E, "const long long tl_row0 = tl_bid / tl_panel * %dLL;", p);
+    tli_e_line(E, "const long long tl_rows = tl_min(%dLL, (long long)gridDim.y - tl_row0);", p);
+    tli_e_line(E, "const long long tl_by = tl_row0 + tl_bid %% tl_panel %% tl_rows;");
+    tli_e_line(E, "const long long tl_bx = tl_bid %% tl_panel / tl_rows;");
+}
+
+void tli_e_tile_prologue(emitter *E)
+{
+    const tli_ir *ir = E->ir;
+    if (ir->swizzle)
+        emit_block_remap(E);
+    if (E->plan.smem_bytes)
+        tli_e_line(E, "extern __shared__ __align__(128) unsigned char tl_smem[];");
+    bool warps = false;
+    for (int32_t i = 1; i < ir->b.n; i++) {
+        const tli_bnode *b = buf_of(E, i);
+        const char *ct = tli_dtype_ctype((tl_dtype)b->dtype);
+        if (b->scope == B_SHARED) {
+            const tli_smem_info *si = &E->plan.smem[i];
+            tli_e_line(E, "%s *const %s = (%s *)(tl_smem + %lld); // shared %s %s, %d stage%s", ct, b->name, ct,
+                       (long long)si->offset, shape_text(E, b), tl_dtype_name((tl_dtype)b->dtype), si->stages,
+                       si->stages > 1 ? "s" : "");
+        } else if (b->scope == B_FRAGMENT) {
+            const tli_frag_layout *fl = &E->plan.frag[i];
+            if (fl->mma)
+                tli_e_line(E, "%s %s[%lld]; // fragment %s: m16n8 accumulators, %dx%d warps of %lldx%lld", ct, b->name,
+                           (long long)fl->per_thread, shape_text(E, b), fl->w.wgm, fl->w.wgn, (long long)fl->w.wm,
+                           (long long)fl->w.wn);
+            else
+                tli_e_line(E, "%s %s[%lld]; // fragment %s: element e in thread e %% %d", ct, b->name,
+                           (long long)fl->per_thread, shape_text(E, b), ir->threads);
+            warps = warps || fl->mma;
+        } else if (b->scope == B_LOCAL) {
+            tli_e_line(E, "%s %s[%lld]; // local %s", ct, b->name, (long long)tli_buf_elems(b), shape_text(E, b));
+        }
+    }
+    if (warps)
+        tli_e_line(E, "const int tl_warp = tl_tid / 32, tl_lane = tl_tid %% 32;");
+}
+
+/* ------------------------------------------------------------ accesses */
+
+static char *stage_offset(emitter *E, int32_t buf)
+{
+    const char *st = E->stage[buf];
+    if (!st || strcmp(st, "0") == 0)
+        return "";
+    return tli_e_fmt(E, "(%s) * %lld + ", st, (long long)E->plan.smem[buf].stage_elems);
+}
+
+static bool swizzled(const tli_bnode *b)
+{
+    if (b->rank != 2)
+        return false;
+    int64_t bytes = b->cshape[1] * esize(b);
+    int64_t chunks = bytes / 16;
+    return bytes % 16 == 0 && chunks >= 1 && (chunks & (chunks - 1)) == 0;
+}
+
+/* Flat row-major offset of constant-shape buffer b. */
+static char *flat_offset(emitter *E, const tli_bnode *b, const char *const *idx)
+{
+    tli_str s;
+    tli_str_init(&s);
+    int64_t st = 1;
+    for (int d = b->rank - 1; d >= 0; d--) {
+        if (st == 1)
+            tli_str_appendf(&s, "%s(%s)", d < b->rank - 1 ? " + " : "", idx[d]);
+        else
+            tli_str_appendf(&s, " + (%s) * %lld", idx[d], (long long)st);
+        st *= b->cshape[d];
+    }
+    return tli_e_keep(E, tli_str_take(&s));
+}
+
+static char *const_bounds(emitter *E, const tli_bnode *b, const char *const *idx)
+{
+    tli_str s;
+    tli_str_init(&s);
+    for (int d = 0; d < b->rank; d++)
+        tli_str_appendf(&s, "%stl_in(%s, %lld)", d ? " && " : "", idx[d], (long long)b->cshape[d]);
+    return tli_e_keep(E, tli_str_take(&s));
+}
+
+void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)
+{
+    const tli_bnode *b = buf_of(E, buf);
+    const char *base = stage_offset(E, buf);
+    if (swizzled(b))
+        *off = tli_e_fmt(E, "%stl_swz_off<%lld, %d>((int)(%s), (int)(%s))", base, (long long)b->cshape[1], esize(b),
+                         idx[0], idx[1]);
+    else
+        *off = tli_e_fmt(E, "%s%s", base, flat_offset(E, b, idx));
+    *ok = const_bounds(E, b, idx);
+}
+
+static void fail_lowering(emitter *E, tl_status st, const char *msg)
+{
+    if (E->st == TL_OK) {
+        E->st = st;
+        tli_fmt(E->err, sizeof E->err, "%s", msg);
+    }
+}
+
+char *tli_e_tile_load(emitter *E, const tli_enode *n)
+{
+    const tli_bnode *b = buf_of(E, n->buf);
+    const char *idx[TL_MAX_RANK];
+    for (int d = 0; d < b->rank; d++)
+        idx[d] = tli_e_expr(E, E->ir->pool.v[n->idx + d]);
+    if (b->scope == B_FRAGMENT) {
+        if (!E->frag_loop)
+            fail_lowering(E, TL_ERR_INTERNAL, "fragment read outside its layout loop");
+        return tli_e_fmt(E, "%s[tl_r]", b->name);
+    }
+    if (b->scope == B_LOCAL)
+        return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", b->name, flat_offset(E, b, idx), const_bounds(E, b, idx));
+    char *off, *ok;
+    tli_e_smem_access(E, n->buf, idx, &off, &ok);
+    return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", b->name, off, ok);
+}
+
+void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const char *const *idx)
+{
+    const tli_bnode *b = buf_of(E, s->buf);
+    if (b->scope == B_FRAGMENT) {
+        if (!E->frag_loop)
+            fail_lowering(E, TL_ERR_INTERNAL, "fragment written outside its layout loop");
+        tli_e_line(E, "%s[tl_r] = %s;", b->name, val);
+        return;
+    }
+    if (b->scope == B_LOCAL) {
+        tli_e_line(E, "if (%s) %s[%s] = %s;", const_bounds(E, b, idx), b->name, flat_offset(E, b, idx), val);
+        return;
+    }
+    char *off, *ok;
+    tli_e_smem_access(E, s->buf, idx, &off, &ok);
+    tli_e_line(E, "if (%s%s) %s[%s] = %s;", E->inside_parallel ? "" : "tl_tid == 0 && ", ok, b->name, off, val);
+}
+
+/* ------------------------------------------------------------ fragments */
+
+/* Coordinates of register tl_r of fragment buf, into idx[0..rank). For the
+ * m16n8 layout (rank 2): tile (mi, ni) = (r / (4 nt), r / 4 % nt), and in
+ * it rows lane/4 (+8 for c2, c3), columns 2 (lane % 4) (+1 for c1, c3).
+ * For the spread layout the flat element is r * threads + tid (*guard says
+ * whether it can run past the end). */
+static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
+{
+    const tli_bnode *b = buf_of(E, buf);
+    const tli_frag_layout *fl = &E->plan.frag[buf];
+    *guard = NULL;
+    if (fl->mma) {
+        const tli_warp_layout *w = &fl->w;
+        idx[0] = tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / %d * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8", w->wgn,
+                           (long long)w->wm, r, 4 * w->nt, r);
+        idx[1] = tli_e_fmt(E, "(tl_warp %% %d) * %lld + (%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", w->wgn,
+                           (long long)w->wn, r, w->nt, r);
+        return;
+    }
+    int64_t total = tli_buf_elems(b);
+    const char *flat = tli_e_fmt(E, "((%s) * %d + tl_tid)", r, E->ir->threads);
+    if (total % E->ir->threads)
+        *guard = tli_e_fmt(E, "%s < %lld", flat, (long long)total);
+    int64_t inner = 1;
+    for (int d = b->rank - 1; d >= 0; d--) {
+        idx[d] = d > 0 ? tli_e_fmt(E, "%s / %lld %% %lld", flat, (long long)inner, (long long)b->cshape[d])
+                       : tli_e_fmt(E, "%s / %lld", flat, (long long)inner);
+        inner *= b->cshape[d];
+    }
+}
+
+/* The first fragment the statements touch (loads or stores), or 0. */
+static int32_t find_fragment_expr(const tli_ir *ir, int32_t e)
+{
+    const tli_enode *n = tli_E(ir, e);
+    if (n->op == E_LOAD && tli_B(ir, n->buf)->scope == B_FRAGMENT)
+        return n->buf;
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++) {
+        int32_t f = find_fragment_expr(ir, n->a[i]);
+        if (f)
+            return f;
+    }
+    return 0;
+}
+
+static int32_t find_fragment(const tli_ir *ir, int32_t first)
+{
+    for (int32_t s = first; s; s = tli_S(ir, s)->next) {
+        const tli_snode *n = tli_S(ir, s);
+        int32_t f = 0;
+        if (n->op == S_STORE)
+            f = tli_B(ir, n->buf)->scope == B_FRAGMENT ? n->buf : find_fragment_expr(ir, n->value);
+        else if (n->op == S_IF)
+            f = find_fragment_expr(ir, n->a0);
+        if (!f)
+            f = find_fragment(ir, n->body);
+        if (!f)
+            f = find_fragment(ir, n->orelse);
+        if (f)
+            return f;
+    }
+    return 0;
+}
+
+/*   #pragma unroll
+ *   for (int tl_r = 0; tl_r < 64; ++tl_r) { const long long i7_0 = row, i7_1 = col; body }  */
+bool tli_e_frag_parallel(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    int32_t f = find_fragment(E->ir, s->body);
+    if (!f)
+        return false;
+    const tli_bnode *b = buf_of(E, f);
+    int64_t count = E->plan.frag[f].per_thread;
+    tli_e_line(E, "{ // tl_parallel over fragment %s (%s): %lld elements per thread, in registers", b->name,
+               shape_text(E, b), (long long)count);
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) {", (long long)count);
+    E->indent++;
+    const char *idx[TL_MAX_RANK], *guard;
+    frag_coords(E, f, "tl_r", idx, &guard);
+    for (int d = 0; d < s->rank; d++)
+        tli_e_line(E, "const long long i%d_%d = %s;", sid, d, idx[d]);
+    if (guard) {
+        tli_e_line(E, "if (%s) {", guard);
+        E->indent++;
+    }
+    E->frag_loop = sid;
+    E->inside_parallel = true;
+    tli_e_stmts(E, s->body);
+    E->inside_parallel = false;
+    E->frag_loop = 0;
+    if (guard) {
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+    return true;
+}
+
+void tli_e_fill(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    const tli_bnode *b = buf_of(E, s->buf);
+    const char *ct = tli_dtype_ctype((tl_dtype)b->dtype);
+    const char *v = s->value ? tli_e_single(E, s->value) : tli_e_fmt(E, "tl_zero<%s>()", ct);
+    if (b->scope == B_SHARED) {
+        tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) %s[%stl_e] = %s;", (long long)tli_buf_elems(b),
+                   E->ir->threads, b->name, stage_offset(E, s->buf), v);
+        return;
+    }
+    int64_t n = b->scope == B_FRAGMENT ? E->plan.frag[s->buf].per_thread : tli_buf_elems(b);
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) %s[tl_r] = %s;", (long long)n, b->name, v);
+}
+
+/* --------------------------------------------------------------- copies */
+
+/* Index texts of element `local` (texts per axis) of the tile of global
+ * tensor `region` with extents ext: origin idx[d] * ext[d] plus local. */
+static void tile_global_idx(emitter *E, int32_t region, const int64_t *ext, int rank, const char *const *local,
+                            const char **out)
+{
+    const tli_rnode *r = tli_R(E->ir, region);
+    for (int d = 0; d < rank; d++)
+        out[d] = tli_e_fmt(E, "(%s) * %lldLL + (%s)", tli_e_single(E, r->idx[d]), (long long)ext[d], local[d]);
+}
+
+/* Value text converted from type `from` to `to` (through f32). */
+static const char *convert(emitter *E, const char *v, tl_dtype from, tl_dtype to)
+{
+    if (from == to)
+        return v;
+    return tli_e_fmt(E, "tl_conv<%s>(tl_f32(%s))", tli_dtype_ctype(to), v);
+}
+
+/* Global tile -> shared: 16-byte cp.async per chunk when rows are 16-byte
+ * aligned (checked at run time, uniformly), element by element otherwise. */
+static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
+{
+    const tli_ir *ir = E->ir;
+    int32_t gb = tli_copy_buf(ir, s->a0), sb = tli_copy_buf(ir, s->a1);
+    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
+    int T = ir->threads, per_chunk = 16 / esize(t);
+    int64_t elems = tli_buf_elems(t);
+    const char *zero[TL_MAX_RANK] = {"0", "0", "0", "0"};
+    const char *origin[TL_MAX_RANK];
+    tile_global_idx(E, s->a0, t->cshape, t->rank, zero, origin);
+    tli_e_line(E, "{ // tl_copy %s tile (%s) -> %s", g->name, shape_text(E, t), t->name);
+    E->indent++;
+    for (int d = 0; d < t->rank; d++)
+        tli_e_line(E, "const long long tl_o%d = %s;", d, origin[d]);
+    int last = t->rank - 1;
+    bool chunkable = g->dtype == t->dtype && t->cshape[last] % per_chunk == 0 && t->rank <= 2;
+    if (chunkable) {
+        int64_t row_chunks = t->cshape[last] / per_chunk, chunks = elems / per_chunk;
+        tli_str cond;
+        tli_str_init(&cond);
+        tli_str_appendf(&cond, "tl_aligned<16>(%s) && %s_d%d %% %d == 0", g->name, g->name, last, per_chunk);
+        if (t->rank == 2)
+            tli_str_appendf(&cond, " && %s_s0 %% %d == 0", g->name, per_chunk);
+        if (g->explicit_strides)
+            tli_str_appendf(&cond, " && %s_s%d == 1", g->name, last);
+        tli_e_line(E, "if (%s) {", cond.data);
+        tli_str_free(&cond);
+        E->indent++;
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_q = tl_tid; tl_q < %lld; tl_q += %d) { // 16-byte chunks", (long long)chunks, T);
+        E->indent++;
+        const char *loc[2];
+        if (t->rank == 2) {
+            loc[0] = tli_e_fmt(E, "tl_q / %lld", (long long)row_chunks);
+            loc[1] = tli_e_fmt(E, "tl_q %% %lld * %d", (long long)row_chunks, per_chunk);
+        } else {
+            loc[0] = tli_e_fmt(E, "tl_q * %d", per_chunk);
+        }
+        const char *gi[2];
+        for (int d = 0; d <= last; d++) {
+            tli_e_line(E, "const int tl_l%d = %s;", d, loc[d]);
+            gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
+            loc[d] = tli_e_fmt(E, "tl_l%d", d);
+        }
+        char *goff, *gok, *soff, *sok;
+        tli_e_global_access(E, gb, gi, &goff, &gok);
+        tli_e_smem_access(E, sb, loc, &soff, &sok);
+        tli_e_line(E, "tl_cp_async16(%s + (%s), %s + (%s), %s);", t->name, soff, g->name, goff, gok);
+        E->indent--;
+        tli_e_line(E, "}");
+        if (!in_pipeline) {
+            tli_e_line(E, "tl_cp_async_commit();");
+            tli_e_line(E, "tl_cp_async_wait<0>();");
+        }
+        E->indent--;
+        tli_e_line(E, "} else {");
+        E->indent++;
+    }
+    tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) {", (long long)elems, T);
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
+    int64_t inner = 1;
+    for (int d = last; d >= 0; d--) {
+        tli_e_line(E, "const int tl_l%d = tl_e / %lld %% %lld;", d, (long long)inner, (long long)t->cshape[d]);
+        inner *= t->cshape[d];
+    }
+    for (int d = 0; d <= last; d++) {
+        loc[d] = tli_e_fmt(E, "tl_l%d", d);
+        gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
+    }
+    char *goff, *gok, *soff, *sok;
+    tli_e_global_access(E, gb, gi, &goff, &gok);
+    tli_e_smem_access(E, sb, loc, &soff, &sok);
+    const char *v = convert(E, tli_e_fmt(E, "tl_ld(%s + (%s), %s)", g->name, goff, gok), (tl_dtype)g->dtype,
+                            (tl_dtype)t->dtype);
+    tli_e_line(E, "%s[%s] = %s;", t->name, soff, v);
+    E->indent--;
+    tli_e_line(E, "}");
+    if (chunkable) {
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+/* Shared -> global tile, element by element over the block's threads. */
+static void emit_copy_s2g(emitter *E, const tli_snode *s)
+{
+    const tli_ir *ir = E->ir;
+    int32_t sb = tli_copy_buf(ir, s->a0), gb = tli_copy_buf(ir, s->a1);
+    const tli_bnode *t = buf_of(E, sb), *g = buf_of(E, gb);
+    const char *zero[TL_MAX_RANK] = {"0", "0", "0", "0"}, *origin[TL_MAX_RANK];
+    tile_global_idx(E, s->a1, t->cshape, t->rank, zero, origin);
+    tli_e_line(E, "{ // tl_copy %s -> %s tile (%s)", t->name, g->name, shape_text(E, t));
+    E->indent++;
+    for (int d = 0; d < t->rank; d++)
+        tli_e_line(E, "const long long tl_o%d = %s;", d, origin[d]);
+    tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) {", (long long)tli_buf_elems(t), ir->threads);
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
+    int64_t inner = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        tli_e_line(E, "const int tl_l%d = tl_e / %lld %% %lld;", d, (long long)inner, (long long)t->cshape[d]);
+        inner *= t->cshape[d];
+    }
+    for (int d = 0; d < t->rank; d++) {
+        loc[d] = tli_e_fmt(E, "tl_l%d", d);
+        gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
+    }
+    char *goff, *gok, *soff, *sok;
+    tli_e_global_access(E, gb, gi, &goff, &gok);
+    tli_e_smem_access(E, sb, loc, &soff, &sok);
+    tli_e_line(E, "if (%s) %s[%s] = %s;", gok, g->name, goff,
+               convert(E, tli_e_fmt(E, "%s[%s]", t->name, soff), (tl_dtype)t->dtype, (tl_dtype)g->dtype));
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+/* Fragment <-> global tile or shared, register by register. Accumulator
+ * pairs (c0, c1) are adjacent columns: one 2-element store to global when
+ * both are inside and aligned. */
+static void emit_copy_frag(emitter *E, const tli_snode *s)
+{
+    const tli_ir *ir = E->ir;
+    int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
+    bool from_frag = buf_of(E, sb)->scope == B_FRAGMENT;
+    int32_t fb = from_frag ? sb : db, ob = from_frag ? db : sb, oreg = from_frag ? s->a1 : s->a0;
+    const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob);
+    const tli_frag_layout *fl = &E->plan.frag[fb];
+    bool pairs = from_frag && fl->mma && o->scope == B_GLOBAL;
+    tli_e_line(E, "{ // tl_copy %s -> %s (%s)", buf_of(E, sb)->name, buf_of(E, db)->name, shape_text(E, f));
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)fl->per_thread, pairs ? 2 : 1);
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *guard, *oi[TL_MAX_RANK];
+    frag_coords(E, fb, "tl_r", loc, &guard);
+    for (int d = 0; d < f->rank; d++) {
+        tli_e_line(E, "const long long tl_l%d = %s;", d, loc[d]);
+        loc[d] = tli_e_fmt(E, "tl_l%d", d);
+    }
+    if (guard) {
+        tli_e_line(E, "if (%s) {", guard);
+        E->indent++;
+    }
+    char *off, *ok;
+    if (o->scope == B_GLOBAL) {
+        tile_global_idx(E, oreg, f->cshape, f->rank, loc, oi);
+        tli_e_global_access(E, ob, oi, &off, &ok);
+    } else {
+        tli_e_smem_access(E, ob, loc, &off, &ok);
+    }
+    const char *oct = tli_dtype_ctype((tl_dtype)o->dtype);
+    if (pairs) {
+        const char *oi1[2] = {oi[0], tli_e_fmt(E, "%s + 1", oi[1])};
+        char *off1, *ok1;
+        tli_e_global_access(E, ob, oi1, &off1, &ok1);
+        const char *v0 = convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), TL_F32, (tl_dtype)o->dtype);
+        const char *v1 = convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype);
+        tli_e_line(E, "tl_vec<%s, 2> tl_v;", oct);
+        tli_e_line(E, "tl_v.e[0] = %s;", v0);
+        tli_e_line(E, "tl_v.e[1] = %s;", v1);
+        tli_e_line(E, "tl_st_chunk(%s + (%s), %s, %s, %s_d1, tl_in(%s, %s_d0), tl_v);", o->name, off,
+                   o->explicit_strides ? tli_e_fmt(E, "%s_s1", o->name) : "1", oi[1], o->name, oi[0], o->name);
+    } else if (from_frag) {
+        const char *v = convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), (tl_dtype)f->dtype, (tl_dtype)o->dtype);
+        tli_e_line(E, "if (%s) %s[%s] = %s;", ok, o->name, off, v);
+    } else {
+        const char *v = tli_e_fmt(E, "tl_ld(%s + (%s), %s)", o->name, off, ok);
+        tli_e_line(E, "%s[tl_r] = %s;", f->name, convert(E, v, (tl_dtype)o->dtype, (tl_dtype)f->dtype));
+    }
+    if (guard) {
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+void tli_e_copy(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    int sa = buf_of(E, tli_copy_buf(E->ir, s->a0))->scope, da = buf_of(E, tli_copy_buf(E->ir, s->a1))->scope;
+    if (sa == B_GLOBAL && da == B_SHARED)
+        emit_copy_g2s(E, s, false);
+    else if (sa == B_SHARED && da == B_GLOBAL)
+        emit_copy_s2g(E, s);
+    else
+        emit_copy_frag(E, s);
+}
+
+/* ----------------------------------------------------------------- gemm */
+
+/* One k16 step for the warp: A fragments by ldmatrix.x4 (rows of A), B
+ * fragments by ldmatrix.x4.trans (B as [K, N]) or ldmatrix.x4 (B as [N, K]),
+ * two n8 tiles per load, then mt x nt mma.sync m16n8k16. */
+void tli_e_gemm(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
+    const tli_warp_layout *w = &E->plan.frag[s->gemm[2]].w;
+    bool tb = s->a1 & TL_GEMM_TRANS_B;
+    int64_t K = a->cshape[1];
+    const char *et = tli_dtype_ctype((tl_dtype)a->dtype);
+    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %dx%d warps, warp tile %lldx%lld = %dx%d mma.m16n8k16", c->name,
+               a->name, b->name, tb ? "^T" : "", w->wgm, w->wgn, (long long)w->wm, (long long)w->wn, w->mt, w->nt);
+    E->indent++;
+    tli_e_line(E, "const %s *const tl_A = %s + %s0;", et, a->name, stage_offset(E, s->gemm[0]));
+    tli_e_line(E, "const %s *const tl_B = %s + %s0;", et, b->name, stage_offset(E, s->gemm[1]));
+    tli_e_line(E, "const int tl_m0 = (tl_warp / %d) * %lld, tl_n0 = (tl_warp %% %d) * %lld;", w->wgn, (long long)w->wm,
+               w->wgn, (long long)w->wn);
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
+    E->indent++;
+    tli_e_line(E, "unsigned tl_a[%d][4], tl_b[%d][2];", w->mt, w->nt);
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i)", w->mt);
+    tli_e_line(E, "    tl_ldmatrix_x4(tl_a[tl_i], tl_A + tl_swz_off<%lld, %d>(tl_m0 + tl_i * 16 + tl_lane %% 16, "
+                  "tl_k + tl_lane / 16 * 8));",
+               (long long)a->cshape[1], esize(a));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %d; tl_j += 2) {", w->nt);
+    E->indent++;
+    tli_e_line(E, "unsigned tl_r4[4];");
+    if (tb)
+        tli_e_line(E, "tl_ldmatrix_x4(tl_r4, tl_B + tl_swz_off<%lld, %d>(tl_n0 + tl_j * 8 + tl_lane %% 8 + tl_lane / 16 "
+                      "* 8, tl_k + tl_lane / 8 %% 2 * 8));",
+                   (long long)b->cshape[1], esize(b));
+    else
+        tli_e_line(E, "tl_ldmatrix_x4_trans(tl_r4, tl_B + tl_swz_off<%lld, %d>(tl_k + tl_lane %% 16, tl_n0 + tl_j * 8 "
+                      "+ tl_lane / 16 * 8));",
+                   (long long)b->cshape[1], esize(b));
+    tli_e_line(E, "tl_b[tl_j][0] = tl_r4[0]; tl_b[tl_j][1] = tl_r4[1];");
+    tli_e_line(E, "tl_b[tl_j + 1][0] = tl_r4[2]; tl_b[tl_j + 1][1] = tl_r4[3];");
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i)", w->mt);
+    tli_e_line(E, "    #pragma unroll");
+    tli_e_line(E, "    for (int tl_j = 0; tl_j < %d; ++tl_j)", w->nt);
+    tli_e_line(E, "        tl_mma_16816<%s>(%s + (tl_i * %d + tl_j) * 4, tl_a[tl_i], tl_b[tl_j]);", et, c->name, w->nt);
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+/* ------------------------------------------------------------ pipeline */
+
+/* Producers (the leading global -> shared copies) for iteration `it`
+ * (text) into stage `stage` (text). */
+static void emit_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
+                           const char *stage)
+{
+    E->var_text[loop->vars[0]] = (char *)it;
+    for (int32_t c = loop->body; c != first_consumer; c = tli_S(E->ir, c)->next) {
+        int32_t sb = tli_copy_buf(E->ir, tli_S(E->ir, c)->a1);
+        E->stage[sb] = stage;
+        emit_copy_g2s(E, tli_S(E->ir, c), true);
+    }
+}
+
+/*   prologue: stages - 1 iterations of copies in flight, one commit group each
+ *   for (ko...) { wait until iteration ko's group landed; barrier;
+ *                 issue the copies of ko + stages - 1; compute on stage ko % stages }  */
+void tli_e_pipelined(emitter *E, int32_t sid)
+{
+    const tli_ir *ir = E->ir;
+    const tli_snode *s = tli_S(ir, sid);
+    int S = s->a1;
+    int32_t first_consumer = s->body;
+    while (first_consumer && tli_is_producer(ir, first_consumer))
+        first_consumer = tli_S(ir, first_consumer)->next;
+    const char *n = tli_e_single(E, s->a0);
+    const char *v = tli_e_fmt(E, "i%d_0", sid);
+    tli_e_line(E, "{ // tl_pipelined: %d stage%s", S, S > 1 ? "s" : "");
+    E->indent++;
+    tli_e_line(E, "const long long tl_n%d = %s;", sid, n);
+    if (S > 1) {
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", S - 1);
+        E->indent++;
+        tli_e_line(E, "if (tl_s < tl_n%d) {", sid);
+        E->indent++;
+        emit_producers(E, s, first_consumer, "tl_s", "tl_s");
+        E->indent--;
+        tli_e_line(E, "}");
+        tli_e_line(E, "tl_cp_async_commit();");
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+    tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
+    E->indent++;
+    if (S > 1) {
+        tli_e_line(E, "tl_cp_async_wait<%d>();", S - 2);
+        tli_e_line(E, "__syncthreads();");
+        tli_e_line(E, "{");
+        E->indent++;
+        tli_e_line(E, "const long long tl_next = %s + %d;", v, S - 1);
+        tli_e_line(E, "if (tl_next < tl_n%d) {", sid);
+        E->indent++;
+        emit_producers(E, s, first_consumer, "tl_next", tli_e_fmt(E, "tl_next %% %d", S));
+        E->indent--;
+        tli_e_line(E, "}");
+        tli_e_line(E, "tl_cp_async_commit();");
+        E->indent--;
+        tli_e_line(E, "}");
+    } else {
+        emit_producers(E, s, first_consumer, v, "0");
+        tli_e_line(E, "tl_cp_async_commit();");
+        tli_e_line(E, "tl_cp_async_wait<0>();");
+        tli_e_line(E, "__syncthreads();");
+    }
+    E->var_text[s->vars[0]] = NULL;
+    const char *stage = S > 1 ? tli_e_fmt(E, "%s %% %d", v, S) : "0";
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = stage;
+    tli_e_stmts(E, first_consumer);
+    if (S == 1)
+        tli_e_line(E, "__syncthreads();");
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = NULL;
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_cp_async_wait<0>();");
+    E->indent--;
+    tli_e_line(E, "}");
+}

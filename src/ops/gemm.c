@@ -1,0 +1,195 @@
+/*
+ * gemm.c - the prebuilt GEMM with its fused epilogue, written with the
+ * public builder API: tiles of A and B move global -> shared through a
+ * software pipeline, tl_gemm accumulates in an f32 fragment, the bias and
+ * activation run on the fragment in registers, one store writes C.
+ */
+#include "ops.h"
+
+#include "ctx.h"
+#include "program.h"
+
+#include <string.h>
+
+static const tl_gemm_schedule default_schedule = {
+    .block_m = 128, .block_n = 128, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8,
+};
+
+/* The schedule of d with defaults filled in. */
+static tl_gemm_schedule effective_schedule(const tl_gemm_desc *d)
+{
+    tl_gemm_schedule s = d->schedule;
+    if (!s.block_m)
+        s.block_m = default_schedule.block_m;
+    if (!s.block_n)
+        s.block_n = default_schedule.block_n;
+    if (!s.block_k)
+        s.block_k = default_schedule.block_k;
+    if (!s.stages)
+        s.stages = default_schedule.stages;
+    if (!s.threads)
+        s.threads = default_schedule.threads;
+    return s; /* swizzle 0 stays 0: off */
+}
+
+static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
+{
+    if (!d)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL descriptor", api);
+    if (d->m < 1 || d->n < 1 || d->k < 1)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: M, N, K must be >= 1 (got %lld, %lld, %lld)", api,
+                        (long long)d->m, (long long)d->n, (long long)d->k);
+    if (d->in_dtype != TL_BF16 && d->in_dtype != TL_F16)
+        return tli_fail(ctx, TL_ERR_DTYPE, "%s: inputs must be bf16 or f16, not %s", api, tl_dtype_name(d->in_dtype));
+    if (d->out_dtype != TL_BF16 && d->out_dtype != TL_F16 && d->out_dtype != TL_F32)
+        return tli_fail(ctx, TL_ERR_DTYPE, "%s: output must be bf16, f16 or f32, not %s", api,
+                        tl_dtype_name(d->out_dtype));
+    if ((unsigned)d->epilogue > TL_EPI_GELU_TANH)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: unknown epilogue %d", api, (int)d->epilogue);
+    return TL_OK;
+}
+
+/* x -> act(x) on f32 values, as builder expressions. */
+static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
+{
+    switch (epi) {
+    case TL_EPI_RELU: return tl_max(k, x, tl_f32(k, 0.0f));
+    case TL_EPI_GELU_ERF: { /* x/2 (1 + erf(x / sqrt 2)) */
+        tl_expr e = tl_erf(k, tl_mul(k, x, tl_f32(k, 0.70710678118654752f)));
+        return tl_mul(k, tl_mul(k, tl_f32(k, 0.5f), x), tl_add(k, tl_f32(k, 1.0f), e));
+    }
+    case TL_EPI_GELU_TANH: { /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+        tl_expr x3 = tl_mul(k, tl_mul(k, x, x), x);
+        tl_expr in = tl_mul(k, tl_f32(k, 0.79788456080286536f), tl_add(k, x, tl_mul(k, tl_f32(k, 0.044715f), x3)));
+        return tl_mul(k, tl_mul(k, tl_f32(k, 0.5f), x), tl_add(k, tl_f32(k, 1.0f), tl_tanh(k, in)));
+    }
+    default: return x;
+    }
+}
+
+/* The epilogue on the accumulator, in registers:
+ *   Cf[i, j] = act(Cf[i, j] + bias[bx * BN + j]) */
+static void epilogue(tl_kernel *k, const tl_gemm_desc *d, const tl_gemm_schedule *s, tl_buf Cf, tl_buf bias,
+                     tl_expr bx)
+{
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){s->block_m, s->block_n}, v);
+    tl_expr x = tl_load(k, Cf, v);
+    if (d->has_bias) {
+        tl_expr col = tl_add(k, tl_mul(k, bx, tl_int(k, s->block_n)), v[1]);
+        x = tl_add(k, x, tl_cast(k, tl_load(k, bias, &col), TL_F32));
+    }
+    tl_store(k, Cf, v, activation(k, x, d->epilogue));
+    tl_end(k);
+}
+
+TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out)
+{
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_build: NULL argument") : TL_ERR_INVALID_ARG;
+    *out = NULL;
+    tl_status st = check_desc(ctx, d, "tl_op_gemm_build");
+    if (st != TL_OK)
+        return st;
+    tl_gemm_schedule s = effective_schedule(d);
+    char name[48];
+    tli_fmt(name, sizeof name, "gemm_%s%s_%s", d->trans_b ? "nt" : "nn", tl_dtype_name(d->in_dtype),
+            tl_dtype_name(d->out_dtype));
+    tl_kernel *k = tl_kernel_new(ctx, name);
+    if (!k)
+        return TL_ERR_OUT_OF_MEMORY;
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    tl_buf A = tl_param_tensor(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", d->in_dtype, 2, d->trans_b ? (tl_expr[]){N, K} : (tl_expr[]){K, N}, NULL);
+    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+    tl_buf C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, s.block_n)), tl_ceildiv(k, M, tl_int(k, s.block_m)), TL_NONE_EXPR,
+            s.threads);
+    tl_use_swizzle(k, s.swizzle);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    tl_buf As = tl_alloc_shared(k, d->in_dtype, 2, (int64_t[]){s.block_m, s.block_k});
+    tl_buf Bs = tl_alloc_shared(k, d->in_dtype, 2,
+                                d->trans_b ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
+    tl_clear(k, Cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, s.block_k)), s.stages);
+    tl_copy(k, tl_tile(k, A, by, ko), tl_all(As));
+    tl_copy(k, d->trans_b ? tl_tile(k, B, bx, ko) : tl_tile(k, B, ko, bx), tl_all(Bs));
+    tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
+    tl_end(k);
+    if (d->has_bias || d->epilogue != TL_EPI_NONE)
+        epilogue(k, d, &s, Cf, bias, bx);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C, by, bx));
+    st = tl_kernel_status(k);
+    if (st != TL_OK) {
+        tl_kernel_destroy(k);
+        return st;
+    }
+    *out = k;
+    return TL_OK;
+}
+
+static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
+{
+    return tl_op_gemm_build(ctx, (const tl_gemm_desc *)user, out);
+}
+
+TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out)
+{
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: NULL argument") : TL_ERR_INVALID_ARG;
+    tl_status st = check_desc(ctx, d, "tl_op_gemm");
+    if (st != TL_OK)
+        return st;
+    /* One program serves every size: the key holds what the code depends on. */
+    tl_gemm_schedule s = effective_schedule(d);
+    char key[128];
+    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u", tl_dtype_name(d->in_dtype),
+            tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s.block_m, s.block_n, s.block_k,
+            s.stages, s.threads, s.swizzle, s.warp_policy);
+    return tli_op_program(ctx, key, build_for_op, d, out);
+}
+
+/* Pointers must hold whole elements; 16-byte alignment only picks the fast
+ * copy path inside the kernel. */
+static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
+{
+    const struct { const char *name; uint64_t p; size_t align; bool used; } ptrs[] = {
+        {"a", a, tl_dtype_size(d->in_dtype), true},
+        {"b", b, tl_dtype_size(d->in_dtype), true},
+        {"bias", bias, tl_dtype_size(d->in_dtype), d->has_bias != 0},
+        {"c", c, tl_dtype_size(d->out_dtype), true},
+    };
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
+        if (!ptrs[i].used)
+            continue;
+        if (!ptrs[i].p)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: %s is a null device pointer", ptrs[i].name);
+        if (ptrs[i].p % ptrs[i].align)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: %s = 0x%llx is not aligned to its %zu-byte elements",
+                            ptrs[i].name, (unsigned long long)ptrs[i].p, ptrs[i].align);
+    }
+    return TL_OK;
+}
+
+TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c,
+                            void *stream)
+{
+    const tl_program *p;
+    tl_status st = tl_op_gemm_program(ctx, d, &p);
+    if (st == TL_OK)
+        st = check_pointers(ctx, d, a, b, bias, c);
+    if (st != TL_OK)
+        return st;
+    tl_arg args[7];
+    int n = 0;
+    args[n++] = tl_arg_int(d->m);
+    args[n++] = tl_arg_int(d->n);
+    args[n++] = tl_arg_int(d->k);
+    args[n++] = tl_arg_dptr(a);
+    args[n++] = tl_arg_dptr(b);
+    if (d->has_bias)
+        args[n++] = tl_arg_dptr(bias);
+    args[n++] = tl_arg_dptr(c);
+    return tl_launch(p, stream, n, args);
+}

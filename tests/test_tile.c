@@ -1,0 +1,313 @@
+/* test_tile.c - tile operations and the GEMM without a GPU: the interpreter
+ * runs every tile operation and its GEMM matches a naive loop; builder and
+ * layout errors; NVRTC cubins for sm_80 and sm_90a of GEMM schedules; the
+ * generated CUDA of a small GEMM against a golden file. */
+#include "util.h"
+
+#include <math.h>
+
+static tl_ctx *ctx;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    ctx = test_offline_ctx("sm_90a");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tl_ctx_destroy(ctx);
+    return 0;
+}
+
+static double act(tl_epilogue e, double x)
+{
+    switch (e) {
+    case TL_EPI_RELU: return x > 0 ? x : 0;
+    case TL_EPI_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case TL_EPI_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    default: return x;
+    }
+}
+
+static double h16(tl_dtype dt, uint16_t v) { return dt == TL_F16 ? tl_f16_to_f32(v) : tl_bf16_to_f32(v); }
+
+/* Runs the prebuilt GEMM kernel of d in the interpreter and compares it with
+ * act(A B + bias) computed in double from the same inputs. */
+static void check_gemm_interp(const tl_gemm_desc *d, double tol)
+{
+    tl_kernel *k;
+    assert_status(tl_op_gemm_build(ctx, d, &k), TL_OK);
+    int64_t M = d->m, N = d->n, K = d->k;
+    uint16_t *A = malloc(2 * (size_t)(M * K)), *B = malloc(2 * (size_t)(K * N)), *bias = malloc(2 * (size_t)N);
+    size_t osz = tl_dtype_size(d->out_dtype);
+    void *C = malloc(osz * (size_t)(M * N));
+    double *R = malloc(8 * (size_t)(M * N));
+    tl_random_host(A, d->in_dtype, M * K, 1, -1, 1);
+    tl_random_host(B, d->in_dtype, K * N, 2, -1, 1);
+    tl_random_host(bias, d->in_dtype, N, 3, -1, 1);
+    memset(C, 0xFF, osz * (size_t)(M * N));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = d->has_bias ? h16(d->in_dtype, bias[j]) : 0;
+            for (int64_t kk = 0; kk < K; kk++)
+                acc += h16(d->in_dtype, A[i * K + kk]) *
+                       h16(d->in_dtype, d->trans_b ? B[j * K + kk] : B[kk * N + j]);
+            R[i * N + j] = act(d->epilogue, acc);
+        }
+    tl_arg args[7];
+    int n = 0;
+    args[n++] = tl_arg_int(M), args[n++] = tl_arg_int(N), args[n++] = tl_arg_int(K);
+    args[n++] = tl_arg_hptr(A), args[n++] = tl_arg_hptr(B);
+    if (d->has_bias)
+        args[n++] = tl_arg_hptr(bias);
+    args[n++] = tl_arg_hptr(C);
+    assert_status(tl_interpret(k, n, args), TL_OK);
+    tl_span out = {.dtype = d->out_dtype, .n = M * N, .host = C}, ref = {.dtype = TL_F64, .n = M * N, .host = R};
+    tl_check_result res;
+    assert_status(tl_check(NULL, &out, &ref, tol, &res), TL_OK);
+    if (!res.pass)
+        fail_msg("gemm %lldx%lldx%lld trans_b %d epi %d: rel %g first bad %lld", (long long)M, (long long)N,
+                 (long long)K, d->trans_b, d->epilogue, res.rel_err, (long long)res.first_bad);
+    free(A), free(B), free(bias), free(C), free(R);
+    tl_kernel_destroy(k);
+}
+
+static const tl_gemm_schedule small = {.block_m = 32, .block_n = 32, .block_k = 16, .stages = 2, .threads = 128};
+
+static void test_gemm_interp_matches_naive(void **state)
+{
+    (void)state;
+    for (int tb = 0; tb < 2; tb++)
+        for (int e = 0; e <= TL_EPI_GELU_TANH; e++) {
+            tl_gemm_desc d = {.m = 50, .n = 70, .k = 40, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = tb,
+                              .has_bias = e != 0, .epilogue = (tl_epilogue)e, .schedule = small};
+            check_gemm_interp(&d, 1e-5);
+        }
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_F16, .out_dtype = TL_F16, .schedule = small};
+    check_gemm_interp(&d, 2e-3);
+    tl_gemm_desc e = {.m = 33, .n = 65, .k = 17, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_ERF, .schedule = small};
+    check_gemm_interp(&e, 1e-2);
+}
+
+/* Every tile operation by hand: shared and fragment copies both ways, fill,
+ * an element-wise loop on a fragment, a local buffer, tl_use_swizzle. */
+static void test_tile_ops_roundtrip(void **state)
+{
+    (void)state;
+    tl_kernel *k = tl_kernel_new(ctx, "tiles");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_BF16, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 32)), tl_ceildiv(k, M, tl_int(k, 16)), TL_NONE_EXPR, 64);
+    tl_use_swizzle(k, 2);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    tl_buf S = tl_alloc_shared(k, TL_F32, 2, (int64_t[]){16, 32});
+    tl_buf F = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){16, 32});
+    tl_buf G = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){16, 32});
+    tl_buf L = tl_alloc_local(k, TL_F32, 1, (int64_t[]){1});
+    tl_copy(k, tl_tile(k, X, by, bx), tl_all(S));
+    tl_copy(k, tl_all(S), tl_all(F));
+    tl_fill(k, G, tl_f32(k, 3.0f));
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){16, 32}, v);
+    tl_expr zero = tl_int(k, 0);
+    tl_store(k, L, &zero, tl_mul(k, tl_load(k, F, v), tl_load(k, G, v)));
+    tl_store(k, F, v, tl_add(k, tl_load(k, L, &zero), tl_f32(k, 1.0f)));
+    tl_end(k);
+    tl_copy(k, tl_all(F), tl_all(S));
+    tl_copy(k, tl_all(S), tl_tile(k, Y, by, bx));
+    assert_status(tl_kernel_status(k), TL_OK);
+    int64_t m = 37, n = 70;
+    float *x = malloc(4 * (size_t)(m * n));
+    uint16_t *y = malloc(2 * (size_t)(m * n));
+    tl_random_host(x, TL_F32, m * n, 9, -2, 2);
+    memset(y, 0xFF, 2 * (size_t)(m * n));
+    tl_arg args[] = {tl_arg_int(m), tl_arg_int(n), tl_arg_hptr(x), tl_arg_hptr(y)};
+    assert_status(tl_interpret(k, 4, args), TL_OK);
+    for (int64_t i = 0; i < m * n; i++)
+        assert_true(y[i] == tl_f32_to_bf16(x[i] * 3.0f + 1.0f));
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    assert_non_null(strstr(src, "tl_cp_async16"));
+    assert_non_null(strstr(src, "tl_use_swizzle(2)"));
+    tl_free_host(src);
+    tl_program *p;
+    assert_status(tl_compile(k, &(tl_compile_options){.target = "sm_80"}, &p), TL_OK);
+    tl_program_destroy(p);
+    free(x), free(y);
+    tl_kernel_destroy(k);
+}
+
+static void expect_gemm_error(tl_gemm_desc *d, tl_status want, const char *fragment)
+{
+    tl_kernel *k = NULL;
+    tl_status st = tl_op_gemm_build(ctx, d, &k);
+    if (st == TL_OK) {
+        tl_program *p = NULL;
+        st = tl_compile(k, NULL, &p);
+        tl_program_destroy(p);
+        tl_kernel_destroy(k);
+    }
+    assert_status(st, want);
+    if (fragment && !strstr(tl_ctx_error(ctx), fragment))
+        fail_msg("message '%s' lacks '%s'", tl_ctx_error(ctx), fragment);
+}
+
+static void test_gemm_errors(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    d.schedule = (tl_gemm_schedule){.block_m = 16, .block_n = 16, .block_k = 16, .stages = 2, .threads = 256};
+    expect_gemm_error(&d, TL_ERR_SHAPE, "MMA layout cannot tile");
+    d.schedule = (tl_gemm_schedule){.block_m = 256, .block_n = 256, .block_k = 128, .stages = 4, .threads = 256};
+    expect_gemm_error(&d, TL_ERR_SHAPE, "exceeds the device's limit of 232448 bytes");
+    d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 64, .block_k = 24, .stages = 2, .threads = 128};
+    expect_gemm_error(&d, TL_ERR_SHAPE, "multiple of 16");
+    d.schedule = (tl_gemm_schedule){0};
+    d.in_dtype = TL_F32;
+    expect_gemm_error(&d, TL_ERR_DTYPE, "bf16 or f16");
+    d.in_dtype = TL_BF16;
+    d.m = 0;
+    expect_gemm_error(&d, TL_ERR_INVALID_ARG, ">= 1");
+}
+
+static void test_builder_tile_errors(void **state)
+{
+    (void)state;
+    /* shapes that disagree */
+    tl_kernel *k = tl_kernel_new(ctx, "bad");
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf a = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 32});
+    tl_buf b = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){16, 64});
+    tl_buf c = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 64});
+    tl_gemm(k, a, b, c, 0);
+    assert_status(tl_kernel_status(k), TL_ERR_SHAPE);
+    assert_non_null(strstr(tl_kernel_error(k), "K=32 vs 16"));
+    tl_kernel_destroy(k);
+    /* a fragment indexed other than by its loop's variables */
+    k = tl_kernel_new(ctx, "conflict");
+    tl_expr n = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){n, n}, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf f = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 32});
+    tl_clear(k, f);
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){32, 32}, v);
+    tl_store(k, f, (tl_expr[]){v[1], v[0]}, tl_f32(k, 1.0f));
+    tl_end(k);
+    tl_copy(k, tl_all(f), tl_tile(k, X, tl_int(k, 0), tl_int(k, 0)));
+    tl_program *p;
+    assert_status(tl_compile(k, NULL, &p), TL_ERR_SHAPE);
+    assert_non_null(strstr(tl_ctx_error(ctx), "fragment layout conflict"));
+    tl_kernel_destroy(k);
+    /* tile operations inside tl_parallel; tl_all of a global tensor */
+    k = tl_kernel_new(ctx, "inside");
+    n = tl_dim(k, "N");
+    X = tl_param_tensor(k, "X", TL_F32, 1, &n, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    f = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){128});
+    tl_copy(k, tl_all(X), tl_all(f));
+    assert_status(tl_kernel_status(k), TL_ERR_UNSUPPORTED);
+    assert_non_null(strstr(tl_kernel_error(k), "tl_tile"));
+    tl_kernel_destroy(k);
+    k = tl_kernel_new(ctx, "inside2");
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    f = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){128});
+    tl_parallel1(k, 128);
+    tl_clear(k, f);
+    assert_status(tl_kernel_status(k), TL_ERR_SCOPE);
+    tl_kernel_destroy(k);
+}
+
+static const tl_gemm_schedule cubin_schedules[] = {
+    {.block_m = 128, .block_n = 128, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8},
+    {.block_m = 128, .block_n = 256, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8},
+    {.block_m = 64, .block_n = 64, .block_k = 32, .stages = 2, .threads = 128},
+    {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 4},
+};
+
+static void test_gemm_cubins_sm80_sm90a(void **state)
+{
+    (void)state;
+    const char *targets[] = {"sm_80", "sm_90a"};
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < sizeof cubin_schedules / sizeof cubin_schedules[0]; i++)
+            for (int tb = 0; tb < 2; tb++) {
+                tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = tb ? TL_F16 : TL_BF16, .out_dtype = TL_BF16,
+                                  .trans_b = tb, .has_bias = 1, .epilogue = TL_EPI_GELU_ERF,
+                                  .schedule = cubin_schedules[i]};
+                tl_kernel *k;
+                assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+                tl_program *p;
+                tl_status st = tl_compile(k, &(tl_compile_options){.target = targets[t]}, &p);
+                if (st != TL_OK)
+                    fail_msg("%s schedule %zu: %s", targets[t], i, tl_ctx_error(ctx));
+                size_t n;
+                const unsigned char *cubin = tl_program_cubin(p, &n);
+                assert_memory_equal(cubin, "\x7f" "ELF", 4);
+                tl_program_destroy(p);
+                tl_kernel_destroy(k);
+            }
+}
+
+static void test_gemm_ptx_sm80(void **state)
+{
+    (void)state;
+    tl_kernel *k;
+    assert_status(tl_op_build(ctx, "gemm", TL_BF16, &k), TL_OK);
+    char *ptx;
+    assert_status(tl_kernel_ptx(k, "sm_80", &ptx), TL_OK);
+    assert_non_null(strstr(ptx, "mma.sync.aligned.m16n8k16"));
+    assert_non_null(strstr(ptx, "ldmatrix.sync.aligned"));
+    assert_non_null(strstr(ptx, "cp.async.cg.shared.global"));
+    tl_free_host(ptx);
+    tl_kernel_destroy(k);
+}
+
+static void test_gemm_golden(void **state)
+{
+    (void)state;
+    const char *path = "tests/golden/gemm_small_sm80.cu";
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .has_bias = 1,
+                      .epilogue = TL_EPI_RELU, .schedule = small};
+    tl_kernel *k;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    const char *update = getenv("TILEC_UPDATE_GOLDEN");
+    if (update && strcmp(update, "1") == 0) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        fputs(src, f);
+        fclose(f);
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("%s is missing (TILEC_UPDATE_GOLDEN=1 writes it)", path);
+    static char golden[1 << 17];
+    size_t n = fread(golden, 1, sizeof golden - 1, f);
+    golden[n] = '\0';
+    fclose(f);
+    if (strcmp(src, golden) != 0)
+        fail_msg("generated GEMM differs from %s", path);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_interp_matches_naive),
+        cmocka_unit_test(test_tile_ops_roundtrip),
+        cmocka_unit_test(test_gemm_errors),
+        cmocka_unit_test(test_builder_tile_errors),
+        cmocka_unit_test(test_gemm_ptx_sm80),
+        cmocka_unit_test(test_gemm_golden),
+        cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
+    };
+    return cmocka_run_group_tests_name("tiles+gemm", tests, group_setup, group_teardown);
+}

@@ -5,6 +5,7 @@
  */
 #include "ctx.h"
 
+#include "baseline.h"
 #include "cache.h"
 #include "nvrtc.h"
 
@@ -394,6 +395,7 @@ void tl_ctx_destroy(tl_ctx *ctx)
         tl_program_destroy(e->prog);
         free(e);
     }
+    tli_baseline_release(ctx);
     if (ctx->scratch && tli_ctx_bind(ctx) == TL_OK)
         ctx->cu->cuMemFree(ctx->scratch);
     tli_cache_close(ctx->cache);

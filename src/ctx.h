@@ -33,6 +33,8 @@ struct tl_ctx {
     tli_op_entry *ops;          /* programs of prebuilt ops              */
     uint64_t scratch;           /* device scratch for L2 flushes (lazy)  */
     size_t scratch_bytes;
+    struct tli_baseline *baseline; /* cuBLAS(Lt) handles, workspace, plans
+                                      of tl_baseline_gemm (baseline.c; lazy) */
     char err[4096];             /* message of the last failed call       */
 };
 

@@ -216,9 +216,10 @@ void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char *
     for (int d = 0; d < b->rank; d++) {
         int64_t st;
         bool unit = tli_expr_const_int(E->ir, b->stride[d], &st) && st == 1;
-        tli_str_appendf(&o, "%s%s", d ? " + " : "", idx[d]);
-        if (!unit)
-            tli_str_appendf(&o, " * %s_s%d", b->name, d);
+        if (unit)
+            tli_str_appendf(&o, "%s%s", d ? " + " : "", idx[d]);
+        else /* index texts need not be parenthesised: they may be sums */
+            tli_str_appendf(&o, "%s(%s) * %s_s%d", d ? " + " : "", idx[d], b->name, d);
         tli_str_appendf(&c, "%stl_in(%s, %s_d%d)", d ? " && " : "", idx[d], b->name, d);
     }
     *off = tli_e_keep(E, tli_str_take(&o));
@@ -715,8 +716,11 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     }
     if (E->plan.smem_bytes)
         tli_str_appendf(h, "\n// Shared memory: %lld bytes per block (dynamic)", (long long)E->plan.smem_bytes);
-    tli_str_appendf(h, ".\n#include \"tl_device.cuh\"\n\nextern \"C\" __global__ void __launch_bounds__(%d)\n%s(",
-                    ir->threads, kname);
+    tli_str_appendf(h, ".\n#include \"tl_device.cuh\"\n\n%s", E->helpers.data ? E->helpers.data : "");
+    /* one block per SM is enough when wgmma keeps the tensor cores busy: let
+     * the compiler use up to 255 registers per thread */
+    tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(", ir->threads,
+                    E->plan.wgmma ? ", 1" : "", kname);
 }
 
 static bool uses_block_axis(const tli_ir *ir, int axis)
@@ -741,6 +745,7 @@ static bool emitter_init(emitter *E, const tli_ir *ir, const char *target)
     E->temp = calloc(n, sizeof(char *));
     E->uses = calloc(n, sizeof(int));
     tli_str_init(&E->out);
+    tli_str_init(&E->helpers);
     return E->var_text && E->load_text && E->temp && E->uses && E->stage;
 }
 
@@ -754,6 +759,7 @@ static void emitter_free(emitter *E)
     free(E->temp);
     free(E->uses);
     free(E->stage);
+    tli_str_free(&E->helpers);
     tli_tile_plan_free(&E->plan);
     tli_str_free(&E->out);
 }
@@ -768,7 +774,7 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
-    tl_status st = tli_plan_tiles(ir, smem_limit, &E.plan, err, errlen);
+    tl_status st = tli_plan_tiles(ir, target, smem_limit, &E.plan, err, errlen);
     if (st != TL_OK) {
         emitter_free(&E);
         return st;

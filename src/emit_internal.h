@@ -27,6 +27,8 @@ typedef struct emitter {
     tli_tile_plan plan;
     const char **stage;  /* per shared buffer: its current stage (NULL: 0) */
     int32_t frag_loop;   /* the fragment-mapped tl_parallel being emitted */
+    tli_str helpers;     /* device functions the kernel needs (wgmma shapes) */
+    bool wgmma_n[4][33]; /* helper for (f16?, N / 8) already emitted */
     tl_status st;        /* first lowering failure */
     char err[256];
 } emitter;

@@ -137,7 +137,10 @@ void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, char **o
 {
     const tli_bnode *b = buf_of(E, buf);
     const char *base = stage_offset(E, buf);
-    if (swizzled(b))
+    if (E->plan.smem[buf].mn_major) /* [N / 64][K][64] */
+        *off = tli_e_fmt(E, "%s(int)(%s) / 64 * %lld + tl_swz_off<64, %d>((int)(%s), (int)(%s) %% 64)", base, idx[1],
+                         (long long)(64 * b->cshape[0]), esize(b), idx[0], idx[1]);
+    else if (swizzled(b))
         *off = tli_e_fmt(E, "%stl_swz_off<%lld, %d>((int)(%s), (int)(%s))", base, (long long)b->cshape[1], esize(b),
                          idx[0], idx[1]);
     else
@@ -201,6 +204,13 @@ static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx
     const tli_bnode *b = buf_of(E, buf);
     const tli_frag_layout *fl = &E->plan.frag[buf];
     *guard = NULL;
+    if (fl->mma && fl->w.wgmma) {
+        const tli_warp_layout *w = &fl->w;
+        idx[0] = tli_e_fmt(E, "(tl_warp / 4) * %lld + (%s) / %d * 64 + (tl_warp %% 4) * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8",
+                           (long long)w->wm, r, 4 * w->nt, r);
+        idx[1] = tli_e_fmt(E, "(%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", r, w->nt, r);
+        return;
+    }
     if (fl->mma) {
         const tli_warp_layout *w = &fl->w;
         idx[0] = tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / %d * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8", w->wgn,
@@ -386,6 +396,8 @@ static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
             tli_e_line(E, "tl_cp_async_commit();");
             tli_e_line(E, "tl_cp_async_wait<0>();");
         }
+        if (!in_pipeline && E->plan.wgmma)
+            tli_e_line(E, "tl_fence_proxy_async();");
         E->indent--;
         tli_e_line(E, "} else {");
         E->indent++;
@@ -533,9 +545,77 @@ void tli_e_copy(emitter *E, int32_t sid)
 /* One k16 step for the warp: A fragments by ldmatrix.x4 (rows of A), B
  * fragments by ldmatrix.x4.trans (B as [K, N]) or ldmatrix.x4 (B as [N, K]),
  * two n8 tiles per load, then mt x nt mma.sync m16n8k16. */
+/* The device function for one wgmma m64nNk16 with f32 accumulators:
+ *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d0..d(N/2-1)}, da, db, 1, 1, 1, 0, 0; */
+static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b)
+{
+    const char *ty = dt == TL_F16 ? "f16" : "bf16";
+    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s", n, ty, trans_b ? "_tb" : "");
+    bool *done = &E->wgmma_n[(dt == TL_F16) * 2 + trans_b][n / 8];
+    if (*done)
+        return name;
+    *done = true;
+    tli_str *h = &E->helpers;
+    int regs = n / 2;
+    tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA from shared memory (descriptors da, db).\n", n);
+    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, unsigned long long da, unsigned long long db)\n{\n",
+                    name);
+    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
+    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
+    tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_b ? 1 : 0);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
+    tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n\n");
+    return name;
+}
+
+/* sm_90a: each warpgroup runs its m64 tiles of C with wgmma, A and B read
+ * straight from the swizzled shared tiles through descriptors; four k16
+ * steps per 64-wide K tile, committed as one group and waited for. */
+static void emit_gemm_wgmma(emitter *E, const tli_snode *s, int wait)
+{
+    const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
+    const tli_warp_layout *w = &E->plan.frag[s->gemm[2]].w;
+    bool mn = E->plan.smem[s->gemm[1]].mn_major;
+    const char *fn = wgmma_helper(E, (int)w->wn, (tl_dtype)a->dtype, mn);
+    const char *et = tli_dtype_ctype((tl_dtype)a->dtype);
+    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma from shared memory", c->name,
+               a->name, b->name, mn ? "" : "^T", w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)w->wn);
+    E->indent++;
+    tli_e_line(E, "const %s *const tl_A = %s + %s(tl_warp / 4) * %lld;", et, a->name, stage_offset(E, s->gemm[0]),
+               (long long)(w->wm * a->cshape[1]));
+    tli_e_line(E, "const %s *const tl_B = %s + %s0;", et, b->name, stage_offset(E, s->gemm[1]));
+    tli_e_line(E, "tl_wgmma_fence();");
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_k = 0; tl_k < 64; tl_k += 16) {");
+    E->indent++;
+    if (mn) /* 16 K rows of 128 bytes per step; 64-column blocks K * 128 bytes apart */
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_mn_sw128(tl_B + tl_k * 64, %lld);",
+                   (long long)(b->cshape[0] * 128));
+    else
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k);");
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i)", w->mt);
+    tli_e_line(E, "    %s(%s + tl_i * %lld, tl_wgmma_desc_sw128(tl_A + tl_i * %lld + tl_k), tl_db);", fn, c->name,
+               (long long)(w->wn / 2), (long long)(64 * a->cshape[1]));
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_wgmma_commit();");
+    if (wait >= 0)
+        tli_e_line(E, "tl_wgmma_wait<%d>();", wait);
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
 void tli_e_gemm(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
+    if (E->plan.frag[s->gemm[2]].w.wgmma) {
+        emit_gemm_wgmma(E, s, 0);
+        return;
+    }
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
     const tli_warp_layout *w = &E->plan.frag[s->gemm[2]].w;
     bool tb = s->a1 & TL_GEMM_TRANS_B;
@@ -599,6 +679,70 @@ static void emit_producers(emitter *E, const tli_snode *loop, int32_t first_cons
     }
 }
 
+/* The pipeline of a loop whose compute is one wgmma gemm (sm_90a), so
+ * that the tensor cores keep working while the next tiles are requested:
+ *   prologue: copies of iterations 0 .. stages-3 in flight
+ *   for (ko...) { wait for ko's copies; fence; barrier;
+ *                 issue the wgmma on stage ko % stages, commit;
+ *                 wait until the wgmma of ko - 1 is done (one group in flight);
+ *                 issue the copies of ko + stages - 2 (into the stage ko - 2 used) }
+ * The copies run stages - 2 tiles ahead: the stage they fill was read by
+ * the wgmma of ko - 2, which every warpgroup finished before the barrier. */
+static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer)
+{
+    const tli_ir *ir = E->ir;
+    const tli_snode *s = tli_S(ir, sid);
+    int S = s->a1;
+    const tli_snode *g = first_consumer ? tli_S(ir, first_consumer) : NULL;
+    if (S < 3 || !g || g->op != S_GEMM || g->next || !E->plan.frag[g->gemm[2]].w.wgmma)
+        return false;
+    const char *v = tli_e_fmt(E, "i%d_0", sid);
+    tli_e_line(E, "{ // tl_pipelined: %d stages, copies %d tiles ahead of the wgmma", S, S - 2);
+    E->indent++;
+    tli_e_line(E, "const long long tl_n%d = %s;", sid, tli_e_single(E, s->a0));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", S - 2);
+    E->indent++;
+    tli_e_line(E, "if (tl_s < tl_n%d) {", sid);
+    E->indent++;
+    emit_producers(E, s, first_consumer, "tl_s", "tl_s");
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_cp_async_commit();");
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
+    E->indent++;
+    tli_e_line(E, "tl_cp_async_wait<%d>();", S - 3);
+    tli_e_line(E, "tl_fence_proxy_async();");
+    tli_e_line(E, "__syncthreads();");
+    E->var_text[s->vars[0]] = NULL;
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = tli_e_fmt(E, "%s %% %d", v, S);
+    emit_gemm_wgmma(E, g, 1);
+    tli_e_line(E, "{");
+    E->indent++;
+    tli_e_line(E, "const long long tl_next = %s + %d;", v, S - 2);
+    tli_e_line(E, "if (tl_next < tl_n%d) {", sid);
+    E->indent++;
+    emit_producers(E, s, first_consumer, "tl_next", tli_e_fmt(E, "tl_next %% %d", S));
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_cp_async_commit();");
+    E->indent--;
+    tli_e_line(E, "}");
+    E->var_text[s->vars[0]] = NULL;
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = NULL;
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_wgmma_wait<0>();");
+    tli_e_line(E, "tl_cp_async_wait<0>();");
+    E->indent--;
+    tli_e_line(E, "}");
+    return true;
+}
+
 /*   prologue: stages - 1 iterations of copies in flight, one commit group each
  *   for (ko...) { wait until iteration ko's group landed; barrier;
  *                 issue the copies of ko + stages - 1; compute on stage ko % stages }  */
@@ -610,6 +754,8 @@ void tli_e_pipelined(emitter *E, int32_t sid)
     int32_t first_consumer = s->body;
     while (first_consumer && tli_is_producer(ir, first_consumer))
         first_consumer = tli_S(ir, first_consumer)->next;
+    if (emit_pipelined_wgmma(E, sid, first_consumer))
+        return;
     const char *n = tli_e_single(E, s->a0);
     const char *v = tli_e_fmt(E, "i%d_0", sid);
     tli_e_line(E, "{ // tl_pipelined: %d stage%s", S, S > 1 ? "s" : "");
@@ -632,6 +778,8 @@ void tli_e_pipelined(emitter *E, int32_t sid)
     E->indent++;
     if (S > 1) {
         tli_e_line(E, "tl_cp_async_wait<%d>();", S - 2);
+        if (E->plan.wgmma)
+            tli_e_line(E, "tl_fence_proxy_async();");
         tli_e_line(E, "__syncthreads();");
         tli_e_line(E, "{");
         E->indent++;
@@ -648,6 +796,8 @@ void tli_e_pipelined(emitter *E, int32_t sid)
         emit_producers(E, s, first_consumer, v, "0");
         tli_e_line(E, "tl_cp_async_commit();");
         tli_e_line(E, "tl_cp_async_wait<0>();");
+        if (E->plan.wgmma)
+            tli_e_line(E, "tl_fence_proxy_async();");
         tli_e_line(E, "__syncthreads();");
     }
     E->var_text[s->vars[0]] = NULL;

@@ -45,6 +45,10 @@ typedef struct tli_warp_layout {
     int wgm, wgn;
     int64_t wm, wn;
     int mt, nt;
+    /* wgmma (sm_90a): wgm warpgroups stacked along M, each owning wm rows
+     * as mt m64 tiles over the whole N (wn = N, nt = N / 8); warp w of a
+     * warpgroup holds rows 16 (w % 4) .. + 15 of each m64 tile. */
+    bool wgmma;
 } tli_warp_layout;
 
 /* Picks the warp split for C [m, n] (k: the reduction) under the policy in
@@ -63,6 +67,10 @@ typedef struct tli_frag_layout {
 
 /* A shared buffer: its place in the dynamic shared memory and its copies. */
 typedef struct tli_smem_info {
+    /* mn_major: a [K, N] operand of wgmma stored as 64-column blocks of
+     * 128-byte rows ([N / 64][K][64], each row swizzled), the MN-major
+     * layout the tensor cores read with a transposed descriptor */
+    bool mn_major;
     int64_t offset;      /* bytes from the start                 */
     int stages;          /* copies (multi-buffering)             */
     int64_t stage_elems; /* elements between copies              */
@@ -72,6 +80,7 @@ typedef struct tli_tile_plan {
     tli_frag_layout *frag; /* by buffer id */
     tli_smem_info *smem;   /* by buffer id */
     int64_t smem_bytes;
+    bool wgmma;            /* some gemm runs on wgmma (sm_90a) */
 } tli_tile_plan;
 
 /* Lays out the kernel's tiles and checks their uses: fragment layouts agree
@@ -79,8 +88,14 @@ typedef struct tli_tile_plan {
  * variables), pipelined loops start with their copies, shared memory fits
  * smem_limit bytes. Errors (explained in err): TL_ERR_SHAPE (layout
  * conflicts, too much shared memory), TL_ERR_UNSUPPORTED, OOM. */
-tl_status tli_plan_tiles(const tli_ir *ir, int64_t smem_limit, tli_tile_plan *plan, char *err, size_t errlen);
+tl_status tli_plan_tiles(const tli_ir *ir, const char *target, int64_t smem_limit, tli_tile_plan *plan, char *err,
+                         size_t errlen);
 void tli_tile_plan_free(tli_tile_plan *plan);
+
+/* The wgmma layout of C [m, n] for a gemm on sm_90a, when its operands
+ * allow it: A [m, 64] and B [n, 64] (K-major, 128-byte rows), m split into
+ * m64 tiles per warpgroup, n a multiple of 16 up to 256. */
+bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, const char *target, tli_warp_layout *out);
 
 /* true when copy statement s moves global -> shared (a pipeline producer). */
 bool tli_is_producer(const tli_ir *ir, int32_t s);

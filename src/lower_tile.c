@@ -36,7 +36,7 @@ bool tli_gemm_warp_layout(int64_t m, int64_t n, int64_t k, int threads, unsigned
         if (!found || skew < best) {
             found = true;
             best = skew;
-            *out = (tli_warp_layout){wgm, wgn, wm, wn, (int)(wm / 16), (int)(wn / 8)};
+            *out = (tli_warp_layout){wgm, wgn, wm, wn, (int)(wm / 16), (int)(wn / 8), false};
         }
     }
     if (!found) {
@@ -54,6 +54,26 @@ bool tli_gemm_warp_layout(int64_t m, int64_t n, int64_t k, int threads, unsigned
     return true;
 }
 
+bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, const char *target, tli_warp_layout *out)
+{
+    const tli_snode *n = tli_S(ir, gemm);
+    const tli_bnode *a = tli_B(ir, n->gemm[0]), *b = tli_B(ir, n->gemm[1]), *c = tli_B(ir, n->gemm[2]);
+    if (!target || strcmp(target, "sm_90a") != 0 || (n->a1 & TL_GEMM_TRANS_A))
+        return false;
+    int groups = ir->threads / 128;
+    int64_t m = c->cshape[0], nn = c->cshape[1];
+    /* B as [N, 64] (K-major) or as [64, N] with N in 64-column blocks */
+    bool b_ok = (n->a1 & TL_GEMM_TRANS_B) ? b->cshape[1] == 64 : (b->cshape[0] == 64 && nn % 64 == 0);
+    if (ir->threads % 128 || a->cshape[1] != 64 || !b_ok || m % (64 * groups) || nn % 16 || nn > 256)
+        return false;
+    int64_t rows = m / groups;
+    if ((rows / 64) * (nn / 2) > 256) /* accumulator registers per thread */
+        return false;
+    *out = (tli_warp_layout){.wgm = groups, .wgn = 1, .wm = rows, .wn = nn, .mt = (int)(rows / 64),
+                             .nt = (int)(nn / 8), .wgmma = true};
+    return true;
+}
+
 int32_t tli_copy_buf(const tli_ir *ir, int32_t operand)
 {
     return operand < 0 ? -operand : tli_R(ir, operand)->buf;
@@ -68,10 +88,12 @@ bool tli_is_producer(const tli_ir *ir, int32_t s)
 
 typedef struct planner {
     const tli_ir *ir;
+    const char *target;
     tli_tile_plan *plan;
     char *err;
     size_t errlen;
     tl_status st;
+    bool wgmma; /* some gemm reads shared memory through wgmma descriptors */
 } planner;
 
 static void plan_fail(planner *P, tl_status st, const char *fmt, ...) TLI_PRINTF(3, 4);
@@ -90,7 +112,8 @@ static bool same_layout(const tli_frag_layout *a, const tli_frag_layout *b)
 {
     if (a->mma != b->mma)
         return false;
-    return !a->mma || (a->w.wgm == b->w.wgm && a->w.wgn == b->w.wgn && a->w.wm == b->w.wm && a->w.wn == b->w.wn);
+    return !a->mma || (a->w.wgm == b->w.wgm && a->w.wgn == b->w.wgn && a->w.wm == b->w.wm && a->w.wn == b->w.wn &&
+                       a->w.wgmma == b->w.wgmma);
 }
 
 /* Fragment layouts: the accumulator layout of each gemm's C. */
@@ -107,11 +130,18 @@ static void plan_gemms(planner *P, int32_t first)
         int64_t k = (n->a1 & TL_GEMM_TRANS_A) ? a->cshape[0] : a->cshape[1];
         tli_frag_layout fl = {.mma = true};
         char why[200];
-        if (!tli_gemm_warp_layout(c->cshape[0], c->cshape[1], k, ir->threads, (unsigned)n->a1, &fl.w, why, sizeof why)) {
+        if (tli_gemm_wgmma_layout(ir, s, P->target, &fl.w)) {
+            /* the tensor cores of sm_90a read A and B straight from shared memory */
+        } else if (!tli_gemm_warp_layout(c->cshape[0], c->cshape[1], k, ir->threads, (unsigned)n->a1, &fl.w, why,
+                                         sizeof why)) {
             plan_fail(P, TL_ERR_SHAPE, "tl_gemm: %s", why);
             return;
         }
         fl.per_thread = (int64_t)fl.w.mt * fl.w.nt * 4;
+        if (fl.w.wgmma)
+            P->wgmma = true;
+        if (fl.w.wgmma && !(n->a1 & TL_GEMM_TRANS_B))
+            P->plan->smem[n->gemm[1]].mn_major = true;
         tli_frag_layout *cur = &P->plan->frag[n->gemm[2]];
         if (cur->mma && !same_layout(cur, &fl)) {
             plan_fail(P, TL_ERR_SHAPE, "fragment layout conflict: '%s' is the accumulator of two tl_gemm with "
@@ -224,7 +254,9 @@ static void plan_smem(planner *P, int64_t limit)
         si->stage_elems = tli_buf_elems(b);
         si->offset = off;
         int64_t bytes = si->stages * si->stage_elems * (int64_t)tl_dtype_size((tl_dtype)b->dtype);
-        off += (bytes + 127) / 128 * 128;
+        /* wgmma's 128-byte swizzle works on 1024-byte aligned atoms */
+        int64_t align = P->wgmma ? 1024 : 128;
+        off += (bytes + align - 1) / align * align;
         size_t len = strlen(detail);
         tli_fmt(detail + len, sizeof detail - len, "%s%s: %lldx%lld %s x %d stage%s = %lld", len ? ", " : "", b->name,
                 (long long)b->cshape[0], (long long)(b->rank > 1 ? b->cshape[1] : 1), tl_dtype_name((tl_dtype)b->dtype),
@@ -236,7 +268,8 @@ static void plan_smem(planner *P, int64_t limit)
                   (long long)off, detail, (long long)limit);
 }
 
-tl_status tli_plan_tiles(const tli_ir *ir, int64_t smem_limit, tli_tile_plan *plan, char *err, size_t errlen)
+tl_status tli_plan_tiles(const tli_ir *ir, const char *target, int64_t smem_limit, tli_tile_plan *plan, char *err,
+                         size_t errlen)
 {
     memset(plan, 0, sizeof *plan);
     plan->frag = calloc((size_t)ir->b.n, sizeof *plan->frag);
@@ -246,7 +279,7 @@ tl_status tli_plan_tiles(const tli_ir *ir, int64_t smem_limit, tli_tile_plan *pl
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
-    planner P = {.ir = ir, .plan = plan, .err = err, .errlen = errlen, .st = TL_OK};
+    planner P = {.ir = ir, .target = target, .plan = plan, .err = err, .errlen = errlen, .st = TL_OK};
     plan_gemms(&P, ir->body);
     for (int32_t i = 1; i < ir->b.n; i++) {
         const tli_bnode *b = tli_B(ir, i);
@@ -260,6 +293,7 @@ tl_status tli_plan_tiles(const tli_ir *ir, int64_t smem_limit, tli_tile_plan *pl
     check_stmts(&P, ir->body, 0, &seen);
     plan_stages(&P, ir->body);
     plan_smem(&P, smem_limit);
+    plan->wgmma = P.wgmma;
     if (P.st != TL_OK)
         tli_tile_plan_free(plan);
     return P.st;

@@ -242,3 +242,33 @@ template <> __device__ __forceinline__ void tl_mma_16816<tl_f16>(float *d, const
 template <typename T> __device__ __forceinline__ T tl_conv(float x) { return (T)x; }
 template <> __device__ __forceinline__ tl_f16 tl_conv<tl_f16>(float x) { return tl_to_f16(x); }
 template <> __device__ __forceinline__ tl_bf16 tl_conv<tl_bf16>(float x) { return tl_to_bf16(x); }
+
+// ------------------------------------------------------- sm_90a: wgmma
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Shared memory written by threads (cp.async included) must be fenced into
+// the async proxy before wgmma reads it.
+__device__ __forceinline__ void tl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void tl_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void tl_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tl_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+// Descriptor of a K-major operand tile with 128-byte rows in the 128-byte
+// swizzle (8-row, 1024-byte atoms): start address, LBO unused (1), SBO =
+// 1024 bytes between atoms, layout type 1.
+__device__ __forceinline__ unsigned long long tl_wgmma_desc_sw128(const void *smem)
+{
+    unsigned long long addr = tl_smem_addr(smem);
+    return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// Descriptor of an MN-major operand: 64-element (128-byte) rows along MN in
+// the 128-byte swizzle, 8-row atoms along K 1024 bytes apart (SBO), blocks
+// of 64 MN-columns `lbo` bytes apart (LBO).
+__device__ __forceinline__ unsigned long long tl_wgmma_desc_mn_sw128(const void *smem, unsigned lbo)
+{
+    unsigned long long addr = tl_smem_addr(smem);
+    return ((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) | (64ull << 32) |
+           (1ull << 62);
+}
+#endif

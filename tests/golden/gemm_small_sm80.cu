@@ -5,7 +5,7 @@
 #include "tl_device.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_nnbf16_bf16_64fac59c(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
+gemm_nnbf16_bf16_bbc74d61(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
 {
     const int tl_tid = threadIdx.x;
     const long long tl_bx = blockIdx.x;
@@ -41,13 +41,13 @@ gemm_nnbf16_bf16_64fac59c(long long M, long long N, long long K, const tl_bf16 *
                         for (int tl_q = tl_tid; tl_q < 64; tl_q += 128) { // 16-byte chunks
                             const int tl_l0 = tl_q / 2;
                             const int tl_l1 = tl_q % 2 * 8;
-                            tl_cp_async16(S5 + ((tl_s) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))), A + (tl_o0 + tl_l0 * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
+                            tl_cp_async16(S5 + ((tl_s) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))), A + ((tl_o0 + tl_l0) * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
                         }
                     } else {
                         for (int tl_e = tl_tid; tl_e < 512; tl_e += 128) {
                             const int tl_l1 = tl_e / 1 % 16;
                             const int tl_l0 = tl_e / 16 % 32;
-                            S5[(tl_s) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(A + (tl_o0 + tl_l0 * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
+                            S5[(tl_s) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(A + ((tl_o0 + tl_l0) * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
                         }
                     }
                 }
@@ -59,13 +59,13 @@ gemm_nnbf16_bf16_64fac59c(long long M, long long N, long long K, const tl_bf16 *
                         for (int tl_q = tl_tid; tl_q < 64; tl_q += 128) { // 16-byte chunks
                             const int tl_l0 = tl_q / 4;
                             const int tl_l1 = tl_q % 4 * 8;
-                            tl_cp_async16(S6 + ((tl_s) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + (tl_o0 + tl_l0 * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
+                            tl_cp_async16(S6 + ((tl_s) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + ((tl_o0 + tl_l0) * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
                         }
                     } else {
                         for (int tl_e = tl_tid; tl_e < 512; tl_e += 128) {
                             const int tl_l1 = tl_e / 1 % 32;
                             const int tl_l0 = tl_e / 32 % 16;
-                            S6[(tl_s) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(B + (tl_o0 + tl_l0 * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
+                            S6[(tl_s) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(B + ((tl_o0 + tl_l0) * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
                         }
                     }
                 }
@@ -86,13 +86,13 @@ gemm_nnbf16_bf16_64fac59c(long long M, long long N, long long K, const tl_bf16 *
                             for (int tl_q = tl_tid; tl_q < 64; tl_q += 128) { // 16-byte chunks
                                 const int tl_l0 = tl_q / 2;
                                 const int tl_l1 = tl_q % 2 * 8;
-                                tl_cp_async16(S5 + ((tl_next % 2) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))), A + (tl_o0 + tl_l0 * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
+                                tl_cp_async16(S5 + ((tl_next % 2) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))), A + ((tl_o0 + tl_l0) * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
                             }
                         } else {
                             for (int tl_e = tl_tid; tl_e < 512; tl_e += 128) {
                                 const int tl_l1 = tl_e / 1 % 16;
                                 const int tl_l0 = tl_e / 16 % 32;
-                                S5[(tl_next % 2) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(A + (tl_o0 + tl_l0 * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
+                                S5[(tl_next % 2) * 512 + tl_swz_off<16, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(A + ((tl_o0 + tl_l0) * A_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, A_d0) && tl_in(tl_o1 + tl_l1, A_d1));
                             }
                         }
                     }
@@ -104,13 +104,13 @@ gemm_nnbf16_bf16_64fac59c(long long M, long long N, long long K, const tl_bf16 *
                             for (int tl_q = tl_tid; tl_q < 64; tl_q += 128) { // 16-byte chunks
                                 const int tl_l0 = tl_q / 4;
                                 const int tl_l1 = tl_q % 4 * 8;
-                                tl_cp_async16(S6 + ((tl_next % 2) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + (tl_o0 + tl_l0 * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
+                                tl_cp_async16(S6 + ((tl_next % 2) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + ((tl_o0 + tl_l0) * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
                             }
                         } else {
                             for (int tl_e = tl_tid; tl_e < 512; tl_e += 128) {
                                 const int tl_l1 = tl_e / 1 % 32;
                                 const int tl_l0 = tl_e / 32 % 16;
-                                S6[(tl_next % 2) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(B + (tl_o0 + tl_l0 * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
+                                S6[(tl_next % 2) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))] = tl_ld(B + ((tl_o0 + tl_l0) * B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, B_d0) && tl_in(tl_o1 + tl_l1, B_d1));
                             }
                         }
                     }
@@ -162,7 +162,7 @@ gemm_nnbf16_bf16_64fac59c(long long M, long long N, long long K, const tl_bf16 *
             tl_vec<tl_bf16, 2> tl_v;
             tl_v.e[0] = tl_conv<tl_bf16>(tl_f32(F7[tl_r]));
             tl_v.e[1] = tl_conv<tl_bf16>(tl_f32(F7[tl_r + 1]));
-            tl_st_chunk(C + ((tl_by) * 32LL + (tl_l0) * C_s0 + (tl_bx) * 32LL + (tl_l1)), 1, (tl_bx) * 32LL + (tl_l1), C_d1, tl_in((tl_by) * 32LL + (tl_l0), C_d0), tl_v);
+            tl_st_chunk(C + (((tl_by) * 32LL + (tl_l0)) * C_s0 + (tl_bx) * 32LL + (tl_l1)), 1, (tl_bx) * 32LL + (tl_l1), C_d1, tl_in((tl_by) * 32LL + (tl_l0), C_d0), tl_v);
         }
     }
 }

@@ -1,0 +1,481 @@
+/*
+ * baseline.c - the GEMM baseline through cuBLAS and cuBLASLt, for
+ * benchmarks and as the reference of the GPU tests. The library's own
+ * kernels never call it.
+ *
+ * cuBLAS is column-major; our matrices are row-major. A row-major [R, C]
+ * matrix is, read as column-major, its transpose [C, R] with the same
+ * leading dimension, so C = A B becomes C^T = B^T A^T: the operands swap
+ * and nothing is copied. A plain GEMM goes to cublasGemmEx; a bias or an
+ * activation goes to cublasLtMatmul with the matching epilogue, where the
+ * swapped form also puts the bias where cuBLASLt wants it: along the rows
+ * of the column-major D^T, which are our N columns. (cuBLASLt's row-major
+ * layouts are no way round: it rejects them for bf16 in, f32 out with
+ * GELU_BIAS on sm_90.)
+ *
+ * The handles, a 32 MiB cuBLASLt workspace and the last few cuBLASLt plans
+ * (descriptors, layouts and the algorithm the heuristic chose) stay in the
+ * context, so a timed loop pays for the heuristic once.
+ */
+#include "baseline.h"
+
+#include "ctx.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LT_WORKSPACE_BYTES ((size_t)32 << 20)
+#define MAX_PLANS 16
+
+/* Values of cublasLt.h that cuda_api.h does not name. */
+enum { LT_EPILOGUE_RELU_BIAS = CUBLASLT_EPILOGUE_RELU | CUBLASLT_EPILOGUE_BIAS };
+enum { /* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES */
+    LT_PREF_MIN_ALIGNMENT_A = 5,
+    LT_PREF_MIN_ALIGNMENT_B = 6,
+    LT_PREF_MIN_ALIGNMENT_C = 7,
+    LT_PREF_MIN_ALIGNMENT_D = 8
+};
+
+/* What a cuBLASLt plan depends on. Zeroed before it is filled, so that
+ * memcmp sees no stray padding. */
+typedef struct lt_key {
+    int64_t m, n, k;
+    int32_t in_type, out_type;
+    int32_t trans_b, has_bias;
+    uint32_t epilogue;
+    uint32_t align_a, align_b, align_c, align_bias;
+} lt_key;
+
+typedef struct lt_plan {
+    bool used;
+    lt_key key;
+    uint64_t last_use;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our B), B (our A), C = D */
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+struct tli_baseline {
+    const tli_cublas_api *api;
+    cublasHandle_t blas;    /* NULL until the first plain GEMM   */
+    cublasLtHandle_t lt;    /* NULL until the first epilogue     */
+    uint64_t ws;            /* the cuBLASLt workspace            */
+    size_t ws_bytes;
+    lt_plan plans[MAX_PLANS];
+    uint64_t clock;         /* plan use counter, for eviction    */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const char *blas_status_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
+    }
+}
+
+/* TL_ERR_CUDA naming the call and cuBLAS's status (and its description
+ * when the library can give one); TL_OK for success. */
+static tl_status blas_check(tl_ctx *ctx, const tli_cublas_api *api, cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return TL_OK;
+    const char *text = api->cublasGetStatusString ? api->cublasGetStatusString(s) : NULL;
+    return tli_fail(ctx, TL_ERR_CUDA, "tl_baseline_gemm: %s failed: %s (%d)%s%s", what,
+                    blas_status_name(s), s, text ? ": " : "", text ? text : "");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arguments                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int cuda_type(tl_dtype dt)
+{
+    switch (dt) {
+    case TL_F32: return CUDA_R_32F;
+    case TL_F16: return CUDA_R_16F;
+    case TL_BF16: return CUDA_R_16BF;
+    default: return -1;
+    }
+}
+
+/* The cuBLASLt epilogue for d, or 0 when there is none for it. */
+static uint32_t lt_epilogue(const tl_gemm_desc *d)
+{
+    switch (d->epilogue) {
+    case TL_EPI_NONE: return d->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    case TL_EPI_RELU: return d->has_bias ? LT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case TL_EPI_GELU_TANH: return d->has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default: return 0;
+    }
+}
+
+static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
+                            uint64_t c)
+{
+    if (d->m < 0 || d->n < 0 || d->k < 0 || d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: m = %lld, n = %lld, k = %lld must "
+                        "be in 0..%d", (long long)d->m, (long long)d->n, (long long)d->k, INT_MAX);
+    if (d->in_dtype != TL_BF16 && d->in_dtype != TL_F16)
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_baseline_gemm: in_dtype %s is not bf16 or f16",
+                        tl_dtype_name(d->in_dtype));
+    if (d->out_dtype != TL_BF16 && d->out_dtype != TL_F16 && d->out_dtype != TL_F32)
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_baseline_gemm: out_dtype %s is not bf16, f16 or f32",
+                        tl_dtype_name(d->out_dtype));
+    if (d->out_dtype != d->in_dtype && d->out_dtype != TL_F32)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLAS has no %s x %s -> %s GEMM "
+                        "(the output is the input type or f32)", tl_dtype_name(d->in_dtype),
+                        tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype));
+    if (d->epilogue == TL_EPI_GELU_ERF)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt has no erf GELU epilogue "
+                        "(its GELU is the tanh form: use TL_EPI_GELU_TANH)");
+    if (lt_epilogue(d) == 0)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: unknown epilogue %d", (int)d->epilogue);
+    if (d->has_bias && !bias)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: has_bias is set but bias is 0");
+    bool empty = d->m == 0 || d->n == 0;
+    if (!empty && (!c || (d->k > 0 && (!a || !b))))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: a null device pointer (%s)",
+                        !c ? "c" : !a ? "a" : "b");
+    return TL_OK;
+}
+
+/* The largest power of two (up to 256) that divides p: what cuBLASLt's
+ * heuristic must assume about the pointer's alignment. */
+static uint32_t ptr_alignment(uint64_t p)
+{
+    uint32_t al = 256;
+    while (al > 1 && p % al)
+        al /= 2;
+    return al;
+}
+
+/* ------------------------------------------------------------------------ */
+/* State                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Loads the libraries and makes the state, with the context current. */
+static tl_status begin(tl_ctx *ctx, struct tli_baseline **out)
+{
+    if (!ctx->has_device)
+        return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_baseline_gemm: the context has no device (it was "
+                        "created with TL_NO_DEVICE)");
+    const tli_cublas_api *api = NULL;
+    char msg[1024];
+    tl_status st = tli_load_cublas(&api, msg, sizeof msg);
+    if (st != TL_OK)
+        return tli_fail(ctx, st, "tl_baseline_gemm: %s", msg);
+    if ((st = tli_ctx_bind(ctx)) != TL_OK)
+        return st;
+    if (!ctx->baseline) {
+        ctx->baseline = calloc(1, sizeof *ctx->baseline);
+        if (!ctx->baseline)
+            return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_baseline_gemm: out of host memory");
+        ctx->baseline->api = api;
+    }
+    *out = ctx->baseline;
+    return TL_OK;
+}
+
+static tl_status need_blas(tl_ctx *ctx, struct tli_baseline *s)
+{
+    if (s->blas)
+        return TL_OK;
+    return blas_check(ctx, s->api, s->api->cublasCreate(&s->blas), "cublasCreate");
+}
+
+static tl_status need_lt(tl_ctx *ctx, struct tli_baseline *s)
+{
+    tl_status st = TL_OK;
+    if (!s->lt)
+        st = blas_check(ctx, s->api, s->api->cublasLtCreate(&s->lt), "cublasLtCreate");
+    if (st == TL_OK && !s->ws) {
+        st = tl_malloc(ctx, LT_WORKSPACE_BYTES, &s->ws);
+        s->ws_bytes = st == TL_OK ? LT_WORKSPACE_BYTES : 0;
+    }
+    return st;
+}
+
+static void plan_destroy(const tli_cublas_api *api, lt_plan *p)
+{
+    if (p->op)
+        api->cublasLtMatmulDescDestroy(p->op);
+    if (p->la)
+        api->cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb)
+        api->cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc)
+        api->cublasLtMatrixLayoutDestroy(p->lc);
+    memset(p, 0, sizeof *p);
+}
+
+void tli_baseline_release(tl_ctx *ctx)
+{
+    struct tli_baseline *s = ctx ? ctx->baseline : NULL;
+    if (!s)
+        return;
+    /* The handles and the workspace belong to the device context: destroy
+     * them while it is current. */
+    if (tli_ctx_bind(ctx) == TL_OK) {
+        for (int i = 0; i < MAX_PLANS; i++)
+            plan_destroy(s->api, &s->plans[i]);
+        if (s->lt)
+            s->api->cublasLtDestroy(s->lt);
+        if (s->blas)
+            s->api->cublasDestroy(s->blas);
+        if (s->ws)
+            ctx->cu->cuMemFree(s->ws);
+    }
+    free(s);
+    ctx->baseline = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* cublasGemmEx: no bias, no activation                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Row-major C[M,N] = A[M,K] B as column-major C^T[N,M] = op(B) A^T, where
+ * A^T is A's memory read column-major ([K,M], ld K) and op(B) is B's memory
+ * [N,K] with ld N (B given [K,N]) or its transpose (B given [N,K], ld K). */
+static tl_status gemm_plain(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc *d, uint64_t a,
+                            uint64_t b, uint64_t c, void *stream)
+{
+    const tli_cublas_api *api = s->api;
+    tl_status st = need_blas(ctx, s);
+    if (st == TL_OK)
+        st = blas_check(ctx, api, api->cublasSetStream(s->blas, (CUstream)stream), "cublasSetStream");
+    if (st != TL_OK)
+        return st;
+    int m = (int)d->m, n = (int)d->n, k = (int)d->k;
+    int ldb = d->trans_b ? (k > 1 ? k : 1) : n;
+    int lda = k > 1 ? k : 1;
+    int in = cuda_type(d->in_dtype);
+    const float alpha = 1.0f, beta = 0.0f;
+    return blas_check(ctx, api,
+                      api->cublasGemmEx(s->blas, d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k,
+                                        &alpha, (const void *)(uintptr_t)b, in, ldb,
+                                        (const void *)(uintptr_t)a, in, lda, &beta, (void *)(uintptr_t)c,
+                                        cuda_type(d->out_dtype), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmEx");
+}
+
+/* ------------------------------------------------------------------------ */
+/* cublasLtMatmul: the epilogues                                             */
+/* ------------------------------------------------------------------------ */
+
+static lt_key make_key(const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
+{
+    lt_key key;
+    memset(&key, 0, sizeof key);
+    key.m = d->m;
+    key.n = d->n;
+    key.k = d->k;
+    key.in_type = cuda_type(d->in_dtype);
+    key.out_type = cuda_type(d->out_dtype);
+    key.trans_b = d->trans_b != 0;
+    key.has_bias = d->has_bias != 0;
+    key.epilogue = lt_epilogue(d);
+    key.align_a = ptr_alignment(a);
+    key.align_b = ptr_alignment(b);
+    key.align_c = ptr_alignment(c);
+    key.align_bias = d->has_bias ? ptr_alignment(bias) : 0;
+    return key;
+}
+
+static tl_status set_op_attr(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p, int attr, const void *v,
+                             size_t size)
+{
+    return blas_check(ctx, api, api->cublasLtMatmulDescSetAttribute(p->op, attr, v, size),
+                      "cublasLtMatmulDescSetAttribute");
+}
+
+/* The matmul descriptor: f32 compute and scale, the transposes of the
+ * swapped form, the epilogue and its bias. */
+static tl_status plan_desc(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p, uint64_t bias)
+{
+    const lt_key *key = &p->key;
+    tl_status st = blas_check(ctx, api, api->cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                              "cublasLtMatmulDescCreate");
+    int32_t ta = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    uint32_t epi = key->epilogue;
+    if (st == TL_OK)
+        st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (st == TL_OK)
+        st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (st == TL_OK)
+        st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (st == TL_OK && key->has_bias) {
+        /* The heuristic reads the pointer for its alignment. */
+        const void *ptr = (const void *)(uintptr_t)bias;
+        st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr);
+        /* cuBLASLt's bias defaults to the output type; ours is the input's. */
+        int32_t bias_type = key->in_type;
+        if (st == TL_OK && key->out_type != key->in_type)
+            st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    }
+    return st;
+}
+
+static tl_status make_layout(tl_ctx *ctx, const tli_cublas_api *api, cublasLtMatrixLayout_t *l, int type,
+                             int64_t rows, int64_t cols)
+{
+    int64_t ld = rows > 1 ? rows : 1;
+    return blas_check(ctx, api, api->cublasLtMatrixLayoutCreate(l, type, (uint64_t)rows, (uint64_t)cols, ld),
+                      "cublasLtMatrixLayoutCreate");
+}
+
+/* Column-major layouts of the swapped form: D^T[N,M] = op(B^T) A^T. */
+static tl_status plan_layouts(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p)
+{
+    const lt_key *key = &p->key;
+    tl_status st = key->trans_b ? make_layout(ctx, api, &p->la, key->in_type, key->k, key->n)
+                                : make_layout(ctx, api, &p->la, key->in_type, key->n, key->k);
+    if (st == TL_OK)
+        st = make_layout(ctx, api, &p->lb, key->in_type, key->k, key->m);
+    if (st == TL_OK)
+        st = make_layout(ctx, api, &p->lc, key->out_type, key->n, key->m);
+    return st;
+}
+
+static tl_status set_pref(tl_ctx *ctx, const tli_cublas_api *api, cublasLtMatmulPreference_t pref, int attr,
+                          const void *v, size_t size)
+{
+    return blas_check(ctx, api, api->cublasLtMatmulPreferenceSetAttribute(pref, attr, v, size),
+                      "cublasLtMatmulPreferenceSetAttribute");
+}
+
+/* The heuristic's first choice within our workspace, for pointers aligned
+ * as these are. */
+static tl_status plan_algo(tl_ctx *ctx, struct tli_baseline *s, lt_plan *p)
+{
+    const tli_cublas_api *api = s->api;
+    const lt_key *key = &p->key;
+    cublasLtMatmulPreference_t pref = NULL;
+    tl_status st = blas_check(ctx, api, api->cublasLtMatmulPreferenceCreate(&pref),
+                              "cublasLtMatmulPreferenceCreate");
+    uint64_t ws = s->ws_bytes;
+    /* cuBLASLt's A is our B, its B our A; C and D are both our C. */
+    const uint32_t al[4] = {key->align_b, key->align_a, key->align_c, key->align_c};
+    const int al_attr[4] = {LT_PREF_MIN_ALIGNMENT_A, LT_PREF_MIN_ALIGNMENT_B, LT_PREF_MIN_ALIGNMENT_C,
+                            LT_PREF_MIN_ALIGNMENT_D};
+    if (st == TL_OK)
+        st = set_pref(ctx, api, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    for (int i = 0; i < 4 && st == TL_OK; i++)
+        st = set_pref(ctx, api, pref, al_attr[i], &al[i], sizeof al[i]);
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    int returned = 0;
+    cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+    if (st == TL_OK)
+        bs = api->cublasLtMatmulAlgoGetHeuristic(s->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
+                                                 &returned);
+    if (pref)
+        api->cublasLtMatmulPreferenceDestroy(pref);
+    if (st != TL_OK)
+        return st;
+    if (bs == CUBLAS_STATUS_NOT_SUPPORTED || (bs == CUBLAS_STATUS_SUCCESS && returned < 1))
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt has no algorithm for %lld x %lld "
+                        "x %lld, %s in, %s out, %s, epilogue %u%s (cublasLtMatmulAlgoGetHeuristic: %s)",
+                        (long long)key->m, (long long)key->n, (long long)key->k,
+                        tl_dtype_name(key->in_type == CUDA_R_16F ? TL_F16 : TL_BF16),
+                        key->out_type == CUDA_R_32F ? "f32" : key->out_type == CUDA_R_16F ? "f16" : "bf16",
+                        key->trans_b ? "B as [N,K]" : "B as [K,N]", key->epilogue,
+                        key->has_bias ? " with bias" : "", blas_status_name(bs));
+    if ((st = blas_check(ctx, api, bs, "cublasLtMatmulAlgoGetHeuristic")) != TL_OK)
+        return st;
+    p->algo = res.algo;
+    return TL_OK;
+}
+
+/* The cached plan for key, made (evicting the least recently used) when
+ * there is none. */
+static tl_status get_plan(tl_ctx *ctx, struct tli_baseline *s, const lt_key *key, uint64_t bias, lt_plan **out)
+{
+    lt_plan *victim = NULL; /* a free slot, else the least recently used */
+    s->clock++;
+    for (int i = 0; i < MAX_PLANS; i++) {
+        lt_plan *p = &s->plans[i];
+        if (p->used && memcmp(&p->key, key, sizeof *key) == 0) {
+            p->last_use = s->clock;
+            *out = p;
+            return TL_OK;
+        }
+        if (!victim || (victim->used && (!p->used || p->last_use < victim->last_use)))
+            victim = p;
+    }
+    plan_destroy(s->api, victim);
+    victim->key = *key;
+    tl_status st = plan_desc(ctx, s->api, victim, bias);
+    if (st == TL_OK)
+        st = plan_layouts(ctx, s->api, victim);
+    if (st == TL_OK)
+        st = plan_algo(ctx, s, victim);
+    if (st != TL_OK) {
+        plan_destroy(s->api, victim);
+        return st;
+    }
+    victim->used = true;
+    victim->last_use = s->clock;
+    *out = victim;
+    return TL_OK;
+}
+
+static tl_status gemm_lt(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc *d, uint64_t a, uint64_t b,
+                         uint64_t bias, uint64_t c, void *stream)
+{
+    const tli_cublas_api *api = s->api;
+    tl_status st = need_lt(ctx, s);
+    if (st != TL_OK)
+        return st;
+    lt_key key = make_key(d, a, b, bias, c);
+    lt_plan *p = NULL;
+    if ((st = get_plan(ctx, s, &key, bias, &p)) != TL_OK)
+        return st;
+    if (d->has_bias) {
+        const void *ptr = (const void *)(uintptr_t)bias;
+        if ((st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr)) != TL_OK)
+            return st;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    return blas_check(ctx, api,
+                      api->cublasLtMatmul(s->lt, p->op, &alpha, (const void *)(uintptr_t)b, p->la,
+                                          (const void *)(uintptr_t)a, p->lb, &beta, (const void *)(uintptr_t)c,
+                                          p->lc, (void *)(uintptr_t)c, p->lc, &p->algo, (void *)(uintptr_t)s->ws,
+                                          s->ws_bytes, (CUstream)stream),
+                      "cublasLtMatmul");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry point                                                               */
+/* ------------------------------------------------------------------------ */
+
+TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
+                                  uint64_t c, void *stream)
+{
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    if (!d)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: d is NULL");
+    tl_status st = check_desc(ctx, d, a, b, bias, c);
+    struct tli_baseline *s = NULL;
+    if (st == TL_OK)
+        st = begin(ctx, &s);
+    if (st != TL_OK || d->m == 0 || d->n == 0)
+        return st;
+    if (!d->has_bias && d->epilogue == TL_EPI_NONE)
+        return gemm_plain(ctx, s, d, a, b, c, stream);
+    return gemm_lt(ctx, s, d, a, b, d->has_bias ? bias : 0, c, stream);
+}

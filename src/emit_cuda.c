@@ -717,10 +717,17 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     if (E->plan.smem_bytes)
         tli_str_appendf(h, "\n// Shared memory: %lld bytes per block (dynamic)", (long long)E->plan.smem_bytes);
     tli_str_appendf(h, ".\n#include \"tl_device.cuh\"\n\n%s", E->helpers.data ? E->helpers.data : "");
-    /* one block per SM is enough when wgmma keeps the tensor cores busy: let
-     * the compiler use up to 255 registers per thread */
-    tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d%s)\n%s(", ir->threads,
-                    E->plan.wgmma ? ", 1" : "", kname);
+    /* wgmma kernels: as many blocks per SM as their shared memory allows (at
+     * most 2, so that one block's copies and barriers overlap the other's
+     * tensor-core work); the register cap follows from it */
+    int min_blocks = 0;
+    if (E->plan.wgmma)
+        min_blocks = E->plan.smem_bytes * 2 <= 227 * 1024 && ir->threads <= 512 ? 2 : 1;
+    if (min_blocks)
+        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d, %d)\n%s(", ir->threads, min_blocks,
+                        kname);
+    else
+        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d)\n%s(", ir->threads, kname);
 }
 
 static bool uses_block_axis(const tli_ir *ir, int axis)

@@ -254,11 +254,14 @@ static void test_gemm_cubins_sm80_sm90a(void **state)
             }
 }
 
+/* The default schedule follows the context's target: an sm_80 context gets
+ * one that fits an A100's shared memory, and mma.sync in its PTX. */
 static void test_gemm_ptx_sm80(void **state)
 {
     (void)state;
+    tl_ctx *c80 = test_offline_ctx("sm_80");
     tl_kernel *k;
-    assert_status(tl_op_build(ctx, "gemm", TL_BF16, &k), TL_OK);
+    assert_status(tl_op_build(c80, "gemm", TL_BF16, &k), TL_OK);
     char *ptx;
     assert_status(tl_kernel_ptx(k, "sm_80", &ptx), TL_OK);
     assert_non_null(strstr(ptx, "mma.sync.aligned.m16n8k16"));
@@ -266,6 +269,17 @@ static void test_gemm_ptx_sm80(void **state)
     assert_non_null(strstr(ptx, "cp.async.cg.shared.global"));
     tl_free_host(ptx);
     tl_kernel_destroy(k);
+    /* the sm_90a default is too big for sm_80: a clear error with the sizes */
+    assert_status(tl_op_build(ctx, "gemm", TL_BF16, &k), TL_OK);
+    assert_status(tl_kernel_ptx(k, "sm_80", &ptx), TL_ERR_SHAPE);
+    assert_non_null(strstr(tl_ctx_error(ctx), "166912"));
+    tl_kernel_destroy(k);
+    assert_status(tl_op_build(ctx, "gemm", TL_BF16, &k), TL_OK);
+    assert_status(tl_kernel_ptx(k, "sm_90a", &ptx), TL_OK);
+    assert_non_null(strstr(ptx, "wgmma.mma_async"));
+    tl_free_host(ptx);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(c80);
 }
 
 static void test_gemm_golden(void **state)

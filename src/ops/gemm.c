@@ -11,13 +11,21 @@
 
 #include <string.h>
 
-static const tl_gemm_schedule default_schedule = {
-    .block_m = 128, .block_n = 128, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8,
+/* Defaults per path, the best of the sweeps in bench/NOTES.md: on sm_90a
+ * the wgmma path with 128x256 tiles, 4 stages of 64-wide K tiles (192 KiB);
+ * elsewhere the mma.sync path with a footprint an A100 can hold. */
+static const tl_gemm_schedule default_sm90a = {
+    .block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 8,
+};
+static const tl_gemm_schedule default_sm80 = {
+    .block_m = 128, .block_n = 256, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8,
 };
 
-/* The schedule of d with defaults filled in. */
-static tl_gemm_schedule effective_schedule(const tl_gemm_desc *d)
+/* The schedule of d with the target's defaults filled in. */
+static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
+    const tl_gemm_schedule default_schedule =
+        strcmp(tl_ctx_target(ctx), "sm_90a") == 0 ? default_sm90a : default_sm80;
     tl_gemm_schedule s = d->schedule;
     if (!s.block_m)
         s.block_m = default_schedule.block_m;
@@ -29,7 +37,12 @@ static tl_gemm_schedule effective_schedule(const tl_gemm_desc *d)
         s.stages = default_schedule.stages;
     if (!s.threads)
         s.threads = default_schedule.threads;
-    return s; /* swizzle 0 stays 0: off */
+    /* an all-zero schedule is the default one, swizzle included; otherwise
+     * swizzle 0 means off */
+    if (!d->schedule.block_m && !d->schedule.block_n && !d->schedule.block_k && !d->schedule.stages &&
+        !d->schedule.threads && !d->schedule.swizzle)
+        s.swizzle = default_schedule.swizzle;
+    return s;
 }
 
 static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
@@ -91,7 +104,7 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
     tl_status st = check_desc(ctx, d, "tl_op_gemm_build");
     if (st != TL_OK)
         return st;
-    tl_gemm_schedule s = effective_schedule(d);
+    tl_gemm_schedule s = effective_schedule(ctx, d);
     char name[48];
     tli_fmt(name, sizeof name, "gemm_%s%s_%s", d->trans_b ? "nt" : "nn", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype));
@@ -142,7 +155,7 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
     if (st != TL_OK)
         return st;
     /* One program serves every size: the key holds what the code depends on. */
-    tl_gemm_schedule s = effective_schedule(d);
+    tl_gemm_schedule s = effective_schedule(ctx, d);
     char key[128];
     tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s.block_m, s.block_n, s.block_k,

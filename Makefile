@@ -49,8 +49,10 @@ TEST_SRC    := $(wildcard tests/test_*.c)
 TEST_BIN    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
-BENCH_SRC   := $(wildcard bench/*.c)
+BENCH_SRC   := $(wildcard bench/bench_*.c)
 BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+# The GEMM sweep (no main): linked into the benchmarks and the tool.
+GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 
 .PHONY: all lib test test-build demo bench asan install uninstall clean check-cmocka
 
@@ -85,17 +87,21 @@ $(SHARED_LIB): $(LIB_OBJ)
 	ln -sf libtilec.so.$(VERSION) $(LIBDIR)/libtilec.so.$(SOMAJOR)
 	ln -sf libtilec.so.$(SOMAJOR) $(LIBDIR)/libtilec.so
 
-$(TOOL): tools/tilec.c $(STATIC_LIB)
+$(GEMM_SWEEP): bench/gemm_sweep.c bench/gemm_sweep.h include/tilec.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -c -o $@ $<
+
+$(TOOL): tools/tilec.c $(GEMM_SWEEP) $(STATIC_LIB)
 	@mkdir -p $(BINDIR)
-	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -Ibench $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(STATIC_LIB) $(wildcard bench/*.h)
+$(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
 
 # Tests see the internal headers too (white-box tests of the stages).
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka

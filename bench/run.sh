@@ -5,3 +5,5 @@ B=${1:-build}
 set -e
 "$B/bench/bench_compile"
 "$B/bench/bench_vadd"
+"$B/bench/bench_gemm"
+"$B/bench/bench_epilogue"

@@ -772,10 +772,11 @@ static void emitter_free(emitter *E)
 }
 
 tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit, char **src, char *kname,
-                        size_t kname_len, int64_t *smem_bytes, char *err, size_t errlen)
+                        size_t kname_len, int64_t *smem_bytes, tli_tma_list *tma, char *err, size_t errlen)
 {
     emitter E;
     *src = NULL;
+    tma->n = 0;
     if (!emitter_init(&E, ir, target)) {
         emitter_free(&E);
         tli_fmt(err, errlen, "out of host memory");
@@ -787,6 +788,7 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit
         return st;
     }
     *smem_bytes = E.plan.smem_bytes;
+    E.tma = tma;
     /* Body first: the kernel's name carries a hash of what it does. */
     E.indent = 1;
     tli_e_line(&E, "const int tl_tid = threadIdx.x;");
@@ -805,6 +807,10 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit
     tli_str sig;
     tli_str_init(&sig);
     emit_signature_params(&E, &sig);
+    for (int i = 0; i < tma->n; i++)
+        tli_str_appendf(&sig, ", const __grid_constant__ tl_tmap tl_map%d", i);
+    if (tma->n)
+        tli_str_append(&sig, ", int tl_tma");
     uint8_t h[32];
     tli_sha256 hs;
     tli_sha256_init(&hs);

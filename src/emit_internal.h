@@ -29,6 +29,7 @@ typedef struct emitter {
     int32_t frag_loop;   /* the fragment-mapped tl_parallel being emitted */
     tli_str helpers;     /* device functions the kernel needs (wgmma shapes) */
     bool wgmma_n[4][33]; /* helper for (f16?, N / 8) already emitted */
+    struct tli_tma_list *tma; /* TMA descriptors the kernel takes */
     tl_status st;        /* first lowering failure */
     char err[256];
 } emitter;

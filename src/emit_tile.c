@@ -679,6 +679,137 @@ static void emit_producers(emitter *E, const tli_snode *loop, int32_t first_cons
     }
 }
 
+/* The TMA descriptor index for a box of global buffer gb (added if new). */
+static int tma_map(emitter *E, int32_t gb, int64_t inner, int64_t outer)
+{
+    tli_tma_list *l = E->tma;
+    for (int i = 0; i < l->n; i++)
+        if (l->map[i].buf == gb && l->map[i].box_inner == inner && l->map[i].box_outer == outer)
+            return i;
+    if (l->n == TLI_MAX_TMA)
+        return -1;
+    l->map[l->n] = (tli_tma_map){gb, inner, outer};
+    return l->n++;
+}
+
+/* Whether producer copy c can be one or more TMA boxes: a 2-D tile of the
+ * same element type into a 128-byte-row buffer (K-major, 64 16-bit
+ * columns) or an MN-major one; boxes of at most 256 rows. */
+static bool tma_copy_ok(emitter *E, int32_t c)
+{
+    const tli_snode *n = tli_S(E->ir, c);
+    int32_t gb = tli_copy_buf(E->ir, n->a0), sb = tli_copy_buf(E->ir, n->a1);
+    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
+    if (g->rank != 2 || t->rank != 2 || g->dtype != t->dtype || esize(t) != 2 || g->explicit_strides)
+        return false;
+    if (E->plan.smem[sb].mn_major)
+        return t->cshape[0] <= 256 && t->cshape[1] % 64 == 0;
+    return t->cshape[1] == 64 && t->cshape[0] <= 256;
+}
+
+/* TMA loads of the producers for iteration `it` into stage `stage` (texts),
+ * completing on barrier `bar`; `bytes` gets the stage's size. */
+static void emit_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
+                               const char *stage, const char *bar, int64_t *bytes)
+{
+    const tli_ir *ir = E->ir;
+    E->var_text[loop->vars[0]] = (char *)it;
+    *bytes = 0;
+    for (int32_t c = loop->body; c != first_consumer; c = tli_S(ir, c)->next) {
+        const tli_snode *n = tli_S(ir, c);
+        int32_t gb = tli_copy_buf(ir, n->a0), sb = tli_copy_buf(ir, n->a1);
+        const tli_bnode *t = buf_of(E, sb);
+        const char *zero[2] = {"0", "0"}, *origin[2];
+        tile_global_idx(E, n->a0, t->cshape, 2, zero, origin);
+        bool mn = E->plan.smem[sb].mn_major;
+        int64_t inner = mn ? 64 : t->cshape[1], boxes = mn ? t->cshape[1] / 64 : 1;
+        int m = tma_map(E, gb, inner, t->cshape[0]);
+        for (int64_t j = 0; j < boxes; j++)
+            tli_e_line(E, "tl_tma_load_2d(%s + (%s) * %lld + %lld, &tl_map%d, (int)(%s) + %lld, (int)(%s), %s);", t->name,
+                       stage, (long long)E->plan.smem[sb].stage_elems, (long long)(j * inner * t->cshape[0]), m,
+                       origin[1], (long long)(j * inner), origin[0], bar);
+        *bytes += tli_buf_elems(t) * esize(t);
+    }
+    E->var_text[loop->vars[0]] = NULL;
+}
+
+/* The wgmma pipeline fed by TMA: one thread issues the bulk tensor copies,
+ * per-stage mbarriers say when a stage is full (transaction bytes) and when
+ * every warp is done with it, so the loop takes no block barrier:
+ *   for (ko...) { wait full[ko % S]; wgmma on it, commit; wait until the
+ *                 wgmma of ko - 1 is done; each warp marks stage (ko - 1) % S
+ *                 empty; thread 0 waits for it empty and refills it with
+ *                 the tiles of ko + S - 1 } */
+static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
+{
+    const tli_ir *ir = E->ir;
+    const tli_snode *s = tli_S(ir, sid);
+    const tli_snode *g = tli_S(ir, first_consumer);
+    int S = s->a1;
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        if (!tma_copy_ok(E, c))
+            return false;
+    const char *v = tli_e_fmt(E, "i%d_0", sid);
+    tli_e_line(E, "if (tl_tma) { // tl_pipelined: %d stages fed by TMA, mbarriers instead of block barriers", S);
+    E->indent++;
+    tli_e_line(E, "unsigned long long *const tl_full = (unsigned long long *)(tl_smem + %lld);",
+               (long long)E->plan.barriers);
+    tli_e_line(E, "unsigned long long *const tl_empty = tl_full + %d;", S);
+    tli_e_line(E, "if (tl_tid == 0) {");
+    E->indent++;
+    tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", S);
+    tli_e_line(E, "    tl_mbar_init(&tl_full[tl_s], 1);");
+    tli_e_line(E, "    tl_mbar_init(&tl_empty[tl_s], %d);", ir->threads / 32);
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_mbar_init_fence();");
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "__syncthreads();");
+    tli_e_line(E, "const long long tl_n%d = %s;", sid, tli_e_single(E, s->a0));
+    tli_e_line(E, "if (tl_tid == 0)");
+    tli_e_line(E, "    for (int tl_s = 0; tl_s < %d && tl_s < tl_n%d; ++tl_s) {", S - 1, sid);
+    E->indent += 2;
+    int64_t bytes;
+    /* the expect comes first in the text but needs the byte count: emit the
+     * loads into a side buffer */
+    tli_str saved = E->out;
+    tli_str_init(&E->out);
+    emit_tma_producers(E, s, first_consumer, "tl_s", "tl_s", "&tl_full[tl_s]", &bytes);
+    tli_str loads = E->out;
+    E->out = saved;
+    tli_e_line(E, "tl_mbar_expect(&tl_full[tl_s], %lld);", (long long)bytes);
+    tli_str_append(&E->out, loads.data ? loads.data : "");
+    tli_str_free(&loads);
+    E->indent -= 2;
+    tli_e_line(E, "    }");
+    tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
+    E->indent++;
+    tli_e_line(E, "tl_mbar_wait(&tl_full[%s %% %d], (unsigned)(%s / %d) & 1);", v, S, v, S);
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = tli_e_fmt(E, "%s %% %d", v, S);
+    emit_gemm_wgmma(E, g, 1);
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = NULL;
+    tli_e_line(E, "if (%s > 0 && tl_lane == 0)", v);
+    tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(%s - 1) %% %d]);", v, S);
+    tli_e_line(E, "if (tl_tid == 0 && %s + %d < tl_n%d) {", v, S - 1, sid);
+    E->indent++;
+    tli_e_line(E, "const long long tl_it = %s + %d;", v, S - 1);
+    tli_e_line(E, "const int tl_sn = (int)(tl_it %% %d);", S);
+    tli_e_line(E, "if (tl_it >= %d)", S);
+    tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], (unsigned)((tl_it - %d) / %d) & 1);", S, S);
+    tli_e_line(E, "tl_mbar_expect(&tl_full[tl_sn], %lld);", (long long)bytes);
+    emit_tma_producers(E, s, first_consumer, "tl_it", "tl_sn", "&tl_full[tl_sn]", &bytes);
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_wgmma_wait<0>();");
+    E->indent--;
+    tli_e_line(E, "} else");
+    return true;
+}
+
 /* The pipeline of a loop whose compute is one wgmma gemm (sm_90a), so
  * that the tensor cores keep working while the next tiles are requested:
  *   prologue: copies of iterations 0 .. stages-3 in flight
@@ -696,6 +827,7 @@ static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer
     const tli_snode *g = first_consumer ? tli_S(ir, first_consumer) : NULL;
     if (S < 3 || !g || g->op != S_GEMM || g->next || !E->plan.frag[g->gemm[2]].w.wgmma)
         return false;
+    emit_pipelined_tma(E, sid, first_consumer);
     const char *v = tli_e_fmt(E, "i%d_0", sid);
     tli_e_line(E, "{ // tl_pipelined: %d stages, copies %d tiles ahead of the wgmma", S, S - 2);
     E->indent++;

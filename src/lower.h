@@ -76,10 +76,20 @@ typedef struct tli_smem_info {
     int64_t stage_elems; /* elements between copies              */
 } tli_smem_info;
 
+/* A TMA descriptor a kernel takes as an extra parameter: a 2-D box of
+ * box_inner x box_outer elements of global tensor `buf`, 128-byte swizzle. */
+typedef struct tli_tma_map {
+    int32_t buf;
+    int64_t box_inner, box_outer;
+} tli_tma_map;
+
+#define TLI_MAX_TMA 8
+
 typedef struct tli_tile_plan {
     tli_frag_layout *frag; /* by buffer id */
     tli_smem_info *smem;   /* by buffer id */
     int64_t smem_bytes;
+    int64_t barriers;      /* offset of 32 mbarriers (wgmma kernels), else -1 */
     bool wgmma;            /* some gemm runs on wgmma (sm_90a) */
 } tli_tile_plan;
 

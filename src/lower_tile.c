@@ -262,6 +262,10 @@ static void plan_smem(planner *P, int64_t limit)
                 (long long)b->cshape[0], (long long)(b->rank > 1 ? b->cshape[1] : 1), tl_dtype_name((tl_dtype)b->dtype),
                 si->stages, si->stages > 1 ? "s" : "", (long long)bytes);
     }
+    /* mbarriers for TMA-fed pipelines (two per stage) */
+    P->plan->barriers = P->wgmma ? off : -1;
+    if (P->wgmma)
+        off += 256;
     P->plan->smem_bytes = off;
     if (off > limit)
         plan_fail(P, TL_ERR_SHAPE, "shared memory: %lld bytes per block (%s) exceeds the device's limit of %lld bytes",

@@ -212,8 +212,8 @@ TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_prog
     double t0 = tli_now_ms();
     int64_t smem = 0;
     char err[512];
-    st = tli_emit_cuda(&p->ir, target, smem_limit(ctx, target), &p->source, p->kname, sizeof p->kname, &smem, err,
-                       sizeof err);
+    st = tli_emit_cuda(&p->ir, target, smem_limit(ctx, target), &p->source, p->kname, sizeof p->kname, &smem,
+                       &p->tma, err, sizeof err);
     double emit_ms = tli_now_ms() - t0;
     if (st != TL_OK) {
         tl_program_destroy(p);
@@ -295,7 +295,9 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
         return tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_source: bad target '%s'", target);
     char kname[64], err[512];
     int64_t smem;
-    st = tli_emit_cuda(&k->ir, target, smem_limit(k->ctx, target), src, kname, sizeof kname, &smem, err, sizeof err);
+    tli_tma_list tma;
+    st = tli_emit_cuda(&k->ir, target, smem_limit(k->ctx, target), src, kname, sizeof kname, &smem, &tma, err,
+                       sizeof err);
     return st == TL_OK ? TL_OK : tli_fail(k->ctx, st, "tl_kernel_source: kernel '%s': %s", k->ir.name, err);
 }
 
@@ -368,6 +370,27 @@ static void fill_slot(const tli_param *q, const tli_bound *b, int i, arg_slot *s
     }
 }
 
+/* Encodes the TMA descriptor of map m for this launch's tensor; false when
+ * TMA cannot take it (alignment, sizes, an old driver): the kernel then
+ * runs its cp.async path. */
+static bool encode_tma(const tl_program *p, const tli_bound *b, const tli_tma_map *m, CUtensorMap *out)
+{
+    const tli_driver_api *cu = p->ctx->cu;
+    const tli_bnode *t = tli_B(&p->ir, m->buf);
+    uint64_t ptr = b->ptr[t->param];
+    int64_t d0 = tli_eval_host_int(&p->ir, b, t->shape[0]), d1 = tli_eval_host_int(&p->ir, b, t->shape[1]);
+    int64_t st = tli_eval_host_int(&p->ir, b, t->stride[0]) * (int64_t)tl_dtype_size((tl_dtype)t->dtype);
+    if (!cu || !cu->cuTensorMapEncodeTiled || ptr % 16 || st % 16 || d0 < 1 || d1 < 1 || d0 > UINT32_MAX ||
+        d1 > UINT32_MAX || st >= (1LL << 40))
+        return false;
+    uint64_t dims[2] = {(uint64_t)d1, (uint64_t)d0}, strides[1] = {(uint64_t)st};
+    uint32_t box[2] = {(uint32_t)m->box_inner, (uint32_t)m->box_outer}, estr[2] = {1, 1};
+    int dt = t->dtype == TL_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    return cu->cuTensorMapEncodeTiled(out, dt, 2, (void *)(uintptr_t)ptr, dims, strides, box, estr,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == 0;
+}
+
 TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args)
 {
     if (!p)
@@ -386,7 +409,9 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
         return tli_fail(ctx, TL_ERR_LAUNCH_ARGS, "tl_launch: %s", err);
     }
     arg_slot slots[64];
-    void *params[64];
+    void *params[64 + TLI_MAX_TMA + 1];
+    CUtensorMap maps[TLI_MAX_TMA];
+    int use_tma = 1;
     int n = p->ir.p.n - 1;
     if (n > 64) {
         tli_bound_free(&b);
@@ -396,6 +421,14 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
         fill_slot(&p->ir.p.v[i + 1], &b, i + 1, &slots[i]);
         params[i] = &slots[i];
     }
+    for (int i = 0; i < p->tma.n; i++) {
+        memset(&maps[i], 0, sizeof maps[i]);
+        if (!encode_tma(p, &b, &p->tma.map[i], &maps[i]))
+            use_tma = 0;
+        params[n + i] = &maps[i];
+    }
+    if (p->tma.n)
+        params[n + p->tma.n] = &use_tma;
     tli_bound_free(&b);
     return tli_launch_raw(p, grid, params, stream);
 }

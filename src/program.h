@@ -5,6 +5,7 @@
 
 #include "ctx.h"
 #include "ir.h"
+#include "emit.h"
 #include "program_ctx.h"
 
 struct tl_program {
@@ -20,6 +21,7 @@ struct tl_program {
     double compile_ms;
     int smem_bytes;
     int threads;
+    tli_tma_list tma;      /* TMA descriptors made at each launch         */
     CUmodule mod;          /* NULL when not loaded                        */
     CUfunction fn;
     int regs;

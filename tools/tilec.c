@@ -1,7 +1,9 @@
 /*
  * tilec.c - the command-line tool: an environment report, the generated CUDA
- * C and PTX of the prebuilt ops, compiles through the cubin cache, and the
- * cache itself. It uses the public API only, like any other program.
+ * C and PTX of the prebuilt ops, compiles through the cubin cache, the
+ * cache itself, and a GEMM schedule sweep against cuBLAS. It uses the
+ * public API only, like any other program (the sweep is bench/gemm_sweep.c,
+ * shared with the benchmarks).
  *
  * Exit status: 0 success (also `info` on a machine without a GPU: that is a
  * report, not a failure), 1 a library error (status name and message on
@@ -12,6 +14,8 @@
 #endif
 #include "tilec.h"
 
+#include "gemm_sweep.h"
+
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,11 +25,14 @@
 enum { EXIT_LIB = 1, EXIT_USAGE = 2 };
 
 /* Options a command accepts (bit mask). */
-enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8 };
+enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8, OPT_SHAPE = 16, OPT_TRANS_B = 32 };
 
 typedef struct cli {
     const char *arch;      /* NULL: the context's target              */
     tl_dtype dtype;
+    int dtype_given;       /* --dtype was on the command line         */
+    const char *shape;     /* --shape MxNxK; NULL: the default        */
+    int trans_b;           /* --trans-b                               */
     int device;
     int device_given;      /* --device was on the command line        */
     const char *cache_dir; /* NULL: the library's default             */
@@ -55,6 +62,9 @@ static const char usage_text[] =
     "                             compile it through the cubin cache and report\n"
     "  cache stats [--cache-dir DIR]   what the cubin cache holds\n"
     "  cache clear [--cache-dir DIR]   remove every entry of the cubin cache\n"
+    "  bench gemm [--shape MxNxK] [--dtype bf16|f16] [--trans-b] [--device N]\n"
+    "                             sweep GEMM schedules against cuBLAS on the GPU\n"
+    "                             (default 4096x4096x4096 bf16, B as [K, N])\n"
     "  help                       this text\n"
     "\n"
     "options:\n"
@@ -64,9 +74,11 @@ static const char usage_text[] =
     "  --device N        GPU ordinal (default 0)\n"
     "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
     "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
+    "  --shape MxNxK     GEMM sizes for 'bench gemm'\n"
+    "  --trans-b         'bench gemm' with B given as [N, K]\n"
     "\n"
-    "Everything but launching works without a GPU. Exit status: 0 ok, 1 library\n"
-    "error, 2 bad usage.\n";
+    "Everything but launching works without a GPU ('bench' says it needs one and\n"
+    "exits 0). Exit status: 0 ok, 1 library error, 2 bad usage.\n";
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                            */
@@ -414,6 +426,47 @@ static int cmd_cache(const cli *c)
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* bench                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The GEMM sweep on the GPU; without one there is nothing to measure: say
+ * so and succeed. */
+static int cmd_bench(const cli *c)
+{
+    if (strcmp(c->args[0], "gemm") != 0)
+        return usage_error("unknown benchmark '%s' (expected gemm)", c->args[0]);
+    tl_dtype in = c->dtype_given ? c->dtype : TL_BF16;
+    if (in != TL_BF16 && in != TL_F16)
+        return usage_error("bench gemm takes --dtype bf16 or f16, not %s", tl_dtype_name(in));
+    int64_t m = 4096, n = 4096, k = 4096;
+    if (c->shape && gemm_parse_shape(c->shape, &m, &n, &k) != 0)
+        return usage_error("bad shape '%s' (expected MxNxK, e.g. 4096x4096x4096)", c->shape);
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = c->device;
+    o.log = log_warning;
+    tl_ctx *ctx = NULL;
+    char msg[1024];
+    tl_status st = tl_ctx_create(&o, &ctx, msg, sizeof msg);
+    /* a GPU asked for by number that is not there is the caller's error */
+    if (st == TL_ERR_NO_DRIVER || (st == TL_ERR_NO_DEVICE && !c->device_given)) {
+        printf("tilec bench gemm: needs a GPU (%s: %s)\n", tl_status_name(st), msg);
+        return 0;
+    }
+    if (st != TL_OK)
+        return lib_error(st, msg);
+    int nconfigs;
+    const tl_gemm_schedule *configs = gemm_default_sweep(&nconfigs);
+    printf("csv,op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err\n");
+    int best = gemm_sweep(ctx, m, n, k, in, c->trans_b, configs, nconfigs, stdout);
+    tl_ctx_destroy(ctx);
+    if (best == -1) {
+        fprintf(stderr, "tilec: no GEMM schedule passed its check\n");
+        return EXIT_LIB;
+    }
+    return best < 0 ? EXIT_LIB : 0; /* -2: the sweep said why on stderr */
+}
+
 static int cmd_help(const cli *c)
 {
     (void)c;
@@ -434,6 +487,7 @@ static const command commands[] = {
     {"ptx", cmd_ptx, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
     {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR, 1},
     {"cache", cmd_cache, OPT_CACHE_DIR, 1},
+    {"bench", cmd_bench, OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B, 1},
     {"help", cmd_help, 0, 0},
 };
 
@@ -461,6 +515,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
     static const struct { int opt, bit; const char *name; } names[] = {
         {'a', OPT_ARCH, "--arch"}, {'t', OPT_DTYPE, "--dtype"},
         {'d', OPT_DEVICE, "--device"}, {'c', OPT_CACHE_DIR, "--cache-dir"},
+        {'s', OPT_SHAPE, "--shape"}, {'b', OPT_TRANS_B, "--trans-b"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].opt == opt && !(cmd->options & names[i].bit))
@@ -468,12 +523,15 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
     switch (opt) {
     case 'a': c->arch = arg; return 0;
     case 't':
+        c->dtype_given = 1;
         c->dtype = tl_dtype_from_name(arg);
         return c->dtype == TL_DTYPE_INVALID ? usage_error("unknown dtype '%s' (f32, f16, bf16)", arg) : 0;
     case 'd':
         c->device_given = 1;
         return parse_device(arg, &c->device) ? 0 : usage_error("bad device ordinal '%s'", arg);
     case 'c': c->cache_dir = arg; return 0;
+    case 's': c->shape = arg; return 0;
+    case 'b': c->trans_b = 1; return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -485,6 +543,7 @@ static int parse(int argc, char **argv, const command **cmd, cli *c)
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},   {"dtype", required_argument, NULL, 't'},
         {"device", required_argument, NULL, 'd'}, {"cache-dir", required_argument, NULL, 'c'},
+        {"shape", required_argument, NULL, 's'},  {"trans-b", no_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     memset(c, 0, sizeof *c);

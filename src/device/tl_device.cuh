@@ -86,10 +86,12 @@ template <> struct tl_vec_io<16> {
         tl_w4 v = *(const tl_w4 *)p;
         w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
     }
+    // The store is explicit PTX: as a struct store the compiler sometimes
+    // split it into scalar stores (seen in 2-D loops).
     __device__ __forceinline__ static void st(void *p, const unsigned *w)
     {
-        tl_w4 v; v.x = w[0]; v.y = w[1]; v.z = w[2]; v.w = w[3];
-        *(tl_w4 *)p = v;
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n"
+                     :: "l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
     }
 };
 template <> struct tl_vec_io<8> {
@@ -270,5 +272,43 @@ __device__ __forceinline__ unsigned long long tl_wgmma_desc_mn_sw128(const void 
     unsigned long long addr = tl_smem_addr(smem);
     return ((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) | (64ull << 32) |
            (1ull << 62);
+}
+#endif
+
+// ---------------------------------------------- sm_90a: TMA and mbarriers
+// A CUtensorMap (the TMA descriptor) as a by-value kernel parameter.
+struct __align__(64) tl_tmap { unsigned long long v[16]; };
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void tl_mbar_init(unsigned long long *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (TMA).
+__device__ __forceinline__ void tl_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void tl_mbar_arrive(unsigned long long *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
+}
+// One arrival that also announces `bytes` of transactions (TMA) to come.
+__device__ __forceinline__ void tl_mbar_expect(unsigned long long *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
+}
+// Waits until the barrier's phase `parity` has completed.
+__device__ __forceinline__ void tl_mbar_wait(unsigned long long *bar, unsigned parity)
+{
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+    } while (!done);
+}
+// A 2-D box of a global tensor into shared memory, completing on bar.
+__device__ __forceinline__ void tl_tma_load_2d(void *dst, const tl_tmap *map, int c0, int c1, unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(tl_smem_addr(bar)) : "memory");
 }
 #endif

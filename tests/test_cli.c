@@ -298,6 +298,31 @@ static void test_ptx(void **state)
     }
 }
 
+/* The GEMM's tensor-core path in PTX: mma.sync fed by ldmatrix and cp.async
+ * on sm_80; wgmma fed by TMA on sm_90a. `source gemm` is readable CUDA. */
+static void test_gemm_ptx_and_source(void **state)
+{
+    (void)state;
+    if (nvrtc_missing())
+        skip();
+    run_result r = run("ptx gemm --arch sm_80");
+    expect_status(&r, 0);
+    expect_out(&r, "mma.sync.aligned.m16n8k16");
+    expect_out(&r, "ldmatrix.sync.aligned");
+    expect_out(&r, "cp.async.cg.shared.global");
+    run_free(&r);
+    r = run("ptx gemm --arch sm_90a");
+    expect_status(&r, 0);
+    expect_out(&r, "wgmma.mma_async");
+    expect_out(&r, "cp.async.bulk.tensor");
+    run_free(&r);
+    r = run("source gemm");
+    expect_status(&r, 0);
+    expect_out(&r, "// tl_pipelined");
+    expect_out(&r, "extern \"C\" __global__");
+    run_free(&r);
+}
+
 static void test_bad_arch(void **state)
 {
     (void)state;
@@ -401,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_source),
         cmocka_unit_test(test_source_bf16),
         cmocka_unit_test(test_ptx),
+        cmocka_unit_test(test_gemm_ptx_and_source),
         cmocka_unit_test(test_bad_arch),
         cmocka_unit_test(test_bad_dtype_for_op),
         cmocka_unit_test(test_compile_and_cache),

@@ -7,3 +7,9 @@ set -e
 echo
 echo "==== tilec info ===="
 bin/tilec info
+echo
+echo "==== 7. The GEMM schedule sweep (tilec bench gemm, 4096^3 bf16, B as [N, K]) ===="
+bin/tilec bench gemm --shape 4096x4096x4096 --trans-b
+echo
+echo "==== 8. The fused epilogue against separate kernels (bench_epilogue) ===="
+"$B/bench/bench_epilogue" 4096x4096x4096

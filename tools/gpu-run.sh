@@ -3,7 +3,8 @@
 # SASS and ptxas report of the vector add, benchmarks, demo. Logs go to
 # $OUT (or ./gpu-out). cmocka comes from CMOCKA_DIR (see
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
-#   sh tools/gpu-run.sh [steps...]   steps: build test sanitize sass bench demo
+#   sh tools/gpu-run.sh [steps...]
+#   steps: build test sanitize gemm-sanitize sass bench bench-gemm bench-epilogue demo
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export CMOCKA_DIR=${CMOCKA_DIR:-.device-deps/usr}
@@ -25,6 +26,11 @@ for s in $steps; do
     sanitize)
         run memcheck env TILEC_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_gpu
         run racecheck env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 build/tests/test_gpu ;;
+    gemm-sanitize)
+        run memcheck-gemm env TILEC_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_gpu_gemm
+        run racecheck-gemm env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 build/tests/test_gpu_gemm ;;
+    bench-gemm) TAIL=40 run bench-gemm build/bench/bench_gemm ;;
+    bench-epilogue) TAIL=40 run bench-epilogue build/bench/bench_epilogue ;;
     sass)
         bin/tilec source vadd --arch sm_90a > "$OUT/vadd_f32.cu"
         run ptxas nvcc -arch=sm_90a -cubin -Xptxas -v -I src/device -o "$OUT/vadd_f32.cubin" "$OUT/vadd_f32.cu"

@@ -70,7 +70,7 @@ static const char usage_text[] =
     "options:\n"
     "  --arch sm_XX      compile target, e.g. sm_80 or sm_90a (default: the GPU's,\n"
     "                    or sm_90a without a GPU)\n"
-    "  --dtype T         element type: f32 (default), f16 or bf16\n"
+    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm)\n"
     "  --device N        GPU ordinal (default 0)\n"
     "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
     "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
@@ -121,6 +121,7 @@ static int open_context(const cli *c, int disk_cache, tl_ctx **ctx)
 {
     tl_ctx_options o = tl_ctx_default_options();
     o.device = c->device;
+    o.target = c->arch; /* --arch also picks the prebuilt ops' default schedules */
     o.cache_dir = c->cache_dir;
     o.disk_cache = disk_cache;
     o.log = disk_cache ? log_warning : NULL; /* only the cache has warnings worth showing */
@@ -166,7 +167,9 @@ static int build_op(const cli *c, int disk_cache, tl_ctx **ctx, tl_kernel **k)
     int rc = open_context(c, disk_cache, ctx);
     if (rc)
         return rc;
-    tl_status st = tl_op_build(*ctx, op, c->dtype, k);
+    /* each op's natural element type unless --dtype says otherwise */
+    tl_dtype dt = c->dtype_given ? c->dtype : (strcmp(op, "gemm") == 0 ? TL_BF16 : TL_F32);
+    tl_status st = tl_op_build(*ctx, op, dt, k);
     if (st != TL_OK) {
         rc = ctx_error(*ctx, st);
         tl_ctx_destroy(*ctx);

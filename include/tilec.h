@@ -394,8 +394,8 @@ enum {
     TL_GEMM_WARP_COLS = 1u << 5
 };
 /* C += A * B on the tensor cores: A and B bf16 or f16 (the same) in shared
- * memory, C an f32 fragment [M, N]. M must split into 16-row and N into
- * 8-column warp tiles, K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
+ * memory, C an f32 fragment [M, N]. The block's warps must split C into
+ * warp tiles whose sides are multiples of 16, and K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
  * disagree or the MMA layout cannot tile them), TL_ERR_DTYPE,
  * TL_ERR_UNSUPPORTED (A in a fragment, transposed A). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);

@@ -832,7 +832,7 @@ TL_API void tl_end(tl_kernel *k)
     if (!tli_klive(k))
         return;
     if (k->depth == 0) {
-        tli_kfail(k, TL_ERR_SCOPE, "tl_end", "no open tl_serial, tl_parallel or tl_if to close");
+        tli_kfail(k, TL_ERR_SCOPE, "tl_end", "no open tl_serial, tl_parallel, tl_pipelined or tl_if to close");
         return;
     }
     k->depth--;
@@ -859,9 +859,11 @@ tl_status tli_kernel_verify(tl_kernel *k, const char *api)
         return k->status;
     }
     if (k->depth != 0) {
-        const char *what[] = {"", "", "tl_serial", "tl_parallel", "tl_if"};
-        tli_kfail(k, TL_ERR_SCOPE, api, "%d scope(s) still open (innermost: %s); close each with tl_end",
-             k->depth, what[tli_S(&k->ir, k->open[k->depth - 1])->op]);
+        static const char *const what[] = {[S_SERIAL] = "tl_serial", [S_PARALLEL] = "tl_parallel",
+                                           [S_IF] = "tl_if", [S_PIPELINED] = "tl_pipelined"};
+        int op = tli_S(&k->ir, k->open[k->depth - 1])->op;
+        tli_kfail(k, TL_ERR_SCOPE, api, "%d scope(s) still open (innermost: %s); close each with tl_end", k->depth,
+                  op < (int)(sizeof what / sizeof what[0]) && what[op] ? what[op] : "a scope");
         return k->status;
     }
     if (!k->ir.threads) {

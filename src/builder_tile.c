@@ -148,6 +148,12 @@ TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst)
     const tli_bnode *s = tli_B(&k->ir, sb), *d = tli_B(&k->ir, db);
     if (!copy_kinds_ok(k, s, d, api))
         return;
+    if (!tli_dtype_is_float((tl_dtype)s->dtype) || !tli_dtype_is_float((tl_dtype)d->dtype) || s->dtype == TL_F64 ||
+        d->dtype == TL_F64) {
+        tli_kfail(k, TL_ERR_DTYPE, api, "tile copies move f32, f16 or bf16 elements, not %s -> %s",
+                  tl_dtype_name((tl_dtype)s->dtype), tl_dtype_name((tl_dtype)d->dtype));
+        return;
+    }
     if (s->rank != d->rank) {
         tli_kfail(k, TL_ERR_SHAPE, api, "ranks differ: %d and %d", s->rank, d->rank);
         return;

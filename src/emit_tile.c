@@ -746,9 +746,12 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     const tli_snode *s = tli_S(ir, sid);
     const tli_snode *g = tli_S(ir, first_consumer);
     int S = s->a1;
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
+    int copies = 0;
+    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next, copies++)
         if (!tma_copy_ok(E, c))
             return false;
+    if (E->tma->n + copies > TLI_MAX_TMA) /* out of descriptor slots: cp.async only */
+        return false;
     const char *v = tli_e_fmt(E, "i%d_0", sid);
     tli_e_line(E, "if (tl_tma) { // tl_pipelined: %d stages fed by TMA, mbarriers instead of block barriers", S);
     E->indent++;

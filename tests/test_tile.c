@@ -214,6 +214,25 @@ static void test_builder_tile_errors(void **state)
     assert_status(tl_kernel_status(k), TL_ERR_UNSUPPORTED);
     assert_non_null(strstr(tl_kernel_error(k), "tl_tile"));
     tl_kernel_destroy(k);
+    /* an unclosed tl_pipelined is named; integer tiles cannot be copied */
+    k = tl_kernel_new(ctx, "unclosed");
+    n = tl_dim(k, "N");
+    tl_buf I = tl_param_tensor(k, "I", TL_I32, 2, (tl_expr[]){n, n}, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf s32 = tl_alloc_shared(k, TL_F32, 2, (int64_t[]){16, 16});
+    tl_expr ko = tl_pipelined(k, n, 2);
+    tl_copy(k, tl_tile(k, I, ko, ko), tl_all(s32));
+    assert_status(tl_kernel_status(k), TL_ERR_DTYPE);
+    assert_non_null(strstr(tl_kernel_error(k), "i32"));
+    tl_kernel_destroy(k);
+    k = tl_kernel_new(ctx, "unclosed2");
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf s2 = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){16});
+    tl_pipelined(k, tl_int(k, 4), 2);
+    tl_clear(k, s2);
+    assert_status(tl_compile(k, NULL, &p), TL_ERR_SCOPE);
+    assert_non_null(strstr(tl_kernel_error(k), "tl_pipelined"));
+    tl_kernel_destroy(k);
     k = tl_kernel_new(ctx, "inside2");
     tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
     f = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){128});

@@ -679,6 +679,31 @@ static void emit_producers(emitter *E, const tli_snode *loop, int32_t first_cons
     }
 }
 
+/*   for (tl_s = 0; tl_s < count; ++tl_s) { if (tl_s < n) copies of iteration tl_s; commit }
+ * the prologue of a cp.async pipeline: `count` iterations in flight. */
+static void emit_cp_async_prologue(emitter *E, int32_t sid, int32_t first_consumer, int count)
+{
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", count);
+    E->indent++;
+    tli_e_line(E, "if (tl_s < tl_n%d) {", sid);
+    E->indent++;
+    emit_producers(E, tli_S(E->ir, sid), first_consumer, "tl_s", "tl_s");
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_cp_async_commit();");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+/* The stage the consumers read: the producers' destination buffers are
+ * addressed at `stage` (NULL: back to stage 0). */
+static void set_consumer_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *stage)
+{
+    for (int32_t c = loop->body; c != first_consumer; c = tli_S(E->ir, c)->next)
+        E->stage[tli_copy_buf(E->ir, tli_S(E->ir, c)->a1)] = stage;
+}
+
 /* The TMA descriptor index for a box of global buffer gb (added if new). */
 static int tma_map(emitter *E, int32_t gb, int64_t inner, int64_t outer)
 {
@@ -788,11 +813,9 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
     E->indent++;
     tli_e_line(E, "tl_mbar_wait(&tl_full[%s %% %d], (unsigned)(%s / %d) & 1);", v, S, v, S);
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
-        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = tli_e_fmt(E, "%s %% %d", v, S);
+    set_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
     emit_gemm_wgmma(E, g, 1);
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
-        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = NULL;
+    set_consumer_stage(E, s, first_consumer, NULL);
     tli_e_line(E, "if (%s > 0 && tl_lane == 0)", v);
     tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(%s - 1) %% %d]);", v, S);
     tli_e_line(E, "if (tl_tid == 0 && %s + %d < tl_n%d) {", v, S - 1, sid);
@@ -835,25 +858,14 @@ static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer
     tli_e_line(E, "{ // tl_pipelined: %d stages, copies %d tiles ahead of the wgmma", S, S - 2);
     E->indent++;
     tli_e_line(E, "const long long tl_n%d = %s;", sid, tli_e_single(E, s->a0));
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", S - 2);
-    E->indent++;
-    tli_e_line(E, "if (tl_s < tl_n%d) {", sid);
-    E->indent++;
-    emit_producers(E, s, first_consumer, "tl_s", "tl_s");
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_cp_async_commit();");
-    E->indent--;
-    tli_e_line(E, "}");
+    emit_cp_async_prologue(E, sid, first_consumer, S - 2);
     tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
     E->indent++;
     tli_e_line(E, "tl_cp_async_wait<%d>();", S - 3);
     tli_e_line(E, "tl_fence_proxy_async();");
     tli_e_line(E, "__syncthreads();");
     E->var_text[s->vars[0]] = NULL;
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
-        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = tli_e_fmt(E, "%s %% %d", v, S);
+    set_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
     emit_gemm_wgmma(E, g, 1);
     tli_e_line(E, "{");
     E->indent++;
@@ -867,8 +879,7 @@ static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer
     E->indent--;
     tli_e_line(E, "}");
     E->var_text[s->vars[0]] = NULL;
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
-        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = NULL;
+    set_consumer_stage(E, s, first_consumer, NULL);
     E->indent--;
     tli_e_line(E, "}");
     tli_e_line(E, "tl_wgmma_wait<0>();");
@@ -896,19 +907,8 @@ void tli_e_pipelined(emitter *E, int32_t sid)
     tli_e_line(E, "{ // tl_pipelined: %d stage%s", S, S > 1 ? "s" : "");
     E->indent++;
     tli_e_line(E, "const long long tl_n%d = %s;", sid, n);
-    if (S > 1) {
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", S - 1);
-        E->indent++;
-        tli_e_line(E, "if (tl_s < tl_n%d) {", sid);
-        E->indent++;
-        emit_producers(E, s, first_consumer, "tl_s", "tl_s");
-        E->indent--;
-        tli_e_line(E, "}");
-        tli_e_line(E, "tl_cp_async_commit();");
-        E->indent--;
-        tli_e_line(E, "}");
-    }
+    if (S > 1)
+        emit_cp_async_prologue(E, sid, first_consumer, S - 1);
     tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
     E->indent++;
     if (S > 1) {
@@ -937,13 +937,11 @@ void tli_e_pipelined(emitter *E, int32_t sid)
     }
     E->var_text[s->vars[0]] = NULL;
     const char *stage = S > 1 ? tli_e_fmt(E, "%s %% %d", v, S) : "0";
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
-        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = stage;
+    set_consumer_stage(E, s, first_consumer, stage);
     tli_e_stmts(E, first_consumer);
     if (S == 1)
         tli_e_line(E, "__syncthreads();");
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next)
-        E->stage[tli_copy_buf(ir, tli_S(ir, c)->a1)] = NULL;
+    set_consumer_stage(E, s, first_consumer, NULL);
     E->indent--;
     tli_e_line(E, "}");
     tli_e_line(E, "tl_cp_async_wait<0>();");

@@ -340,6 +340,25 @@ static const char *convert(emitter *E, const char *v, tl_dtype from, tl_dtype to
     return tli_e_fmt(E, "tl_conv<%s>(tl_f32(%s))", tli_dtype_ctype(to), v);
 }
 
+/*   for (int tl_e = tl_tid; tl_e < ELEMS; tl_e += THREADS) {
+ *       const int tl_l1 = tl_e / 1 % C1; const int tl_l0 = tl_e / C1 % C0;
+ * opens an element-by-element loop over tile t (closed by the caller);
+ * loc gets the element's tile indices, gi its global ones (tl_o<d> + loc). */
+static void open_element_loop(emitter *E, const tli_bnode *t, const char **loc, const char **gi)
+{
+    tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) {", (long long)tli_buf_elems(t), E->ir->threads);
+    E->indent++;
+    int64_t inner = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        tli_e_line(E, "const int tl_l%d = tl_e / %lld %% %lld;", d, (long long)inner, (long long)t->cshape[d]);
+        inner *= t->cshape[d];
+    }
+    for (int d = 0; d < t->rank; d++) {
+        loc[d] = tli_e_fmt(E, "tl_l%d", d);
+        gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
+    }
+}
+
 /* Global tile -> shared: 16-byte cp.async per chunk when rows are 16-byte
  * aligned (checked at run time, uniformly), element by element otherwise. */
 static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
@@ -402,18 +421,8 @@ static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
         tli_e_line(E, "} else {");
         E->indent++;
     }
-    tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) {", (long long)elems, T);
-    E->indent++;
     const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
-    int64_t inner = 1;
-    for (int d = last; d >= 0; d--) {
-        tli_e_line(E, "const int tl_l%d = tl_e / %lld %% %lld;", d, (long long)inner, (long long)t->cshape[d]);
-        inner *= t->cshape[d];
-    }
-    for (int d = 0; d <= last; d++) {
-        loc[d] = tli_e_fmt(E, "tl_l%d", d);
-        gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
-    }
+    open_element_loop(E, t, loc, gi);
     char *goff, *gok, *soff, *sok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
     tli_e_smem_access(E, sb, loc, &soff, &sok);
@@ -442,18 +451,8 @@ static void emit_copy_s2g(emitter *E, const tli_snode *s)
     E->indent++;
     for (int d = 0; d < t->rank; d++)
         tli_e_line(E, "const long long tl_o%d = %s;", d, origin[d]);
-    tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) {", (long long)tli_buf_elems(t), ir->threads);
-    E->indent++;
     const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
-    int64_t inner = 1;
-    for (int d = t->rank - 1; d >= 0; d--) {
-        tli_e_line(E, "const int tl_l%d = tl_e / %lld %% %lld;", d, (long long)inner, (long long)t->cshape[d]);
-        inner *= t->cshape[d];
-    }
-    for (int d = 0; d < t->rank; d++) {
-        loc[d] = tli_e_fmt(E, "tl_l%d", d);
-        gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
-    }
+    open_element_loop(E, t, loc, gi);
     char *goff, *gok, *soff, *sok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
     tli_e_smem_access(E, sb, loc, &soff, &sok);

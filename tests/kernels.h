@@ -13,9 +13,9 @@
 /* Y[i, j] = bf16(alpha * X[i, j] + exp(0.5 * X[i, j]) - tanh(X[i, j]))
  * X is [M, N] with row stride ldx (a dim); Y is [M, N] bf16, contiguous.
  * Launch arguments: M, N, ldx, alpha, X, Y. */
-static inline tl_kernel *zoo_axpby_2d(tl_ctx *ctx)
+static inline tl_kernel *zoo_axpby_2d(tl_ctx *kctx)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "axpby_2d");
+    tl_kernel *k = tl_kernel_new(kctx, "axpby_2d");
     tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), ldx = tl_dim(k, "ldx");
     tl_expr alpha = tl_param_scalar(k, "alpha", TL_F32);
     tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, N}, (tl_expr[]){ldx, tl_int(k, 1)});
@@ -44,9 +44,9 @@ static inline void zoo_axpby_2d_ref(int64_t M, int64_t N, int64_t ldx, float alp
 /* S[r] = sum_j X[r, j], a serial loop by one thread per row block:
  * exercises block-level stores (thread 0) and the barrier after them.
  * Launch arguments: M, N, X, S. */
-static inline tl_kernel *zoo_rowsum(tl_ctx *ctx)
+static inline tl_kernel *zoo_rowsum(tl_ctx *kctx)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "rowsum");
+    tl_kernel *k = tl_kernel_new(kctx, "rowsum");
     tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
     tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, N}, NULL);
     tl_buf S = tl_param_tensor(k, "S", TL_F32, 1, &M, NULL);
@@ -74,9 +74,9 @@ static inline void zoo_rowsum_ref(int64_t M, int64_t N, const float *X, double *
  *   G[i] = f16(max(log(1 + x*x), exp2(min(x, 1))))
  *   I[i] = i32(x * 100) / 7 + i % 5
  * with x = H[i] (f16 input). Launch arguments: N, H, F, G, I. */
-static inline tl_kernel *zoo_mixed(tl_ctx *ctx)
+static inline tl_kernel *zoo_mixed(tl_ctx *kctx)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "mixed");
+    tl_kernel *k = tl_kernel_new(kctx, "mixed");
     tl_expr N = tl_dim(k, "N");
     tl_buf H = tl_param_tensor(k, "H", TL_F16, 1, &N, NULL);
     tl_buf F = tl_param_tensor(k, "F", TL_F32, 1, &N, NULL);
@@ -114,9 +114,9 @@ static inline void zoo_mixed_ref(int64_t n, const float *x, double *F, double *G
 /* D[i] = A[i + 1] - A[i]: the last element reads past the end, which the
  * masking turns into 0; the shifted access cannot move whole aligned chunks.
  * Launch arguments: N, A, D. */
-static inline tl_kernel *zoo_shift(tl_ctx *ctx, tl_dtype dt)
+static inline tl_kernel *zoo_shift(tl_ctx *kctx, tl_dtype dt)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "shift");
+    tl_kernel *k = tl_kernel_new(kctx, "shift");
     tl_expr N = tl_dim(k, "N");
     tl_buf A = tl_param_tensor(k, "A", dt, 1, &N, NULL);
     tl_buf D = tl_param_tensor(k, "D", dt, 1, &N, NULL);
@@ -135,9 +135,9 @@ static inline tl_kernel *zoo_shift(tl_ctx *ctx, tl_dtype dt)
  * threads: the block barriers between the loops and at the end of the
  * serial body are what make it right. Launch arguments: R, B, X, Y with X,
  * Y of [B, 256]. */
-static inline tl_kernel *zoo_smooth(tl_ctx *ctx)
+static inline tl_kernel *zoo_smooth(tl_ctx *kctx)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "smooth");
+    tl_kernel *k = tl_kernel_new(kctx, "smooth");
     tl_expr R = tl_dim(k, "R"), B = tl_dim(k, "B");
     tl_expr shape[2] = {B, tl_int(k, 256)};
     tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, shape, NULL);

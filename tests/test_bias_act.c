@@ -3,50 +3,14 @@
  * here, at ragged sizes, in place and out of place; its cubins for sm_80
  * and sm_90a; and the argument checks of tl_bias_act and tl_baseline_gemm
  * that need no GPU. */
-#include "util.h"
+#include "fixture.h"
 
 #include <math.h>
 #include <stdbool.h>
 
-static tl_ctx *ctx;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    ctx = test_offline_ctx("sm_90a");
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tl_ctx_destroy(ctx);
-    return 0;
-}
 
 static const tl_dtype dtypes[] = {TL_F32, TL_BF16, TL_F16};
 static const tl_epilogue epis[] = {TL_EPI_NONE, TL_EPI_RELU, TL_EPI_GELU_ERF, TL_EPI_GELU_TANH};
-
-static double get(tl_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case TL_F32: return ((const float *)p)[i];
-    case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
-    }
-}
-
-/* The activations from their definitions, in double. */
-static double act_ref(tl_epilogue epi, double x)
-{
-    const double pi = 3.14159265358979323846;
-    switch (epi) {
-    case TL_EPI_RELU: return x > 0 ? x : 0;
-    case TL_EPI_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case TL_EPI_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
-    default: return x;
-    }
-}
 
 /* Tolerance of the comparison: the output's rounding (computed in f32). */
 static double tol_for(tl_dtype dt) { return dt == TL_F32 ? 1e-5 : dt == TL_F16 ? 2e-3 : 1e-2; }
@@ -72,8 +36,8 @@ static void check_case(tl_dtype dt, tl_epilogue epi, int has_bias, int64_t m, in
     memset(y, 0xFF, (elems + PAD) * sz); /* NaN in every float type */
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
-            double v = get(dt, x, i * n + j) + (has_bias ? get(dt, bias, j) : 0.0);
-            ref[i * n + j] = act_ref(epi, v);
+            double v = test_elem(dt, x, i * n + j) + (has_bias ? test_elem(dt, bias, j) : 0.0);
+            ref[i * n + j] = test_act(epi, v);
         }
     void *out = in_place ? (void *)x : (void *)y;
     tl_arg args[5];
@@ -95,7 +59,7 @@ static void check_case(tl_dtype dt, tl_epilogue epi, int has_bias, int64_t m, in
         fail_msg("bias_act %s %d bias=%d %lldx%lld %s: rel %g max abs %g first bad %lld (got %g want %g)",
                  tl_dtype_name(dt), (int)epi, has_bias, (long long)m, (long long)n, in_place ? "in place" : "",
                  res.rel_err, res.max_abs_err, (long long)res.first_bad,
-                 res.first_bad >= 0 ? get(dt, out, res.first_bad) : 0.0,
+                 res.first_bad >= 0 ? test_elem(dt, out, res.first_bad) : 0.0,
                  res.first_bad >= 0 ? ref[res.first_bad] : 0.0);
     if (!in_place) {
         assert_memory_equal(x, x0, elems * sz);
@@ -232,5 +196,5 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_baseline_offline),
     };
-    return cmocka_run_group_tests_name("bias_act", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("bias_act", tests, offline_setup, ctx_teardown);
 }

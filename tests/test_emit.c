@@ -2,27 +2,12 @@
  * of the vector add against a golden file, its shape (no toolkit header,
  * vector accesses), and NVRTC cubins for sm_80 and sm_90a of every prebuilt
  * configuration and of every kernel of the test zoo. */
-#include "util.h"
+#include "fixture.h"
 
 #include "kernels.h"
 
 #include <sys/stat.h>
 
-static tl_ctx *ctx;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    ctx = test_offline_ctx("sm_90a");
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tl_ctx_destroy(ctx);
-    return 0;
-}
 
 static char *read_file(const char *path)
 {
@@ -234,5 +219,5 @@ int main(void)
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_unknown_op),
     };
-    return cmocka_run_group_tests_name("emit+nvrtc", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("emit+nvrtc", tests, offline_setup, ctx_teardown);
 }

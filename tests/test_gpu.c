@@ -3,61 +3,19 @@
  * device random numbers equal to the host's; launch checks; the cache across
  * contexts. Every test skips, saying why, where there is no GPU.
  * TILEC_TEST_SMALL=1 keeps sizes small (for compute-sanitizer runs). */
-#include "util.h"
+#include "fixture.h"
 
 #include "kernels.h"
 
 #include <stdbool.h>
 #include <unistd.h>
 
-static tl_ctx *ctx;
-static char skip_reason[512];
-static bool small;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    const char *s = getenv("TILEC_TEST_SMALL");
-    small = s && strcmp(s, "1") == 0;
-    char msg[400];
-    tl_status st = tl_ctx_create(NULL, &ctx, msg, sizeof msg);
-    if (st != TL_OK) {
-        ctx = NULL;
-        snprintf(skip_reason, sizeof skip_reason, "no GPU: %s: %s", tl_status_name(st), msg);
-        printf("GPU tier skipped: %s\n", skip_reason);
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tl_ctx_destroy(ctx);
-    return 0;
-}
-
-#define NEED_GPU()                                                                                 \
-    do {                                                                                           \
-        if (!ctx) {                                                                                \
-            printf("  skip: %s\n", skip_reason);                                                   \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
 
 static uint64_t dalloc(size_t bytes)
 {
     uint64_t p = 0;
     assert_status(tl_malloc(ctx, bytes ? bytes : 1, &p), TL_OK);
     return p;
-}
-
-static double host_elem(tl_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case TL_F32: return ((const float *)p)[i];
-    case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
-    }
 }
 
 static double round_to(tl_dtype dt, float s)
@@ -82,8 +40,8 @@ static void run_vadd(tl_dtype dt, int64_t n, int oa, int ob, int oc, uint64_t se
     tl_random_host(hb, dt, n + 8, seed + 1, -4, 4);
     assert_status(tl_memcpy_dtoh(ctx, hc, c, bytes), TL_OK);
     for (int64_t i = 0; i < n; i++) {
-        double want = round_to(dt, (float)host_elem(dt, ha, i + oa) + (float)host_elem(dt, hb, i + ob));
-        double got = host_elem(dt, hc, i + oc);
+        double want = round_to(dt, (float)test_elem(dt, ha, i + oa) + (float)test_elem(dt, hb, i + ob));
+        double got = test_elem(dt, hc, i + oc);
         if (got != want)
             fail_msg("vadd %s n=%lld offsets %d/%d/%d: c[%lld] = %g, want %g", tl_dtype_name(dt), (long long)n, oa,
                      ob, oc, (long long)i, got, want);
@@ -333,5 +291,5 @@ int main(void)
         cmocka_unit_test(test_zoo_against_interpreter),
         cmocka_unit_test(test_cache_across_contexts),
     };
-    return cmocka_run_group_tests_name("gpu", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("gpu", tests, gpu_setup, ctx_teardown);
 }

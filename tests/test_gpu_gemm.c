@@ -6,44 +6,11 @@
  * several schedules; and (not under TILEC_TEST_SMALL=1) 4096^3 against
  * cuBLAS. Outputs are poisoned before every run and the bytes around them
  * must stay poisoned. Every test skips, saying why, where there is no GPU. */
-#include "util.h"
+#include "fixture.h"
 
 #include <math.h>
 #include <stdbool.h>
 
-static tl_ctx *ctx;
-static char skip_reason[512];
-static bool small;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    const char *s = getenv("TILEC_TEST_SMALL");
-    small = s && strcmp(s, "1") == 0;
-    char msg[400];
-    tl_status st = tl_ctx_create(NULL, &ctx, msg, sizeof msg);
-    if (st != TL_OK) {
-        ctx = NULL;
-        snprintf(skip_reason, sizeof skip_reason, "no GPU: %s: %s", tl_status_name(st), msg);
-        printf("GPU tier skipped: %s\n", skip_reason);
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tl_ctx_destroy(ctx);
-    return 0;
-}
-
-#define NEED_GPU()                                                                                 \
-    do {                                                                                           \
-        if (!ctx) {                                                                                \
-            printf("  skip: %s\n", skip_reason);                                                   \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
 
 #define PAD 32 /* poisoned elements after C (and before it, when offset) */
 
@@ -52,26 +19,6 @@ static uint64_t dalloc(size_t bytes)
     uint64_t p = 0;
     assert_status(tl_malloc(ctx, bytes ? bytes : 1, &p), TL_OK);
     return p;
-}
-
-static double host_elem(tl_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case TL_F32: return ((const float *)p)[i];
-    case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
-    }
-}
-
-static double act_ref(tl_epilogue epi, double x)
-{
-    const double pi = 3.14159265358979323846;
-    switch (epi) {
-    case TL_EPI_RELU: return x > 0 ? x : 0;
-    case TL_EPI_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case TL_EPI_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
-    default: return x;
-    }
 }
 
 static const char *epi_name(tl_epilogue e)
@@ -107,7 +54,7 @@ static uint64_t random_operand(tl_dtype dt, int64_t n, int off, uint64_t seed, u
     assert_true(raw && *host);
     assert_status(tl_random_host(raw, dt, total, seed, -1, 1), TL_OK);
     for (int64_t i = 0; i < n; i++)
-        (*host)[i] = host_elem(dt, raw, i + off);
+        (*host)[i] = test_elem(dt, raw, i + off);
     free(raw);
     return *buf + (uint64_t)off * sz;
 }
@@ -167,7 +114,7 @@ static double *reference(problem *p, int trans_b, tl_epilogue epi, int has_bias)
     double *ref = malloc((size_t)mn * sizeof *ref);
     assert_non_null(ref);
     for (int64_t i = 0; i < mn; i++)
-        ref[i] = act_ref(epi, prod[i] + (has_bias ? p->hbias[i % p->n] : 0.0));
+        ref[i] = test_act(epi, prod[i] + (has_bias ? p->hbias[i % p->n] : 0.0));
     return ref;
 }
 
@@ -213,7 +160,7 @@ static void check_gemm(problem *p, tl_dtype out, int trans_b, tl_epilogue epi, i
     if (!res.pass)
         fail_msg("%s: rel err %.3e (tol %.0e), max abs %.3e, %lld non-finite, first bad %lld: got %g want %g", what,
                  res.rel_err, tolerance(p->in, out), res.max_abs_err, (long long)res.nonfinite,
-                 (long long)res.first_bad, res.first_bad >= 0 ? host_elem(out, o.host, res.first_bad) : 0.0,
+                 (long long)res.first_bad, res.first_bad >= 0 ? test_elem(out, o.host, res.first_bad) : 0.0,
                  res.first_bad >= 0 ? ref[res.first_bad] : 0.0);
     free(ref);
     free(host);
@@ -368,7 +315,7 @@ static void test_large_against_cublas(void **state)
             fail_msg("cuBLAS: %s: %s", tl_status_name(st), tl_ctx_error(ctx));
         assert_status(tl_memcpy_dtoh(ctx, href, ref, (size_t)mn * 4), TL_OK);
         for (int64_t i = 0; i < mn; i++)
-            want[i] = act_ref(TL_EPI_GELU_ERF, (double)href[i] + p.hbias[i % n]);
+            want[i] = test_act(TL_EPI_GELU_ERF, (double)href[i] + p.hbias[i % n]);
         for (int v = 0; v < 2; v++) {
             tl_gemm_desc d = {.m = m, .n = n, .k = k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = t,
                               .has_bias = v, .epilogue = v ? TL_EPI_GELU_ERF : TL_EPI_NONE};
@@ -407,5 +354,5 @@ int main(void)
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_large_against_cublas),
     };
-    return cmocka_run_group_tests_name("gpu_gemm", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("gpu_gemm", tests, gpu_setup, ctx_teardown);
 }

@@ -1,38 +1,12 @@
 /* test_interp.c - the CPU interpreter (golden model) against independent
  * references written in C, at aligned and ragged sizes; plus the checker
  * and the host random generator it relies on. */
-#include "util.h"
+#include "fixture.h"
 
 #include "kernels.h"
 
 #include <math.h>
 
-static tl_ctx *ctx;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    ctx = test_offline_ctx("sm_90a");
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tl_ctx_destroy(ctx);
-    return 0;
-}
-
-/* Reads element i of a buffer of dt as a double. */
-static double get(tl_dtype dt, const void *p, int64_t i)
-{
-    switch (dt) {
-    case TL_F32: return ((const float *)p)[i];
-    case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
-    case TL_BF16: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return NAN;
-    }
-}
 
 /* The sum as the device computes it: in f32, rounded to dt. */
 static double add_in(tl_dtype dt, double a, double b)
@@ -57,10 +31,10 @@ static void check_vadd(tl_dtype dt, int64_t n, uint64_t seed)
     tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(a), tl_arg_hptr(b), tl_arg_hptr(c)};
     assert_status(tl_interpret(k, 4, args), TL_OK);
     for (int64_t i = 0; i < n; i++) {
-        double want = add_in(dt, get(dt, a, i), get(dt, b, i));
-        if (get(dt, c, i) != want)
+        double want = add_in(dt, test_elem(dt, a, i), test_elem(dt, b, i));
+        if (test_elem(dt, c, i) != want)
             fail_msg("vadd %s n=%lld: c[%lld] = %g, want %g", tl_dtype_name(dt), (long long)n, (long long)i,
-                     get(dt, c, i), want);
+                     test_elem(dt, c, i), want);
     }
     free(a);
     free(b);
@@ -306,5 +280,5 @@ int main(void)
         cmocka_unit_test(test_check_catches_nan_and_error),
         cmocka_unit_test(test_random_host_is_deterministic_and_uniform),
     };
-    return cmocka_run_group_tests_name("interpreter", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("interpreter", tests, offline_setup, ctx_teardown);
 }

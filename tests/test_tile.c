@@ -2,40 +2,15 @@
  * runs every tile operation and its GEMM matches a naive loop; builder and
  * layout errors; NVRTC cubins for sm_80 and sm_90a of GEMM schedules; the
  * generated CUDA of a small GEMM against a golden file. */
-#include "util.h"
+#include "fixture.h"
 
 #include <math.h>
 
-static tl_ctx *ctx;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    ctx = test_offline_ctx("sm_90a");
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tl_ctx_destroy(ctx);
-    return 0;
-}
-
-static double act(tl_epilogue e, double x)
-{
-    switch (e) {
-    case TL_EPI_RELU: return x > 0 ? x : 0;
-    case TL_EPI_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case TL_EPI_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    default: return x;
-    }
-}
 
 static double h16(tl_dtype dt, uint16_t v) { return dt == TL_F16 ? tl_f16_to_f32(v) : tl_bf16_to_f32(v); }
 
 /* Runs the prebuilt GEMM kernel of d in the interpreter and compares it with
- * act(A B + bias) computed in double from the same inputs. */
+ * test_act(A B + bias) computed in double from the same inputs. */
 static void check_gemm_interp(const tl_gemm_desc *d, double tol)
 {
     tl_kernel *k;
@@ -55,7 +30,7 @@ static void check_gemm_interp(const tl_gemm_desc *d, double tol)
             for (int64_t kk = 0; kk < K; kk++)
                 acc += h16(d->in_dtype, A[i * K + kk]) *
                        h16(d->in_dtype, d->trans_b ? B[j * K + kk] : B[kk * N + j]);
-            R[i * N + j] = act(d->epilogue, acc);
+            R[i * N + j] = test_act(d->epilogue, acc);
         }
     tl_arg args[7];
     int n = 0;
@@ -75,7 +50,7 @@ static void check_gemm_interp(const tl_gemm_desc *d, double tol)
     tl_kernel_destroy(k);
 }
 
-static const tl_gemm_schedule small = {.block_m = 32, .block_n = 32, .block_k = 16, .stages = 2, .threads = 128};
+static const tl_gemm_schedule small_schedule = {.block_m = 32, .block_n = 32, .block_k = 16, .stages = 2, .threads = 128};
 
 static void test_gemm_interp_matches_naive(void **state)
 {
@@ -83,13 +58,13 @@ static void test_gemm_interp_matches_naive(void **state)
     for (int tb = 0; tb < 2; tb++)
         for (int e = 0; e <= TL_EPI_GELU_TANH; e++) {
             tl_gemm_desc d = {.m = 50, .n = 70, .k = 40, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = tb,
-                              .has_bias = e != 0, .epilogue = (tl_epilogue)e, .schedule = small};
+                              .has_bias = e != 0, .epilogue = (tl_epilogue)e, .schedule = small_schedule};
             check_gemm_interp(&d, 1e-5);
         }
-    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_F16, .out_dtype = TL_F16, .schedule = small};
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_F16, .out_dtype = TL_F16, .schedule = small_schedule};
     check_gemm_interp(&d, 2e-3);
     tl_gemm_desc e = {.m = 33, .n = 65, .k = 17, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
-                      .has_bias = 1, .epilogue = TL_EPI_GELU_ERF, .schedule = small};
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_ERF, .schedule = small_schedule};
     check_gemm_interp(&e, 1e-2);
 }
 
@@ -306,7 +281,7 @@ static void test_gemm_golden(void **state)
     (void)state;
     const char *path = "tests/golden/gemm_small_sm80.cu";
     tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .has_bias = 1,
-                      .epilogue = TL_EPI_RELU, .schedule = small};
+                      .epilogue = TL_EPI_RELU, .schedule = small_schedule};
     tl_kernel *k;
     assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
     char *src;
@@ -342,5 +317,5 @@ int main(void)
         cmocka_unit_test(test_gemm_golden),
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
     };
-    return cmocka_run_group_tests_name("tiles+gemm", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("tiles+gemm", tests, offline_setup, ctx_teardown);
 }

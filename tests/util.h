@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,28 @@ static inline tl_ctx *test_offline_ctx(const char *target)
         fprintf(stderr, "offline context: %s: %s\n", tl_status_name(st), msg);
     assert_int_equal(st, TL_OK);
     return ctx;
+}
+
+/* Element i of a host array of f32, f16 or bf16, as a double. */
+static inline double test_elem(tl_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case TL_F32: return ((const float *)p)[i];
+    case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
+    }
+}
+
+/* The GEMM epilogues' activations from their definitions, in double. */
+static inline double test_act(tl_epilogue epi, double x)
+{
+    const double pi = 3.14159265358979323846;
+    switch (epi) {
+    case TL_EPI_RELU: return x > 0 ? x : 0;
+    case TL_EPI_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case TL_EPI_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
+    default: return x;
+    }
 }
 
 #define assert_status(expr, want)                                                                  \

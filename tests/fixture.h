@@ -1,0 +1,54 @@
+/* fixture.h - the cmocka group fixtures the test files share. `ctx` is an
+ * offline context for the CPU tier (offline_setup), or the GPU's context for
+ * the GPU tier (gpu_setup): NULL when there is none, and NEED_GPU() then
+ * skips the test, saying why. TILEC_TEST_SMALL=1 sets `small` (small sizes,
+ * for compute-sanitizer runs). */
+#ifndef TILEC_TEST_FIXTURE_H
+#define TILEC_TEST_FIXTURE_H
+
+#include <stdbool.h>
+
+#include "util.h"
+
+static tl_ctx *ctx;
+static char skip_reason[512];
+static bool small;
+
+static inline int offline_setup(void **state)
+{
+    (void)state;
+    ctx = test_offline_ctx("sm_90a");
+    return 0;
+}
+
+static inline int gpu_setup(void **state)
+{
+    (void)state;
+    const char *s = getenv("TILEC_TEST_SMALL");
+    small = s && strcmp(s, "1") == 0;
+    char msg[400];
+    tl_status st = tl_ctx_create(NULL, &ctx, msg, sizeof msg);
+    if (st != TL_OK) {
+        ctx = NULL;
+        snprintf(skip_reason, sizeof skip_reason, "no GPU: %s: %s", tl_status_name(st), msg);
+        printf("GPU tier skipped: %s\n", skip_reason);
+    }
+    return 0;
+}
+
+static inline int ctx_teardown(void **state)
+{
+    (void)state;
+    tl_ctx_destroy(ctx);
+    return 0;
+}
+
+#define NEED_GPU()                                                                                 \
+    do {                                                                                           \
+        if (!ctx) {                                                                                \
+            printf("  skip: %s\n", skip_reason);                                                   \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+#endif

@@ -310,6 +310,17 @@ TL_API tl_expr tl_rsqrt(tl_kernel *k, tl_expr a);
 TL_API tl_expr tl_tanh(tl_kernel *k, tl_expr a);
 TL_API tl_expr tl_erf(tl_kernel *k, tl_expr a);
 
+/* Trades accuracy for speed in k's f32 math (f64 math is untouched):
+ * tanh becomes the hardware approximation (tanh.approx.f32, relative error
+ * about 2^-11), exp and exp2 the ex2.approx unit (2 ulp plus, for exp, the
+ * rounding of x * log2(e); subnormal results flush to 0), log the
+ * lg2.approx one, f32 division div.approx (2 ulp for divisors below
+ * 2^126), erf a rational-exponential approximation (absolute error below
+ * 1e-6). sqrt and rsqrt keep their full-precision forms. Off by
+ * default; the CPU interpreter computes the exact functions either way.
+ * on: 1 or 0. No errors (a NULL or failed kernel is ignored). */
+TL_API void tl_use_fast_math(tl_kernel *k, int on);
+
 /* --- memory --- */
 
 /* Reads buf[idx[0], ..., idx[rank-1]] (integer indices). Out of the
@@ -517,6 +528,15 @@ typedef tl_status (*tl_work_fn)(void *user, void *stream);
  * Errors: TL_ERR_NO_DEVICE, TL_ERR_CUDA, or the first failure of fn. */
 TL_API tl_status tl_time(tl_ctx *ctx, void *stream, tl_work_fn fn, void *user,
                          const tl_timing_options *opt, tl_timing *out);
+/* Times n works together: after `warmup` rounds of all of them, each of
+ * the `reps` repetitions runs fns[0](users[0]), ..., fns[n-1](users[n-1])
+ * in turn, each between its own events, so every work sees the same
+ * clocks, temperature and power state (a GPU under sustained load drifts
+ * by several percent within a second, which skews back-to-back tl_time
+ * calls). out[j] gets work j's summary. reps x n is at most 100000.
+ * Errors: TL_ERR_INVALID_ARG (n < 1, a NULL array or fn), those of tl_time. */
+TL_API tl_status tl_time_interleaved(tl_ctx *ctx, void *stream, int n, tl_work_fn const *fns, void *const *users,
+                                     const tl_timing_options *opt, tl_timing *out);
 /* Times launches of p with the given arguments. */
 TL_API tl_status tl_time_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args,
                                 const tl_timing_options *opt, tl_timing *out);

@@ -539,6 +539,12 @@ TL_API tl_expr tl_rsqrt(tl_kernel *k, tl_expr a) { return unary(k, E_RSQRT, a, t
 TL_API tl_expr tl_tanh(tl_kernel *k, tl_expr a) { return unary(k, E_TANH, a, true, "tl_tanh"); }
 TL_API tl_expr tl_erf(tl_kernel *k, tl_expr a) { return unary(k, E_ERF, a, true, "tl_erf"); }
 
+TL_API void tl_use_fast_math(tl_kernel *k, int on)
+{
+    if (tli_klive(k))
+        k->ir.fast_math = on != 0;
+}
+
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
 {
     static const char api[] = "tl_cast";

@@ -112,8 +112,19 @@ const char *tli_e_expr(emitter *E, int32_t id);
 /* The name the parameter, tensor or loop variable has in the source. */
 static const char *param_name(emitter *E, int32_t p) { return E->ir->p.v[p].name; }
 
-static const char *math_fn(tli_eop op, bool dbl)
+/* The device function computing op; fast: the approximate f32 form
+ * (tl_use_fast_math), for the functions that have one. */
+static const char *math_fn(tli_eop op, bool dbl, bool fast)
 {
+    if (fast && !dbl)
+        switch (op) {
+        case E_EXP: return "tl_exp_approx";
+        case E_EXP2: return "tl_exp2_approx";
+        case E_LOG: return "tl_log_approx";
+        case E_TANH: return "tl_tanh_approx";
+        case E_ERF: return "tl_erf_approx";
+        default: break;
+        }
     switch (op) {
     case E_EXP: return dbl ? "exp" : "expf";
     case E_EXP2: return dbl ? "exp2" : "exp2f";
@@ -182,7 +193,9 @@ static char *binary_text(emitter *E, const tli_enode *n)
         r = tli_e_fmt(E, "((%s + %s - 1) / %s)", a, b, b);
     else if (op == E_MAX || op == E_MIN)
         r = tli_dtype_is_int(at) ? tli_e_fmt(E, "tl_%s(%s, %s)", op == E_MAX ? "max" : "min", a, b)
-                                 : tli_e_fmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64), a, b);
+                                 : tli_e_fmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64, false), a, b);
+    else if (op == E_DIV && E->ir->fast_math && (at == TL_F32 || is_half(at)))
+        r = tli_e_fmt(E, "tl_div_approx(%s, %s)", a, b);
     else
         r = tli_e_fmt(E, "(%s %s %s)", a, infix(op), b);
     bool arith = !(op >= E_LT && op <= E_OR);
@@ -202,7 +215,7 @@ static char *unary_text(emitter *E, const tli_enode *n)
         return op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "tl_iabs(%s)", a);
     if (is_half(dt))
         a = tli_e_fmt(E, "tl_f32(%s)", a);
-    char *r = op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64), a);
+    char *r = op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64, E->ir->fast_math), a);
     return is_half(dt) ? round_to(E, dt, r) : r;
 }
 
@@ -633,11 +646,24 @@ static void emit_parallel(emitter *E, int32_t sid)
 /* A body. Outside tl_parallel, a statement that stores is followed by a
  * block barrier when more statements come, so that every thread sees its
  * stores (conditions there are uniform over the block, so this is safe);
- * emit_serial adds one at the end of a loop body that stores. */
+ * emit_serial adds one at the end of a loop body that stores. A standalone
+ * cp.async copy into shared memory is waited for (wait, barrier) just
+ * before the first later statement of the body that touches its buffer,
+ * or at the end of the body. */
 void tli_e_stmts(emitter *E, int32_t first)
 {
+    const int base = E->npending; /* copies of this body start here */
+    bool barrier = false;          /* the previous statement needs one */
     for (int32_t sid = first; sid; sid = tli_S(E->ir, sid)->next) {
         const tli_snode *s = tli_S(E->ir, sid);
+        bool touched = false;
+        for (int i = base; i < E->npending && !touched; i++)
+            touched = tli_stmt_uses_buf(E->ir, sid, E->pending[i]);
+        if (touched) /* its barrier serves the previous statement too */
+            tli_e_flush_pending(E, base);
+        else if (barrier)
+            tli_e_line(E, "__syncthreads();");
+        const int before = E->npending;
         switch ((tli_sop)s->op) {
         case S_STORE: emit_store(E, s); break;
         case S_SERIAL: emit_serial(E, sid, s); break;
@@ -652,9 +678,11 @@ void tli_e_stmts(emitter *E, int32_t first)
         case S_PIPELINED: tli_e_pipelined(E, sid); break;
         default: break;
         }
-        if (!E->inside_parallel && s->next && tli_stmt_stores(E->ir, sid))
-            tli_e_line(E, "__syncthreads();");
+        /* a deferred copy gets its barrier when it is waited for */
+        barrier = !E->inside_parallel && s->next && tli_stmt_stores(E->ir, sid) && E->npending == before;
     }
+    if (E->npending > base)
+        tli_e_flush_pending(E, base);
 }
 
 /* ------------------------------------------------------------- kernel */

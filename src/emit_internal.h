@@ -6,6 +6,8 @@
 
 #include "lower.h"
 
+#define TLI_MAX_PENDING 8
+
 typedef struct emitter {
     const tli_ir *ir;
     const char *target;
@@ -30,6 +32,11 @@ typedef struct emitter {
     tli_str helpers;     /* device functions the kernel needs (wgmma shapes) */
     bool wgmma_n[4][33]; /* helper for (f16?, N / 8) already emitted */
     struct tli_tma_list *tma; /* TMA descriptors the kernel takes */
+    /* Shared buffers filled by a standalone cp.async copy not yet waited
+     * for: the wait and the barrier come before the first statement that
+     * touches one of them, so the copy overlaps what runs in between. */
+    int32_t pending[TLI_MAX_PENDING];
+    int npending;
     tl_status st;        /* first lowering failure */
     char err[256];
 } emitter;
@@ -58,6 +65,11 @@ void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char *
  * tl_use_swizzle: the start of the kernel body. */
 void tli_e_tile_prologue(emitter *E);
 void tli_e_copy(emitter *E, int32_t sid);
+/* Waits for the pending standalone copies: cp.async wait, proxy fence
+ * where the async proxy reads shared memory, block barrier. Entries from
+ * `from` on are then done (earlier ones, of an enclosing body, stay
+ * pending: this point may not run). */
+void tli_e_flush_pending(emitter *E, int from);
 void tli_e_fill(emitter *E, int32_t sid);
 void tli_e_gemm(emitter *E, int32_t sid);
 void tli_e_pipelined(emitter *E, int32_t sid);
@@ -69,6 +81,6 @@ char *tli_e_tile_load(emitter *E, const tli_enode *n);
 /* Store statement to a shared, fragment or local buffer. */
 void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const char *const *idx);
 /* Offset text of element idx of a shared buffer, and its in-bounds test. */
-void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok);
+void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, const int32_t *ids, char **off, char **ok);
 
 #endif

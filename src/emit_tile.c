@@ -124,16 +124,27 @@ static char *flat_offset(emitter *E, const tli_bnode *b, const char *const *idx)
     return tli_e_keep(E, tli_str_take(&s));
 }
 
-static char *const_bounds(emitter *E, const tli_bnode *b, const char *const *idx)
+/* The in-bounds test of an access to an on-chip buffer: one tl_in per
+ * index that the range analysis cannot place inside the shape (ids: the
+ * index expressions, or NULL when the indices are generated text); "true"
+ * when none is needed. Every test left is a branch per element in a
+ * fully unrolled fragment loop, and the registers to hold its address. */
+static char *const_bounds(emitter *E, const tli_bnode *b, const char *const *idx, const int32_t *ids)
 {
     tli_str s;
     tli_str_init(&s);
-    for (int d = 0; d < b->rank; d++)
-        tli_str_appendf(&s, "%stl_in(%s, %lld)", d ? " && " : "", idx[d], (long long)b->cshape[d]);
+    for (int d = 0; d < b->rank; d++) {
+        int64_t lo, hi;
+        if (ids && tli_expr_range(E->ir, ids[d], &lo, &hi) && lo >= 0 && hi < b->cshape[d])
+            continue;
+        tli_str_appendf(&s, "%stl_in(%s, %lld)", s.len ? " && " : "", idx[d], (long long)b->cshape[d]);
+    }
+    if (!s.len)
+        tli_str_append(&s, "true");
     return tli_e_keep(E, tli_str_take(&s));
 }
 
-void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)
+void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, const int32_t *ids, char **off, char **ok)
 {
     const tli_bnode *b = buf_of(E, buf);
     const char *base = stage_offset(E, buf);
@@ -145,7 +156,7 @@ void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, char **o
                          idx[0], idx[1]);
     else
         *off = tli_e_fmt(E, "%s%s", base, flat_offset(E, b, idx));
-    *ok = const_bounds(E, b, idx);
+    *ok = const_bounds(E, b, idx, ids);
 }
 
 static void fail_lowering(emitter *E, tl_status st, const char *msg)
@@ -156,27 +167,42 @@ static void fail_lowering(emitter *E, tl_status st, const char *msg)
     }
 }
 
+/* A read of an on-chip buffer; a plain one where the indices are known to
+ * be in range. */
+static char *checked_read(emitter *E, const char *name, const char *off, const char *ok)
+{
+    return strcmp(ok, "true") == 0 ? tli_e_fmt(E, "%s[%s]", name, off) : tli_e_fmt(E, "tl_ld(%s + (%s), %s)", name, off, ok);
+}
+
 char *tli_e_tile_load(emitter *E, const tli_enode *n)
 {
     const tli_bnode *b = buf_of(E, n->buf);
     const char *idx[TL_MAX_RANK];
+    const int32_t *ids = &E->ir->pool.v[n->idx];
     for (int d = 0; d < b->rank; d++)
-        idx[d] = tli_e_expr(E, E->ir->pool.v[n->idx + d]);
+        idx[d] = tli_e_expr(E, ids[d]);
     if (b->scope == B_FRAGMENT) {
         if (!E->frag_loop)
             fail_lowering(E, TL_ERR_INTERNAL, "fragment read outside its layout loop");
         return tli_e_fmt(E, "%s[tl_r]", b->name);
     }
     if (b->scope == B_LOCAL)
-        return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", b->name, flat_offset(E, b, idx), const_bounds(E, b, idx));
+        return checked_read(E, b->name, flat_offset(E, b, idx), const_bounds(E, b, idx, ids));
     char *off, *ok;
-    tli_e_smem_access(E, n->buf, idx, &off, &ok);
-    return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", b->name, off, ok);
+    tli_e_smem_access(E, n->buf, idx, ids, &off, &ok);
+    return checked_read(E, b->name, off, ok);
+}
+
+/* "if (ok) " before a store, or nothing when ok is "true". */
+static const char *guard_text(emitter *E, const char *ok)
+{
+    return strcmp(ok, "true") == 0 ? "" : tli_e_fmt(E, "if (%s) ", ok);
 }
 
 void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const char *const *idx)
 {
     const tli_bnode *b = buf_of(E, s->buf);
+    const int32_t *ids = &E->ir->pool.v[s->idx];
     if (b->scope == B_FRAGMENT) {
         if (!E->frag_loop)
             fail_lowering(E, TL_ERR_INTERNAL, "fragment written outside its layout loop");
@@ -184,12 +210,16 @@ void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const cha
         return;
     }
     if (b->scope == B_LOCAL) {
-        tli_e_line(E, "if (%s) %s[%s] = %s;", const_bounds(E, b, idx), b->name, flat_offset(E, b, idx), val);
+        tli_e_line(E, "%s%s[%s] = %s;", guard_text(E, const_bounds(E, b, idx, ids)), b->name, flat_offset(E, b, idx),
+                   val);
         return;
     }
     char *off, *ok;
-    tli_e_smem_access(E, s->buf, idx, &off, &ok);
-    tli_e_line(E, "if (%s%s) %s[%s] = %s;", E->inside_parallel ? "" : "tl_tid == 0 && ", ok, b->name, off, val);
+    tli_e_smem_access(E, s->buf, idx, ids, &off, &ok);
+    if (E->inside_parallel)
+        tli_e_line(E, "%s%s[%s] = %s;", guard_text(E, ok), b->name, off, val);
+    else
+        tli_e_line(E, "if (tl_tid == 0 && %s) %s[%s] = %s;", ok, b->name, off, val);
 }
 
 /* ------------------------------------------------------------ fragments */
@@ -407,16 +437,12 @@ static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
         }
         char *goff, *gok, *soff, *sok;
         tli_e_global_access(E, gb, gi, &goff, &gok);
-        tli_e_smem_access(E, sb, loc, &soff, &sok);
+        tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
         tli_e_line(E, "tl_cp_async16(%s + (%s), %s + (%s), %s);", t->name, soff, g->name, goff, gok);
         E->indent--;
         tli_e_line(E, "}");
-        if (!in_pipeline) {
-            tli_e_line(E, "tl_cp_async_commit();");
-            tli_e_line(E, "tl_cp_async_wait<0>();");
-        }
-        if (!in_pipeline && E->plan.wgmma)
-            tli_e_line(E, "tl_fence_proxy_async();");
+        if (!in_pipeline)
+            tli_e_line(E, "tl_cp_async_commit(); // waited for before %s is next touched", t->name);
         E->indent--;
         tli_e_line(E, "} else {");
         E->indent++;
@@ -425,7 +451,7 @@ static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
     open_element_loop(E, t, loc, gi);
     char *goff, *gok, *soff, *sok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
-    tli_e_smem_access(E, sb, loc, &soff, &sok);
+    tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
     const char *v = convert(E, tli_e_fmt(E, "tl_ld(%s + (%s), %s)", g->name, goff, gok), (tl_dtype)g->dtype,
                             (tl_dtype)t->dtype);
     tli_e_line(E, "%s[%s] = %s;", t->name, soff, v);
@@ -455,7 +481,7 @@ static void emit_copy_s2g(emitter *E, const tli_snode *s)
     open_element_loop(E, t, loc, gi);
     char *goff, *gok, *soff, *sok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
-    tli_e_smem_access(E, sb, loc, &soff, &sok);
+    tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
     tli_e_line(E, "if (%s) %s[%s] = %s;", gok, g->name, goff,
                convert(E, tli_e_fmt(E, "%s[%s]", t->name, soff), (tl_dtype)t->dtype, (tl_dtype)g->dtype));
     E->indent--;
@@ -496,7 +522,7 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
         tile_global_idx(E, oreg, f->cshape, f->rank, loc, oi);
         tli_e_global_access(E, ob, oi, &off, &ok);
     } else {
-        tli_e_smem_access(E, ob, loc, &off, &ok);
+        tli_e_smem_access(E, ob, loc, NULL, &off, &ok);
     }
     const char *oct = tli_dtype_ctype((tl_dtype)o->dtype);
     if (pairs) {
@@ -531,12 +557,24 @@ void tli_e_copy(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     int sa = buf_of(E, tli_copy_buf(E->ir, s->a0))->scope, da = buf_of(E, tli_copy_buf(E->ir, s->a1))->scope;
-    if (sa == B_GLOBAL && da == B_SHARED)
+    if (sa == B_GLOBAL && da == B_SHARED) {
+        if (E->npending == TLI_MAX_PENDING)
+            tli_e_flush_pending(E, 0);
         emit_copy_g2s(E, s, false);
-    else if (sa == B_SHARED && da == B_GLOBAL)
+        E->pending[E->npending++] = tli_copy_buf(E->ir, s->a1);
+    } else if (sa == B_SHARED && da == B_GLOBAL)
         emit_copy_s2g(E, s);
     else
         emit_copy_frag(E, s);
+}
+
+void tli_e_flush_pending(emitter *E, int from)
+{
+    tli_e_line(E, "tl_cp_async_wait<0>();");
+    if (E->plan.wgmma) /* wgmma and TMA read shared memory through the async proxy */
+        tli_e_line(E, "tl_fence_proxy_async();");
+    tli_e_line(E, "__syncthreads();");
+    E->npending = from;
 }
 
 /* ----------------------------------------------------------------- gemm */

@@ -154,3 +154,83 @@ bool tli_expr_const_int(const tli_ir *ir, int32_t e, int64_t *v)
     *v = n->ival;
     return true;
 }
+
+/* Interval arithmetic on integer expressions. Bounds stay within +-2^40 so
+ * that sums and products of two of them cannot overflow; anything larger
+ * (or not understood) is "unknown". */
+#define RANGE_LIMIT ((int64_t)1 << 40)
+
+static bool range_ok(int64_t lo, int64_t hi) { return lo >= -RANGE_LIMIT && hi <= RANGE_LIMIT && lo <= hi; }
+
+static int64_t min4(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t m = a < b ? a : b;
+    m = m < c ? m : c;
+    return m < d ? m : d;
+}
+
+static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t m = a > b ? a : b;
+    m = m > c ? m : c;
+    return m > d ? m : d;
+}
+
+bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi)
+{
+    const tli_enode *n = tli_E(ir, e);
+    if (!tli_dtype_is_int((tl_dtype)n->dtype) && n->op != E_CAST)
+        return false;
+    int64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    switch ((tli_eop)n->op) {
+    case E_CONST_INT: *lo = *hi = n->ival; break;
+    case E_LOOP_VAR: {
+        const tli_snode *s = tli_S(ir, n->loop);
+        if (s->op == S_PARALLEL) {
+            *lo = 0;
+            *hi = s->extents[n->ival] - 1;
+        } else if ((s->op == S_SERIAL || s->op == S_PIPELINED) && tli_expr_range(ir, s->a0, &a0, &a1)) {
+            *lo = 0; /* the variable runs over [0, extent) */
+            *hi = a1 - 1;
+        } else
+            return false;
+        break;
+    }
+    case E_CAST:
+        if (!tli_dtype_is_int((tl_dtype)n->dtype) || !tli_dtype_is_int((tl_dtype)tli_E(ir, n->a[0])->dtype))
+            return false;
+        return tli_expr_range(ir, n->a[0], lo, hi) && (n->dtype == TL_I64 || (*lo >= INT32_MIN && *hi <= INT32_MAX));
+    case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_MOD: case E_MAX: case E_MIN:
+        if (!tli_expr_range(ir, n->a[0], &a0, &a1) || !tli_expr_range(ir, n->a[1], &b0, &b1))
+            return false;
+        switch ((tli_eop)n->op) {
+        case E_ADD: *lo = a0 + b0; *hi = a1 + b1; break;
+        case E_SUB: *lo = a0 - b1; *hi = a1 - b0; break;
+        case E_MUL: {
+            int64_t am = a1 > -a0 ? a1 : -a0, bm = b1 > -b0 ? b1 : -b0;
+            if ((double)am * (double)bm > (double)RANGE_LIMIT)
+                return false;
+            *lo = min4(a0 * b0, a0 * b1, a1 * b0, a1 * b1);
+            *hi = max4(a0 * b0, a0 * b1, a1 * b0, a1 * b1);
+            break;
+        }
+        case E_DIV: /* a non-negative value over a positive constant */
+            if (b0 != b1 || b0 <= 0 || a0 < 0)
+                return false;
+            *lo = a0 / b0;
+            *hi = a1 / b0;
+            break;
+        case E_MOD: /* a non-negative value modulo a positive constant */
+            if (b0 != b1 || b0 <= 0 || a0 < 0)
+                return false;
+            *lo = a1 < b0 ? a0 : 0;
+            *hi = a1 < b0 ? a1 : b0 - 1;
+            break;
+        case E_MAX: *lo = a0 > b0 ? a0 : b0; *hi = a1 > b1 ? a1 : b1; break;
+        default: *lo = a0 < b0 ? a0 : b0; *hi = a1 < b1 ? a1 : b1; break; /* E_MIN */
+        }
+        break;
+    default: return false;
+    }
+    return range_ok(*lo, *hi);
+}

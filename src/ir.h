@@ -122,6 +122,7 @@ typedef struct tli_ir {
     TLI_VEC(tli_rnode) r;
     int32_t grid[3];     /* expressions; 0 means 1 */
     int swizzle;         /* L2 rasterisation panel (0: off) */
+    bool fast_math;      /* f32 math lowered to the approximate units */
     int threads;         /* 0 until tl_grid */
     int32_t body;        /* first statement of the kernel body */
 } tli_ir;
@@ -163,6 +164,11 @@ const char *tli_eop_name(tli_eop op);
 bool tli_expr_uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim);
 /* true when e is an integer constant; its value in *v. */
 bool tli_expr_const_int(const tli_ir *ir, int32_t e, int64_t *v);
+/* true when every value integer expression e can take lies in [*lo, *hi]
+ * (constants, loop variables with constant extents, + - * max min, and /
+ * and % of non-negative values by positive constants); false when that
+ * is not known. */
+bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi);
 
 static inline bool tli_dtype_is_float(tl_dtype d) { return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64; }
 static inline bool tli_dtype_is_int(tl_dtype d) { return d == TL_I32 || d == TL_I64; }

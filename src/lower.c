@@ -185,3 +185,68 @@ bool tli_stmt_stores(const tli_ir *ir, int32_t s)
             return true;
     return false;
 }
+
+static bool expr_uses_buf(const tli_ir *ir, int32_t e, int32_t buf)
+{
+    if (!e)
+        return false;
+    const tli_enode *n = tli_E(ir, e);
+    if (n->op == E_LOAD) {
+        if (n->buf == buf)
+            return true;
+        for (int d = 0; d < tli_B(ir, n->buf)->rank; d++)
+            if (expr_uses_buf(ir, ir->pool.v[n->idx + d], buf))
+                return true;
+        return false;
+    }
+    for (int i = 0; i < 3; i++)
+        if (n->a[i] && expr_uses_buf(ir, n->a[i], buf))
+            return true;
+    return false;
+}
+
+/* r: a copy operand, a region id or minus a whole buffer's id */
+static bool region_uses_buf(const tli_ir *ir, int32_t r, int32_t buf)
+{
+    if (r < 0)
+        return -r == buf;
+    const tli_rnode *n = tli_R(ir, r);
+    if (n->buf == buf)
+        return true;
+    if (n->tiled)
+        for (int d = 0; d < tli_B(ir, n->buf)->rank; d++)
+            if (expr_uses_buf(ir, n->idx[d], buf))
+                return true;
+    return false;
+}
+
+bool tli_stmt_uses_buf(const tli_ir *ir, int32_t s, int32_t buf)
+{
+    const tli_snode *n = tli_S(ir, s);
+    switch ((tli_sop)n->op) {
+    case S_STORE:
+        if (n->buf == buf || expr_uses_buf(ir, n->value, buf))
+            return true;
+        for (int d = 0; d < tli_B(ir, n->buf)->rank; d++)
+            if (expr_uses_buf(ir, ir->pool.v[n->idx + d], buf))
+                return true;
+        return false;
+    case S_COPY: return region_uses_buf(ir, n->a0, buf) || region_uses_buf(ir, n->a1, buf);
+    case S_FILL: return n->buf == buf || expr_uses_buf(ir, n->value, buf);
+    case S_GEMM: return n->gemm[0] == buf || n->gemm[1] == buf || n->gemm[2] == buf;
+    case S_SERIAL:
+    case S_PIPELINED:
+    case S_IF:
+        if (expr_uses_buf(ir, n->a0, buf))
+            return true;
+        break;
+    default: break;
+    }
+    for (int32_t c = n->body; c; c = tli_S(ir, c)->next)
+        if (tli_stmt_uses_buf(ir, c, buf))
+            return true;
+    for (int32_t c = n->orelse; c; c = tli_S(ir, c)->next)
+        if (tli_stmt_uses_buf(ir, c, buf))
+            return true;
+    return false;
+}

@@ -36,6 +36,8 @@ bool tli_access_vectorizable(const tli_ir *ir, int32_t s, int32_t buf, int32_t i
 
 /* true when statement s (or a statement inside it) stores to memory. */
 bool tli_stmt_stores(const tli_ir *ir, int32_t s);
+/* true when statement s (or one inside it) reads or writes buffer buf. */
+bool tli_stmt_uses_buf(const tli_ir *ir, int32_t s, int32_t buf);
 
 /* ---------------------------------------------------------------- tiles */
 

@@ -5,7 +5,9 @@
  * not smear into the others, and the whole batch is enqueued before the one
  * synchronisation at the end, so the host never leaves the GPU idle between
  * repetitions. The optional L2 flush (a memset of a buffer twice the L2)
- * goes before each start event, outside the timed span.
+ * goes before each start event, outside the timed span. Several works can
+ * be timed together, taking turns within every repetition, so that a
+ * comparison is not skewed by the clocks drifting as the card warms.
  */
 #include "ctx.h"
 #include "program_ctx.h"
@@ -21,11 +23,13 @@
 typedef struct timing_run {
     tl_ctx *ctx;
     CUstream stream;
-    tl_work_fn fn;
-    void *user;
+    int nwork;
+    tl_work_fn const *fns;
+    void *const *users;
     int warmup, reps;
     bool flush;
-    CUevent *events; /* repetition i: start 2i, end 2i+1 */
+    const char *api;
+    CUevent *events; /* repetition i of work j: start 2 (i nwork + j), end + 1 */
     int n_events;    /* created so far */
 } timing_run;
 
@@ -35,8 +39,8 @@ static tl_status read_options(timing_run *t, const tl_timing_options *opt)
     t->reps = opt && opt->reps ? opt->reps : DEFAULT_REPS;
     t->flush = opt && opt->flush_l2;
     if (t->warmup < 0 || t->reps < 0 || t->reps > MAX_REPS)
-        return tli_fail(t->ctx, TL_ERR_INVALID_ARG, "tl_time: warmup must be >= 0 and reps in "
-                        "1..%d (0 picks the defaults %d and %d)", MAX_REPS, DEFAULT_WARMUP,
+        return tli_fail(t->ctx, TL_ERR_INVALID_ARG, "%s: warmup must be >= 0 and reps in "
+                        "1..%d (0 picks the defaults %d and %d)", t->api, MAX_REPS, DEFAULT_WARMUP,
                         DEFAULT_REPS);
     return TL_OK;
 }
@@ -58,11 +62,11 @@ static tl_status ensure_scratch(tl_ctx *ctx)
 
 static tl_status create_events(timing_run *t)
 {
-    t->events = calloc(2 * (size_t)t->reps, sizeof *t->events);
+    int want = 2 * t->reps * t->nwork;
+    t->events = calloc((size_t)want, sizeof *t->events);
     if (!t->events)
-        return tli_fail(t->ctx, TL_ERR_OUT_OF_MEMORY, "tl_time: out of memory for %d events",
-                        2 * t->reps);
-    for (; t->n_events < 2 * t->reps; t->n_events++) {
+        return tli_fail(t->ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of memory for %d events", t->api, want);
+    for (; t->n_events < want; t->n_events++) {
         CUresult r = t->ctx->cu->cuEventCreate(&t->events[t->n_events], CU_EVENT_DEFAULT);
         if (r != CUDA_SUCCESS)
             return tli_cu_check(t->ctx, r, "cuEventCreate");
@@ -77,41 +81,44 @@ static void destroy_events(timing_run *t)
     free(t->events);
 }
 
-/* Runs the work once. The message a failing fn leaves on the context is
+/* Runs work j once. The message a failing fn leaves on the context is
  * kept; a failing fn that leaves none gets a generic one, and a succeeding
  * fn leaves the context's previous message as it was. */
-static tl_status call_work(timing_run *t)
+static tl_status call_work(timing_run *t, int j)
 {
     char saved = t->ctx->err[0];
     t->ctx->err[0] = '\0';
-    tl_status st = t->fn(t->user, t->stream);
+    tl_status st = t->fns[j](t->users[j], t->stream);
     if (st == TL_OK) {
         if (!t->ctx->err[0])
             t->ctx->err[0] = saved;
         return TL_OK;
     }
     if (!t->ctx->err[0])
-        return tli_fail(t->ctx, st, "tl_time: the timed work failed with %s", tl_status_name(st));
+        return tli_fail(t->ctx, st, "%s: timed work %d failed with %s", t->api, j, tl_status_name(st));
     return st;
 }
 
+/* Repetition i runs every work once, in order, so that all of them see the
+ * same clocks and temperature. */
 static tl_status enqueue_repetitions(timing_run *t)
 {
     const tli_driver_api *cu = t->ctx->cu;
     tl_status st = TL_OK;
-    for (int i = 0; i < t->reps && st == TL_OK; i++) {
-        if (t->flush)
-            st = tli_cu_check(t->ctx, cu->cuMemsetD8Async(t->ctx->scratch, (unsigned char)i,
-                                                          t->ctx->scratch_bytes, t->stream),
-                              "cuMemsetD8Async (L2 flush)");
-        if (st == TL_OK)
-            st = tli_cu_check(t->ctx, cu->cuEventRecord(t->events[2 * i], t->stream), "cuEventRecord");
-        if (st == TL_OK)
-            st = call_work(t);
-        if (st == TL_OK)
-            st = tli_cu_check(t->ctx, cu->cuEventRecord(t->events[2 * i + 1], t->stream),
-                              "cuEventRecord");
-    }
+    for (int i = 0; i < t->reps && st == TL_OK; i++)
+        for (int j = 0; j < t->nwork && st == TL_OK; j++) {
+            int e = 2 * (i * t->nwork + j);
+            if (t->flush)
+                st = tli_cu_check(t->ctx, cu->cuMemsetD8Async(t->ctx->scratch, (unsigned char)(i + j),
+                                                              t->ctx->scratch_bytes, t->stream),
+                                  "cuMemsetD8Async (L2 flush)");
+            if (st == TL_OK)
+                st = tli_cu_check(t->ctx, cu->cuEventRecord(t->events[e], t->stream), "cuEventRecord");
+            if (st == TL_OK)
+                st = call_work(t, j);
+            if (st == TL_OK)
+                st = tli_cu_check(t->ctx, cu->cuEventRecord(t->events[e + 1], t->stream), "cuEventRecord");
+        }
     return st;
 }
 
@@ -121,30 +128,37 @@ static int compare_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Waits for the last event and reduces the times to the summary. */
+static void summarise(float *ms, int reps, tl_timing *out)
+{
+    qsort(ms, (size_t)reps, sizeof *ms, compare_float);
+    double sum = 0;
+    for (int i = 0; i < reps; i++)
+        sum += ms[i];
+    int h = reps / 2;
+    out->median_ms = reps % 2 ? ms[h] : 0.5 * ((double)ms[h - 1] + ms[h]);
+    out->min_ms = ms[0];
+    out->max_ms = ms[reps - 1];
+    out->mean_ms = sum / reps;
+    out->reps = reps;
+}
+
+/* Waits for the last event and reduces each work's times to its summary. */
 static tl_status collect(timing_run *t, tl_timing *out)
 {
     const tli_driver_api *cu = t->ctx->cu;
-    tl_status st = tli_cu_check(t->ctx, cu->cuEventSynchronize(t->events[2 * t->reps - 1]),
+    tl_status st = tli_cu_check(t->ctx, cu->cuEventSynchronize(t->events[t->n_events - 1]),
                                 "cuEventSynchronize");
     float *ms = st == TL_OK ? malloc(sizeof *ms * (size_t)t->reps) : NULL;
     if (st == TL_OK && !ms)
-        st = tli_fail(t->ctx, TL_ERR_OUT_OF_MEMORY, "tl_time: out of memory");
-    for (int i = 0; st == TL_OK && i < t->reps; i++)
-        st = tli_cu_check(t->ctx, cu->cuEventElapsedTime(&ms[i], t->events[2 * i],
-                                                         t->events[2 * i + 1]),
-                          "cuEventElapsedTime");
-    if (st == TL_OK) {
-        qsort(ms, (size_t)t->reps, sizeof *ms, compare_float);
-        double sum = 0;
-        for (int i = 0; i < t->reps; i++)
-            sum += ms[i];
-        int h = t->reps / 2;
-        out->median_ms = t->reps % 2 ? ms[h] : 0.5 * ((double)ms[h - 1] + ms[h]);
-        out->min_ms = ms[0];
-        out->max_ms = ms[t->reps - 1];
-        out->mean_ms = sum / t->reps;
-        out->reps = t->reps;
+        st = tli_fail(t->ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of memory", t->api);
+    for (int j = 0; st == TL_OK && j < t->nwork; j++) {
+        for (int i = 0; st == TL_OK && i < t->reps; i++) {
+            int e = 2 * (i * t->nwork + j);
+            st = tli_cu_check(t->ctx, cu->cuEventElapsedTime(&ms[i], t->events[e], t->events[e + 1]),
+                              "cuEventElapsedTime");
+        }
+        if (st == TL_OK)
+            summarise(ms, t->reps, &out[j]);
     }
     free(ms);
     return st;
@@ -154,7 +168,8 @@ static tl_status time_prepared(timing_run *t, tl_timing *out)
 {
     tl_status st = TL_OK;
     for (int i = 0; i < t->warmup && st == TL_OK; i++)
-        st = call_work(t);
+        for (int j = 0; j < t->nwork && st == TL_OK; j++)
+            st = call_work(t, j);
     if (st == TL_OK && t->flush)
         st = ensure_scratch(t->ctx);
     if (st == TL_OK)
@@ -167,24 +182,45 @@ static tl_status time_prepared(timing_run *t, tl_timing *out)
     return st;
 }
 
-tl_status tl_time(tl_ctx *ctx, void *stream, tl_work_fn fn, void *user,
-                  const tl_timing_options *opt, tl_timing *out)
+static tl_status time_works(tl_ctx *ctx, void *stream, int n, tl_work_fn const *fns, void *const *users,
+                            const tl_timing_options *opt, tl_timing *out, const char *api)
 {
     if (!ctx)
         return TL_ERR_INVALID_ARG;
-    if (!fn || !out)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_time: %s is NULL", fn ? "out" : "fn");
-    memset(out, 0, sizeof *out);
-    timing_run t = {.ctx = ctx, .stream = (CUstream)stream, .fn = fn, .user = user};
+    if (n < 1 || !fns || !users || !out)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s", api,
+                        n < 1 ? "n must be >= 1" : !fns ? "fns is NULL" : !users ? "users is NULL" : "out is NULL");
+    for (int j = 0; j < n; j++)
+        if (!fns[j])
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: fn %d is NULL", api, j);
+    memset(out, 0, sizeof *out * (size_t)n);
+    timing_run t = {.ctx = ctx, .stream = (CUstream)stream, .nwork = n, .fns = fns, .users = users, .api = api};
     tl_status st = read_options(&t, opt);
+    if (st == TL_OK && (int64_t)t.reps * n > MAX_REPS)
+        st = tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: reps x n = %lld is above %d", api,
+                      (long long)t.reps * n, MAX_REPS);
     if (st != TL_OK)
         return st;
     if (!ctx->has_device)
-        return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_time: the context has no device (it was "
-                        "created with TL_NO_DEVICE)");
+        return tli_fail(ctx, TL_ERR_NO_DEVICE, "%s: the context has no device (it was "
+                        "created with TL_NO_DEVICE)", api);
     if ((st = tli_ctx_bind(ctx)) != TL_OK)
         return st;
     return time_prepared(&t, out);
+}
+
+tl_status tl_time(tl_ctx *ctx, void *stream, tl_work_fn fn, void *user,
+                  const tl_timing_options *opt, tl_timing *out)
+{
+    if (ctx && !fn)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_time: fn is NULL");
+    return time_works(ctx, stream, 1, &fn, &user, opt, out, "tl_time");
+}
+
+tl_status tl_time_interleaved(tl_ctx *ctx, void *stream, int n, tl_work_fn const *fns, void *const *users,
+                              const tl_timing_options *opt, tl_timing *out)
+{
+    return time_works(ctx, stream, n, fns, users, opt, out, "tl_time_interleaved");
 }
 
 typedef struct launch_work {

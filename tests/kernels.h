@@ -157,4 +157,70 @@ static inline tl_kernel *zoo_smooth(tl_ctx *kctx)
     return k;
 }
 
+/* The approximate math of tl_use_fast_math, on f32 x = X[i]:
+ *   Y[i] = tanh(x) + erf(x) + exp(x) / (1 + exp2(x)) + log(1 + x * x)
+ * Launch arguments: N, X, Y. */
+static inline tl_kernel *zoo_fastmath(tl_ctx *kctx)
+{
+    tl_kernel *k = tl_kernel_new(kctx, "fastmath");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 1, &N, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 1, &N, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 256)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_use_fast_math(k, 1);
+    tl_expr p = tl_parallel1(k, 256);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 256)), p);
+    tl_expr x = tl_load(k, X, &i);
+    tl_expr one = tl_f32(k, 1.0f);
+    tl_expr y = tl_add(k, tl_tanh(k, x), tl_erf(k, x));
+    y = tl_add(k, y, tl_div(k, tl_exp(k, x), tl_add(k, one, tl_exp2(k, x))));
+    y = tl_add(k, y, tl_log(k, tl_add(k, one, tl_mul(k, x, x))));
+    tl_store(k, Y, &i, y);
+    tl_end(k);
+    return k;
+}
+
+static inline void zoo_fastmath_ref(int64_t n, const float *x, double *y)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        y[i] = tanh(v) + erf(v) + exp(v) / (1 + exp2(v)) + log(1 + v * v);
+    }
+}
+
+/* A tile copy whose wait is deferred past a statement that does not touch
+ * its buffer, then read at a neighbour's index (another thread's copy):
+ *   S = X[64 b : 64 b + 64] (0 past N);  Y[64 b + i] = 1;
+ *   Y[64 b + i] += 2 S[(i + 1) % 64]
+ * Launch arguments: N, X, Y. */
+static inline tl_kernel *zoo_staged(tl_ctx *kctx)
+{
+    tl_kernel *k = tl_kernel_new(kctx, "staged");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 1, &N, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 1, &N, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), TL_NONE_EXPR, TL_NONE_EXPR, 64);
+    tl_expr b = tl_block_idx(k, 0);
+    tl_buf S = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){64});
+    tl_copy(k, tl_tile(k, X, b), tl_all(S));
+    tl_expr i = tl_parallel1(k, 64);
+    tl_expr g = tl_add(k, tl_mul(k, b, tl_int(k, 64)), i);
+    tl_store(k, Y, &g, tl_f32(k, 1.0f));
+    tl_end(k);
+    tl_expr j = tl_parallel1(k, 64);
+    tl_expr h = tl_add(k, tl_mul(k, b, tl_int(k, 64)), j);
+    tl_expr nb = tl_mod(k, tl_add(k, j, tl_int(k, 1)), tl_int(k, 64));
+    tl_store(k, Y, &h, tl_add(k, tl_load(k, Y, &h), tl_mul(k, tl_f32(k, 2.0f), tl_load(k, S, &nb))));
+    tl_end(k);
+    return k;
+}
+
+static inline void zoo_staged_ref(int64_t n, const float *x, double *y)
+{
+    for (int64_t g = 0; g < n; g++) {
+        int64_t src = g / 64 * 64 + (g % 64 + 1) % 64;
+        y[g] = 1.0 + 2.0 * (src < n ? (double)x[src] : 0.0);
+    }
+}
+
 #endif

@@ -142,8 +142,8 @@ static void test_zoo_cubins_sm80_sm90a(void **state)
     const char *targets[] = {"sm_80", "sm_90a"};
     for (int t = 0; t < 2; t++) {
         tl_kernel *ks[] = {zoo_axpby_2d(ctx), zoo_rowsum(ctx), zoo_mixed(ctx), zoo_shift(ctx, TL_BF16),
-                           zoo_smooth(ctx)};
-        for (int i = 0; i < 5; i++) {
+                           zoo_smooth(ctx), zoo_fastmath(ctx), zoo_staged(ctx)};
+        for (int i = 0; i < 7; i++) {
             expect_cubin(ks[i], targets[t]);
             tl_kernel_destroy(ks[i]);
         }
@@ -165,6 +165,93 @@ static void test_barriers_in_serial_loops(void **state)
         barriers++;
     assert_int_equal(barriers, 2); /* between the two loops, and at the end of the body */
     tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
+/* tl_use_fast_math swaps the f32 functions for the approximate ones (and
+ * leaves f64 alone); without it the precise library functions stay. */
+static void test_fast_math_source(void **state)
+{
+    (void)state;
+    static const char *const fast[] = {"tl_tanh_approx(", "tl_erf_approx(", "tl_exp_approx(", "tl_exp2_approx(",
+                                       "tl_log_approx(", "tl_div_approx("};
+    static const char *const precise[] = {"tanhf(", "erff(", "expf(", "exp2f(", "logf("};
+    for (int on = 0; on < 2; on++) {
+        tl_kernel *k = zoo_fastmath(ctx);
+        tl_use_fast_math(k, on);
+        char *src;
+        assert_status(tl_kernel_source(k, NULL, &src), TL_OK);
+        for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++)
+            if ((strstr(src, fast[i]) != NULL) != on)
+                fail_msg("fast math %d: %s %s", on, fast[i], on ? "missing" : "present");
+        for (size_t i = 0; i < sizeof precise / sizeof precise[0]; i++)
+            if ((strstr(src, precise[i]) != NULL) == on)
+                fail_msg("fast math %d: %s %s", on, precise[i], on ? "present" : "missing");
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+    }
+    tl_kernel *k = tl_kernel_new(ctx, "f64");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F64, 1, &N, NULL);
+    tl_grid(k, N, TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    tl_use_fast_math(k, 1);
+    tl_expr i = tl_block_idx(k, 0);
+    tl_store(k, X, &i, tl_tanh(k, tl_load(k, X, &i)));
+    char *src;
+    assert_status(tl_kernel_source(k, NULL, &src), TL_OK);
+    assert_non_null(strstr(src, "tanh("));
+    assert_null(strstr(src, "tl_tanh_approx"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_use_fast_math(NULL, 1); /* ignored */
+}
+
+/* The standalone copy into shared memory is committed where it stands and
+ * waited for (wait, barrier) only before the first statement that touches
+ * its buffer; the in-range shared read S[(j + 1) % 64] has no bounds test
+ * while the possibly out-of-range one keeps it. */
+static void test_deferred_copy_and_bounds(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_staged(ctx);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    const char *commit = strstr(src, "tl_cp_async_commit();");
+    const char *fill = strstr(src, "= 1.0f;");
+    const char *wait = strstr(src, "tl_cp_async_wait<0>();");
+    const char *read = strstr(src, "2.0f *");
+    assert_non_null(commit);
+    assert_non_null(fill);
+    assert_non_null(wait);
+    assert_non_null(read);
+    assert_true(commit < fill && fill < wait && wait < read);
+    assert_non_null(strstr(wait, "__syncthreads();"));
+    assert_non_null(strstr(read, "* S3[("));
+    assert_null(strstr(read, "tl_ld(S3"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+
+    /* S[j + 1] can reach 64: the read keeps its test and reads 0 there */
+    k = tl_kernel_new(ctx, "edge");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 1, &N, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 64);
+    tl_buf S = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){64});
+    tl_expr i = tl_parallel1(k, 64);
+    tl_store(k, S, &i, tl_cast(k, i, TL_F32));
+    tl_end(k);
+    tl_expr j = tl_parallel1(k, 64);
+    tl_store(k, Y, &j, tl_load(k, S, (tl_expr[]){tl_add(k, j, tl_int(k, 1))}));
+    tl_end(k);
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    assert_non_null(strstr(src, ", 64))"));
+    tl_free_host(src);
+    float y[64];
+    tl_arg args[] = {tl_arg_int(64), tl_arg_hptr(y)};
+    assert_status(tl_interpret(k, 2, args), TL_OK);
+    for (int t = 0; t < 63; t++)
+        assert_true(y[t] == (float)(t + 1));
+    assert_true(y[63] == 0.0f);
     tl_kernel_destroy(k);
 }
 
@@ -215,6 +302,8 @@ int main(void)
         cmocka_unit_test(test_prebuilt_cubins_sm80_sm90a),
         cmocka_unit_test(test_zoo_cubins_sm80_sm90a),
         cmocka_unit_test(test_barriers_in_serial_loops),
+        cmocka_unit_test(test_fast_math_source),
+        cmocka_unit_test(test_deferred_copy_and_bounds),
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_unknown_op),

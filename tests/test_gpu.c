@@ -223,6 +223,25 @@ static void test_zoo_against_interpreter(void **state)
         check_on_device(k, 4, args, bytes, dts, 1e-5);
         tl_kernel_destroy(k);
     }
+    {
+        /* the approximate math against the exact interpreter */
+        int64_t n = 3001;
+        tl_arg args[] = {tl_arg_int(n), {0}, {0}};
+        size_t bytes[] = {0, 4 * (size_t)n, 4 * (size_t)n};
+        tl_dtype dts[] = {0, TL_F32, TL_DTYPE_INVALID};
+        tl_kernel *k = zoo_fastmath(ctx);
+        check_on_device(k, 3, args, bytes, dts, 1e-3);
+        tl_kernel_destroy(k);
+    }
+    const int64_t staged[] = {1000, 1001, 1}; /* cp.async and element-wise paths */
+    for (int s = 0; s < 3; s++) {
+        tl_arg args[] = {tl_arg_int(staged[s]), {0}, {0}};
+        size_t bytes[] = {0, 4 * (size_t)staged[s], 4 * (size_t)staged[s]};
+        tl_dtype dts[] = {0, TL_F32, TL_DTYPE_INVALID};
+        tl_kernel *k = zoo_staged(ctx);
+        check_on_device(k, 3, args, bytes, dts, 0);
+        tl_kernel_destroy(k);
+    }
     const tl_dtype sdt[] = {TL_F32, TL_BF16};
     for (int d = 0; d < 2; d++) {
         int64_t n = 4099;

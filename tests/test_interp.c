@@ -212,6 +212,53 @@ static void test_smooth_serial_of_parallel(void **state)
     tl_kernel_destroy(k);
 }
 
+/* Fast math changes the generated code only: the interpreter computes the
+ * exact functions. */
+static void test_fastmath_interpreted_exactly(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_fastmath(ctx);
+    assert_status(tl_kernel_status(k), TL_OK);
+    int64_t n = 777;
+    float *X = malloc(4 * (size_t)n), *Y = malloc(4 * (size_t)n);
+    double *R = malloc(8 * (size_t)n);
+    tl_random_host(X, TL_F32, n, 31, -3, 3);
+    memset(Y, 0xFF, 4 * (size_t)n);
+    tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(X), tl_arg_hptr(Y)};
+    assert_status(tl_interpret(k, 3, args), TL_OK);
+    zoo_fastmath_ref(n, X, R);
+    tl_span y = {.dtype = TL_F32, .n = n, .host = Y}, r = {.dtype = TL_F64, .n = n, .host = R};
+    tl_check_result res;
+    assert_status(tl_check(NULL, &y, &r, 1e-6, &res), TL_OK);
+    assert_true(res.pass);
+    free(X), free(Y), free(R);
+    tl_kernel_destroy(k);
+}
+
+/* A shared tile read at a neighbour's index, ragged last block (zeros). */
+static void test_staged_tile(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_staged(ctx);
+    assert_status(tl_kernel_status(k), TL_OK);
+    const int64_t sizes[] = {1000, 1001, 64, 1};
+    for (int s = 0; s < 4; s++) {
+        int64_t n = sizes[s];
+        float *X = malloc(4 * (size_t)n), *Y = malloc(4 * (size_t)n);
+        double *R = malloc(8 * (size_t)n);
+        tl_random_host(X, TL_F32, n, 41, -1, 1);
+        memset(Y, 0xFF, 4 * (size_t)n);
+        tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(X), tl_arg_hptr(Y)};
+        assert_status(tl_interpret(k, 3, args), TL_OK);
+        zoo_staged_ref(n, X, R);
+        for (int64_t i = 0; i < n; i++)
+            if (Y[i] != (float)R[i])
+                fail_msg("n %lld: Y[%lld] = %g, want %g", (long long)n, (long long)i, Y[i], R[i]);
+        free(X), free(Y), free(R);
+    }
+    tl_kernel_destroy(k);
+}
+
 static void test_check_catches_nan_and_error(void **state)
 {
     (void)state;
@@ -277,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_mixed_control_and_casts),
         cmocka_unit_test(test_shift_masks_edge),
         cmocka_unit_test(test_smooth_serial_of_parallel),
+        cmocka_unit_test(test_fastmath_interpreted_exactly),
+        cmocka_unit_test(test_staged_tile),
         cmocka_unit_test(test_check_catches_nan_and_error),
         cmocka_unit_test(test_random_host_is_deterministic_and_uniform),
     };

@@ -360,6 +360,10 @@ static void test_offline_memory(void **state)
     int calls = 0;
     tl_timing t;
     assert_int_equal(tl_time(ctx, NULL, never_called, &calls, NULL, &t), TL_ERR_NO_DEVICE);
+    tl_work_fn fns[2] = {never_called, never_called};
+    void *users[2] = {&calls, &calls};
+    tl_timing two[2];
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 2, fns, users, NULL, two), TL_ERR_NO_DEVICE);
     assert_int_equal(calls, 0);
     tl_ctx_destroy(ctx);
 }
@@ -405,6 +409,21 @@ static void test_null_arguments(void **state)
     assert_int_equal(tl_time(ctx, NULL, NULL, NULL, NULL, &t), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_time(ctx, NULL, never_called, NULL, NULL, NULL), TL_ERR_INVALID_ARG);
     assert_true(strlen(tl_ctx_error(ctx)) > 0);
+    tl_work_fn fns[2] = {never_called, NULL};
+    void *users[2] = {NULL, NULL};
+    tl_timing two[2];
+    assert_int_equal(tl_time_interleaved(NULL, NULL, 1, fns, users, NULL, two), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 0, fns, users, NULL, two), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "n must be >= 1"));
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 1, NULL, users, NULL, two), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 1, fns, NULL, NULL, two), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 1, fns, users, NULL, NULL), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 2, fns, users, NULL, two), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "fn 1 is NULL"));
+    tl_timing_options many = {.reps = 60000};
+    fns[1] = never_called;
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 2, fns, users, &many, two), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "reps x n"));
     void *out = NULL;
     size_t len = 0;
     assert_int_equal(tli_nvrtc_compile(ctx, NULL, "k", "sm_80", 0, NULL, 0, &out, &len, NULL),
@@ -662,6 +681,26 @@ static void check_timing(tl_ctx *ctx)
     assert_int_equal(w.calls, 4);
     assert_int_equal(tl_time(ctx, NULL, failing_work, NULL, NULL, &t), TL_ERR_LAUNCH_ARGS);
     assert_true(strlen(tl_ctx_error(ctx)) > 0);
+
+    /* interleaved: a memset of 64 MiB and one of 8 MiB take turns */
+    memset_work small = {ctx, w.buf, 8u << 20, 0};
+    tl_work_fn fns[3] = {do_memset, do_memset, failing_work};
+    void *users[3] = {&w, &small, NULL};
+    tl_timing two[2];
+    tl_timing_options opt = {2, 30, 0};
+    w.calls = 0;
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 2, fns, users, &opt, two), TL_OK);
+    print_message("interleaved memsets: 64 MiB %.4f ms, 8 MiB %.4f ms\n", two[0].median_ms, two[1].median_ms);
+    assert_int_equal(w.calls, 32);
+    assert_int_equal(small.calls, 32);
+    for (int j = 0; j < 2; j++) {
+        assert_int_equal(two[j].reps, 30);
+        assert_true(two[j].min_ms > 0 && two[j].min_ms <= two[j].median_ms && two[j].median_ms <= two[j].max_ms);
+    }
+    assert_true(two[0].median_ms > 2 * two[1].median_ms);
+    tl_timing three_out[3];
+    assert_int_equal(tl_time_interleaved(ctx, NULL, 3, fns, users, &opt, three_out), TL_ERR_LAUNCH_ARGS);
+    assert_non_null(strstr(tl_ctx_error(ctx), "timed work 2 failed"));
     assert_int_equal(tl_free(ctx, w.buf), TL_OK);
 }
 

@@ -47,6 +47,53 @@ __device__ __forceinline__ tl_bf16 tl_to_bf16(float f)
 // ties; kernels seldom hold f64 values.
 __device__ __forceinline__ tl_bf16 tl_to_bf16(double d) { return tl_to_bf16((float)d); }
 
+// The approximate f32 math of tl_use_fast_math: one special-function-unit
+// instruction each (plus a multiply), where the precise library functions
+// take tens of instructions and branches.
+__device__ __forceinline__ float tl_tanh_approx(float x)
+{
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float tl_exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float tl_exp_approx(float x) { return tl_exp2_approx(x * 1.44269504088896341f); }
+__device__ __forceinline__ float tl_log_approx(float x)
+{
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y * 0.693147180559945309f;
+}
+// erf after Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7 in
+// exact arithmetic, 5.3e-7 measured in f32, under 1e-6 with the approximate
+// rcp and ex2): 1 - t (a1 + t (a2 + ... a5 t)) exp(-x^2), t = 1 / (1 + p|x|),
+// odd in x; two special-function instructions and eight FMA-pipe ones,
+// where erff takes a long polynomial per range.
+__device__ __forceinline__ float tl_erf_approx(float x)
+{
+    const float ax = fabsf(x);
+    float t;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.3275911f, ax, 1.0f)));
+    float p = fmaf(1.061405429f, t, -1.453152027f);
+    p = fmaf(p, t, 1.421413741f);
+    p = fmaf(p, t, -0.284496736f);
+    p = fmaf(p, t, 0.254829592f);
+    p *= t;
+    const float e = tl_exp2_approx(ax * ax * -1.44269504088896341f);
+    return copysignf(fmaf(-p, e, 1.0f), x);
+}
+__device__ __forceinline__ float tl_div_approx(float a, float b)
+{
+    float y;
+    asm("div.approx.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+    return y;
+}
+
 // Constants of the 16-bit types, from bits the library rounded on the host.
 __device__ __forceinline__ tl_f16 tl_f16_bits(unsigned short b) { tl_f16 h; h.bits = b; return h; }
 __device__ __forceinline__ tl_bf16 tl_bf16_bits(unsigned short b) { tl_bf16 h; h.bits = b; return h; }

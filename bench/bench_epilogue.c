@@ -15,7 +15,8 @@
  * overhead of (a) over (b) and the speedup of (a) over (c); (a) is checked
  * against (e) and (d), the erf form against (d) with erf.
  *
- * Usage: bench_epilogue [MxNxK] [nt|nn]   (default 4096^3 and 8192^3, NT)
+ * Usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS]
+ *   (default 4096^3 and 8192^3, NT, the op's default schedule)
  */
 #include "bench.h"
 #include "gemm_sweep.h"
@@ -125,7 +126,8 @@ typedef struct bench {
     int a_vs_d_pass;
 } bench;
 
-static void setup(bench *b, tl_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans_b)
+static void setup(bench *b, tl_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans_b,
+                  const tl_gemm_schedule *sched)
 {
     memset(b, 0, sizeof *b);
     BENCH_CHECK(gemm_operands_init(&b->ops, ctx, m, n, k, TL_BF16, TL_BF16));
@@ -133,7 +135,7 @@ static void setup(bench *b, tl_ctx *ctx, int64_t m, int64_t n, int64_t k, int tr
         BENCH_CHECK(tl_malloc(ctx, gemm_operands_c_bytes(&b->ops), &b->ref[r]));
     tl_gemm_desc d[3];
     d[DESC_PLAIN] = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
-                                   .trans_b = trans_b};
+                                   .trans_b = trans_b, .schedule = *sched};
     d[DESC_TANH] = d[DESC_ERF] = d[DESC_PLAIN];
     d[DESC_TANH].has_bias = d[DESC_ERF].has_bias = 1;
     d[DESC_TANH].epilogue = TL_EPI_GELU_TANH;
@@ -206,6 +208,9 @@ static void report(const bench *b, int trans_b)
     double base = b->have_lt ? ms[E].tflops : ms[D].tflops;
     printf("\n%s bf16 %s, operands rotated over %d cop%s; ratio = rate / (%s)'s\n", op, shape, b->ops.copies,
            b->ops.copies == 1 ? "y" : "ies", b->have_lt ? "e" : "d");
+    char sched[96];
+    gemm_schedule_text(&ms[A].w.d.schedule, sched, sizeof sched);
+    printf("  our schedule: %s\n", ms[A].w.d.schedule.block_m ? sched : "the op's default");
     printf("  %-42s %9s %9s %9s %9s\n", "impl", "ms", "TFLOP/s", "ratio", "rel err");
     for (int i = 0; i < NM; i++) {
         if (!ms[i].ran)
@@ -227,10 +232,10 @@ static void report(const bench *b, int trans_b)
            ms[C].ms - ms[B].ms);
 }
 
-static void bench_shape(tl_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans_b)
+static void bench_shape(tl_ctx *ctx, int64_t m, int64_t n, int64_t k, int trans_b, const tl_gemm_schedule *sched)
 {
     bench b;
-    setup(&b, ctx, m, n, k, trans_b);
+    setup(&b, ctx, m, n, k, trans_b, sched);
     make_references(&b);
     time_and_check(&b);
     report(&b, trans_b);
@@ -243,25 +248,31 @@ int main(int argc, char **argv)
 {
     int64_t m = 0, n = 0, k = 0;
     int trans_b = 1, one = 0;
+    tl_gemm_schedule sched = {0}; /* the op's default */
     for (int i = 1; i < argc; i++) {
+        int bm, bn, bk, st, th;
+        char end;
         if (strcmp(argv[i], "nn") == 0)
             trans_b = 0;
         else if (strcmp(argv[i], "nt") == 0)
             trans_b = 1;
+        else if (sscanf(argv[i], "%dx%dx%dx%dx%d%c", &bm, &bn, &bk, &st, &th, &end) == 5)
+            sched = (tl_gemm_schedule){.block_m = bm, .block_n = bn, .block_k = bk, .stages = st, .threads = th,
+                                       .swizzle = 8};
         else if (gemm_parse_shape(argv[i], &m, &n, &k) == 0)
             one = 1;
         else {
-            fprintf(stderr, "usage: bench_epilogue [MxNxK] [nt|nn]\n");
+            fprintf(stderr, "usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS]\n");
             return 2;
         }
     }
     tl_ctx *ctx = bench_open("bench_epilogue");
     printf("csv,op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err\n");
     if (one) {
-        bench_shape(ctx, m, n, k, trans_b);
+        bench_shape(ctx, m, n, k, trans_b, &sched);
     } else {
-        bench_shape(ctx, 4096, 4096, 4096, trans_b);
-        bench_shape(ctx, 8192, 8192, 8192, trans_b);
+        bench_shape(ctx, 4096, 4096, 4096, trans_b, &sched);
+        bench_shape(ctx, 8192, 8192, 8192, trans_b, &sched);
     }
     tl_ctx_destroy(ctx);
     return 0;

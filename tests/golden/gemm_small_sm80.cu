@@ -5,7 +5,7 @@
 #include "tl_device.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_nnbf16_bf16_286e39b8(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
+gemm_nnbf16_bf16_a3d274a2(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
 {
     const int tl_tid = threadIdx.x;
     const long long tl_bx = blockIdx.x;
@@ -173,6 +173,20 @@ gemm_nnbf16_bf16_286e39b8(long long M, long long N, long long K, const tl_bf16 *
     }
     __syncthreads();
     { // tl_copy F7 -> C (32x32)
+        const long long tl_t0 = (tl_by) * 32LL + (0), tl_t1 = (tl_bx) * 32LL + (0);
+        if (tl_t0 + 32LL <= C_d0 && tl_t1 + 32LL <= C_d1 && C_s0 % 2 == 0 &&
+            C_s0 <= 2147483647LL / 33 &&
+            tl_aligned<4>(C)) { // the whole tile inside: unmasked pair stores
+            tl_bf16 *const tl_cb = C + (tl_t0 * C_s0 + tl_t1);
+            #pragma unroll
+            for (int tl_r = 0; tl_r < 8; tl_r += 2) {
+                const int tl_l0 = (tl_warp / 2) * 16 + (tl_r) / 8 * 16 + tl_lane / 4 + (tl_r) % 4 / 2 * 8, tl_l1 = (tl_warp % 2) * 16 + (tl_r) / 4 % 2 * 8 + tl_lane % 4 * 2 + (tl_r) % 2;
+                tl_vec<tl_bf16, 2> tl_v;
+                tl_v.e[0] = tl_conv<tl_bf16>(tl_f32(F7[tl_r]));
+                tl_v.e[1] = tl_conv<tl_bf16>(tl_f32(F7[tl_r + 1]));
+                tl_st_vec(tl_cb + (tl_l0 * (int)C_s0 + tl_l1), tl_v);
+            }
+        } else // masked: the tile crosses an edge, or the pointer or stride is odd
         #pragma unroll
         for (int tl_r = 0; tl_r < 8; tl_r += 2) {
             const long long tl_l0 = (tl_warp / 2) * 16 + (tl_r) / 8 * 16 + tl_lane / 4 + (tl_r) % 4 / 2 * 8;

@@ -318,7 +318,10 @@ TL_API tl_expr tl_erf(tl_kernel *k, tl_expr a);
  * 2^126), erf a rational-exponential approximation (absolute error below
  * 1e-6). sqrt and rsqrt keep their full-precision forms. Off by
  * default; the CPU interpreter computes the exact functions either way.
- * on: 1 or 0. No errors (a NULL or failed kernel is ignored). */
+ * Unlike tl_compile_options.fast_math (NVRTC's --use_fast_math, for the
+ * whole program, which leaves tanh and erf precise), this is part of the
+ * kernel and its generated source. on: 1 or 0. No errors (a NULL or failed
+ * kernel is ignored). */
 TL_API void tl_use_fast_math(tl_kernel *k, int on);
 
 /* --- memory --- */
@@ -649,9 +652,12 @@ typedef struct tl_gemm_desc {
  * pointers, aligned to their element size. Any M, N, K >= 1: ragged edges
  * are masked; rows that start 16-byte aligned (K, and N for B as [K, N],
  * multiples of 8, pointers 16-byte aligned) take the asynchronous-copy fast
- * path, others an element-wise path. Errors: TL_ERR_INVALID_ARG (sizes,
- * misaligned pointers, which one), TL_ERR_DTYPE, those of tl_compile and
- * tl_launch. */
+ * path, others an element-wise path. C = act(A B + bias) in f32 on the
+ * accumulator; the activations use tl_use_fast_math (the tanh GELU on the
+ * hardware tanh, relative error about 2^-11; the erf GELU on an erf with
+ * absolute error below 1e-6), well below the rounding of a 16-bit output.
+ * Errors: TL_ERR_INVALID_ARG (sizes, misaligned pointers, which one),
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The compiled program tl_op_gemm uses for d (owned by the context). Its

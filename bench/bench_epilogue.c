@@ -15,8 +15,9 @@
  * overhead of (a) over (b) and the speedup of (a) over (c); (a) is checked
  * against (e) and (d), the erf form against (d) with erf.
  *
- * Usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS]
- *   (default 4096^3 and 8192^3, NT, the op's default schedule)
+ * Usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS[p]]
+ *   (default 4096^3 and 8192^3, NT, the op's default schedule; a trailing
+ *   p: the ping-pong kernel)
  */
 #include "bench.h"
 #include "gemm_sweep.h"
@@ -250,19 +251,20 @@ int main(int argc, char **argv)
     int trans_b = 1, one = 0;
     tl_gemm_schedule sched = {0}; /* the op's default */
     for (int i = 1; i < argc; i++) {
-        int bm, bn, bk, st, th;
-        char end;
+        int bm, bn, bk, st, th, f;
+        char end, extra;
         if (strcmp(argv[i], "nn") == 0)
             trans_b = 0;
         else if (strcmp(argv[i], "nt") == 0)
             trans_b = 1;
-        else if (sscanf(argv[i], "%dx%dx%dx%dx%d%c", &bm, &bn, &bk, &st, &th, &end) == 5)
+        else if ((f = sscanf(argv[i], "%dx%dx%dx%dx%d%c%c", &bm, &bn, &bk, &st, &th, &end, &extra)) == 5 ||
+                 (f == 6 && end == 'p'))
             sched = (tl_gemm_schedule){.block_m = bm, .block_n = bn, .block_k = bk, .stages = st, .threads = th,
-                                       .swizzle = 8};
+                                       .swizzle = 8, .pingpong = f == 6};
         else if (gemm_parse_shape(argv[i], &m, &n, &k) == 0)
             one = 1;
         else {
-            fprintf(stderr, "usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS]\n");
+            fprintf(stderr, "usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS[p]]\n");
             return 2;
         }
     }

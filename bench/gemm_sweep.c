@@ -19,26 +19,32 @@
 /* ------------------------------------------------------------------------ */
 
 static const tl_gemm_schedule default_sweep[] = {
-    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy */
-    {128, 128, 32, 3, 256, 8, 0},
-    {128, 128, 32, 4, 256, 8, 0},
-    {128, 128, 64, 3, 256, 8, 0},
-    {128, 128, 64, 4, 256, 8, 0},
-    {128, 128, 64, 2, 256, 8, 0}, /* small footprint: 2 blocks per SM */
-    {128, 128, 32, 3, 256, 0, 0}, /* what the swizzle is worth */
-    {128, 128, 32, 2, 128, 0, 0},
-    {128, 256, 32, 3, 256, 8, 0},
-    {128, 256, 32, 4, 256, 8, 0},
-    {128, 256, 64, 3, 256, 8, 0},
-    {128, 256, 64, 4, 256, 8, 0}, /* sm_90a's default; 192 KiB of shared memory */
-    {256, 128, 32, 3, 256, 8, 0},
-    {256, 128, 32, 4, 256, 8, 0},
-    {256, 128, 64, 3, 256, 8, 0},
-    {256, 128, 64, 4, 256, 8, 0},
-    {64, 128, 32, 4, 128, 8, 0},
-    {128, 64, 32, 4, 128, 8, 0},
-    {64, 64, 64, 3, 128, 0, 0},
-    {64, 64, 32, 2, 128, 8, 0},
+    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong */
+    {128, 128, 32, 3, 256, 8, 0, 0},
+    {128, 128, 32, 4, 256, 8, 0, 0},
+    {128, 128, 64, 3, 256, 8, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0},
+    {128, 128, 64, 2, 256, 8, 0, 0}, /* small footprint: 2 blocks per SM */
+    {128, 128, 32, 3, 256, 0, 0, 0}, /* what the swizzle is worth */
+    {128, 128, 32, 2, 128, 0, 0, 0},
+    {128, 256, 32, 3, 256, 8, 0, 0},
+    {128, 256, 32, 4, 256, 8, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0}, /* sm_90a's default; 192 KiB of shared memory */
+    {256, 128, 32, 3, 256, 8, 0, 0},
+    {256, 128, 32, 4, 256, 8, 0, 0},
+    {256, 128, 64, 3, 256, 8, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0},
+    {64, 128, 32, 4, 128, 8, 0, 0},
+    {128, 64, 32, 4, 128, 8, 0, 0},
+    {64, 64, 64, 3, 128, 0, 0, 0},
+    {64, 64, 32, 2, 128, 8, 0, 0},
+    /* persistent, warp-specialised: one 128-thread warpgroup per block,
+     * two of them taking turns per SM (sm_90a) */
+    {128, 128, 64, 6, 128, 8, 0, 1},
+    {128, 128, 64, 5, 128, 8, 0, 1},
+    {64, 256, 64, 5, 128, 8, 0, 1},
+    {64, 256, 64, 4, 128, 8, 0, 1},
 };
 
 const tl_gemm_schedule *gemm_default_sweep(int *n)
@@ -55,6 +61,8 @@ void gemm_schedule_text(const tl_gemm_schedule *s, char *buf, size_t len)
     if (s->warp_policy && strlen(buf) + 12 < len)
         snprintf(buf + strlen(buf), len - strlen(buf), " wp=%s",
                  s->warp_policy == TL_GEMM_WARP_ROWS ? "rows" : s->warp_policy == TL_GEMM_WARP_COLS ? "cols" : "?");
+    if (s->pingpong && strlen(buf) + 10 < len)
+        snprintf(buf + strlen(buf), len - strlen(buf), " pingpong");
 }
 
 size_t gemm_schedule_smem(const tl_gemm_schedule *s, tl_dtype in)

@@ -419,6 +419,23 @@ TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
  * sees the remapped tl_block_idx. 0 or 1: off. */
 TL_API void tl_use_swizzle(tl_kernel *k, int panel);
 
+/* Lowers k as a persistent, warp-specialised kernel (sm_90a): each CTA has
+ * a producer warpgroup, which issues every TMA copy of the tl_pipelined
+ * loop, and two consumer warpgroups that take turns, each running the
+ * block body for its own blocks (tiles), so that one's epilogue (the
+ * statements after the loop) overlaps the other's main loop on the tensor
+ * cores. The grid becomes persistent: min(ceil(blocks / 2), SMs) CTAs of
+ * 384 threads walk the blocks in order (tl_block_idx and tl_use_swizzle
+ * keep their meaning). Requirements, checked by tl_compile
+ * (TL_ERR_UNSUPPORTED, naming the one not met): target sm_90a; 128
+ * threads per block (one warpgroup); a 2-D grid; exactly one tl_pipelined
+ * loop, at the top of the body, of at least 3 stages, whose copies can be
+ * TMA boxes and whose compute is one wgmma tl_gemm. At launch the tensors
+ * the loop copies must suit TMA (16-byte aligned base and rows), else
+ * tl_launch returns TL_ERR_UNSUPPORTED. Shared buffers outside the
+ * pipeline are private to each consumer (twice the memory). on: 1 or 0. */
+TL_API void tl_use_pingpong(tl_kernel *k, int on);
+
 /* ------------------------------------------------------------------------ */
 /* Compilation                                                               */
 /* ------------------------------------------------------------------------ */
@@ -636,6 +653,13 @@ typedef struct tl_gemm_schedule {
     int threads;
     int swizzle;
     unsigned warp_policy;   /* TL_GEMM_WARP_* */
+    int pingpong;           /* 1: tl_use_pingpong (sm_90a; threads must be
+                               128, block_k 64, stages >= 3): persistent
+                               CTAs whose two consumer warpgroups overlap
+                               one block's epilogue with the next one's
+                               main loop. Operands that TMA cannot take
+                               (not 16-byte aligned) fall back to the
+                               default schedule at launch. */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {

@@ -315,3 +315,9 @@ TL_API void tl_use_swizzle(tl_kernel *k, int panel)
     }
     k->ir.swizzle = panel > 1 ? panel : 0;
 }
+
+TL_API void tl_use_pingpong(tl_kernel *k, int on)
+{
+    if (tli_klive(k))
+        k->ir.pingpong = on != 0;
+}

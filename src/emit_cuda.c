@@ -396,7 +396,7 @@ static void emit_serial(emitter *E, int32_t sid, const tli_snode *s)
     /* The next iteration may read what this one stored: a barrier at the end
      * of the body too (the loop is uniform over the block here). */
     if (!E->inside_parallel && tli_stmt_stores(E->ir, sid))
-        tli_e_line(E, "__syncthreads();");
+        tli_e_sync(E);
     E->indent--;
     tli_e_line(E, "}");
 }
@@ -643,6 +643,14 @@ static void emit_parallel(emitter *E, int32_t sid)
     tli_e_line(E, "}");
 }
 
+void tli_e_sync(emitter *E)
+{
+    if (E->pingpong)
+        tli_e_line(E, "tl_wg_sync(tl_wg);");
+    else
+        tli_e_line(E, "__syncthreads();");
+}
+
 /* A body. Outside tl_parallel, a statement that stores is followed by a
  * block barrier when more statements come, so that every thread sees its
  * stores (conditions there are uniform over the block, so this is safe);
@@ -662,7 +670,7 @@ void tli_e_stmts(emitter *E, int32_t first)
         if (touched) /* its barrier serves the previous statement too */
             tli_e_flush_pending(E, base);
         else if (barrier)
-            tli_e_line(E, "__syncthreads();");
+            tli_e_sync(E);
         const int before = E->npending;
         switch ((tli_sop)s->op) {
         case S_STORE: emit_store(E, s); break;
@@ -735,7 +743,11 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     tli_str_appendf(h, "// Launch: grid (");
     for (int i = 0; i < 3; i++)
         tli_str_appendf(h, "%s%s", i ? ", " : "", ir->grid[i] ? plain_expr(E, ir->grid[i]) : "1");
-    tli_str_appendf(h, "), %d threads per block.\n// Arguments:", ir->threads);
+    if (ir->pingpong)
+        tli_str_appendf(h, ") blocks of %d threads, run by min(ceil(blocks / 2), SMs) persistent CTAs of 384 "
+                           "threads (tl_use_pingpong).\n// Arguments:", ir->threads);
+    else
+        tli_str_appendf(h, "), %d threads per block.\n// Arguments:", ir->threads);
     for (int32_t i = 1; i < ir->p.n; i++) {
         const tli_param *p = &ir->p.v[i];
         static const char *kinds[] = {"tensor", "dim", "scalar"};
@@ -751,7 +763,9 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     int min_blocks = 0;
     if (E->plan.wgmma)
         min_blocks = E->plan.smem_bytes * 2 <= 227 * 1024 && ir->threads <= 512 ? 2 : 1;
-    if (min_blocks)
+    if (ir->pingpong) /* persistent: one CTA of three warpgroups per SM */
+        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(384, 1)\n%s(", kname);
+    else if (min_blocks)
         tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d, %d)\n%s(", ir->threads, min_blocks,
                         kname);
     else
@@ -810,6 +824,11 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
+    if (ir->pingpong && strcmp(target, "sm_90a") != 0) { /* before the sizes: they are sm_90a's */
+        emitter_free(&E);
+        tli_fmt(err, errlen, "tl_use_pingpong: it needs the sm_90a target (wgmma, TMA, setmaxnreg), not %s", target);
+        return TL_ERR_UNSUPPORTED;
+    }
     tl_status st = tli_plan_tiles(ir, target, smem_limit, &E.plan, err, errlen);
     if (st != TL_OK) {
         emitter_free(&E);
@@ -819,13 +838,27 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit
     E.tma = tma;
     /* Body first: the kernel's name carries a hash of what it does. */
     E.indent = 1;
-    tli_e_line(&E, "const int tl_tid = threadIdx.x;");
-    for (int a = 0; a < 3; a++)
-        if (uses_block_axis(ir, a))
-            tli_e_line(&E, "const long long tl_b%c = blockIdx.%c;", "xyz"[a], "xyz"[a]);
-    emit_tensor_meta(&E);
-    tli_e_tile_prologue(&E);
-    tli_e_stmts(&E, ir->body);
+    char why[256];
+    if (ir->pingpong && !tli_pingpong_ok(&E, why, sizeof why)) {
+        tli_fmt(err, errlen, "tl_use_pingpong: %s", why);
+        emitter_free(&E);
+        return TL_ERR_UNSUPPORTED;
+    }
+    if (ir->pingpong) {
+        /* three warpgroups; the block body sees its own warpgroup's threads */
+        tli_e_line(&E, "const int tl_wg = threadIdx.x / 128, tl_tid = threadIdx.x %% 128;");
+        emit_tensor_meta(&E);
+        tli_e_tile_prologue(&E);
+        tli_e_pingpong_body(&E);
+    } else {
+        tli_e_line(&E, "const int tl_tid = threadIdx.x;");
+        for (int a = 0; a < 3; a++)
+            if (uses_block_axis(ir, a))
+                tli_e_line(&E, "const long long tl_b%c = blockIdx.%c;", "xyz"[a], "xyz"[a]);
+        emit_tensor_meta(&E);
+        tli_e_tile_prologue(&E);
+        tli_e_stmts(&E, ir->body);
+    }
     if (E.st != TL_OK) {
         tli_fmt(err, errlen, "%s", E.err);
         st = E.st;

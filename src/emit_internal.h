@@ -37,6 +37,10 @@ typedef struct emitter {
      * touches one of them, so the copy overlaps what runs in between. */
     int32_t pending[TLI_MAX_PENDING];
     int npending;
+    /* Emitting a consumer warpgroup's block body of a ping-pong kernel:
+     * block barriers are the warpgroup's named barrier, the pipelined loop
+     * is the consumer side of the shared pipeline. */
+    bool pingpong;
     tl_status st;        /* first lowering failure */
     char err[256];
 } emitter;
@@ -51,6 +55,9 @@ void tli_e_line(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
 const char *tli_e_expr(emitter *E, int32_t id);
 /* The text of one expression used alone (its temporaries emitted first). */
 const char *tli_e_single(emitter *E, int32_t id);
+/* A barrier over the block's threads: __syncthreads(), or the consumer
+ * warpgroup's named barrier in a ping-pong kernel. */
+void tli_e_sync(emitter *E);
 /* Statements of a body. */
 void tli_e_stmts(emitter *E, int32_t first);
 /* Loop variables i<sid>_<d><suffix> of parallel loop sid from a flat index. */
@@ -60,7 +67,25 @@ void tli_e_decompose(emitter *E, int32_t sid, const char *flat, const char *suff
  * texts of its indices. */
 void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok);
 
+/* emit_pingpong.c */
+/* Whether the kernel can be lowered as a ping-pong one; why not in why. */
+bool tli_pingpong_ok(emitter *E, char *why, size_t len);
+/* The whole body of a ping-pong kernel (after the tile prologue). */
+void tli_e_pingpong_body(emitter *E);
+/* The consumer side of the pipelined loop sid in a ping-pong kernel. */
+void tli_e_pingpong_pipelined(emitter *E, int32_t sid, int32_t first_consumer);
+
 /* emit_tile.c */
+/* wgmma of gemm statement s on the current stages, then wgmma.wait_group(wait). */
+void tli_e_gemm_wgmma(emitter *E, const tli_snode *s, int wait);
+/* The stage text the consumers of pipelined loop `loop` read (NULL: 0). */
+void tli_e_consumer_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *stage);
+/* Whether producer copy c of a pipelined loop can be TMA boxes. */
+bool tli_e_tma_copy_ok(emitter *E, int32_t c);
+/* The TMA loads of the producers of `loop` for iteration `it` into stage
+ * `stage`, completing on barrier `bar`; *bytes: the stage's size. */
+void tli_e_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
+                         const char *stage, const char *bar, int64_t *bytes);
 /* Shared memory pointers, fragment and local arrays, the block remap of
  * tl_use_swizzle: the start of the kernel body. */
 void tli_e_tile_prologue(emitter *E);

@@ -58,7 +58,7 @@ static void emit_block_remap(emitter *E)
 void tli_e_tile_prologue(emitter *E)
 {
     const tli_ir *ir = E->ir;
-    if (ir->swizzle)
+    if (ir->swizzle && !ir->pingpong) /* ping-pong: per block, in its loop */
         emit_block_remap(E);
     if (E->plan.smem_bytes)
         tli_e_line(E, "extern __shared__ __align__(128) unsigned char tl_smem[];");
@@ -614,7 +614,7 @@ void tli_e_flush_pending(emitter *E, int from)
     tli_e_line(E, "tl_cp_async_wait<0>();");
     if (E->plan.wgmma) /* wgmma and TMA read shared memory through the async proxy */
         tli_e_line(E, "tl_fence_proxy_async();");
-    tli_e_line(E, "__syncthreads();");
+    tli_e_sync(E);
     E->npending = from;
 }
 
@@ -652,7 +652,7 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b)
 /* sm_90a: each warpgroup runs its m64 tiles of C with wgmma, A and B read
  * straight from the swizzled shared tiles through descriptors; four k16
  * steps per 64-wide K tile, committed as one group and waited for. */
-static void emit_gemm_wgmma(emitter *E, const tli_snode *s, int wait)
+void tli_e_gemm_wgmma(emitter *E, const tli_snode *s, int wait)
 {
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
     const tli_warp_layout *w = &E->plan.frag[s->gemm[2]].w;
@@ -691,7 +691,7 @@ void tli_e_gemm(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     if (E->plan.frag[s->gemm[2]].w.wgmma) {
-        emit_gemm_wgmma(E, s, 0);
+        tli_e_gemm_wgmma(E, s, 0);
         return;
     }
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
@@ -776,7 +776,7 @@ static void emit_cp_async_prologue(emitter *E, int32_t sid, int32_t first_consum
 
 /* The stage the consumers read: the producers' destination buffers are
  * addressed at `stage` (NULL: back to stage 0). */
-static void set_consumer_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *stage)
+void tli_e_consumer_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *stage)
 {
     for (int32_t c = loop->body; c != first_consumer; c = tli_S(E->ir, c)->next)
         E->stage[tli_copy_buf(E->ir, tli_S(E->ir, c)->a1)] = stage;
@@ -798,7 +798,7 @@ static int tma_map(emitter *E, int32_t gb, int64_t inner, int64_t outer)
 /* Whether producer copy c can be one or more TMA boxes: a 2-D tile of the
  * same element type into a 128-byte-row buffer (K-major, 64 16-bit
  * columns) or an MN-major one; boxes of at most 256 rows. */
-static bool tma_copy_ok(emitter *E, int32_t c)
+bool tli_e_tma_copy_ok(emitter *E, int32_t c)
 {
     const tli_snode *n = tli_S(E->ir, c);
     int32_t gb = tli_copy_buf(E->ir, n->a0), sb = tli_copy_buf(E->ir, n->a1);
@@ -812,7 +812,7 @@ static bool tma_copy_ok(emitter *E, int32_t c)
 
 /* TMA loads of the producers for iteration `it` into stage `stage` (texts),
  * completing on barrier `bar`; `bytes` gets the stage's size. */
-static void emit_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
+void tli_e_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
                                const char *stage, const char *bar, int64_t *bytes)
 {
     const tli_ir *ir = E->ir;
@@ -851,7 +851,7 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     int S = s->a1;
     int copies = 0;
     for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next, copies++)
-        if (!tma_copy_ok(E, c))
+        if (!tli_e_tma_copy_ok(E, c))
             return false;
     if (E->tma->n + copies > TLI_MAX_TMA) /* out of descriptor slots: cp.async only */
         return false;
@@ -880,7 +880,7 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
      * loads into a side buffer */
     tli_str saved = E->out;
     tli_str_init(&E->out);
-    emit_tma_producers(E, s, first_consumer, "tl_s", "tl_s", "&tl_full[tl_s]", &bytes);
+    tli_e_tma_producers(E, s, first_consumer, "tl_s", "tl_s", "&tl_full[tl_s]", &bytes);
     tli_str loads = E->out;
     E->out = saved;
     tli_e_line(E, "tl_mbar_expect(&tl_full[tl_s], %lld);", (long long)bytes);
@@ -891,9 +891,9 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
     E->indent++;
     tli_e_line(E, "tl_mbar_wait(&tl_full[%s %% %d], (unsigned)(%s / %d) & 1);", v, S, v, S);
-    set_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
-    emit_gemm_wgmma(E, g, 1);
-    set_consumer_stage(E, s, first_consumer, NULL);
+    tli_e_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
+    tli_e_gemm_wgmma(E, g, 1);
+    tli_e_consumer_stage(E, s, first_consumer, NULL);
     tli_e_line(E, "if (%s > 0 && tl_lane == 0)", v);
     tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(%s - 1) %% %d]);", v, S);
     tli_e_line(E, "if (tl_tid == 0 && %s + %d < tl_n%d) {", v, S - 1, sid);
@@ -903,7 +903,7 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     tli_e_line(E, "if (tl_it >= %d)", S);
     tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], (unsigned)((tl_it - %d) / %d) & 1);", S, S);
     tli_e_line(E, "tl_mbar_expect(&tl_full[tl_sn], %lld);", (long long)bytes);
-    emit_tma_producers(E, s, first_consumer, "tl_it", "tl_sn", "&tl_full[tl_sn]", &bytes);
+    tli_e_tma_producers(E, s, first_consumer, "tl_it", "tl_sn", "&tl_full[tl_sn]", &bytes);
     E->indent--;
     tli_e_line(E, "}");
     E->indent--;
@@ -943,8 +943,8 @@ static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer
     tli_e_line(E, "tl_fence_proxy_async();");
     tli_e_line(E, "__syncthreads();");
     E->var_text[s->vars[0]] = NULL;
-    set_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
-    emit_gemm_wgmma(E, g, 1);
+    tli_e_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
+    tli_e_gemm_wgmma(E, g, 1);
     tli_e_line(E, "{");
     E->indent++;
     tli_e_line(E, "const long long tl_next = %s + %d;", v, S - 2);
@@ -957,7 +957,7 @@ static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer
     E->indent--;
     tli_e_line(E, "}");
     E->var_text[s->vars[0]] = NULL;
-    set_consumer_stage(E, s, first_consumer, NULL);
+    tli_e_consumer_stage(E, s, first_consumer, NULL);
     E->indent--;
     tli_e_line(E, "}");
     tli_e_line(E, "tl_wgmma_wait<0>();");
@@ -978,6 +978,10 @@ void tli_e_pipelined(emitter *E, int32_t sid)
     int32_t first_consumer = s->body;
     while (first_consumer && tli_is_producer(ir, first_consumer))
         first_consumer = tli_S(ir, first_consumer)->next;
+    if (E->pingpong) {
+        tli_e_pingpong_pipelined(E, sid, first_consumer);
+        return;
+    }
     if (emit_pipelined_wgmma(E, sid, first_consumer))
         return;
     const char *n = tli_e_single(E, s->a0);
@@ -1015,11 +1019,11 @@ void tli_e_pipelined(emitter *E, int32_t sid)
     }
     E->var_text[s->vars[0]] = NULL;
     const char *stage = S > 1 ? tli_e_fmt(E, "%s %% %d", v, S) : "0";
-    set_consumer_stage(E, s, first_consumer, stage);
+    tli_e_consumer_stage(E, s, first_consumer, stage);
     tli_e_stmts(E, first_consumer);
     if (S == 1)
         tli_e_line(E, "__syncthreads();");
-    set_consumer_stage(E, s, first_consumer, NULL);
+    tli_e_consumer_stage(E, s, first_consumer, NULL);
     E->indent--;
     tli_e_line(E, "}");
     tli_e_line(E, "tl_cp_async_wait<0>();");

@@ -123,6 +123,7 @@ typedef struct tli_ir {
     int32_t grid[3];     /* expressions; 0 means 1 */
     int swizzle;         /* L2 rasterisation panel (0: off) */
     bool fast_math;      /* f32 math lowered to the approximate units */
+    bool pingpong;       /* persistent, warp-specialised lowering (tl_use_pingpong) */
     int threads;         /* 0 until tl_grid */
     int32_t body;        /* first statement of the kernel body */
 } tli_ir;

@@ -249,8 +249,10 @@ static void plan_smem(planner *P, int64_t limit)
         tli_smem_info *si = &P->plan->smem[i];
         if (b->scope != B_SHARED)
             continue;
+        /* outside the pipeline: one copy, or one per consumer warpgroup of
+         * a ping-pong kernel (their blocks run at once) */
         if (si->stages < 1)
-            si->stages = 1;
+            si->stages = ir->pingpong ? 2 : 1;
         si->stage_elems = tli_buf_elems(b);
         si->offset = off;
         int64_t bytes = si->stages * si->stage_elems * (int64_t)tl_dtype_size((tl_dtype)b->dtype);

@@ -220,6 +220,8 @@ TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_prog
         return tli_fail(ctx, st, "tl_compile: kernel '%s': %s", k->ir.name, err);
     }
     p->smem_bytes = (int)smem;
+    if (p->ir.pingpong)
+        p->threads = 384; /* a producer and two consumer warpgroups */
     st = finish_program(ctx, p, opt, out);
     if (st == TL_OK && !(*out)->from_cache)
         (*out)->compile_ms += emit_ms;
@@ -430,6 +432,17 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
     if (p->tma.n)
         params[n + p->tma.n] = &use_tma;
     tli_bound_free(&b);
+    if (p->ir.pingpong) {
+        /* persistent: two blocks per CTA at a time, at most one CTA per SM */
+        if (!use_tma)
+            return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_launch: kernel '%s' uses tl_use_pingpong, which needs TMA: "
+                            "a tensor it copies is not 16-byte aligned (base or row stride) or too large",
+                            p->kname);
+        int64_t blocks = grid[0] * grid[1] * grid[2], ctas = (blocks + 1) / 2;
+        int64_t sms = ctx->info.sm_count > 0 ? ctx->info.sm_count : 1;
+        grid[0] = ctas < sms ? ctas : sms;
+        grid[1] = grid[2] = blocks ? 1 : 0;
+    }
     return tli_launch_raw(p, grid, params, stream);
 }
 

@@ -254,23 +254,28 @@ static void test_argument_errors(void **state)
     problem_free(&p);
 }
 
-/* A few schedules: small and large tiles, 2 to 4 stages, 128 and 256
- * threads, swizzle on and off. */
+/* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
+ * threads, swizzle on and off, the ping-pong kernel (tl_use_pingpong). */
 static void test_schedules(void **state)
 {
     (void)state;
     NEED_GPU();
     const tl_gemm_schedule scheds[] = {
-        {64, 64, 32, 2, 128, 0, 0},
-        {128, 128, 32, 3, 256, 0, 0},
-        {128, 256, 64, 4, 256, 8, 0},
+        {64, 64, 32, 2, 128, 0, 0, 0},
+        {128, 128, 32, 3, 256, 0, 0, 0},
+        {128, 256, 64, 4, 256, 8, 0, 0},
+        {128, 128, 64, 6, 128, 8, 0, 1}, /* ping-pong */
+        {64, 256, 64, 5, 128, 0, 0, 1},
     };
-    const int64_t sizes[][3] = {{257, 129, 72}, {1024, 1024, 1024}};
-    int nsizes = small ? 1 : 2;
+    /* 200x264x136 is ragged but TMA-aligned for both layouts (the
+     * ping-pong schedules need TMA; 257x129x72 takes them only with B as
+     * [N, K] and falls back to the default schedule otherwise) */
+    const int64_t sizes[][3] = {{257, 129, 72}, {200, 264, 136}, {1024, 1024, 1024}};
+    int nsizes = small ? 2 : 3;
     for (int s = 0; s < nsizes; s++) {
         problem p;
         problem_init(&p, sizes[s][0], sizes[s][1], sizes[s][2], TL_BF16, 0, 7800 + 10 * (uint64_t)s);
-        for (int c = 0; c < 3; c++)
+        for (size_t c = 0; c < sizeof scheds / sizeof scheds[0]; c++)
             for (int t = 0; t < 2; t++) {
                 check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, &scheds[c]);
                 check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, &scheds[c]);

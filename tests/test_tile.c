@@ -222,6 +222,8 @@ static const tl_gemm_schedule cubin_schedules[] = {
     {.block_m = 128, .block_n = 256, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8},
     {.block_m = 64, .block_n = 64, .block_k = 32, .stages = 2, .threads = 128},
     {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 4},
+    {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 6, .threads = 128, .swizzle = 8, .pingpong = 1},
+    {.block_m = 64, .block_n = 256, .block_k = 64, .stages = 5, .threads = 128, .pingpong = 1},
 };
 
 static void test_gemm_cubins_sm80_sm90a(void **state)
@@ -238,6 +240,12 @@ static void test_gemm_cubins_sm80_sm90a(void **state)
                 assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
                 tl_program *p;
                 tl_status st = tl_compile(k, &(tl_compile_options){.target = targets[t]}, &p);
+                if (cubin_schedules[i].pingpong && t == 0) { /* warp specialisation is sm_90a's */
+                    assert_status(st, TL_ERR_UNSUPPORTED);
+                    assert_non_null(strstr(tl_ctx_error(ctx), "tl_use_pingpong: it needs the sm_90a target"));
+                    tl_kernel_destroy(k);
+                    continue;
+                }
                 if (st != TL_OK)
                     fail_msg("%s schedule %zu: %s", targets[t], i, tl_ctx_error(ctx));
                 size_t n;
@@ -246,6 +254,49 @@ static void test_gemm_cubins_sm80_sm90a(void **state)
                 tl_program_destroy(p);
                 tl_kernel_destroy(k);
             }
+}
+
+/* tl_use_pingpong: a producer warpgroup and two consumer warpgroups that
+ * take turns (the register budget moved with setmaxnreg, an order barrier
+ * pair, a named barrier per consumer instead of __syncthreads in the block
+ * body, private copies of the bias buffer); and the requirements, each
+ * named when it is not met. */
+static void test_pingpong_lowering(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_TANH, .schedule = cubin_schedules[4]};
+    tl_kernel *k;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"__launch_bounds__(384, 1)", "tl_setmaxnreg_dec<40>()", "tl_setmaxnreg_inc<232>()",
+                          "tl_mbar_wait(&tl_order[tl_wg]", "tl_mbar_arrive(&tl_order[1 - tl_wg])",
+                          "tl_wg_sync(tl_wg);", "(tl_wg) * 128 + ", "tl_p / 2 * 2 * gridDim.x"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(src, want[i]))
+            fail_msg("ping-pong source lacks %s", want[i]);
+    /* inside the consumers' block body no barrier waits for the producer */
+    const char *consumers = strstr(src, "tl_setmaxnreg_inc");
+    assert_non_null(consumers);
+    assert_null(strstr(consumers, "__syncthreads"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+
+    struct { tl_gemm_schedule s; const char *why; } bad[] = {
+        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .pingpong = 1}, "128 threads"},
+        {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 2, .threads = 128, .pingpong = 1}, "3 to 15 stages"},
+        {{.block_m = 64, .block_n = 64, .block_k = 32, .stages = 3, .threads = 128, .pingpong = 1}, "wgmma"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        d.schedule = bad[i].s;
+        assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+        tl_program *p;
+        assert_status(tl_compile(k, &(tl_compile_options){.target = "sm_90a"}, &p), TL_ERR_UNSUPPORTED);
+        if (!strstr(tl_ctx_error(ctx), bad[i].why))
+            fail_msg("schedule %zu: '%s' does not say '%s'", i, tl_ctx_error(ctx), bad[i].why);
+        tl_kernel_destroy(k);
+    }
 }
 
 /* The default schedule follows the context's target: an sm_80 context gets
@@ -316,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_gemm_ptx_sm80),
         cmocka_unit_test(test_gemm_golden),
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
+        cmocka_unit_test(test_pingpong_lowering),
     };
     return cmocka_run_group_tests_name("tiles+gemm", tests, offline_setup, ctx_teardown);
 }

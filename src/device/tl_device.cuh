@@ -337,6 +337,14 @@ __device__ __forceinline__ void tl_mbar_arrive(unsigned long long *bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
 }
+// Warp-specialised kernels (tl_use_pingpong): a barrier for the 128
+// threads of consumer warpgroup wg alone (named barrier 1 + wg; 0 is
+// __syncthreads), and the register budget moved from the producer
+// warpgroup to the consumers (setmaxnreg; every warp of the warpgroup
+// executes it).
+__device__ __forceinline__ void tl_wg_sync(int wg) { asm volatile("bar.sync %0, 128;\n" :: "r"(1 + wg) : "memory"); }
+template <int N> __device__ __forceinline__ void tl_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
+template <int N> __device__ __forceinline__ void tl_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
 // One arrival that also announces `bytes` of transactions (TMA) to come.
 __device__ __forceinline__ void tl_mbar_expect(unsigned long long *bar, unsigned bytes)
 {

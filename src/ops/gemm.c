@@ -40,7 +40,7 @@ static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
     /* an all-zero schedule is the default one, swizzle included; otherwise
      * swizzle 0 means off */
     if (!d->schedule.block_m && !d->schedule.block_n && !d->schedule.block_k && !d->schedule.stages &&
-        !d->schedule.threads && !d->schedule.swizzle)
+        !d->schedule.threads && !d->schedule.swizzle && !d->schedule.pingpong)
         s.swizzle = default_schedule.swizzle;
     return s;
 }
@@ -126,6 +126,8 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
     /* the activations in f32 with the hardware tanh: its 2^-11 is far below
      * what the bf16/f16 operands carry (see tl_op_gemm in tilec.h) */
     tl_use_fast_math(k, 1);
+    if (s.pingpong)
+        tl_use_pingpong(k, 1);
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     tl_buf As = tl_alloc_shared(k, d->in_dtype, 2, (int64_t[]){s.block_m, s.block_k});
     tl_buf Bs = tl_alloc_shared(k, d->in_dtype, 2,
@@ -169,9 +171,9 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
     /* One program serves every size: the key holds what the code depends on. */
     tl_gemm_schedule s = effective_schedule(ctx, d);
     char key[128];
-    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u", tl_dtype_name(d->in_dtype),
+    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s.block_m, s.block_n, s.block_k,
-            s.stages, s.threads, s.swizzle, s.warp_policy);
+            s.stages, s.threads, s.swizzle, s.warp_policy, s.pingpong != 0);
     return tli_op_program(ctx, key, build_for_op, d, out);
 }
 
@@ -197,9 +199,23 @@ static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, 
     return TL_OK;
 }
 
+/* Whether TMA can copy A and B: 16-byte aligned bases and rows. */
+static bool tma_operands(const tl_gemm_desc *d, uint64_t a, uint64_t b)
+{
+    int64_t b_row = d->trans_b ? d->k : d->n;
+    return a % 16 == 0 && b % 16 == 0 && d->k % 8 == 0 && b_row % 8 == 0;
+}
+
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c,
                             void *stream)
 {
+    tl_gemm_desc fallback;
+    if (d && d->schedule.pingpong && !tma_operands(d, a, b)) {
+        /* the ping-pong kernel has no cp.async path: the default one has */
+        fallback = *d;
+        memset(&fallback.schedule, 0, sizeof fallback.schedule);
+        d = &fallback;
+    }
     const tl_program *p;
     tl_status st = tl_op_gemm_program(ctx, d, &p);
     if (st == TL_OK)

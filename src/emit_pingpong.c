@@ -135,9 +135,9 @@ static void emit_producer(emitter *E, const tli_snode *s, int32_t fc)
     tli_e_line(E, "const long long tl_n = %s;", tli_e_single(E, s->a0));
     tli_e_line(E, "for (long long tl_j = 0; tl_j < tl_n; ++tl_j, ++tl_seq) {");
     E->indent++;
-    tli_e_line(E, "const int tl_sn = (int)(tl_seq %% %d);", S);
+    tli_e_line(E, "const int tl_sn = (int)((unsigned)tl_seq %% %du);", S);
     tli_e_line(E, "if (tl_seq >= %d)", S);
-    tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], (unsigned)(tl_seq / %d - 1) & 1);", S);
+    tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], ((unsigned)tl_seq / %du - 1) & 1);", S);
     /* the expect goes first but needs the byte count: loads into a side buffer */
     int64_t bytes;
     tli_str saved = E->out;
@@ -217,20 +217,22 @@ void tli_e_pingpong_pipelined(emitter *E, int32_t sid, int32_t fc)
     tli_e_line(E, "    tl_mbar_wait(&tl_order[tl_wg], (unsigned)((tl_p - 1) / 2) & 1);");
     tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
     E->indent++;
-    tli_e_line(E, "const long long tl_seq = tl_seq0 + %s;", v);
-    tli_e_line(E, "tl_mbar_wait(&tl_full[tl_seq %% %d], (unsigned)(tl_seq / %d) & 1);", S, S);
-    tli_e_consumer_stage(E, s, fc, tli_e_fmt(E, "tl_seq %% %d", S));
+    /* ring positions in 32 bits: a 64-bit division by a stage count that is
+     * not a power of two costs dozens of instructions on the issue path */
+    tli_e_line(E, "const unsigned tl_seq = (unsigned)(tl_seq0 + %s), tl_st = tl_seq %% %du;", v, S);
+    tli_e_line(E, "tl_mbar_wait(&tl_full[tl_st], (tl_seq / %du) & 1);", S);
+    tli_e_consumer_stage(E, s, fc, "tl_st");
     tli_e_gemm_wgmma(E, tli_S(ir, fc), 1);
     tli_e_consumer_stage(E, s, fc, NULL);
     tli_e_line(E, "if (%s > 0 && tl_lane == 0) // the wgmma of the previous entry is done", v);
-    tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(tl_seq - 1) %% %d]);", S);
+    tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(tl_seq - 1) %% %du]);", S);
     E->indent--;
     tli_e_line(E, "}");
     tli_e_line(E, "if (tl_lane == 0) // the other warpgroup's turn");
     tli_e_line(E, "    tl_mbar_arrive(&tl_order[1 - tl_wg]);");
     tli_e_line(E, "tl_wgmma_wait<0>();");
     tli_e_line(E, "if (tl_n%d > 0 && tl_lane == 0)", sid);
-    tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(tl_seq0 + tl_n%d - 1) %% %d]);", sid, S);
+    tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(unsigned)(tl_seq0 + tl_n%d - 1) %% %du]);", sid, S);
     E->indent--;
     tli_e_line(E, "}");
 }

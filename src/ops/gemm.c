@@ -11,9 +11,16 @@
 
 #include <string.h>
 
-/* Defaults per path, the best of the sweeps in bench/NOTES.md: on sm_90a
- * the wgmma path with 128x256 tiles, 4 stages of 64-wide K tiles (192 KiB);
- * elsewhere the mma.sync path with a footprint an A100 can hold. */
+/* Defaults per path, the best of the sweeps in bench/NOTES.md. On sm_90a:
+ * the persistent ping-pong kernel (128x128 tiles per consumer warpgroup, 4
+ * stages of 64-wide K tiles, 128 KiB), whose epilogue overlaps the other
+ * warpgroup's main loop, when TMA can read the operands' rows; otherwise
+ * the classic wgmma kernel with 128x256 tiles (192 KiB), which has a
+ * cp.async path. Elsewhere the mma.sync path with a footprint an A100 can
+ * hold. */
+static const tl_gemm_schedule default_pingpong = {
+    .block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .swizzle = 8, .pingpong = 1,
+};
 static const tl_gemm_schedule default_sm90a = {
     .block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 8,
 };
@@ -21,27 +28,36 @@ static const tl_gemm_schedule default_sm80 = {
     .block_m = 128, .block_n = 256, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8,
 };
 
-/* The schedule of d with the target's defaults filled in. */
+/* Whether TMA can read rows of A and B: 16-byte multiples (8 elements). */
+static bool tma_rows(const tl_gemm_desc *d)
+{
+    return d->k % 8 == 0 && (d->trans_b ? d->k : d->n) % 8 == 0;
+}
+
+/* The schedule of d with the target's defaults filled in. An all-zero
+ * schedule is the default one (ping-pong on sm_90a when TMA can read the
+ * rows); in any other, zero fields come from the classic default and
+ * swizzle 0 means off. */
 static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
-    const tl_gemm_schedule default_schedule =
-        strcmp(tl_ctx_target(ctx), "sm_90a") == 0 ? default_sm90a : default_sm80;
-    tl_gemm_schedule s = d->schedule;
+    bool sm90a = strcmp(tl_ctx_target(ctx), "sm_90a") == 0;
+    const tl_gemm_schedule *z = &d->schedule;
+    bool all_zero = !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
+                    !z->warp_policy && !z->pingpong;
+    if (all_zero)
+        return sm90a ? (tma_rows(d) ? default_pingpong : default_sm90a) : default_sm80;
+    const tl_gemm_schedule def = sm90a ? default_sm90a : default_sm80;
+    tl_gemm_schedule s = *z;
     if (!s.block_m)
-        s.block_m = default_schedule.block_m;
+        s.block_m = def.block_m;
     if (!s.block_n)
-        s.block_n = default_schedule.block_n;
+        s.block_n = def.block_n;
     if (!s.block_k)
-        s.block_k = default_schedule.block_k;
+        s.block_k = def.block_k;
     if (!s.stages)
-        s.stages = default_schedule.stages;
+        s.stages = def.stages;
     if (!s.threads)
-        s.threads = default_schedule.threads;
-    /* an all-zero schedule is the default one, swizzle included; otherwise
-     * swizzle 0 means off */
-    if (!d->schedule.block_m && !d->schedule.block_n && !d->schedule.block_k && !d->schedule.stages &&
-        !d->schedule.threads && !d->schedule.swizzle && !d->schedule.pingpong)
-        s.swizzle = default_schedule.swizzle;
+        s.threads = def.threads;
     return s;
 }
 
@@ -199,21 +215,15 @@ static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, 
     return TL_OK;
 }
 
-/* Whether TMA can copy A and B: 16-byte aligned bases and rows. */
-static bool tma_operands(const tl_gemm_desc *d, uint64_t a, uint64_t b)
-{
-    int64_t b_row = d->trans_b ? d->k : d->n;
-    return a % 16 == 0 && b % 16 == 0 && d->k % 8 == 0 && b_row % 8 == 0;
-}
-
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c,
                             void *stream)
 {
     tl_gemm_desc fallback;
-    if (d && d->schedule.pingpong && !tma_operands(d, a, b)) {
-        /* the ping-pong kernel has no cp.async path: the default one has */
+    if (ctx && d && check_desc(ctx, d, "tl_op_gemm") == TL_OK && effective_schedule(ctx, d).pingpong &&
+        (a % 16 || b % 16 || !tma_rows(d))) {
+        /* the ping-pong kernel has no cp.async path: the classic one has */
         fallback = *d;
-        memset(&fallback.schedule, 0, sizeof fallback.schedule);
+        fallback.schedule = default_sm90a;
         d = &fallback;
     }
     const tl_program *p;

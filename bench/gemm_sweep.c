@@ -30,7 +30,7 @@ static const tl_gemm_schedule default_sweep[] = {
     {128, 256, 32, 3, 256, 8, 0, 0},
     {128, 256, 32, 4, 256, 8, 0, 0},
     {128, 256, 64, 3, 256, 8, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0}, /* sm_90a's default; 192 KiB of shared memory */
+    {128, 256, 64, 4, 256, 8, 0, 0}, /* sm_90a's classic default; 192 KiB of shared memory */
     {256, 128, 32, 3, 256, 8, 0, 0},
     {256, 128, 32, 4, 256, 8, 0, 0},
     {256, 128, 64, 3, 256, 8, 0, 0},
@@ -41,9 +41,9 @@ static const tl_gemm_schedule default_sweep[] = {
     {64, 64, 32, 2, 128, 8, 0, 0},
     /* persistent, warp-specialised: one 128-thread warpgroup per block,
      * two of them taking turns per SM (sm_90a) */
-    {128, 128, 64, 6, 128, 8, 0, 1},
+    {128, 128, 64, 4, 128, 8, 0, 1}, /* sm_90a's default with a bias or an activation */
     {128, 128, 64, 5, 128, 8, 0, 1},
-    {64, 256, 64, 5, 128, 8, 0, 1},
+    {128, 128, 64, 6, 128, 8, 0, 1},
     {64, 256, 64, 4, 128, 8, 0, 1},
 };
 

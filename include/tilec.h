@@ -646,13 +646,14 @@ typedef enum tl_epilogue {
 } tl_epilogue;
 
 /* A schedule: the block tile, K step, pipeline depth, threads and L2
- * swizzle panel. An all-zero schedule is the target's default: on sm_90a
- * the ping-pong kernel with 128x128x64 blocks, 4 stages, 128 threads,
- * swizzle 8 when TMA can read the operands (K, and N for B as [K, N],
- * multiples of 8; 16-byte aligned pointers), else the classic wgmma
- * kernel with 128x256x64 blocks, 4 stages, 256 threads; elsewhere
- * mma.sync with 128x256x32, 3 stages, 256 threads. In any other schedule
- * zero fields take the classic default's values and swizzle 0 is off. */
+ * swizzle panel. An all-zero schedule is the target's default: on sm_90a,
+ * for a GEMM with a bias or an activation, the ping-pong kernel with
+ * 128x128x64 blocks, 4 stages, 128 threads, swizzle 8 when TMA can read
+ * the operands (K, and N for B as [K, N], multiples of 8; 16-byte aligned
+ * pointers); otherwise the classic wgmma kernel with 128x256x64 blocks, 4
+ * stages, 256 threads; elsewhere mma.sync with 128x256x32, 3 stages, 256
+ * threads. In any other schedule zero fields take the classic default's
+ * values and swizzle 0 is off. */
 typedef struct tl_gemm_schedule {
     int block_m, block_n, block_k;
     int stages;

@@ -299,6 +299,30 @@ static void test_pingpong_lowering(void **state)
     }
 }
 
+/* On sm_90a the default schedule of a GEMM with an epilogue is the
+ * ping-pong kernel when TMA can read the rows (K, N multiples of 8), the
+ * classic one otherwise and for a plain GEMM. */
+static void test_default_schedules_sm90a(void **state)
+{
+    (void)state;
+    struct { int64_t k, n; int bias; tl_epilogue e; int pingpong; } cases[] = {
+        {64, 64, 1, TL_EPI_GELU_TANH, 1}, {64, 64, 0, TL_EPI_RELU, 1}, {64, 64, 1, TL_EPI_NONE, 1},
+        {64, 64, 0, TL_EPI_NONE, 0}, {33, 64, 1, TL_EPI_GELU_ERF, 0}, {64, 63, 1, TL_EPI_GELU_ERF, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_gemm_desc d = {.m = 100, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                          .has_bias = cases[i].bias, .epilogue = cases[i].e};
+        tl_kernel *k;
+        assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        if ((strstr(src, "tl_setmaxnreg_inc") != NULL) != cases[i].pingpong)
+            fail_msg("case %zu: ping-pong %s", i, cases[i].pingpong ? "expected" : "not expected");
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+    }
+}
+
 /* The default schedule follows the context's target: an sm_80 context gets
  * one that fits an A100's shared memory, and mma.sync in its PTX. */
 static void test_gemm_ptx_sm80(void **state)
@@ -368,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_gemm_golden),
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
+        cmocka_unit_test(test_default_schedules_sm90a),
     };
     return cmocka_run_group_tests_name("tiles+gemm", tests, offline_setup, ctx_teardown);
 }

@@ -11,13 +11,16 @@
 
 #include <string.h>
 
-/* Defaults per path, the best of the sweeps in bench/NOTES.md. On sm_90a:
- * the persistent ping-pong kernel (128x128 tiles per consumer warpgroup, 4
- * stages of 64-wide K tiles, 128 KiB), whose epilogue overlaps the other
- * warpgroup's main loop, when TMA can read the operands' rows; otherwise
- * the classic wgmma kernel with 128x256 tiles (192 KiB), which has a
- * cp.async path. Elsewhere the mma.sync path with a footprint an A100 can
- * hold. */
+/* Defaults per path, the best of the measurements in bench/NOTES.md. On
+ * sm_90a, with a bias or an activation: the persistent ping-pong kernel
+ * (128x128 tiles per consumer warpgroup, 4 stages of 64-wide K tiles, 128
+ * KiB), whose epilogue overlaps the other warpgroup's main loop, when TMA
+ * can read the operands' rows. Otherwise the classic wgmma kernel with
+ * 128x256 tiles (192 KiB), which has a cp.async path and, with nothing to
+ * hide after its loop, is the faster plain GEMM in short runs (0.886x
+ * against 0.868x cuBLAS at 4096^3, 0.950x against 0.887x at 8192^3; under
+ * sustained load the two are within 1.5-5% the other way). Elsewhere the
+ * mma.sync path with a footprint an A100 can hold. */
 static const tl_gemm_schedule default_pingpong = {
     .block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .swizzle = 8, .pingpong = 1,
 };
@@ -35,17 +38,18 @@ static bool tma_rows(const tl_gemm_desc *d)
 }
 
 /* The schedule of d with the target's defaults filled in. An all-zero
- * schedule is the default one (ping-pong on sm_90a when TMA can read the
- * rows); in any other, zero fields come from the classic default and
- * swizzle 0 means off. */
+ * schedule is the default one (ping-pong on sm_90a for a fused epilogue
+ * when TMA can read the rows); in any other, zero fields come from the
+ * classic default and swizzle 0 means off. */
 static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
     bool sm90a = strcmp(tl_ctx_target(ctx), "sm_90a") == 0;
     const tl_gemm_schedule *z = &d->schedule;
     bool all_zero = !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
                     !z->warp_policy && !z->pingpong;
+    bool epilogue = d->has_bias || d->epilogue != TL_EPI_NONE;
     if (all_zero)
-        return sm90a ? (tma_rows(d) ? default_pingpong : default_sm90a) : default_sm80;
+        return sm90a ? (epilogue && tma_rows(d) ? default_pingpong : default_sm90a) : default_sm80;
     const tl_gemm_schedule def = sm90a ? default_sm90a : default_sm80;
     tl_gemm_schedule s = *z;
     if (!s.block_m)

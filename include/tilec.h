@@ -691,6 +691,11 @@ typedef struct tl_gemm_desc {
  * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
+/* The schedule tl_op_gemm_program compiles for d: d->schedule with the
+ * target's defaults filled in (see tl_gemm_schedule). tl_op_gemm itself
+ * runs the classic default instead of a ping-pong schedule when a or b is
+ * not 16-byte aligned. A NULL ctx or d, or an invalid d, gives zeros. */
+TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
 /* The compiled program tl_op_gemm uses for d (owned by the context). Its
  * launch arguments: M, N, K, A, B, [bias,] C. */
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out);

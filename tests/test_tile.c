@@ -320,7 +320,14 @@ static void test_default_schedules_sm90a(void **state)
             fail_msg("case %zu: ping-pong %s", i, cases[i].pingpong ? "expected" : "not expected");
         tl_free_host(src);
         tl_kernel_destroy(k);
+        tl_gemm_schedule sch = tl_op_gemm_schedule(ctx, &d);
+        assert_int_equal(sch.pingpong, cases[i].pingpong);
+        assert_int_equal(sch.threads, cases[i].pingpong ? 128 : 256);
     }
+    tl_gemm_desc bad = {.m = 0, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    assert_int_equal(tl_op_gemm_schedule(ctx, &bad).block_m, 0);
+    assert_int_equal(tl_op_gemm_schedule(NULL, &bad).block_m, 0);
+    assert_int_equal(tl_op_gemm_schedule(ctx, NULL).block_m, 0);
 }
 
 /* The default schedule follows the context's target: an sm_80 context gets

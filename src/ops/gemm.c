@@ -82,6 +82,14 @@ static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
     return TL_OK;
 }
 
+TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
+{
+    tl_gemm_schedule zero = {0};
+    if (!ctx || check_desc(ctx, d, "tl_op_gemm_schedule") != TL_OK)
+        return zero;
+    return effective_schedule(ctx, d);
+}
+
 /* x -> act(x) on f32 values, as builder expressions, written for the FMA
  * pipe: with h = x/2 both GELUs end in h + h * f(...) (one FFMA), and the
  * tanh form's inner polynomial is x (c0 + c1 x^2) (two multiplies, one

@@ -66,6 +66,12 @@ static void test_gemm_interp_matches_naive(void **state)
     tl_gemm_desc e = {.m = 33, .n = 65, .k = 17, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
                       .has_bias = 1, .epilogue = TL_EPI_GELU_ERF, .schedule = small_schedule};
     check_gemm_interp(&e, 1e-2);
+    /* a ping-pong kernel is the same program to the interpreter */
+    tl_gemm_desc pp = {.m = 130, .n = 72, .k = 80, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = 1,
+                       .has_bias = 1, .epilogue = TL_EPI_GELU_TANH,
+                       .schedule = {.block_m = 64, .block_n = 64, .block_k = 64, .stages = 3, .threads = 128,
+                                    .pingpong = 1}};
+    check_gemm_interp(&pp, 1e-5);
 }
 
 /* Every tile operation by hand: shared and fragment copies both ways, fill,

@@ -82,10 +82,11 @@ void tli_e_gemm_wgmma(emitter *E, const tli_snode *s, int wait);
 void tli_e_consumer_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *stage);
 /* Whether producer copy c of a pipelined loop can be TMA boxes. */
 bool tli_e_tma_copy_ok(emitter *E, int32_t c);
-/* The TMA loads of the producers of `loop` for iteration `it` into stage
- * `stage`, completing on barrier `bar`; *bytes: the stage's size. */
-void tli_e_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
-                         const char *stage, const char *bar, int64_t *bytes);
+/* Fills stage `stage` of pipelined loop `loop` with the tiles of iteration
+ * `it` by TMA: the expect of the stage's bytes on barrier `bar`, then the
+ * loads of its producers, completing on it. */
+void tli_e_tma_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it, const char *stage,
+                     const char *bar);
 /* Shared memory pointers, fragment and local arrays, the block remap of
  * tl_use_swizzle: the start of the kernel body. */
 void tli_e_tile_prologue(emitter *E);

@@ -120,11 +120,11 @@ static void emit_block_of(emitter *E)
     }
 }
 
+/* The producer warpgroup's branch: one thread issues the TMA boxes of every
+ * k tile of every block of the CTA, in order. */
 static void emit_producer(emitter *E, const tli_snode *s, int32_t fc)
 {
     int S = s->a1;
-    tli_e_line(E, "if (tl_wg == 2) { // producer: the TMA boxes of every k tile of every block, in order");
-    E->indent++;
     tli_e_line(E, "tl_setmaxnreg_dec<%d>();", PRODUCER_REGS);
     tli_e_line(E, "if (tl_tid == 0) {");
     E->indent++;
@@ -138,24 +138,13 @@ static void emit_producer(emitter *E, const tli_snode *s, int32_t fc)
     tli_e_line(E, "const int tl_sn = (int)((unsigned)tl_seq %% %du);", S);
     tli_e_line(E, "if (tl_seq >= %d)", S);
     tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], ((unsigned)tl_seq / %du - 1) & 1);", S);
-    /* the expect goes first but needs the byte count: loads into a side buffer */
-    int64_t bytes;
-    tli_str saved = E->out;
-    tli_str_init(&E->out);
-    tli_e_tma_producers(E, s, fc, "tl_j", "tl_sn", "&tl_full[tl_sn]", &bytes);
-    tli_str loads = E->out;
-    E->out = saved;
-    tli_e_line(E, "tl_mbar_expect(&tl_full[tl_sn], %lld);", (long long)bytes);
-    tli_str_append(&E->out, loads.data ? loads.data : "");
-    tli_str_free(&loads);
+    tli_e_tma_stage(E, s, fc, "tl_j", "tl_sn", "&tl_full[tl_sn]");
     E->indent--;
     tli_e_line(E, "}");
     E->indent--;
     tli_e_line(E, "}");
     E->indent--;
     tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "} else { // consumers: warpgroup tl_wg runs blocks p = tl_wg, tl_wg + 2, ...");
 }
 
 void tli_e_pingpong_body(emitter *E)
@@ -180,7 +169,11 @@ void tli_e_pingpong_body(emitter *E)
     tli_e_line(E, "    tl_mbar_init_fence();");
     tli_e_line(E, "}");
     tli_e_line(E, "__syncthreads();");
+    tli_e_line(E, "if (tl_wg == 2) { // producer: the TMA boxes of every k tile of every block, in order");
+    E->indent++;
     emit_producer(E, s, fc);
+    E->indent--;
+    tli_e_line(E, "} else { // consumers: warpgroup tl_wg runs blocks p = tl_wg, tl_wg + 2, ...");
     E->indent++;
     tli_e_line(E, "tl_setmaxnreg_inc<%d>();", CONSUMER_REGS);
     tli_e_line(E, "for (long long tl_p = tl_wg;; tl_p += 2) {");

@@ -490,9 +490,15 @@ static void emit_copy_s2g(emitter *E, const tli_snode *s)
     tli_e_line(E, "}");
 }
 
-/* Fragment <-> global tile or shared, register by register. Accumulator
- * pairs (c0, c1) are adjacent columns: one 2-element store to global when
- * both are inside and aligned. */
+/* tl_v: accumulator registers tl_r and tl_r + 1 of fragment f (adjacent
+ * columns) converted to o's type. */
+static void emit_pair_vec(emitter *E, const tli_bnode *f, const tli_bnode *o)
+{
+    tli_e_line(E, "tl_vec<%s, 2> tl_v;", tli_dtype_ctype((tl_dtype)o->dtype));
+    tli_e_line(E, "tl_v.e[0] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), TL_F32, (tl_dtype)o->dtype));
+    tli_e_line(E, "tl_v.e[1] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype));
+}
+
 /* The fast path of an accumulator -> global store, for a tile wholly
  * inside the tensor with a unit inner stride and an even row stride: every
  * pair of neighbouring elements is one aligned 4- or 8-byte store at a
@@ -522,9 +528,7 @@ static void emit_frag_pairs_interior(emitter *E, const tli_bnode *f, const tli_b
     const char *loc[TL_MAX_RANK], *guard;
     frag_coords(E, fb, "tl_r", loc, &guard);
     tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s;", loc[0], loc[1]);
-    tli_e_line(E, "tl_vec<%s, 2> tl_v;", oct);
-    tli_e_line(E, "tl_v.e[0] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), TL_F32, (tl_dtype)o->dtype));
-    tli_e_line(E, "tl_v.e[1] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype));
+    emit_pair_vec(E, f, o);
     tli_e_line(E, "tl_st_vec(tl_cb + (tl_l0 * (int)%s_s0 + tl_l1), tl_v);", o->name);
     E->indent--;
     tli_e_line(E, "}");
@@ -532,6 +536,9 @@ static void emit_frag_pairs_interior(emitter *E, const tli_bnode *f, const tli_b
     tli_e_line(E, "} else // masked: the tile crosses an edge, or the pointer or stride is odd");
 }
 
+/* Fragment <-> global tile or shared, register by register. Accumulator
+ * pairs (c0, c1) are adjacent columns: one 2-element store to global when
+ * both are inside and aligned. */
 static void emit_copy_frag(emitter *E, const tli_snode *s)
 {
     const tli_ir *ir = E->ir;
@@ -565,16 +572,8 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
     } else {
         tli_e_smem_access(E, ob, loc, NULL, &off, &ok);
     }
-    const char *oct = tli_dtype_ctype((tl_dtype)o->dtype);
     if (pairs) {
-        const char *oi1[2] = {oi[0], tli_e_fmt(E, "%s + 1", oi[1])};
-        char *off1, *ok1;
-        tli_e_global_access(E, ob, oi1, &off1, &ok1);
-        const char *v0 = convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), TL_F32, (tl_dtype)o->dtype);
-        const char *v1 = convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype);
-        tli_e_line(E, "tl_vec<%s, 2> tl_v;", oct);
-        tli_e_line(E, "tl_v.e[0] = %s;", v0);
-        tli_e_line(E, "tl_v.e[1] = %s;", v1);
+        emit_pair_vec(E, f, o);
         tli_e_line(E, "tl_st_chunk(%s + (%s), %s, %s, %s_d1, tl_in(%s, %s_d0), tl_v);", o->name, off,
                    o->explicit_strides ? tli_e_fmt(E, "%s_s1", o->name) : "1", oi[1], o->name, oi[0], o->name);
     } else if (from_frag) {
@@ -812,12 +811,17 @@ bool tli_e_tma_copy_ok(emitter *E, int32_t c)
 
 /* TMA loads of the producers for iteration `it` into stage `stage` (texts),
  * completing on barrier `bar`; `bytes` gets the stage's size. */
-void tli_e_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
-                               const char *stage, const char *bar, int64_t *bytes)
+void tli_e_tma_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it, const char *stage,
+                     const char *bar)
 {
     const tli_ir *ir = E->ir;
+    int64_t bytes = 0;
+    for (int32_t c = loop->body; c != first_consumer; c = tli_S(ir, c)->next) {
+        const tli_bnode *t = buf_of(E, tli_copy_buf(ir, tli_S(ir, c)->a1));
+        bytes += tli_buf_elems(t) * esize(t);
+    }
+    tli_e_line(E, "tl_mbar_expect(%s, %lld);", bar, (long long)bytes);
     E->var_text[loop->vars[0]] = (char *)it;
-    *bytes = 0;
     for (int32_t c = loop->body; c != first_consumer; c = tli_S(ir, c)->next) {
         const tli_snode *n = tli_S(ir, c);
         int32_t gb = tli_copy_buf(ir, n->a0), sb = tli_copy_buf(ir, n->a1);
@@ -831,7 +835,6 @@ void tli_e_tma_producers(emitter *E, const tli_snode *loop, int32_t first_consum
             tli_e_line(E, "tl_tma_load_2d(%s + (%s) * %lld + %lld, &tl_map%d, (int)(%s) + %lld, (int)(%s), %s);", t->name,
                        stage, (long long)E->plan.smem[sb].stage_elems, (long long)(j * inner * t->cshape[0]), m,
                        origin[1], (long long)(j * inner), origin[0], bar);
-        *bytes += tli_buf_elems(t) * esize(t);
     }
     E->var_text[loop->vars[0]] = NULL;
 }
@@ -875,17 +878,7 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     tli_e_line(E, "if (tl_tid == 0)");
     tli_e_line(E, "    for (int tl_s = 0; tl_s < %d && tl_s < tl_n%d; ++tl_s) {", S - 1, sid);
     E->indent += 2;
-    int64_t bytes;
-    /* the expect comes first in the text but needs the byte count: emit the
-     * loads into a side buffer */
-    tli_str saved = E->out;
-    tli_str_init(&E->out);
-    tli_e_tma_producers(E, s, first_consumer, "tl_s", "tl_s", "&tl_full[tl_s]", &bytes);
-    tli_str loads = E->out;
-    E->out = saved;
-    tli_e_line(E, "tl_mbar_expect(&tl_full[tl_s], %lld);", (long long)bytes);
-    tli_str_append(&E->out, loads.data ? loads.data : "");
-    tli_str_free(&loads);
+    tli_e_tma_stage(E, s, first_consumer, "tl_s", "tl_s", "&tl_full[tl_s]");
     E->indent -= 2;
     tli_e_line(E, "    }");
     tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
@@ -902,8 +895,7 @@ static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
     tli_e_line(E, "const int tl_sn = (int)(tl_it %% %d);", S);
     tli_e_line(E, "if (tl_it >= %d)", S);
     tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], (unsigned)((tl_it - %d) / %d) & 1);", S, S);
-    tli_e_line(E, "tl_mbar_expect(&tl_full[tl_sn], %lld);", (long long)bytes);
-    tli_e_tma_producers(E, s, first_consumer, "tl_it", "tl_sn", "&tl_full[tl_sn]", &bytes);
+    tli_e_tma_stage(E, s, first_consumer, "tl_it", "tl_sn", "&tl_full[tl_sn]");
     E->indent--;
     tli_e_line(E, "}");
     E->indent--;

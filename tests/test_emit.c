@@ -9,44 +9,16 @@
 #include <sys/stat.h>
 
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
-/* Compares the generated vadd with tests/golden/; TILEC_UPDATE_GOLDEN=1
- * rewrites the file instead (review the diff before committing it). */
+/* Compares the generated vadd with tests/golden/ (TILEC_UPDATE_GOLDEN=1
+ * rewrites it). */
 static void test_vadd_golden(void **state)
 {
     (void)state;
-    const char *path = "tests/golden/vadd_f32_sm90a.cu";
     tl_kernel *k;
     assert_status(tl_op_build(ctx, "vadd", TL_F32, &k), TL_OK);
     char *src;
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
-    const char *update = getenv("TILEC_UPDATE_GOLDEN");
-    if (update && strcmp(update, "1") == 0) {
-        FILE *f = fopen(path, "wb");
-        assert_non_null(f);
-        fputs(src, f);
-        fclose(f);
-    }
-    char *golden = read_file(path);
-    if (!golden)
-        fail_msg("%s is missing (run with TILEC_UPDATE_GOLDEN=1 from the repo root)", path);
-    if (strcmp(src, golden) != 0)
-        fail_msg("generated vadd differs from %s:\n%s", path, src);
-    free(golden);
+    test_check_golden("tests/golden/vadd_f32_sm90a.cu", src, "vadd");
     tl_free_host(src);
     tl_kernel_destroy(k);
 }

@@ -367,29 +367,13 @@ static void test_gemm_ptx_sm80(void **state)
 static void test_gemm_golden(void **state)
 {
     (void)state;
-    const char *path = "tests/golden/gemm_small_sm80.cu";
     tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .has_bias = 1,
                       .epilogue = TL_EPI_RELU, .schedule = small_schedule};
     tl_kernel *k;
     assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
     char *src;
     assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
-    const char *update = getenv("TILEC_UPDATE_GOLDEN");
-    if (update && strcmp(update, "1") == 0) {
-        FILE *f = fopen(path, "wb");
-        assert_non_null(f);
-        fputs(src, f);
-        fclose(f);
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("%s is missing (TILEC_UPDATE_GOLDEN=1 writes it)", path);
-    static char golden[1 << 17];
-    size_t n = fread(golden, 1, sizeof golden - 1, f);
-    golden[n] = '\0';
-    fclose(f);
-    if (strcmp(src, golden) != 0)
-        fail_msg("generated GEMM differs from %s", path);
+    test_check_golden("tests/golden/gemm_small_sm80.cu", src, "GEMM");
     tl_free_host(src);
     tl_kernel_destroy(k);
 }

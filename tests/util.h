@@ -53,6 +53,43 @@ static inline double test_act(tl_epilogue epi, double x)
     }
 }
 
+/* The whole of a file, NUL-terminated, malloc'ed; NULL when it cannot be
+ * opened. */
+static inline char *test_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Compares generated source src with the golden file at path (relative to
+ * the repo root); TILEC_UPDATE_GOLDEN=1 rewrites the file instead (review
+ * the diff before committing it). what names the kernel in messages. */
+static inline void test_check_golden(const char *path, const char *src, const char *what)
+{
+    const char *update = getenv("TILEC_UPDATE_GOLDEN");
+    if (update && strcmp(update, "1") == 0) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        fputs(src, f);
+        fclose(f);
+    }
+    char *golden = test_read_file(path);
+    if (!golden)
+        fail_msg("%s is missing (run with TILEC_UPDATE_GOLDEN=1 from the repo root)", path);
+    if (strcmp(src, golden) != 0)
+        fail_msg("generated %s differs from %s:\n%s", what, path, src);
+    free(golden);
+}
+
 #define assert_status(expr, want)                                                                  \
     do {                                                                                           \
         tl_status st_ = (expr);                                                                    \

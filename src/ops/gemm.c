@@ -231,8 +231,7 @@ TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint
                             void *stream)
 {
     tl_gemm_desc fallback;
-    if (ctx && d && check_desc(ctx, d, "tl_op_gemm") == TL_OK && effective_schedule(ctx, d).pingpong &&
-        (a % 16 || b % 16 || !tma_rows(d))) {
+    if (ctx && d && (a % 16 || b % 16 || !tma_rows(d)) && effective_schedule(ctx, d).pingpong) {
         /* the ping-pong kernel has no cp.async path: the classic one has */
         fallback = *d;
         fallback.schedule = default_sm90a;

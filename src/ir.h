@@ -56,8 +56,16 @@ typedef enum tli_sop {
     S_PIPELINED, /* a serial loop whose leading shared-memory copies run ahead */
     S_COPY,      /* region a0 -> region a1 (ids into ir->r) */
     S_FILL,      /* every element of buf = value */
-    S_GEMM       /* buf C += A * B: a[3] = {A, B, C} buffers, flags */
+    S_GEMM,      /* buf C += A * B: a[3] = {A, B, C} buffers, flags */
+    S_REDUCE     /* gemm[0] = src, gemm[1] = dst buffers; rank = the reduced
+                    dimension of src; a1 = tli_redop, | TLI_REDUCE_ACCUM to
+                    combine with dst's old values instead of overwriting */
 } tli_sop;
+
+/* Reductions (S_REDUCE): dst[rest] = op over src[..., i_dim, ...]. */
+typedef enum tli_redop { R_MAX = 0, R_SUM, R_MIN, R_ABSMAX } tli_redop;
+#define TLI_REDUCE_OP_MASK 0xff
+#define TLI_REDUCE_ACCUM 0x100
 
 typedef struct tli_snode {
     uint8_t op;       /* tli_sop */

@@ -75,40 +75,75 @@ static void cache_key(const char *src, const char *target, const char *const *fl
     tli_sha256_final(&h, key);
 }
 
-/* Cubin of src for target: from the cache, or NVRTC (then stored). */
-static tl_status get_cubin(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt)
+/* The cache key of p's cubin under opt. */
+void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, uint8_t key[32])
 {
     const char *flags[4];
     int nflags;
     compile_flags(opt, flags, &nflags);
-    uint8_t key[32];
     cache_key(p->source, p->target, flags, nflags, key);
-    bool use_cache = !(opt && opt->no_cache) && ctx->cache;
-    if (use_cache) {
-        int hit = tli_cache_get(ctx->cache, key, &p->cubin, &p->cubin_len);
-        if (hit) {
-            p->from_cache = hit;
-            return TL_OK;
-        }
-    }
+}
+
+bool tli_program_cache_lookup(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt)
+{
+    if ((opt && opt->no_cache) || !ctx->cache)
+        return false;
+    uint8_t key[32];
+    tli_program_cache_key(p, opt, key);
+    int hit = tli_cache_get(ctx->cache, key, &p->cubin, &p->cubin_len);
+    p->from_cache = hit;
+    return hit != 0;
+}
+
+tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char **log)
+{
+    const char *flags[4];
+    int nflags;
+    compile_flags(opt, flags, &nflags);
+    char *full = with_device_header(p->source, p->kname);
+    if (!full)
+        return TL_ERR_OUT_OF_MEMORY;
+    double t0 = tli_now_ms();
+    tl_status st = tli_nvrtc_compile(NULL, full, p->kname, p->target, 0, flags, nflags, &p->cubin, &p->cubin_len,
+                                     log);
+    p->compile_ms += tli_now_ms() - t0;
+    free(full);
+    return st;
+}
+
+void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_options *opt)
+{
+    if ((opt && opt->no_cache) || !ctx->cache || !p->cubin)
+        return;
+    uint8_t key[32];
+    tli_program_cache_key(p, opt, key);
+    int maj = 0, min = 0;
+    tli_nvrtc_version(&maj, &min);
+    char meta[256];
+    tli_fmt(meta, sizeof meta, "kernel=%s target=%s nvrtc=%d.%d libtilec=%s", p->kname, p->target, maj, min,
+            tl_version());
+    tli_cache_put(ctx->cache, key, p->cubin, p->cubin_len, meta);
+}
+
+/* Cubin of p: from the cache, or NVRTC (then stored). */
+static tl_status get_cubin(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt)
+{
+    if (tli_program_cache_lookup(ctx, p, opt))
+        return TL_OK;
     char *full = with_device_header(p->source, p->kname);
     if (!full)
         return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_compile: out of host memory");
+    const char *flags[4];
+    int nflags;
+    compile_flags(opt, flags, &nflags);
     double t0 = tli_now_ms();
     tl_status st = tli_nvrtc_compile(ctx, full, p->kname, p->target, 0, flags, nflags, &p->cubin,
                                      &p->cubin_len, NULL);
-    p->compile_ms = tli_now_ms() - t0;
+    p->compile_ms += tli_now_ms() - t0;
     free(full);
     if (st != TL_OK)
         return st;
-    if (use_cache) {
-        int maj = 0, min = 0;
-        tli_nvrtc_version(&maj, &min);
-        char meta[256];
-        tli_fmt(meta, sizeof meta, "kernel=%s target=%s nvrtc=%d.%d libtilec=%s", p->kname, p->target,
-                maj, min, tl_version());
-        tli_cache_put(ctx->cache, key, p->cubin, p->cubin_len, meta);
-    }
+    tli_program_cache_store(ctx, p, opt);
     return TL_OK;
 }
 
@@ -124,7 +159,7 @@ static bool target_runs_on(const char *target, const tl_device_info *info)
     return maj == info->cc_major && min <= info->cc_minor;
 }
 
-static tl_status load_module(tl_ctx *ctx, tl_program *p)
+tl_status tli_program_load(tl_ctx *ctx, tl_program *p)
 {
     if (!ctx->has_device || !target_runs_on(p->target, &ctx->info))
         return TL_OK; /* compiled for another GPU: kept, not loaded */
@@ -177,7 +212,7 @@ static tl_status finish_program(tl_ctx *ctx, tl_program *p, const tl_compile_opt
 {
     tl_status st = get_cubin(ctx, p, opt);
     if (st == TL_OK)
-        st = load_module(ctx, p);
+        st = tli_program_load(ctx, p);
     if (st != TL_OK) {
         tl_program_destroy(p);
         return st;
@@ -186,24 +221,20 @@ static tl_status finish_program(tl_ctx *ctx, tl_program *p, const tl_compile_opt
     return TL_OK;
 }
 
-TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out)
+tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const char *api, tl_program **out)
 {
-    if (out)
-        *out = NULL;
-    if (!k || !out)
-        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_compile: out is NULL") : TL_ERR_INVALID_ARG;
+    *out = NULL;
     tl_ctx *ctx = k->ctx;
-    tl_status st = tli_kernel_verify(k, "tl_compile");
+    tl_status st = tli_kernel_verify(k, api);
     if (st != TL_OK)
         return st;
     const char *target = pick_target(ctx, opt ? opt->target : NULL);
     if (!tli_target_valid(target))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_compile: target '%s' is not of the form sm_XY or sm_XYa",
-                        target);
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' is not of the form sm_XY or sm_XYa", api, target);
     tl_program *p = calloc(1, sizeof *p);
     if (!p || !tli_ir_clone(&p->ir, &k->ir)) {
         free(p);
-        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_compile: out of host memory");
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
     }
     p->has_ir = true;
     p->ctx = ctx;
@@ -214,17 +245,31 @@ TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_prog
     char err[512];
     st = tli_emit_cuda(&p->ir, target, smem_limit(ctx, target), &p->source, p->kname, sizeof p->kname, &smem,
                        &p->tma, err, sizeof err);
-    double emit_ms = tli_now_ms() - t0;
+    p->compile_ms = tli_now_ms() - t0;
     if (st != TL_OK) {
         tl_program_destroy(p);
-        return tli_fail(ctx, st, "tl_compile: kernel '%s': %s", k->ir.name, err);
+        return tli_fail(ctx, st, "%s: kernel '%s': %s", api, k->ir.name, err);
     }
     p->smem_bytes = (int)smem;
     if (p->ir.pingpong)
         p->threads = 384; /* a producer and two consumer warpgroups */
-    st = finish_program(ctx, p, opt, out);
-    if (st == TL_OK && !(*out)->from_cache)
-        (*out)->compile_ms += emit_ms;
+    *out = p;
+    return TL_OK;
+}
+
+TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out)
+{
+    if (out)
+        *out = NULL;
+    if (!k || !out)
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_compile: out is NULL") : TL_ERR_INVALID_ARG;
+    tl_program *p;
+    tl_status st = tli_program_prepare(k, opt, "tl_compile", &p);
+    if (st != TL_OK)
+        return st;
+    st = finish_program(k->ctx, p, opt, out);
+    if (st == TL_OK && (*out)->from_cache)
+        (*out)->compile_ms = 0;
     return st;
 }
 

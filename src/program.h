@@ -27,6 +27,23 @@ struct tl_program {
     int regs;
 };
 
+/* Compiling in phases (tl_compile runs them in order; a batch compile can
+ * run the NVRTC phase of many programs on several threads):
+ *   prepare  verify k, lower it and emit its source (no cubin yet);
+ *   lookup   take the cubin from the context's cache (true on a hit);
+ *   nvrtc    compile the source: touches neither the context nor the
+ *            cache, so it is safe on any thread; *log (may be NULL) gets
+ *            NVRTC's log, which explains a TL_ERR_COMPILE;
+ *   store    put the cubin into the cache;
+ *   load     load the module when the context's device runs the target.
+ * Only nvrtc may run concurrently with other phases of the same context. */
+tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const char *api, tl_program **out);
+bool tli_program_cache_lookup(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt);
+tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char **log);
+void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_options *opt);
+tl_status tli_program_load(tl_ctx *ctx, tl_program *p);
+void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, uint8_t key[32]);
+
 /* Compiles a hand-written CUDA source that includes "tl_device.cuh" (the
  * library's own device kernels, e.g. the random generator) into a program
  * with no graph; launch it with tli_launch_raw. */

@@ -381,10 +381,15 @@ TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
 
 /* Copies src to dst element by element (converting the element type when
  * they differ), where both have the same extents. Global tiles are masked at
- * the tensor's edges (reads give 0, writes are dropped). Lowered to 16-byte
- * cp.async for global -> shared, vector stores for fragment -> global.
- * Supported: global -> shared, shared -> global, fragment -> global,
- * fragment -> shared, shared -> fragment, global -> fragment. */
+ * the tensor's edges (reads give 0, writes are dropped). A tile may have
+ * fewer dimensions than its tensor: its leading extents are then 1 (a
+ * [S, D] tile of one head of a [B, H, S, D] tensor). Lowered to TMA or
+ * 16-byte cp.async for global -> shared (the launch checks the tensor's
+ * alignment and runs a safe variant of the program when it is missing),
+ * vector accesses for fragments <-> global, register moves for fragment ->
+ * fragment (same layout). Supported: global -> shared, shared -> global,
+ * fragment -> global, fragment -> shared, shared -> fragment, global ->
+ * fragment, fragment -> fragment. */
 TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst);
 /* Sets every element of a shared, fragment or local buffer to 0 / value. */
 TL_API void tl_clear(tl_kernel *k, tl_buf buf);
@@ -407,11 +412,18 @@ enum {
     TL_GEMM_WARP_ROWS = 1u << 4,
     TL_GEMM_WARP_COLS = 1u << 5
 };
-/* C += A * B on the tensor cores: A and B bf16 or f16 (the same) in shared
- * memory, C an f32 fragment [M, N]. The block's warps must split C into
- * warp tiles whose sides are multiples of 16, and K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
- * disagree or the MMA layout cannot tile them), TL_ERR_DTYPE,
- * TL_ERR_UNSUPPORTED (A in a fragment, transposed A). */
+/* C += A * B on the tensor cores: A and B bf16 or f16 (the same), B in
+ * shared memory, A in shared memory or in registers (a 16-bit fragment
+ * copied from an accumulator whose warps split the rows as C's do, e.g.
+ * FlashAttention's P = softmax(S)), C an f32 fragment [M, N]. The block's
+ * warps must split C into warp tiles whose sides are multiples of 16, and K
+ * into steps of 16. The lowering picks the target's best tensor-core atom
+ * (wgmma on sm_90a when the tiles allow it: M a multiple of 64 per
+ * warpgroup, N a multiple of 16 up to 256, A's K a multiple of 64 in shared
+ * memory; mma.sync otherwise). Errors: TL_ERR_SHAPE (the sizes disagree or
+ * no MMA layout can tile them), TL_ERR_DTYPE, TL_ERR_INVALID_ARG (operand
+ * kinds, unknown flag bits, both warp policies, tl_grid not called yet),
+ * TL_ERR_UNSUPPORTED (transposed A). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
 
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
@@ -419,22 +431,66 @@ TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
  * sees the remapped tl_block_idx. 0 or 1: off. */
 TL_API void tl_use_swizzle(tl_kernel *k, int panel);
 
-/* Lowers k as a persistent, warp-specialised kernel (sm_90a): each CTA has
- * a producer warpgroup, which issues every TMA copy of the tl_pipelined
- * loop, and two consumer warpgroups that take turns, each running the
- * block body for its own blocks (tiles), so that one's epilogue (the
- * statements after the loop) overlaps the other's main loop on the tensor
- * cores. The grid becomes persistent: min(ceil(blocks / 2), SMs) CTAs of
- * 384 threads walk the blocks in order (tl_block_idx and tl_use_swizzle
- * keep their meaning). Requirements, checked by tl_compile
- * (TL_ERR_UNSUPPORTED, naming the one not met): target sm_90a; 128
- * threads per block (one warpgroup); a 2-D grid; exactly one tl_pipelined
- * loop, at the top of the body, of at least 3 stages, whose copies can be
- * TMA boxes and whose compute is one wgmma tl_gemm. At launch the tensors
- * the loop copies must suit TMA (16-byte aligned base and rows), else
- * tl_launch returns TL_ERR_UNSUPPORTED. Shared buffers outside the
- * pipeline are private to each consumer (twice the memory). on: 1 or 0. */
+/* Warp specialisation: one more warpgroup joins each block as the producer
+ * of the kernel's tl_pipelined loop: it issues every copy into shared
+ * memory of every iteration (TMA boxes from one thread when the tiles allow
+ * it, else cp.async or plain copies from its 128 threads) into a ring of
+ * `stages` slots, each slot's readiness an mbarrier; the block's own
+ * threads run everything else the loop holds (any number of tl_gemm,
+ * element-wise loops, reductions) and the rest of the body. On sm_90a the
+ * producer gives its registers to the consumers (setmaxnreg). Requirements,
+ * checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one not met): the
+ * block is whole warpgroups (a multiple of 128 threads); the body holds
+ * exactly one tl_pipelined loop, at its top level, of at least 2 stages,
+ * starting with at least one copy into shared memory, its trip count not
+ * read from memory; mbarriers (sm_80 or later). on: 1 or 0. */
+TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
+
+/* Ping-pong: warp specialisation where two consumer warpgroups take turns
+ * on the tensor cores. The kernel becomes persistent: min(ceil(blocks /
+ * 2), SMs) CTAs of 384 threads (a producer and two consumer warpgroups,
+ * each running the whole block body for its own blocks, tl_block_idx and
+ * tl_use_swizzle keeping their meaning), and one consumer's epilogue (the
+ * statements after the loop) overlaps the other's main loop. Requirements:
+ * those of tl_use_warp_specialize, blocks of 128 threads, a pipelined loop
+ * of at least 3 stages whose trip count is the same for every block.
+ * Shared buffers outside the pipeline are private to each consumer (twice
+ * the memory). on: 1 or 0. */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
+
+/* Names a shared, fragment or local buffer in the generated code, dumps and
+ * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
+ * follows the rules of parameter names: an identifier of at most 63
+ * characters, not a C++ keyword, not starting with tl_ or __ (reserved for
+ * the names the library generates), not already a parameter's or another
+ * buffer's. Errors: TL_ERR_INVALID_ARG. */
+TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting a kernel                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The kernel's graph as text: parameters, buffers, then every statement
+ * with its id, nested bodies indented. *text is malloc'ed (tl_free_host).
+ * Works on a kernel with a recorded error too (it shows what was built).
+ * Errors: TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY. */
+TL_API tl_status tl_kernel_dump(tl_kernel *k, char **text);
+
+/* The kernel lowered for target (NULL: the context's) as text after pass
+ * `pass` ("verify", "layout", "threads", "reduce", "pipeline", "smem",
+ * "sync", "launch"), or after each of them ("all"): what every pass decided
+ * (layouts, copy engines, pipeline structure, barriers, the launch plan).
+ * Setting the environment variable TILEC_DUMP to a pass name or "all"
+ * prints the same on stderr whenever a kernel is compiled. *text is
+ * malloc'ed. Errors: TL_ERR_INVALID_ARG (unknown pass), the kernel's
+ * recorded error, and those of lowering (as tl_compile). */
+TL_API tl_status tl_kernel_lower_dump(tl_kernel *k, const char *target, const char *pass, char **text);
+
+/* A C program that rebuilds k with the same builder calls and prints its
+ * generated source: a bug report in one file (compile it against
+ * libtilec). *c_source is malloc'ed. Errors: TL_ERR_INVALID_ARG,
+ * TL_ERR_OUT_OF_MEMORY, the kernel's recorded error. */
+TL_API tl_status tl_kernel_reproducer(tl_kernel *k, char **c_source);
 
 /* ------------------------------------------------------------------------ */
 /* Compilation                                                               */
@@ -452,10 +508,13 @@ typedef struct tl_compile_options {
 /* Verifies k, lowers it to CUDA C, compiles it with NVRTC (or takes the
  * cubin from the cache) and, on a context with a device whose architecture
  * matches the target, loads it. `opt` may be NULL. *out is a new program the
- * caller destroys. Errors: the kernel's recorded error; TL_ERR_SCOPE
- * (unclosed scope), TL_ERR_INVALID_ARG (empty kernel, no tl_grid);
- * TL_ERR_NO_NVRTC; TL_ERR_COMPILE (the NVRTC log is on the context and in
- * tl_program_log is not available since no program is made); TL_ERR_CUDA. */
+ * caller destroys. Compiling is verify -> lower (the passes of
+ * tl_kernel_lower_dump) -> emit CUDA C -> NVRTC (or the cache). Errors: the
+ * kernel's recorded error; TL_ERR_SCOPE (unclosed scope), TL_ERR_INVALID_ARG
+ * (empty kernel, no tl_grid, a bad target); TL_ERR_SHAPE, TL_ERR_UNSUPPORTED
+ * (the lowering's, naming the builder call at fault); TL_ERR_NO_NVRTC;
+ * TL_ERR_COMPILE (NVRTC's log is in the context's message: tl_ctx_error);
+ * TL_ERR_CUDA. */
 TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out);
 TL_API void tl_program_destroy(tl_program *p);
 

@@ -414,6 +414,45 @@ enum {
  * TL_ERR_UNSUPPORTED (A in a fragment, transposed A). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
 
+/* Reductions along one dimension, after TileLang's T.reduce_*: for every
+ * index of dst, dst[rest] = op over i of src[..., i, ...], i at position
+ * `dim` of src. dst has src's shape without dimension dim (src [R, C] with
+ * dim 1 gives dst [R]; a rank-1 src reduces into a fragment of shape [1]).
+ * src is a fragment or a shared tile, dst a fragment; each of them f32,
+ * f16 or bf16, in any mix. The arithmetic is f32 and the result is rounded
+ * to dst's dtype. clear != 0 overwrites dst; clear == 0 combines the result
+ * with dst's old values (a running max or sum over the iterations of a
+ * loop). Each op folds the elements into its identity, or into dst's old
+ * value when clear is 0:
+ *   tl_reduce_max     the largest element     (identity -inf)
+ *   tl_reduce_min     the smallest element    (identity +inf)
+ *   tl_reduce_sum     the sum of the elements (identity 0), added in f32 in
+ *                     an order of the library's (the CPU interpreter adds
+ *                     exactly and rounds once: results differ by rounding)
+ *   tl_reduce_absmax  the largest |element|   (identity 0)
+ * max, min and absmax skip NaN elements as fmaxf and fminf do (a row of
+ * NaN gives the identity); sum propagates them.
+ * A tile statement: the whole block runs it, so it may stand at the top
+ * level or inside tl_serial, tl_pipelined and tl_if, not inside
+ * tl_parallel. The reduced fragment is used in tl_parallel loops over its
+ * own shape, or over the full shape of the tile it was reduced from,
+ * indexed by the loop variables of its remaining dimensions: broadcast
+ * along the reduced one. With m the row maxima (dim 1) of x [R, C]:
+ *     tl_expr v[2];
+ *     tl_parallel(k, 2, (int64_t[]){R, C}, v);        // x[i, j] -= m[i]
+ *     tl_store(k, x, v, tl_sub(k, tl_load(k, x, v), tl_load(k, m, &v[0])));
+ *     tl_end(k);
+ * (a [1] fragment reduced from a rank-1 tile is read at index tl_int(k, 0)).
+ * Errors: TL_ERR_INVALID_ARG (dim not a dimension of src; src not a
+ * fragment or shared tile, dst not a fragment, src and dst the same
+ * buffer), TL_ERR_SHAPE (dst's shape, which the message spells out),
+ * TL_ERR_SCOPE (inside tl_parallel). Whether the lowering can reduce a
+ * fragment's layout is checked by tl_compile. */
+TL_API void tl_reduce_max(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_sum(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
  * `panel` block rows (gridDim.y) before moving along the row. The kernel
  * sees the remapped tl_block_idx. 0 or 1: off. */

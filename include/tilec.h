@@ -777,6 +777,80 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
  * TL_ERR_DTYPE, TL_ERR_INVALID_ARG (unknown epilogue). */
 TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
+/* The schedule of a row-wise op (tl_op_softmax, tl_op_rmsnorm): a block
+ * holds `rows` rows of `width` columns as an f32 register fragment [rows,
+ * width] spread over `threads` threads. cols <= width: one pass with the
+ * rows in registers (one program per width serves every cols up to it);
+ * cols > width: the online path, a loop over chunks of width columns that
+ * reads each row twice. An all-zero schedule is the default, from a table
+ * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
+ * (one pass), else the online path in chunks of 8192 columns. In any
+ * other schedule, zero fields take the default's values for that width.
+ * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
+ * threads a multiple of 32 in 32..1024. How many registers a thread may
+ * hold is checked by tl_compile (TL_ERR_SHAPE). */
+typedef struct tl_softmax_schedule {
+    int width;
+    int rows;
+    int threads;
+} tl_softmax_schedule;
+
+/* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
+ * y_ij = exp(x_ij - m_i) / sum_j exp(x_ij - m_i), m_i the row's maximum,
+ * computed in f32 (as exp2((x - m) log2 e)). Row-major with row strides
+ * ld_in and ld_out in elements (0: cols). Subtracting the maximum keeps
+ * every exponent <= 0, so no input overflows. A row whose elements are
+ * all -inf gives zeros (never NaN); a NaN, or +inf, in a row makes that
+ * row NaN. */
+typedef struct tl_softmax_desc {
+    int64_t rows, cols;             /* rows >= 0, cols >= 1            */
+    int64_t ld_in, ld_out;          /* >= cols; 0: cols (contiguous)   */
+    tl_dtype in_dtype, out_dtype;   /* f32, f16 or bf16 each           */
+    tl_softmax_schedule schedule;   /* zeros: the default              */
+} tl_softmax_desc;
+
+/* Runs the softmax on stream: x and y are device pointers aligned to their
+ * element sizes that do not overlap (rows that start 16-byte aligned are
+ * read and written in 16-byte vectors). rows = 0 does nothing. The program
+ * is compiled on first use and kept in the context, one per dtypes and
+ * effective schedule (one-pass width, or online): the sizes are launch
+ * arguments. Errors: TL_ERR_INVALID_ARG (NULL descriptor, sizes, strides,
+ * a schedule field, a null or misaligned pointer: the message names it),
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x, uint64_t y, void *stream);
+/* The schedule tl_op_softmax runs for d: d->schedule with the defaults
+ * filled in. Zeros for a NULL ctx or d, or an invalid d. */
+TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_desc *d);
+/* The compiled program tl_op_softmax uses for d (owned by the context).
+ * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers). */
+TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out);
+/* Builds the softmax kernel of d (schedule included) for inspection, the
+ * interpreter or a sweep. *out is a new kernel the caller destroys. */
+TL_API tl_status tl_op_softmax_build(tl_ctx *ctx, const tl_softmax_desc *d, tl_kernel **out);
+
+/* Y[i, j] = X[i, j] / sqrt(mean_j(X[i, j]^2) + eps) * w[j], RMSNorm over
+ * the rows of X [rows, cols], in f32; w has cols elements of in_dtype.
+ * Strides, dtypes and schedules (defaults included) as for
+ * tl_softmax_desc. eps >= 0 (a row of zeros with eps = 0 gives NaN, as the
+ * formula does). */
+typedef struct tl_rmsnorm_desc {
+    int64_t rows, cols;
+    int64_t ld_in, ld_out;
+    tl_dtype in_dtype, out_dtype;
+    double eps;
+    tl_softmax_schedule schedule;
+} tl_rmsnorm_desc;
+
+/* Runs RMSNorm on stream; x, w, y as for tl_op_softmax. Errors as
+ * tl_op_softmax, and TL_ERR_INVALID_ARG for a negative or non-finite eps. */
+TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x, uint64_t w, uint64_t y,
+                               void *stream);
+TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_desc *d);
+/* Launch arguments: M, N, ld_in, ld_out (integers), X, Y, W (pointers),
+ * eps (a float). */
+TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
+TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
+
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype`. *out is a new kernel the caller destroys.
  * Errors: TL_ERR_INVALID_ARG (unknown op), TL_ERR_DTYPE. */

@@ -208,6 +208,17 @@ static void test_descriptor_errors(void **state)
     assert_status(tl_op_softmax_build(NULL, &ok, &k), TL_ERR_INVALID_ARG);
     assert_status(tl_op_softmax_build(ctx, &ok, NULL), TL_ERR_INVALID_ARG);
     assert_status(tl_op_rmsnorm(NULL, &r, 0, 0, 0, NULL), TL_ERR_INVALID_ARG);
+    /* pointers are checked before anything is compiled */
+    r.ld_in = 0;
+    assert_status(tl_op_softmax(ctx, &ok, 0, 0x1000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_softmax: x is a null device pointer"));
+    assert_status(tl_op_softmax(ctx, &ok, 0x1001, 0x1000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "x = 0x1001 is not aligned to its 2-byte elements"));
+    assert_status(tl_op_rmsnorm(ctx, &r, 0x1000, 0x1002, 0x1002, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_rmsnorm: y = 0x1002 is not aligned to its 4-byte elements"));
+    r.eps = -1;
+    assert_status(tl_op_rmsnorm(ctx, &r, 0x1000, 0x1000, 0x1000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_rmsnorm: eps"));
 }
 
 /* Both ops by name, with the parameters the programs document. */

@@ -198,13 +198,16 @@ TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, co
 
 TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x, uint64_t y, void *stream)
 {
-    const tl_program *p;
-    tl_status st = tl_op_softmax_program(ctx, d, &p);
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    tl_status st = check(ctx, d, "tl_op_softmax");
     if (st != TL_OK)
         return st;
     tli_rows_desc r = rows_of(d);
     const tli_rows_ptr ptrs[] = {{"x", x, d->in_dtype}, {"y", y, d->out_dtype}};
-    if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_softmax", 2, ptrs)) != TL_OK)
+    const tl_program *p;
+    if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_softmax", 2, ptrs)) != TL_OK ||
+        (st = tl_op_softmax_program(ctx, d, &p)) != TL_OK)
         return st;
     tl_arg args[6];
     int n = tli_rows_args(&r, x, y, args);

@@ -853,7 +853,9 @@ TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_k
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype`. *out is a new kernel the caller destroys.
- * Errors: TL_ERR_INVALID_ARG (unknown op), TL_ERR_DTYPE. */
+ * "softmax" and "rmsnorm" are the one-pass programs for rows of 1024
+ * columns, dtype in and out. Errors: TL_ERR_INVALID_ARG (unknown op),
+ * TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);

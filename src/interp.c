@@ -404,7 +404,10 @@ static void run_reduce(interp *I, const tli_snode *s)
             double acc = s->a1 & TLI_REDUCE_ACCUM ? D[o * inner + in] : identity[op];
             for (int64_t i = 0; i < n; i++) {
                 double x = S[(o * n + i) * inner + in];
-                acc = op == R_MAX ? fmax(acc, x) : op == R_MIN ? fmin(acc, x) : op == R_SUM ? acc + x : fmax(acc, fabs(x));
+                acc = op == R_MAX   ? fmax(acc, x)
+                      : op == R_MIN ? fmin(acc, x)
+                      : op == R_SUM ? acc + x
+                                    : fmax(acc, fabs(x));
             }
             D[o * inner + in] = round_float((tl_dtype)tli_B(I->ir, s->gemm[1])->dtype, (float)acc);
         }

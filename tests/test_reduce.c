@@ -310,38 +310,42 @@ static void expect_error(err_kernel *e, tl_status want, const char *api, const c
     tl_kernel_destroy(e->k);
 }
 
+/* The tiles of err_kernel by name, for the table below. */
+enum { BUF_G, BUF_F, BUF_S, BUF_SH, BUF_L, BUF_NULL };
+
+static tl_buf pick(const err_kernel *e, int which)
+{
+    const tl_buf all[] = {e->g, e->f, e->s, e->sh, e->l, TL_NONE_BUF};
+    return all[which];
+}
+
 static void test_builder_errors_name_the_call(void **state)
 {
     (void)state;
+    static const struct {
+        int op, src, dst, dim;
+        tl_status st;
+        const char *fragment;
+    } cases[] = {
+        {0, BUF_F, BUF_S, 3, TL_ERR_INVALID_ARG, "dim = 3 is not a dimension of 'F2' (rank 3)"},
+        {1, BUF_F, BUF_S, -1, TL_ERR_INVALID_ARG, "dim = -1"},
+        {2, BUF_F, BUF_S, 1, TL_ERR_SHAPE,
+         "dst 'F3' is [4, 8], but 'F2' [4, 8, 16] reduced along dimension 1 is [4, 16]"},
+        {3, BUF_SH, BUF_S, 1, TL_ERR_SHAPE, "is [4]"},
+        {0, BUF_G, BUF_S, 1, TL_ERR_INVALID_ARG, "src 'G' is a global tensor"},
+        {0, BUF_L, BUF_S, 1, TL_ERR_INVALID_ARG, "is a local buffer"},
+        {1, BUF_F, BUF_SH, 2, TL_ERR_INVALID_ARG, "dst 'S4' is a shared tile: a reduction writes a fragment"},
+        {1, BUF_S, BUF_S, 1, TL_ERR_INVALID_ARG, "the same fragment"},
+        {2, BUF_F, BUF_NULL, 0, TL_ERR_INVALID_ARG, "null buffer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err_kernel e = err_setup();
+        char api[32];
+        snprintf(api, sizeof api, "tl_reduce_%s", reducer_names[cases[i].op]);
+        reducers[cases[i].op](e.k, pick(&e, cases[i].src), pick(&e, cases[i].dst), cases[i].dim, (int)i % 2);
+        expect_error(&e, cases[i].st, api, cases[i].fragment);
+    }
     err_kernel e = err_setup();
-    tl_reduce_max(e.k, e.f, e.s, 3, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_max", "dim = 3 is not a dimension of 'F2' (rank 3)");
-    e = err_setup();
-    tl_reduce_sum(e.k, e.f, e.s, -1, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_sum", "dim = -1");
-    e = err_setup();
-    tl_reduce_min(e.k, e.f, e.s, 1, 1); /* dst should be [4, 16] */
-    expect_error(&e, TL_ERR_SHAPE, "tl_reduce_min", "dst 'F3' is [4, 8], but 'F2' [4, 8, 16] reduced along "
-                                                    "dimension 1 is [4, 16]");
-    e = err_setup();
-    tl_reduce_absmax(e.k, e.sh, e.s, 1, 0); /* [4, 8] along 1 is [4] */
-    expect_error(&e, TL_ERR_SHAPE, "tl_reduce_absmax", "is [4]");
-    e = err_setup();
-    tl_reduce_max(e.k, e.g, e.s, 1, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_max", "src 'G' is a global tensor");
-    e = err_setup();
-    tl_reduce_max(e.k, e.l, e.s, 1, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_max", "is a local buffer");
-    e = err_setup();
-    tl_reduce_sum(e.k, e.f, e.sh, 2, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_sum", "dst 'S4' is a shared tile: a reduction writes a fragment");
-    e = err_setup();
-    tl_reduce_sum(e.k, e.s, e.s, 1, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_sum", "the same fragment");
-    e = err_setup();
-    tl_reduce_min(e.k, e.f, TL_NONE_BUF, 0, 1);
-    expect_error(&e, TL_ERR_INVALID_ARG, "tl_reduce_min", "null buffer");
-    e = err_setup();
     tl_kernel *other = tl_kernel_new(ctx, "other");
     tl_buf foreign = tl_alloc_fragment(other, TL_F32, 2, (int64_t[]){4, 8});
     tl_reduce_min(e.k, e.f, foreign, 2, 1);

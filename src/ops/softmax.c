@@ -77,15 +77,21 @@ static void exponentiate(const tli_rows_kernel *rk, tl_buf x, tl_buf m)
     tl_end(k);
 }
 
+/* An f32 fragment of the block's rows: [R, W] (the row tile), or [R] (a
+ * value per row). */
+static tl_buf rows_tile(const tli_rows_kernel *rk)
+{
+    return tl_alloc_fragment(rk->k, TL_F32, 2, (int64_t[]){rk->R, rk->W});
+}
+static tl_buf per_row(const tli_rows_kernel *rk) { return tl_alloc_fragment(rk->k, TL_F32, 1, &rk->R); }
+
 /* The whole row in registers:
  *   x = X rows (-inf padding); m = max_j x; x = exp(x - m); s = sum_j x;
  *   Y = x / s */
 static void one_pass(const tli_rows_kernel *rk, tl_dtype out)
 {
     tl_kernel *k = rk->k;
-    tl_buf x = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){rk->R, rk->W});
-    tl_buf m = tl_alloc_fragment(k, TL_F32, 1, &rk->R);
-    tl_buf s = tl_alloc_fragment(k, TL_F32, 1, &rk->R);
+    tl_buf x = rows_tile(rk), m = per_row(rk), s = per_row(rk);
     tl_expr c0 = tl_int(k, 0);
     load_chunk(rk, x, c0);
     tl_reduce_max(k, x, m, 1, 1);
@@ -115,10 +121,7 @@ static void rescale_sum(const tli_rows_kernel *rk, tl_buf s, tl_buf m_old, tl_bu
 static void online(const tli_rows_kernel *rk, tl_dtype out)
 {
     tl_kernel *k = rk->k;
-    tl_buf x = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){rk->R, rk->W});
-    tl_buf m = tl_alloc_fragment(k, TL_F32, 1, &rk->R);
-    tl_buf m_old = tl_alloc_fragment(k, TL_F32, 1, &rk->R);
-    tl_buf s = tl_alloc_fragment(k, TL_F32, 1, &rk->R);
+    tl_buf x = rows_tile(rk), m = per_row(rk), m_old = per_row(rk), s = per_row(rk);
     tl_expr chunks = tl_ceildiv(k, rk->N, tl_int(k, rk->W));
     tl_fill(k, m, tl_f32(k, -INFINITY));
     tl_fill(k, m_old, tl_f32(k, -INFINITY));

@@ -845,9 +845,10 @@ typedef struct tl_rmsnorm_desc {
  * tl_op_softmax, and TL_ERR_INVALID_ARG for a negative or non-finite eps. */
 TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x, uint64_t w, uint64_t y,
                                void *stream);
+/* The schedule, the program and the kernel of tl_op_rmsnorm, as those of
+ * tl_op_softmax. The program's launch arguments: M, N, ld_in, ld_out
+ * (integers), X, Y, W (pointers), eps (a float). */
 TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_desc *d);
-/* Launch arguments: M, N, ld_in, ld_out (integers), X, Y, W (pointers),
- * eps (a float). */
 TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
 TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
 

@@ -7,3 +7,4 @@ set -e
 "$B/bench/bench_vadd"
 "$B/bench/bench_gemm"
 "$B/bench/bench_epilogue"
+"$B/bench/bench_softmax"

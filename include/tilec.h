@@ -426,6 +426,45 @@ enum {
  * TL_ERR_UNSUPPORTED (transposed A). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
 
+/* Reductions along one dimension, after TileLang's T.reduce_*: for every
+ * index of dst, dst[rest] = op over i of src[..., i, ...], i at position
+ * `dim` of src. dst has src's shape without dimension dim (src [R, C] with
+ * dim 1 gives dst [R]; a rank-1 src reduces into a fragment of shape [1]).
+ * src is a fragment or a shared tile, dst a fragment; each of them f32,
+ * f16 or bf16, in any mix. The arithmetic is f32 and the result is rounded
+ * to dst's dtype. clear != 0 overwrites dst; clear == 0 combines the result
+ * with dst's old values (a running max or sum over the iterations of a
+ * loop). Each op folds the elements into its identity, or into dst's old
+ * value when clear is 0:
+ *   tl_reduce_max     the largest element     (identity -inf)
+ *   tl_reduce_min     the smallest element    (identity +inf)
+ *   tl_reduce_sum     the sum of the elements (identity 0), added in f32 in
+ *                     an order of the library's (the CPU interpreter adds
+ *                     exactly and rounds once: results differ by rounding)
+ *   tl_reduce_absmax  the largest |element|   (identity 0)
+ * max, min and absmax skip NaN elements as fmaxf and fminf do (a row of
+ * NaN gives the identity); sum propagates them.
+ * A tile statement: the whole block runs it, so it may stand at the top
+ * level or inside tl_serial, tl_pipelined and tl_if, not inside
+ * tl_parallel. The reduced fragment is used in tl_parallel loops over its
+ * own shape, or over the full shape of the tile it was reduced from,
+ * indexed by the loop variables of its remaining dimensions: broadcast
+ * along the reduced one. With m the row maxima (dim 1) of x [R, C]:
+ *     tl_expr v[2];
+ *     tl_parallel(k, 2, (int64_t[]){R, C}, v);        // x[i, j] -= m[i]
+ *     tl_store(k, x, v, tl_sub(k, tl_load(k, x, v), tl_load(k, m, &v[0])));
+ *     tl_end(k);
+ * (a [1] fragment reduced from a rank-1 tile is read at index tl_int(k, 0)).
+ * Errors: TL_ERR_INVALID_ARG (dim not a dimension of src; src not a
+ * fragment or shared tile, dst not a fragment, src and dst the same
+ * buffer), TL_ERR_SHAPE (dst's shape, which the message spells out),
+ * TL_ERR_SCOPE (inside tl_parallel). Whether the lowering can reduce a
+ * fragment's layout is checked by tl_compile. */
+TL_API void tl_reduce_max(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_sum(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
  * `panel` block rows (gridDim.y) before moving along the row. The kernel
  * sees the remapped tl_block_idx. 0 or 1: off. */
@@ -797,9 +836,86 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
  * TL_ERR_DTYPE, TL_ERR_INVALID_ARG (unknown epilogue). */
 TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
+/* The schedule of a row-wise op (tl_op_softmax, tl_op_rmsnorm): a block
+ * holds `rows` rows of `width` columns as an f32 register fragment [rows,
+ * width] spread over `threads` threads. cols <= width: one pass with the
+ * rows in registers (one program per width serves every cols up to it);
+ * cols > width: the online path, a loop over chunks of width columns that
+ * reads each row twice. An all-zero schedule is the default, from a table
+ * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
+ * (one pass), else the online path in chunks of 8192 columns. In any
+ * other schedule, zero fields take the default's values for that width.
+ * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
+ * threads a multiple of 32 in 32..1024. How many registers a thread may
+ * hold is checked by tl_compile (TL_ERR_SHAPE). */
+typedef struct tl_softmax_schedule {
+    int width;
+    int rows;
+    int threads;
+} tl_softmax_schedule;
+
+/* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
+ * y_ij = exp(x_ij - m_i) / sum_j exp(x_ij - m_i), m_i the row's maximum,
+ * computed in f32 (as exp2((x - m) log2 e)). Row-major with row strides
+ * ld_in and ld_out in elements (0: cols). Subtracting the maximum keeps
+ * every exponent <= 0, so no input overflows. A row whose elements are
+ * all -inf gives zeros (never NaN); a NaN, or +inf, in a row makes that
+ * row NaN. */
+typedef struct tl_softmax_desc {
+    int64_t rows, cols;             /* rows >= 0, cols >= 1            */
+    int64_t ld_in, ld_out;          /* >= cols; 0: cols (contiguous)   */
+    tl_dtype in_dtype, out_dtype;   /* f32, f16 or bf16 each           */
+    tl_softmax_schedule schedule;   /* zeros: the default              */
+} tl_softmax_desc;
+
+/* Runs the softmax on stream: x and y are device pointers aligned to their
+ * element sizes that do not overlap (rows that start 16-byte aligned are
+ * read and written in 16-byte vectors). rows = 0 does nothing. The program
+ * is compiled on first use and kept in the context, one per dtypes and
+ * effective schedule (one-pass width, or online): the sizes are launch
+ * arguments. Errors: TL_ERR_INVALID_ARG (NULL descriptor, sizes, strides,
+ * a schedule field, a null or misaligned pointer: the message names it),
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x, uint64_t y, void *stream);
+/* The schedule tl_op_softmax runs for d: d->schedule with the defaults
+ * filled in. Zeros for a NULL ctx or d, or an invalid d. */
+TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_desc *d);
+/* The compiled program tl_op_softmax uses for d (owned by the context).
+ * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers). */
+TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out);
+/* Builds the softmax kernel of d (schedule included) for inspection, the
+ * interpreter or a sweep. *out is a new kernel the caller destroys. */
+TL_API tl_status tl_op_softmax_build(tl_ctx *ctx, const tl_softmax_desc *d, tl_kernel **out);
+
+/* Y[i, j] = X[i, j] / sqrt(mean_j(X[i, j]^2) + eps) * w[j], RMSNorm over
+ * the rows of X [rows, cols], in f32; w has cols elements of in_dtype.
+ * Strides, dtypes and schedules (defaults included) as for
+ * tl_softmax_desc. eps >= 0 (a row of zeros with eps = 0 gives NaN, as the
+ * formula does). */
+typedef struct tl_rmsnorm_desc {
+    int64_t rows, cols;
+    int64_t ld_in, ld_out;
+    tl_dtype in_dtype, out_dtype;
+    double eps;
+    tl_softmax_schedule schedule;
+} tl_rmsnorm_desc;
+
+/* Runs RMSNorm on stream; x, w, y as for tl_op_softmax. Errors as
+ * tl_op_softmax, and TL_ERR_INVALID_ARG for a negative or non-finite eps. */
+TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x, uint64_t w, uint64_t y,
+                               void *stream);
+/* The schedule, the program and the kernel of tl_op_rmsnorm, as those of
+ * tl_op_softmax. The program's launch arguments: M, N, ld_in, ld_out
+ * (integers), X, Y, W (pointers), eps (a float). */
+TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_desc *d);
+TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
+TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
+
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype`. *out is a new kernel the caller destroys.
- * Errors: TL_ERR_INVALID_ARG (unknown op), TL_ERR_DTYPE. */
+ * "softmax" and "rmsnorm" are the one-pass programs for rows of 1024
+ * columns, dtype in and out. Errors: TL_ERR_INVALID_ARG (unknown op),
+ * TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);

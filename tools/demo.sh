@@ -1,6 +1,7 @@
 #!/bin/sh
 # make demo: the tutorial walk-through (examples/tutorial.c), then the
-# environment report of the tilec tool.
+# environment report of the tilec tool, the GEMM benchmarks, and the
+# tutorial's softmax chapter.
 B=${1:-build}
 set -e
 "$B/examples/tutorial"
@@ -13,3 +14,4 @@ bin/tilec bench gemm --shape 4096x4096x4096 --trans-b
 echo
 echo "==== 8. The fused epilogue against separate kernels (bench_epilogue) ===="
 "$B/bench/bench_epilogue" 4096x4096x4096
+"$B/examples/tutorial" softmax

@@ -758,6 +758,116 @@ static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
     }
 }
 
+/* A loop over a blocked-rows fragment, a run of v registers (consecutive
+ * columns) at a time:
+ *   for (tl_q ...) { row, first column of the run;
+ *                    tl_vec loads of the run for each marked load;
+ *                    for (tl_e < v) { the body, marked loads read from the vectors,
+ *                                     marked stores fill vectors }
+ *                    tl_st_chunk of each stored vector } */
+void tli_e_frag_runs(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    int32_t f = s->x[TLI_X_PAR_FRAG];
+    int v = s->x[TLI_X_PAR_LANES], last = s->rank - 1;
+    int64_t count = s->x[TLI_X_PAR_PER_THREAD];
+    const char *lastv = loop_var_name(E, tli_E(E->ir, s->vars[last]));
+    tli_e_line(E, "{ // tl_parallel over fragment %s: %lld registers per thread, in runs of %d columns", tli_e_buf(E, f),
+               (long long)count, v);
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_q = 0; tl_q < %lld; ++tl_q) {", (long long)(count / v));
+    E->indent++;
+    const char *idx[TL_MAX_RANK], *guard;
+    tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
+    for (int d = 0; d < last; d++)
+        tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
+    tli_e_line(E, "const long long %s_run = %s;", lastv, idx[last]);
+    const char *live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
+    if (guard) {
+        tli_e_line(E, "if (%s) {", guard);
+        E->indent++;
+    }
+    int32_t loads[MAX_VLOADS];
+    int nloads = 0;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
+        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads);
+    /* the run's loads: v / lanes vectors each */
+    reset_temps(E);
+    E->pre = NULL;
+    for (int i = 0; i < nloads; i++) {
+        const tli_enode *n = tli_E(E->ir, loads[i]);
+        int ln = n->vec;
+        tli_e_line(E, "tl_vec<%s, %d> tl_L%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), ln, loads[i],
+                   v / ln);
+        for (int c = 0; c < v / ln; c++) {
+            E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
+            const char *li[TL_MAX_RANK];
+            index_texts(E, n->buf, n->idx, li);
+            tli_e_line(E, "tl_ld_chunk(tl_L%d[%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
+        }
+    }
+    E->var_text[s->vars[last]] = NULL;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        if (x->x[TLI_X_STORE_VEC])
+            tli_e_line(E, "tl_vec<%s, %d> tl_S%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, x->buf)->dtype),
+                       x->x[TLI_X_STORE_VEC], st, v / x->x[TLI_X_STORE_VEC]);
+    }
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_e = 0; tl_e < %d; ++tl_e) {", v);
+    E->indent++;
+    tli_e_line(E, "const int tl_r = tl_q * %d + tl_e;", v);
+    tli_e_line(E, "const long long %s = %s_run + tl_e;", lastv, lastv);
+    for (int i = 0; i < nloads; i++) {
+        int ln = tli_E(E->ir, loads[i])->vec;
+        E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
+    }
+    E->inside_parallel = true;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        if (!x->x[TLI_X_STORE_VEC]) {
+            emit_store(E, x);
+            continue;
+        }
+        int32_t ex[TL_MAX_RANK + 1];
+        int nex = store_exprs(E->ir, x, ex);
+        tli_str pre;
+        tli_str_init(&pre);
+        begin_statement(E, ex, nex, &pre);
+        const char *val = tli_e_expr(E, x->value);
+        flush_pre(E, &pre);
+        int ln = x->x[TLI_X_STORE_VEC];
+        tli_e_line(E, "tl_S%d[tl_e / %d].e[tl_e %% %d] = %s;", st, ln, ln, val);
+    }
+    E->inside_parallel = false;
+    for (int i = 0; i < nloads; i++)
+        E->load_text[loads[i]] = NULL;
+    E->indent--;
+    tli_e_line(E, "}");
+    reset_temps(E);
+    E->pre = NULL;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        int ln = x->x[TLI_X_STORE_VEC];
+        for (int c = 0; ln && c < v / ln; c++) {
+            E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
+            const char *si[TL_MAX_RANK];
+            index_texts(E, x->buf, x->idx, si);
+            tli_e_line(E, "tl_st_chunk(%s, tl_S%d[%d]);", chunk_args(E, x->buf, si, live), st, c);
+        }
+    }
+    E->var_text[s->vars[last]] = NULL;
+    if (guard) {
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
 static void emit_parallel(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);

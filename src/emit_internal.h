@@ -74,6 +74,12 @@ void tli_e_gemm(emitter *E, int32_t sid);
 void tli_e_reduce(emitter *E, int32_t sid);
 /* A tl_parallel that iterates a fragment's registers. */
 void tli_e_frag_parallel(emitter *E, int32_t sid);
+/* The same, by runs of consecutive columns whose global accesses move
+ * whole runs (emit_cuda.c). */
+void tli_e_frag_runs(emitter *E, int32_t sid);
+/* Coordinates of register r (text) of fragment buf, and the test that it
+ * holds an element (NULL: every one does). */
+void tli_e_frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard);
 /* Text of a load from a shared, fragment or local buffer. */
 char *tli_e_tile_load(emitter *E, const tli_enode *n);
 /* Store statement to a shared, fragment or local buffer. */

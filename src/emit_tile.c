@@ -169,6 +169,13 @@ static const char *slice_reg(emitter *E, int32_t parent, int dim, const char *r)
 
 /* Coordinates of register r of fragment buf into idx[0..rank); *guard
  * (NULL when every register holds an element) says whether it does. */
+static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard);
+
+void tli_e_frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
+{
+    frag_coords(E, buf, r, idx, guard);
+}
+
 static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
 {
     const tli_bnode *b = buf_of(E, buf);
@@ -339,6 +346,13 @@ void tli_e_frag_parallel(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     int32_t f = s->x[TLI_X_PAR_FRAG];
+    if (s->x[TLI_X_PAR_LANES] > 1) {
+        int32_t saved = E->frag_loop;
+        E->frag_loop = f;
+        tli_e_frag_runs(E, sid);
+        E->frag_loop = saved;
+        return;
+    }
     const tli_bnode *b = buf_of(E, f);
     int64_t count = lay(E, f)->per_thread;
     tli_e_line(E, "{ // tl_parallel over fragment %s (%s): %lld register%s per thread", b->name, shape_text(E, b),

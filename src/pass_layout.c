@@ -321,15 +321,29 @@ static int pow2_floor(int64_t x)
     return p;
 }
 
+/* The narrowest float element among the kernel's tensors: a fragment's
+ * runs are 16 bytes of those, so that its loads and stores of global
+ * memory are 16-byte vectors. */
+static int narrowest_tensor(const tli_ir *ir, int esz)
+{
+    for (int32_t i = 1; i < ir->b.n; i++) {
+        const tli_bnode *b = tli_B(ir, i);
+        int e = (int)tl_dtype_size((tl_dtype)b->dtype);
+        if (b->scope == B_GLOBAL && tli_dtype_is_float((tl_dtype)b->dtype) && e < esz)
+            esz = e;
+    }
+    return esz;
+}
+
 /* Blocked rows for fragment b over T threads (see lowered.h). */
-static tli_frag_layout rows_layout(const tli_bnode *b, int T)
+static tli_frag_layout rows_layout(const tli_ir *ir, const tli_bnode *b, int T)
 {
     tli_rows_layout r = {0};
     r.cols = b->cshape[b->rank - 1];
     r.rows = 1;
     for (int d = 0; d + 1 < b->rank; d++)
         r.rows *= b->cshape[d];
-    int esz = (int)tl_dtype_size((tl_dtype)b->dtype);
+    int esz = narrowest_tensor(ir, (int)tl_dtype_size((tl_dtype)b->dtype));
     r.v = 16 / esz;
     while (r.v > 1 && r.cols % r.v)
         r.v /= 2;
@@ -390,7 +404,7 @@ static void settle(layouter *Y)
         for (int32_t b = 1; b < Y->ir->b.n && !Y->changed; b++)
             if (tli_B(Y->ir, b)->scope == B_FRAGMENT && Y->L->frag[b].kind == FRAG_NONE &&
                 !is_reduce_dst(Y->ir, Y->ir->body, b)) {
-                tli_frag_layout f = rows_layout(tli_B(Y->ir, b), Y->ir->threads);
+                tli_frag_layout f = rows_layout(Y->ir, tli_B(Y->ir, b), Y->ir->threads);
                 set_layout(Y, b, &f, "tl_alloc_fragment");
             }
         if (!Y->changed)
@@ -434,7 +448,7 @@ void tli_pass_layout(tli_lowered *L)
         if (bn->scope != B_FRAGMENT)
             continue;
         if (L->frag[b].kind == FRAG_NONE) /* a reduction result whose source never got one */
-            L->frag[b] = rows_layout(bn, L->ir.threads), L->frag[b].per_thread = regs_of(L, &L->frag[b]);
+            L->frag[b] = rows_layout(&L->ir, bn, L->ir.threads), L->frag[b].per_thread = regs_of(L, &L->frag[b]);
         if (L->frag[b].per_thread > 512)
             tli_low_fail(L, TL_ERR_SHAPE, "tl_alloc_fragment: fragment '%s' needs %lld registers per thread (at most 512)",
                          bn->name, (long long)L->frag[b].per_thread);

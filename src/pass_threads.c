@@ -30,6 +30,60 @@ static void mark_vector_loads(tli_lowered *L, int32_t loop, int32_t root, int la
     }
 }
 
+/* Vector mode needs a body of plain stores (no nested control flow). */
+static bool straight_stores(const tli_ir *ir, int32_t body)
+{
+    for (int32_t s = body; s; s = tli_S(ir, s)->next)
+        if (tli_S(ir, s)->op != S_STORE)
+            return false;
+    return body != 0;
+}
+
+/* A loop over a blocked-rows fragment: a thread's registers come in runs
+ * of v consecutive columns, so a global access at unit stride along the
+ * columns can move a run (in 16-byte pieces) at once. Marks those accesses
+ * and records the run length in TLI_X_PAR_LANES. */
+static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
+{
+    tli_ir *ir = &L->ir;
+    const tli_frag_layout *f = &L->frag[owner];
+    if (f->kind != FRAG_ROWS || f->rows.v < 2 || !straight_stores(ir, ir->s.v[s].body))
+        return;
+    int v = f->rows.v;
+    bool any = false;
+    for (int32_t st = ir->s.v[s].body; st; st = ir->s.v[st].next) {
+        tli_snode *x = &ir->s.v[st];
+        const tli_bnode *b = tli_B(ir, x->buf);
+        int lanes = 16 / (int)tl_dtype_size((tl_dtype)b->dtype);
+        lanes = lanes < v ? lanes : v;
+        if (b->scope == B_GLOBAL && tli_access_vectorizable(ir, s, x->buf, x->idx, lanes, false)) {
+            x->x[TLI_X_STORE_VEC] = lanes;
+            any = true;
+        }
+        int32_t stack[256];
+        int sp = 0;
+        stack[sp++] = x->value;
+        while (sp) {
+            int32_t e = stack[--sp];
+            tli_enode *n = &ir->e.v[e];
+            if (!e || n->scope == 0 || n->vec)
+                continue;
+            if (n->op == E_LOAD && tli_B(ir, n->buf)->scope == B_GLOBAL) {
+                int ln = 16 / (int)tl_dtype_size((tl_dtype)tli_B(ir, n->buf)->dtype);
+                ln = ln < v ? ln : v;
+                if (tli_access_vectorizable(ir, s, n->buf, n->idx, ln, true)) {
+                    n->vec = (uint8_t)ln;
+                    any = true;
+                }
+            }
+            for (int i = 0; i < tli_eop_arity((tli_eop)n->op) && sp < 256; i++)
+                stack[sp++] = n->a[i];
+        }
+    }
+    if (any)
+        ir->s.v[s].x[TLI_X_PAR_LANES] = v;
+}
+
 static void map_loop(tli_lowered *L, int32_t s)
 {
     tli_ir *ir = &L->ir;
@@ -37,6 +91,7 @@ static void map_loop(tli_lowered *L, int32_t s)
     if (owner) {
         ir->s.v[s].x[TLI_X_PAR_MODE] = PAR_FRAGMENT;
         ir->s.v[s].x[TLI_X_PAR_PER_THREAD] = (int32_t)L->frag[owner].per_thread;
+        vectorize_runs(L, s, owner);
         return;
     }
     tli_par_plan p;

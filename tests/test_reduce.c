@@ -327,14 +327,14 @@ static void test_builder_errors_name_the_call(void **state)
         tl_status st;
         const char *fragment;
     } cases[] = {
-        {0, BUF_F, BUF_S, 3, TL_ERR_INVALID_ARG, "dim = 3 is not a dimension of 'F2' (rank 3)"},
+        {0, BUF_F, BUF_S, 3, TL_ERR_INVALID_ARG, "dim = 3 is not a dimension of 'tl_frag2' (rank 3)"},
         {1, BUF_F, BUF_S, -1, TL_ERR_INVALID_ARG, "dim = -1"},
         {2, BUF_F, BUF_S, 1, TL_ERR_SHAPE,
-         "dst 'F3' is [4, 8], but 'F2' [4, 8, 16] reduced along dimension 1 is [4, 16]"},
+         "dst 'tl_frag3' is [4, 8], but 'tl_frag2' [4, 8, 16] reduced along dimension 1 is [4, 16]"},
         {3, BUF_SH, BUF_S, 1, TL_ERR_SHAPE, "is [4]"},
         {0, BUF_G, BUF_S, 1, TL_ERR_INVALID_ARG, "src 'G' is a global tensor"},
         {0, BUF_L, BUF_S, 1, TL_ERR_INVALID_ARG, "is a local buffer"},
-        {1, BUF_F, BUF_SH, 2, TL_ERR_INVALID_ARG, "dst 'S4' is a shared tile: a reduction writes a fragment"},
+        {1, BUF_F, BUF_SH, 2, TL_ERR_INVALID_ARG, "dst 'tl_smem4' is a shared tile: a reduction writes a fragment"},
         {1, BUF_S, BUF_S, 1, TL_ERR_INVALID_ARG, "the same fragment"},
         {2, BUF_F, BUF_NULL, 0, TL_ERR_INVALID_ARG, "null buffer"},
     };

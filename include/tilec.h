@@ -911,6 +911,60 @@ TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_
 TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
 TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
 
+/* FlashAttention forward: O = softmax(scale Q K^T [+ causal mask]) V per
+ * (batch, head), never materialising the scores in global memory. Q and O
+ * are [batch, heads, seq_q, head_dim], K and V [batch, kv_heads, seq_kv,
+ * head_dim], each given by its pointer and its strides in elements for
+ * batch, head and sequence (the head_dim stride is 1): [B, H, S, D] and
+ * [B, S, H, D] tensors are both just strides. heads must be a multiple of
+ * kv_heads (grouped-query attention; kv_heads 1 is multi-query): head h
+ * reads K/V head h / (heads / kv_heads). seq_q and seq_kv may differ; with
+ * causal, query i attends key j when j <= i + seq_kv - seq_q (the mask is
+ * aligned to the bottom-right corner, as PyTorch and FlashAttention do), so
+ * a query row with no key to attend (seq_q > seq_kv) gets zeros, and its
+ * log-sum-exp is -inf. */
+typedef struct tl_flash_attn_schedule {
+    int block_m;           /* query rows per block (64, 128) */
+    int block_n;           /* keys per iteration (64, 128, 176 ...) */
+    int stages;            /* K/V tiles in flight */
+    int threads;           /* consumer threads per block (128 per 64 rows on sm_90a) */
+    int warp_specialize;   /* 1: a producer warpgroup loads K and V (tl_use_warp_specialize) */
+    int pingpong;          /* 1: the consumer warpgroups take turns on the tensor cores */
+} tl_flash_attn_schedule;
+
+typedef struct tl_flash_attn_desc {
+    int64_t batch, heads, kv_heads;
+    int64_t seq_q, seq_kv;
+    int64_t head_dim;          /* 64, 128 or 256 */
+    tl_dtype dtype;            /* bf16 or f16: Q, K, V and O */
+    int causal;
+    double scale;              /* 0: 1 / sqrt(head_dim) */
+    /* strides in elements of batch, head and sequence; all zero: contiguous
+     * [B, H, S, D] */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    int lse;                   /* 1: also write the rows' natural-log
+                                  log-sum-exp, f32 [batch, heads, seq_q]
+                                  contiguous */
+    tl_flash_attn_schedule schedule; /* zeros: the target's default */
+} tl_flash_attn_desc;
+
+/* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device
+ * pointers aligned to their elements (TMA and 16-byte copies are used when
+ * the strides and pointers allow them, a slower safe path otherwise).
+ * Errors: TL_ERR_INVALID_ARG (sizes, strides, heads not a multiple of
+ * kv_heads, pointers, which one), TL_ERR_DTYPE, TL_ERR_UNSUPPORTED
+ * (head_dim), those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
+                                  uint64_t o, uint64_t lse, void *stream);
+/* The schedule tl_op_flash_attn runs for d (zeros for an invalid d). */
+TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d);
+/* The compiled program for d (owned by the context); its launch arguments:
+ * B, H, HKV, SQ, SKV (dims), the strides of Q, K, V, O (4 x 3 dims), Q, K,
+ * V, O, [LSE] (pointers), scale_log2 (a float: scale * log2(e)). */
+TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_program **out);
+/* The kernel of d, for inspection; the caller destroys it. */
+TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
+
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype`. *out is a new kernel the caller destroys.
  * "softmax" and "rmsnorm" are the one-pass programs for rows of 1024

@@ -8,3 +8,5 @@ set -e
 "$B/bench/bench_gemm"
 "$B/bench/bench_epilogue"
 "$B/bench/bench_softmax"
+"$B/bench/bench_dual_gemm"
+"$B/bench/bench_attention"

@@ -42,9 +42,12 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     if (wgmma) /* two consumer warpgroups of 64 rows each, a producer warpgroup */
         return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : 128, .stages = 2,
                                         .threads = 256, .warp_specialize = 1};
-    /* mma.sync: four warps of 32 rows each, K/V through cp.async */
+    /* mma.sync: eight warps of 16 rows each (the output accumulator of a
+     * warp then holds 16 x head_dim: 64 registers a thread at head_dim 128,
+     * where four warps of 32 rows needed 128 and spilled), K/V through
+     * cp.async */
     return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 32 : 64, .stages = 2,
-                                    .threads = 128};
+                                    .threads = 256};
 }
 
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)

@@ -122,7 +122,8 @@ tl_gemm_schedule tli_gemm_generic_schedule(const char *target)
 /* ------------------------------------------------------------------------ */
 
 /* A size's bucket: the nearest power of two on a log scale (2^p when
- * x < 2^(p + 1/2)), with everything up to 64 in one bucket: a block tile
+ * x < 2^(p + 1/2)), with everything up to 64 in one bucket (and 65..127
+ * in 128's): a block tile
  * is 64 to 256 wide, so below that one size is as good as another, and
  * M <= 64 is the decode class (a few tokens against a weight matrix). */
 static void bucket(char axis, int64_t x, char *out, size_t len)
@@ -137,6 +138,8 @@ static void bucket(char axis, int64_t x, char *out, size_t len)
     /* x >= 2^(p + 1/2)  <=>  x^2 >= 2^(2p + 1); x < 2^31 keeps x^2 exact */
     if (x < ((int64_t)1 << 31) ? (uint64_t)x * (uint64_t)x >= (uint64_t)1 << (2 * p + 1) : false)
         p++;
+    if (p < 7) /* 65..90 would round to 64, which names the bucket below */
+        p = 7;
     tli_fmt(out, len, "%c%lld", axis, (long long)((int64_t)1 << p));
 }
 

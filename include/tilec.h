@@ -646,14 +646,20 @@ typedef enum tl_epilogue {
 } tl_epilogue;
 
 /* A schedule: the block tile, K step, pipeline depth, threads and L2
- * swizzle panel. An all-zero schedule is the target's default: on sm_90a,
- * for a GEMM with a bias or an activation, the ping-pong kernel with
- * 128x128x64 blocks, 4 stages, 128 threads, swizzle 8 when TMA can read
- * the operands (K, and N for B as [K, N], multiples of 8; 16-byte aligned
- * pointers); otherwise the classic wgmma kernel with 128x256x64 blocks, 4
- * stages, 256 threads; elsewhere mma.sync with 128x256x32, 3 stages, 256
- * threads. In any other schedule zero fields take the classic default's
- * values and swizzle 0 is off. */
+ * swizzle panel. An all-zero schedule leaves the choice to the op: the
+ * tuning database's record for the context's GPU and this problem's class
+ * (see tl_autotune), else a heuristic table chosen from measurements
+ * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: with a bias or an
+ * activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
+ * threads, swizzle 8 when TMA can read the operands (K, and N for B as
+ * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
+ * tiles of 128x256, the classic wgmma kernel with 128x128x64 blocks, 4
+ * stages, 256 threads; else, for K <= 2048 and TMA-readable rows, the
+ * ping-pong kernel with 5 stages; else the classic kernel with 128x256x64
+ * blocks, 4 stages, 256 threads. Elsewhere mma.sync with 128x256x32, 3
+ * stages, 256 threads. In any other schedule zero fields take the values
+ * of the target's schedule for large shapes (the last rows) and swizzle 0
+ * is off. */
 typedef struct tl_gemm_schedule {
     int block_m, block_n, block_k;
     int stages;
@@ -692,9 +698,11 @@ typedef struct tl_gemm_desc {
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The schedule tl_op_gemm_program compiles for d: d->schedule with the
- * target's defaults filled in (see tl_gemm_schedule). tl_op_gemm itself
- * runs the classic default instead of a ping-pong schedule when a or b is
- * not 16-byte aligned. A NULL ctx or d, or an invalid d, gives zeros. */
+ * op's choices filled in (see tl_gemm_schedule: a tuning record, else the
+ * heuristic). tl_op_gemm itself runs the target's schedule for large
+ * shapes instead of a ping-pong schedule when a or b is not 16-byte
+ * aligned, and the heuristic's when a recorded schedule fails to compile
+ * (with a warning). A NULL ctx or d, or an invalid d, gives zeros. */
 TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
 /* The compiled program tl_op_gemm uses for d (owned by the context). Its
  * launch arguments: M, N, K, A, B, [bias,] C. */
@@ -739,7 +747,8 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
 TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
- * schedule for `dtype`. *out is a new kernel the caller destroys.
+ * schedule for `dtype` (for "gemm", the target's schedule for large
+ * shapes: there is no problem to choose for). *out is a new kernel the caller destroys.
  * Errors: TL_ERR_INVALID_ARG (unknown op), TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */

@@ -160,6 +160,8 @@ typedef struct tli_tune_db tli_tune_db;
  * file is read once per context, at the first lookup. Offline contexts
  * (no GPU name) have none. */
 bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out);
+/* A record for key on ctx's GPU and this library version (the rest zero). */
+void tli_tune_record_init(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out);
 /* Records rec (replacing the one with its key) in the file, under a lock,
  * and in the context. Errors: TL_ERR_IO, TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_tune_db_save(tl_ctx *ctx, const tl_tune_record *rec);

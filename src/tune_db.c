@@ -407,6 +407,17 @@ static void gpu_name(tl_ctx *ctx, char *out, size_t len)
     clean(out, len, ctx->info.name);
 }
 
+void tli_tune_record_init(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
+{
+    memset(out, 0, sizeof *out);
+    tli_fmt(out->op, sizeof out->op, "%s", key->op);
+    tli_fmt(out->dtypes, sizeof out->dtypes, "%s", key->dtypes);
+    tli_fmt(out->layout, sizeof out->layout, "%s", key->layout);
+    tli_fmt(out->shape_class, sizeof out->shape_class, "%s", key->shape_class);
+    gpu_name(ctx, out->gpu, sizeof out->gpu);
+    tli_fmt(out->version, sizeof out->version, "%s", tl_version());
+}
+
 bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
 {
     if (!ctx->info.name[0])
@@ -416,13 +427,7 @@ bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
         return false;
     load(ctx, db);
     tl_tune_record want;
-    memset(&want, 0, sizeof want);
-    tli_fmt(want.op, sizeof want.op, "%s", key->op);
-    tli_fmt(want.dtypes, sizeof want.dtypes, "%s", key->dtypes);
-    tli_fmt(want.layout, sizeof want.layout, "%s", key->layout);
-    tli_fmt(want.shape_class, sizeof want.shape_class, "%s", key->shape_class);
-    gpu_name(ctx, want.gpu, sizeof want.gpu);
-    tli_fmt(want.version, sizeof want.version, "%s", tl_version());
+    tli_tune_record_init(ctx, key, &want);
     for (int i = db->n - 1; i >= 0; i--)
         if (same_key(&db->recs[i], &want)) {
             *out = db->recs[i];

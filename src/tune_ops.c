@@ -161,13 +161,7 @@ static void save_best(tl_ctx *ctx, const request_ctx *r, tl_tune_result *res)
     tli_tune_key key;
     r->op->key(r->q->desc, &key);
     tl_tune_record rec;
-    memset(&rec, 0, sizeof rec);
-    tli_fmt(rec.op, sizeof rec.op, "%s", key.op);
-    tli_fmt(rec.dtypes, sizeof rec.dtypes, "%s", key.dtypes);
-    tli_fmt(rec.layout, sizeof rec.layout, "%s", key.layout);
-    tli_fmt(rec.shape_class, sizeof rec.shape_class, "%s", key.shape_class);
-    tli_fmt(rec.gpu, sizeof rec.gpu, "%s", ctx->info.name);
-    tli_fmt(rec.version, sizeof rec.version, "%s", tl_version());
+    tli_tune_record_init(ctx, &key, &rec);
     tli_tune_config_format(r->op->param_names, &res->entries[0].config, rec.config, sizeof rec.config);
     rec.ms = res->entries[0].ms;
     rec.ratio = res->entries[0].ratio;

@@ -482,13 +482,7 @@ static void save_schedule(tl_ctx *c, const tl_gemm_desc *d, const char *config)
     tli_tune_key key;
     tli_gemm_tune_key(d, &key);
     tl_tune_record r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.op, sizeof r.op, "%s", key.op);
-    snprintf(r.dtypes, sizeof r.dtypes, "%s", key.dtypes);
-    snprintf(r.layout, sizeof r.layout, "%s", key.layout);
-    snprintf(r.shape_class, sizeof r.shape_class, "%s", key.shape_class);
-    snprintf(r.gpu, sizeof r.gpu, "Fake GPU");
-    snprintf(r.version, sizeof r.version, "%s", tl_version());
+    tli_tune_record_init(c, &key, &r);
     snprintf(r.config, sizeof r.config, "%s", config);
     r.ms = 1;
     snprintf(r.shape, sizeof r.shape, "x");

@@ -92,6 +92,32 @@ static void prepare_item(tl_ctx *ctx, batch_item *it, const tl_compile_options *
     it->compile = true;
 }
 
+typedef struct sized {
+    size_t len; /* of the source */
+    int item;
+} sized;
+
+static int longer_first(const void *pa, const void *pb)
+{
+    const sized *a = pa, *b = pb;
+    return a->len != b->len ? (a->len < b->len) - (a->len > b->len) : a->item - b->item;
+}
+
+/* Longest source first: compile time grows with the source, and a long
+ * kernel taken last would leave the other threads idle at the end. */
+static void order_todo(batch *b)
+{
+    sized *s = malloc((size_t)(b->ntodo ? b->ntodo : 1) * sizeof *s);
+    if (!s)
+        return; /* the given order works too */
+    for (int t = 0; t < b->ntodo; t++)
+        s[t] = (sized){strlen(b->items[b->todo[t]].p->source), b->todo[t]};
+    qsort(s, (size_t)b->ntodo, sizeof *s, longer_first);
+    for (int t = 0; t < b->ntodo; t++)
+        b->todo[t] = s[t].item;
+    free(s);
+}
+
 /* Kernels with one source share one NVRTC run: the later ones wait for the
  * first and copy its cubin. */
 static void find_duplicates(batch *b)
@@ -266,6 +292,7 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
         prepare_item(ctx, &b.items[i], opt);
     }
     find_duplicates(&b);
+    order_todo(&b);
     if (nvrtc_present(&b)) {
         run_pool(&b, threads);
         share_results(&b);

@@ -16,9 +16,7 @@ bin/tilec bench gemm --shape 4096x4096x4096 --trans-b
 echo
 echo "==== 8. The fused epilogue against separate kernels (bench_epilogue) ===="
 "$B/bench/bench_epilogue" 4096x4096x4096
-echo
-echo "==== 9. Autotuning: a custom kernel and the GEMM, the best recorded for this GPU (examples/autotune.c) ===="
-"$B/examples/autotune"
+"$B/examples/autotune"    # chapter 9, autotuning: it prints its own heading
 echo
 echo "==== tilec tune --list: the tuning database ===="
 bin/tilec tune --list

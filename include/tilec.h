@@ -381,10 +381,15 @@ TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
 
 /* Copies src to dst element by element (converting the element type when
  * they differ), where both have the same extents. Global tiles are masked at
- * the tensor's edges (reads give 0, writes are dropped). Lowered to 16-byte
- * cp.async for global -> shared, vector stores for fragment -> global.
- * Supported: global -> shared, shared -> global, fragment -> global,
- * fragment -> shared, shared -> fragment, global -> fragment. */
+ * the tensor's edges (reads give 0, writes are dropped). A tile may have
+ * fewer dimensions than its tensor: its leading extents are then 1 (a
+ * [S, D] tile of one head of a [B, H, S, D] tensor). Lowered to TMA or
+ * 16-byte cp.async for global -> shared (the launch checks the tensor's
+ * alignment and runs a safe variant of the program when it is missing),
+ * vector accesses for fragments <-> global, register moves for fragment ->
+ * fragment (same layout). Supported: global -> shared, shared -> global,
+ * fragment -> global, fragment -> shared, shared -> fragment, global ->
+ * fragment, fragment -> fragment. */
 TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst);
 /* Sets every element of a shared, fragment or local buffer to 0 / value. */
 TL_API void tl_clear(tl_kernel *k, tl_buf buf);
@@ -407,34 +412,124 @@ enum {
     TL_GEMM_WARP_ROWS = 1u << 4,
     TL_GEMM_WARP_COLS = 1u << 5
 };
-/* C += A * B on the tensor cores: A and B bf16 or f16 (the same) in shared
- * memory, C an f32 fragment [M, N]. The block's warps must split C into
- * warp tiles whose sides are multiples of 16, and K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
- * disagree or the MMA layout cannot tile them), TL_ERR_DTYPE,
- * TL_ERR_UNSUPPORTED (A in a fragment, transposed A). */
+/* C += A * B on the tensor cores: A and B bf16 or f16 (the same), B in
+ * shared memory, A in shared memory or in registers (a 16-bit fragment
+ * copied from an accumulator whose warps split the rows as C's do, e.g.
+ * FlashAttention's P = softmax(S)), C an f32 fragment [M, N]. The block's
+ * warps must split C into warp tiles whose sides are multiples of 16, and K
+ * into steps of 16. The lowering picks the target's best tensor-core atom
+ * (wgmma on sm_90a when the tiles allow it: M a multiple of 64 per
+ * warpgroup, N a multiple of 16 up to 256, A's K a multiple of 64 in shared
+ * memory; mma.sync otherwise). Errors: TL_ERR_SHAPE (the sizes disagree or
+ * no MMA layout can tile them), TL_ERR_DTYPE, TL_ERR_INVALID_ARG (operand
+ * kinds, unknown flag bits, both warp policies, tl_grid not called yet),
+ * TL_ERR_UNSUPPORTED (transposed A). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
+
+/* Reductions along one dimension, after TileLang's T.reduce_*: for every
+ * index of dst, dst[rest] = op over i of src[..., i, ...], i at position
+ * `dim` of src. dst has src's shape without dimension dim (src [R, C] with
+ * dim 1 gives dst [R]; a rank-1 src reduces into a fragment of shape [1]).
+ * src is a fragment or a shared tile, dst a fragment; each of them f32,
+ * f16 or bf16, in any mix. The arithmetic is f32 and the result is rounded
+ * to dst's dtype. clear != 0 overwrites dst; clear == 0 combines the result
+ * with dst's old values (a running max or sum over the iterations of a
+ * loop). Each op folds the elements into its identity, or into dst's old
+ * value when clear is 0:
+ *   tl_reduce_max     the largest element     (identity -inf)
+ *   tl_reduce_min     the smallest element    (identity +inf)
+ *   tl_reduce_sum     the sum of the elements (identity 0), added in f32 in
+ *                     an order of the library's (the CPU interpreter adds
+ *                     exactly and rounds once: results differ by rounding)
+ *   tl_reduce_absmax  the largest |element|   (identity 0)
+ * max, min and absmax skip NaN elements as fmaxf and fminf do (a row of
+ * NaN gives the identity); sum propagates them.
+ * A tile statement: the whole block runs it, so it may stand at the top
+ * level or inside tl_serial, tl_pipelined and tl_if, not inside
+ * tl_parallel. The reduced fragment is used in tl_parallel loops over its
+ * own shape, or over the full shape of the tile it was reduced from,
+ * indexed by the loop variables of its remaining dimensions: broadcast
+ * along the reduced one. With m the row maxima (dim 1) of x [R, C]:
+ *     tl_expr v[2];
+ *     tl_parallel(k, 2, (int64_t[]){R, C}, v);        // x[i, j] -= m[i]
+ *     tl_store(k, x, v, tl_sub(k, tl_load(k, x, v), tl_load(k, m, &v[0])));
+ *     tl_end(k);
+ * (a [1] fragment reduced from a rank-1 tile is read at index tl_int(k, 0)).
+ * Errors: TL_ERR_INVALID_ARG (dim not a dimension of src; src not a
+ * fragment or shared tile, dst not a fragment, src and dst the same
+ * buffer), TL_ERR_SHAPE (dst's shape, which the message spells out),
+ * TL_ERR_SCOPE (inside tl_parallel). Whether the lowering can reduce a
+ * fragment's layout is checked by tl_compile. */
+TL_API void tl_reduce_max(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_sum(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
 
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
  * `panel` block rows (gridDim.y) before moving along the row. The kernel
  * sees the remapped tl_block_idx. 0 or 1: off. */
 TL_API void tl_use_swizzle(tl_kernel *k, int panel);
 
-/* Lowers k as a persistent, warp-specialised kernel (sm_90a): each CTA has
- * a producer warpgroup, which issues every TMA copy of the tl_pipelined
- * loop, and two consumer warpgroups that take turns, each running the
- * block body for its own blocks (tiles), so that one's epilogue (the
- * statements after the loop) overlaps the other's main loop on the tensor
- * cores. The grid becomes persistent: min(ceil(blocks / 2), SMs) CTAs of
- * 384 threads walk the blocks in order (tl_block_idx and tl_use_swizzle
- * keep their meaning). Requirements, checked by tl_compile
- * (TL_ERR_UNSUPPORTED, naming the one not met): target sm_90a; 128
- * threads per block (one warpgroup); a 2-D grid; exactly one tl_pipelined
- * loop, at the top of the body, of at least 3 stages, whose copies can be
- * TMA boxes and whose compute is one wgmma tl_gemm. At launch the tensors
- * the loop copies must suit TMA (16-byte aligned base and rows), else
- * tl_launch returns TL_ERR_UNSUPPORTED. Shared buffers outside the
- * pipeline are private to each consumer (twice the memory). on: 1 or 0. */
+/* Warp specialisation: one more warpgroup joins each block as the producer
+ * of the kernel's tl_pipelined loop: it issues every copy into shared
+ * memory of every iteration (TMA boxes from one thread when the tiles allow
+ * it, else cp.async or plain copies from its 128 threads) into a ring of
+ * `stages` slots, each slot's readiness an mbarrier; the block's own
+ * threads run everything else the loop holds (any number of tl_gemm,
+ * element-wise loops, reductions) and the rest of the body. On sm_90a the
+ * producer gives its registers to the consumers (setmaxnreg). Requirements,
+ * checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one not met): the
+ * block is whole warpgroups (a multiple of 128 threads); the body holds
+ * exactly one tl_pipelined loop, at its top level, of at least 2 stages,
+ * starting with at least one copy into shared memory, its trip count not
+ * read from memory; mbarriers (sm_80 or later). on: 1 or 0. */
+TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
+
+/* Ping-pong: warp specialisation where two consumer warpgroups take turns
+ * on the tensor cores. The kernel becomes persistent: min(ceil(blocks /
+ * 2), SMs) CTAs of 384 threads (a producer and two consumer warpgroups,
+ * each running the whole block body for its own blocks, tl_block_idx and
+ * tl_use_swizzle keeping their meaning), and one consumer's epilogue (the
+ * statements after the loop) overlaps the other's main loop. Requirements:
+ * those of tl_use_warp_specialize, blocks of 128 threads, a pipelined loop
+ * of at least 3 stages whose trip count is the same for every block.
+ * Shared buffers outside the pipeline are private to each consumer (twice
+ * the memory). on: 1 or 0. */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
+
+/* Names a shared, fragment or local buffer in the generated code, dumps and
+ * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
+ * follows the rules of parameter names: an identifier of at most 63
+ * characters, not a C++ keyword, not starting with tl_ or __ (reserved for
+ * the names the library generates), not already a parameter's or another
+ * buffer's. Errors: TL_ERR_INVALID_ARG. */
+TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting a kernel                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The kernel's graph as text: parameters, buffers, then every statement
+ * with its id, nested bodies indented. *text is malloc'ed (tl_free_host).
+ * Works on a kernel with a recorded error too (it shows what was built).
+ * Errors: TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY. */
+TL_API tl_status tl_kernel_dump(tl_kernel *k, char **text);
+
+/* The kernel lowered for target (NULL: the context's) as text after pass
+ * `pass` ("verify", "layout", "threads", "reduce", "pipeline", "smem",
+ * "sync", "launch"), or after each of them ("all"): what every pass decided
+ * (layouts, copy engines, pipeline structure, barriers, the launch plan).
+ * Setting the environment variable TILEC_DUMP to a pass name or "all"
+ * prints the same on stderr whenever a kernel is compiled. *text is
+ * malloc'ed. Errors: TL_ERR_INVALID_ARG (unknown pass), the kernel's
+ * recorded error, and those of lowering (as tl_compile). */
+TL_API tl_status tl_kernel_lower_dump(tl_kernel *k, const char *target, const char *pass, char **text);
+
+/* A C program that rebuilds k with the same builder calls and prints its
+ * generated source: a bug report in one file (compile it against
+ * libtilec). *c_source is malloc'ed. Errors: TL_ERR_INVALID_ARG,
+ * TL_ERR_OUT_OF_MEMORY, the kernel's recorded error. */
+TL_API tl_status tl_kernel_reproducer(tl_kernel *k, char **c_source);
 
 /* ------------------------------------------------------------------------ */
 /* Compilation                                                               */
@@ -452,10 +547,13 @@ typedef struct tl_compile_options {
 /* Verifies k, lowers it to CUDA C, compiles it with NVRTC (or takes the
  * cubin from the cache) and, on a context with a device whose architecture
  * matches the target, loads it. `opt` may be NULL. *out is a new program the
- * caller destroys. Errors: the kernel's recorded error; TL_ERR_SCOPE
- * (unclosed scope), TL_ERR_INVALID_ARG (empty kernel, no tl_grid);
- * TL_ERR_NO_NVRTC; TL_ERR_COMPILE (the NVRTC log is on the context and in
- * tl_program_log is not available since no program is made); TL_ERR_CUDA. */
+ * caller destroys. Compiling is verify -> lower (the passes of
+ * tl_kernel_lower_dump) -> emit CUDA C -> NVRTC (or the cache). Errors: the
+ * kernel's recorded error; TL_ERR_SCOPE (unclosed scope), TL_ERR_INVALID_ARG
+ * (empty kernel, no tl_grid, a bad target); TL_ERR_SHAPE, TL_ERR_UNSUPPORTED
+ * (the lowering's, naming the builder call at fault); TL_ERR_NO_NVRTC;
+ * TL_ERR_COMPILE (NVRTC's log is in the context's message: tl_ctx_error);
+ * TL_ERR_CUDA. */
 TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out);
 TL_API void tl_program_destroy(tl_program *p);
 
@@ -746,10 +844,141 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
  * TL_ERR_DTYPE, TL_ERR_INVALID_ARG (unknown epilogue). */
 TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
+/* The schedule of a row-wise op (tl_op_softmax, tl_op_rmsnorm): a block
+ * holds `rows` rows of `width` columns as an f32 register fragment [rows,
+ * width] spread over `threads` threads. cols <= width: one pass with the
+ * rows in registers (one program per width serves every cols up to it);
+ * cols > width: the online path, a loop over chunks of width columns that
+ * reads each row twice. An all-zero schedule is the default, from a table
+ * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
+ * (one pass), else the online path in chunks of 8192 columns. In any
+ * other schedule, zero fields take the default's values for that width.
+ * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
+ * threads a multiple of 32 in 32..1024. How many registers a thread may
+ * hold is checked by tl_compile (TL_ERR_SHAPE). */
+typedef struct tl_softmax_schedule {
+    int width;
+    int rows;
+    int threads;
+} tl_softmax_schedule;
+
+/* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
+ * y_ij = exp(x_ij - m_i) / sum_j exp(x_ij - m_i), m_i the row's maximum,
+ * computed in f32 (as exp2((x - m) log2 e)). Row-major with row strides
+ * ld_in and ld_out in elements (0: cols). Subtracting the maximum keeps
+ * every exponent <= 0, so no input overflows. A row whose elements are
+ * all -inf gives zeros (never NaN); a NaN, or +inf, in a row makes that
+ * row NaN. */
+typedef struct tl_softmax_desc {
+    int64_t rows, cols;             /* rows >= 0, cols >= 1            */
+    int64_t ld_in, ld_out;          /* >= cols; 0: cols (contiguous)   */
+    tl_dtype in_dtype, out_dtype;   /* f32, f16 or bf16 each           */
+    tl_softmax_schedule schedule;   /* zeros: the default              */
+} tl_softmax_desc;
+
+/* Runs the softmax on stream: x and y are device pointers aligned to their
+ * element sizes that do not overlap (rows that start 16-byte aligned are
+ * read and written in 16-byte vectors). rows = 0 does nothing. The program
+ * is compiled on first use and kept in the context, one per dtypes and
+ * effective schedule (one-pass width, or online): the sizes are launch
+ * arguments. Errors: TL_ERR_INVALID_ARG (NULL descriptor, sizes, strides,
+ * a schedule field, a null or misaligned pointer: the message names it),
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x, uint64_t y, void *stream);
+/* The schedule tl_op_softmax runs for d: d->schedule with the defaults
+ * filled in. Zeros for a NULL ctx or d, or an invalid d. */
+TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_desc *d);
+/* The compiled program tl_op_softmax uses for d (owned by the context).
+ * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers). */
+TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out);
+/* Builds the softmax kernel of d (schedule included) for inspection, the
+ * interpreter or a sweep. *out is a new kernel the caller destroys. */
+TL_API tl_status tl_op_softmax_build(tl_ctx *ctx, const tl_softmax_desc *d, tl_kernel **out);
+
+/* Y[i, j] = X[i, j] / sqrt(mean_j(X[i, j]^2) + eps) * w[j], RMSNorm over
+ * the rows of X [rows, cols], in f32; w has cols elements of in_dtype.
+ * Strides, dtypes and schedules (defaults included) as for
+ * tl_softmax_desc. eps >= 0 (a row of zeros with eps = 0 gives NaN, as the
+ * formula does). */
+typedef struct tl_rmsnorm_desc {
+    int64_t rows, cols;
+    int64_t ld_in, ld_out;
+    tl_dtype in_dtype, out_dtype;
+    double eps;
+    tl_softmax_schedule schedule;
+} tl_rmsnorm_desc;
+
+/* Runs RMSNorm on stream; x, w, y as for tl_op_softmax. Errors as
+ * tl_op_softmax, and TL_ERR_INVALID_ARG for a negative or non-finite eps. */
+TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x, uint64_t w, uint64_t y,
+                               void *stream);
+/* The schedule, the program and the kernel of tl_op_rmsnorm, as those of
+ * tl_op_softmax. The program's launch arguments: M, N, ld_in, ld_out
+ * (integers), X, Y, W (pointers), eps (a float). */
+TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_desc *d);
+TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
+TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
+
+/* FlashAttention forward: O = softmax(scale Q K^T [+ causal mask]) V per
+ * (batch, head), never materialising the scores in global memory. Q and O
+ * are [batch, heads, seq_q, head_dim], K and V [batch, kv_heads, seq_kv,
+ * head_dim], each given by its pointer and its strides in elements for
+ * batch, head and sequence (the head_dim stride is 1): [B, H, S, D] and
+ * [B, S, H, D] tensors are both just strides. heads must be a multiple of
+ * kv_heads (grouped-query attention; kv_heads 1 is multi-query): head h
+ * reads K/V head h / (heads / kv_heads). seq_q and seq_kv may differ; with
+ * causal, query i attends key j when j <= i + seq_kv - seq_q (the mask is
+ * aligned to the bottom-right corner, as PyTorch and FlashAttention do), so
+ * a query row with no key to attend (seq_q > seq_kv) gets zeros, and its
+ * log-sum-exp is -inf. */
+typedef struct tl_flash_attn_schedule {
+    int block_m;           /* query rows per block (64, 128) */
+    int block_n;           /* keys per iteration (64, 128, 176 ...) */
+    int stages;            /* K/V tiles in flight */
+    int threads;           /* consumer threads per block (128 per 64 rows on sm_90a) */
+    int warp_specialize;   /* 1: a producer warpgroup loads K and V (tl_use_warp_specialize) */
+    int pingpong;          /* 1: the consumer warpgroups take turns on the tensor cores */
+} tl_flash_attn_schedule;
+
+typedef struct tl_flash_attn_desc {
+    int64_t batch, heads, kv_heads;
+    int64_t seq_q, seq_kv;
+    int64_t head_dim;          /* 64, 128 or 256 */
+    tl_dtype dtype;            /* bf16 or f16: Q, K, V and O */
+    int causal;
+    double scale;              /* 0: 1 / sqrt(head_dim) */
+    /* strides in elements of batch, head and sequence; all zero: contiguous
+     * [B, H, S, D] */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    int lse;                   /* 1: also write the rows' natural-log
+                                  log-sum-exp, f32 [batch, heads, seq_q]
+                                  contiguous */
+    tl_flash_attn_schedule schedule; /* zeros: the target's default */
+} tl_flash_attn_desc;
+
+/* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device
+ * pointers aligned to their elements (TMA and 16-byte copies are used when
+ * the strides and pointers allow them, a slower safe path otherwise).
+ * Errors: TL_ERR_INVALID_ARG (sizes, strides, heads not a multiple of
+ * kv_heads, pointers, which one), TL_ERR_DTYPE, TL_ERR_UNSUPPORTED
+ * (head_dim), those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
+                                  uint64_t o, uint64_t lse, void *stream);
+/* The schedule tl_op_flash_attn runs for d (zeros for an invalid d). */
+TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d);
+/* The compiled program for d (owned by the context); its launch arguments:
+ * B, H, HKV, SQ, SKV (dims), the strides of Q, K, V, O (4 x 3 dims), Q, K,
+ * V, O, [LSE] (pointers), scale_log2 (a float: scale * log2(e)). */
+TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_program **out);
+/* The kernel of d, for inspection; the caller destroys it. */
+TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
+
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype` (for "gemm", the target's schedule for large
- * shapes: there is no problem to choose for). *out is a new kernel the caller destroys.
- * Errors: TL_ERR_INVALID_ARG (unknown op), TL_ERR_DTYPE. */
+ * shapes: there is no problem to choose for). *out is a new kernel the
+ * caller destroys. "softmax" and "rmsnorm" are the one-pass programs for
+ * rows of 1024 columns, dtype in and out. Errors: TL_ERR_INVALID_ARG
+ * (unknown op), TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);

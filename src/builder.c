@@ -187,20 +187,31 @@ TL_API const char *tl_kernel_error(const tl_kernel *k) { return k ? k->err : "nu
 
 /* ---------------------------------------------------------- parameters */
 
-static bool param_name_ok(tl_kernel *k, const char *name, const char *api)
+/* Names users give (parameters, buffers) appear verbatim in the generated
+ * source: an identifier, not reserved (C++ keywords; the tl_ prefix, which
+ * every name the library generates has), and not taken by a parameter or
+ * another buffer of the kernel. */
+bool tli_kname_free(tl_kernel *k, const char *name, const char *api)
 {
     if (!valid_ident(name) || reserved_name(name)) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' is not a free identifier",
-             name ? name : "(null)");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is not a free identifier (names starting with tl_ or __ "
+                  "and C++ keywords are reserved)", name ? name : "(null)");
         return false;
     }
     for (int32_t i = 1; i < k->ir.p.n; i++)
         if (strcmp(k->ir.p.v[i].name, name) == 0) {
-            tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter '%s' is declared twice", name);
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is already a parameter", name);
+            return false;
+        }
+    for (int32_t i = 1; i < k->ir.b.n; i++)
+        if (k->ir.b.v[i].scope != B_GLOBAL && strcmp(k->ir.b.v[i].name, name) == 0) {
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is already a buffer's", name);
             return false;
         }
     return true;
 }
+
+static bool param_name_ok(tl_kernel *k, const char *name, const char *api) { return tli_kname_free(k, name, api); }
 
 static tl_expr scalar_param(tl_kernel *k, const char *name, tl_dtype dt, tl_param_kind kind,
                             const char *api)

@@ -382,6 +382,37 @@ static void run_gemm(interp *I, const tli_snode *s)
         }
 }
 
+/* dst[rest] = op over src[.., i, ..] along dimension s->rank, folded from
+ * the op's identity or from dst's old value (TLI_REDUCE_ACCUM). max, min
+ * and absmax skip NaN as fmaxf/fminf do; the sum is exact in double and
+ * rounded once to f32 (the GPU adds in f32, in an order of its own), then
+ * to dst's type as the device converts its f32 result. */
+static void run_reduce(interp *I, const tli_snode *s)
+{
+    const tli_bnode *src = tli_B(I->ir, s->gemm[0]);
+    const double *S = I->t[s->gemm[0]].base;
+    double *D = I->t[s->gemm[1]].base;
+    tli_redop op = (tli_redop)(s->a1 & TLI_REDUCE_OP_MASK);
+    int64_t n = src->cshape[s->rank], outer = 1, inner = 1;
+    for (int d = 0; d < s->rank; d++)
+        outer *= src->cshape[d];
+    for (int d = s->rank + 1; d < src->rank; d++)
+        inner *= src->cshape[d];
+    static const double identity[] = {[R_MAX] = -INFINITY, [R_SUM] = 0, [R_MIN] = INFINITY, [R_ABSMAX] = 0};
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            double acc = s->a1 & TLI_REDUCE_ACCUM ? D[o * inner + in] : identity[op];
+            for (int64_t i = 0; i < n; i++) {
+                double x = S[(o * n + i) * inner + in];
+                acc = op == R_MAX   ? fmax(acc, x)
+                      : op == R_MIN ? fmin(acc, x)
+                      : op == R_SUM ? acc + x
+                                    : fmax(acc, fabs(x));
+            }
+            D[o * inner + in] = round_float((tl_dtype)tli_B(I->ir, s->gemm[1])->dtype, (float)acc);
+        }
+}
+
 static void run_stmts(interp *I, int32_t first)
 {
     for (int32_t sid = first; sid; sid = tli_S(I->ir, sid)->next) {
@@ -394,6 +425,7 @@ static void run_stmts(interp *I, int32_t first)
         case S_COPY: run_copy(I, s); break;
         case S_FILL: run_fill(I, s); break;
         case S_GEMM: run_gemm(I, s); break;
+        case S_REDUCE: run_reduce(I, s); break;
         case S_PIPELINED: /* in order: the pipelining changes only timing */
         case S_SERIAL: {
             int64_t n = eval(I, s->a0).i;

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-static const char *const op_names[] = {"vadd", "gemm", NULL};
+static const char *const op_names[] = {"vadd", "gemm", "softmax", "rmsnorm", NULL};
 
 TL_API const char *const *tl_op_names(void) { return op_names; }
 
@@ -26,6 +26,16 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
         if (dtype != TL_F16 && dtype != TL_BF16)
             return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: gemm takes bf16 or f16, not %s", tl_dtype_name(dtype));
         return tl_op_gemm_build(ctx, &d, out);
+    }
+    /* the row-wise ops as in and out dtype, with the one-pass program of
+     * 1024 columns (their default for rows of 513..1024) */
+    if (strcmp(op, "softmax") == 0) {
+        tl_softmax_desc d = {.rows = 1, .cols = 1024, .in_dtype = dtype, .out_dtype = dtype};
+        return tl_op_softmax_build(ctx, &d, out);
+    }
+    if (strcmp(op, "rmsnorm") == 0) {
+        tl_rmsnorm_desc d = {.rows = 1, .cols = 1024, .in_dtype = dtype, .out_dtype = dtype, .eps = 1e-6};
+        return tl_op_rmsnorm_build(ctx, &d, out);
     }
     char known[256] = "";
     for (int i = 0; op_names[i]; i++)

@@ -65,8 +65,10 @@ static inline tl_ctx *bench_open(const char *what)
  * against has an impl starting with "baseline:" (bench_csv_baseline) and
  * ratio 1; the others carry their ratio to it. unit: "TFLOP/s" for
  * compute-bound ops (plotted against size), "GB/s" for memory-bound ones
- * (plotted against the copy ceiling). Adding a benchmark to the report is
- * a matter of printing these lines. */
+ * (plotted against the copy ceiling; a line of op "copy" with the same
+ * shape and dtype also serves as the ceiling of a group without a
+ * baseline line). Adding a benchmark to the report is a matter of printing
+ * these lines. */
 static inline void bench_csv(const char *op, const char *shape, const char *dtype, const char *impl, double ms,
                              double rate, const char *unit, double ratio, double rel)
 {

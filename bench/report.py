@@ -34,7 +34,12 @@ def read_rows(path):
 
 
 def groups(rows):
-    """(op, shape, dtype) -> {"baseline": row or None, "ours": [rows]}, in order."""
+    """(op, shape, dtype) -> {"baseline": row or None, "ours": [rows]}, in order.
+
+    A memory-bound op may print its copy ceiling as an op of its own named
+    "copy" (same shape and dtype) instead of a "baseline:" line: such a copy
+    becomes the baseline of the groups that lack one, and is not listed
+    by itself."""
     out = OrderedDict()
     for r in rows:
         g = out.setdefault((r["op"], r["shape"], r["dtype"]), {"baseline": None, "ours": []})
@@ -42,6 +47,15 @@ def groups(rows):
             g["baseline"] = r
         else:
             g["ours"].append(r)
+    copies = {(k[1], k[2]): k for k in out if k[0] == "copy"}
+    for key, g in out.items():
+        ck = copies.get((key[1], key[2]))
+        if key[0] != "copy" and g["baseline"] is None and ck and out[ck]["ours"]:
+            g["baseline"] = dict(out[ck]["ours"][0], impl="baseline:" + out[ck]["ours"][0]["impl"])
+    used = {copies[(k[1], k[2])] for k, g in out.items()
+            if k[0] != "copy" and (k[1], k[2]) in copies and g["baseline"] is not None}
+    for k in used:
+        del out[k]
     return out
 
 

@@ -160,6 +160,9 @@ typedef struct tli_tune_db tli_tune_db;
  * file is read once per context, at the first lookup. Offline contexts
  * (no GPU name) have none. */
 bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out);
+/* Drops key's record from the context's view (not from the file): a
+ * record the op cannot use is warned about once, not at every call. */
+void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key);
 /* A record for key on ctx's GPU and this library version (the rest zero). */
 void tli_tune_record_init(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out);
 /* Records rec (replacing the one with its key) in the file, under a lock,

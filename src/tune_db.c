@@ -436,6 +436,20 @@ bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
     return false;
 }
 
+void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key)
+{
+    tli_tune_db *db = ctx->tunedb;
+    if (!db)
+        return;
+    tl_tune_record want;
+    tli_tune_record_init(ctx, key, &want);
+    int kept = 0;
+    for (int i = 0; i < db->n; i++)
+        if (!same_key(&db->recs[i], &want))
+            db->recs[kept++] = db->recs[i];
+    db->n = kept;
+}
+
 tl_status tli_tune_db_save(tl_ctx *ctx, const tl_tune_record *rec)
 {
     tli_tune_db *db = db_of(ctx);

@@ -171,7 +171,8 @@ void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out)
 }
 
 /* A record's schedule is used only when it is one the op can build for
- * this problem: a database is a file, and files get edited. */
+ * this problem: a database is a file, and files get edited; and a context
+ * may aim at another target than the GPU's own (no ping-pong on sm_80). */
 static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm90a)
 {
     bool tile = s->block_m >= 16 && s->block_m <= 256 && s->block_m % 16 == 0 && s->block_n >= 16 &&
@@ -197,6 +198,7 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d)
             return s;
         tli_log(ctx, TL_LOG_WARN, "tuning database: the record for gemm %s %s %s names a schedule this "
                 "problem cannot use (%s); using the heuristic", key.dtypes, key.layout, key.shape_class, rec.config);
+        tli_tune_db_forget(ctx, &key);
     }
     return tli_gemm_heuristic(tl_ctx_target(ctx), d);
 }

@@ -5,6 +5,7 @@
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize sass bench bench-gemm bench-epilogue demo
+#          test-cold tune-cold tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export CMOCKA_DIR=${CMOCKA_DIR:-.device-deps/usr}
@@ -38,6 +39,13 @@ for s in $steps; do
         grep -cE "LDG.E.128|STG.E.128" "$OUT/vadd_f32.sass" | sed 's/^/128-bit global accesses in SASS: /'
         rm -f "$OUT/vadd_f32.cubin" ;;
     bench) TAIL=60 run bench make bench ;;
+    test-cold) # the GPU tier from an empty cubin cache, compiles included
+        cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
+        TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" make test
+        rm -rf "$cold" ;;
+    tune-cold) TAIL=40 run tune-cold build/bench/bench_tune cold ;;
+    tune-anchors-nt) TAIL=24 run tune-anchors-nt build/bench/bench_tune anchors nt --budget 60 ;;
+    tune-anchors-nn) TAIL=24 run tune-anchors-nn build/bench/bench_tune anchors nn --budget 60 ;;
     demo) TAIL=40 run demo make demo ;;
     esac
 done

@@ -2,6 +2,7 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "tune.h"
 
 #include <string.h>
 
@@ -18,8 +19,9 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
         tli_vadd_schedule s = tli_vadd_default_schedule(dtype);
         return tli_vadd_build(ctx, dtype, &s, out);
     }
-    if (strcmp(op, "gemm") == 0) { /* C = A B, B as [K, N], default schedule */
-        tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = dtype == TL_F16 ? TL_F16 : TL_BF16};
+    if (strcmp(op, "gemm") == 0) { /* C = A B, B as [K, N]; no problem, so the schedule for any shape */
+        tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = dtype == TL_F16 ? TL_F16 : TL_BF16,
+                          .schedule = tli_gemm_generic_schedule(tl_ctx_target(ctx))};
         d.out_dtype = d.in_dtype;
         if (dtype != TL_F16 && dtype != TL_BF16)
             return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: gemm takes bf16 or f16, not %s", tl_dtype_name(dtype));

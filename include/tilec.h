@@ -271,9 +271,15 @@ TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype); /* float consta
 TL_API tl_expr tl_f32(tl_kernel *k, float v);              /* f32 constant */
 
 /* Arithmetic. Both operands must have the same dtype, except that i32 and
- * i64 mix (the result is i64). tl_div on integers truncates toward zero;
- * tl_mod is the C remainder and integer-only; tl_ceildiv is (a+b-1)/b for
- * non-negative integers. Errors: TL_ERR_DTYPE. */
+ * i64 mix (the i32 operand is converted to i64; the result is i64).
+ * tl_div on integers truncates toward zero; tl_mod is the C remainder and
+ * integer-only; tl_ceildiv is (a+b-1)/b, meant for non-negative integers.
+ * Integer operations on constants are folded at build time, exactly: a
+ * result that does not fit the type, or a division by the constant 0, is
+ * TL_ERR_INVALID_ARG. At run time integer + - * neg abs wrap around (two's
+ * complement); in the interpreter MIN / -1 is MIN and a division or
+ * remainder by 0 gives 0 (on the device the result of those two is
+ * unspecified). Errors: TL_ERR_DTYPE, TL_ERR_INVALID_ARG. */
 TL_API tl_expr tl_add(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_sub(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_mul(tl_kernel *k, tl_expr a, tl_expr b);

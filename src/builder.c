@@ -3,6 +3,7 @@
  * first error on the kernel (libgccjit's model) and appends nodes to the
  * graph. After an error every call returns a null handle and does nothing.
  */
+#include "checked.h"
 #include "ctx.h"
 #include "kernel.h"
 
@@ -421,20 +422,95 @@ TL_API tl_expr tl_f32(tl_kernel *k, float v) { return tl_float(k, v, TL_F32); }
 /* ----------------------------------------------------------- arithmetic */
 
 /* Folds integer constants, so index arithmetic on constants stays short in
- * the generated code and visible to the vectoriser. */
-static bool fold_int(tli_eop op, int64_t x, int64_t y, int64_t *r)
+ * the generated code and visible to the vectoriser. The fold computes
+ * exactly what the operation would at run time (tl_ceildiv as (x+y-1)/y),
+ * so a constant result that does not fit the type, or a division by the
+ * constant 0, is a bug of the kernel: reported, never wrapped silently. */
+typedef enum fold_result { FOLD_OK, FOLD_OVERFLOW, FOLD_DIV_ZERO } fold_result;
+
+static fold_result fold_int(tli_eop op, tl_dtype dt, int64_t x, int64_t y, int64_t *r)
 {
+    int64_t q, rem, t;
+    bool ovf = false;
     switch (op) {
-    case E_ADD: *r = x + y; return true;
-    case E_SUB: *r = x - y; return true;
-    case E_MUL: *r = x * y; return true;
-    case E_DIV: if (y == 0) return false; *r = x / y; return true;
-    case E_MOD: if (y == 0) return false; *r = x % y; return true;
-    case E_CEILDIV: if (y <= 0 || x < 0) return false; *r = (x + y - 1) / y; return true;
-    case E_MAX: *r = x > y ? x : y; return true;
-    case E_MIN: *r = x < y ? x : y; return true;
-    default: return false;
+    case E_ADD: ovf = tli_add_overflows(x, y, r); break;
+    case E_SUB: ovf = tli_sub_overflows(x, y, r); break;
+    case E_MUL: ovf = tli_mul_overflows(x, y, r); break;
+    case E_DIV:
+    case E_MOD:
+        if (y == 0)
+            return FOLD_DIV_ZERO;
+        ovf = tli_div_overflows(x, y, &q, &rem);
+        *r = op == E_DIV ? q : rem;
+        break;
+    case E_CEILDIV:
+        if (y == 0)
+            return FOLD_DIV_ZERO;
+        ovf = tli_add_overflows(x, y, &t) || tli_sub_overflows(t, 1, &t) || tli_div_overflows(t, y, r, &rem);
+        break;
+    case E_MAX: *r = x > y ? x : y; break;
+    default: *r = x < y ? x : y; break; /* E_MIN */
     }
+    if (!ovf && dt == TL_I32 && (*r < INT32_MIN || *r > INT32_MAX))
+        ovf = true;
+    return ovf ? FOLD_OVERFLOW : FOLD_OK;
+}
+
+static bool foldable(tli_eop op) { return op >= E_ADD && op <= E_MIN; }
+
+/* Records why a constant operation cannot be folded. */
+static tl_expr fold_failure(tl_kernel *k, fold_result fr, tli_eop op, tl_dtype dt, int64_t x, int64_t y,
+                            const char *api)
+{
+    if (fr == FOLD_DIV_ZERO)
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "division by the constant 0 (%lld %s 0)", (long long)x,
+                  tli_eop_name(op));
+    else
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s of the constants %lld and %lld overflows %s", tli_eop_name(op),
+                  (long long)x, (long long)y, tl_dtype_name(dt));
+    return TL_NONE_EXPR;
+}
+
+/* The result type of a binary op on operand types da and db; false after
+ * recording why they do not combine. */
+static bool binary_dtype(tl_kernel *k, tli_eop op, tl_dtype da, tl_dtype db, tl_dtype *dt, const char *api)
+{
+    if (op == E_AND || op == E_OR) {
+        if (da == TL_BOOL && db == TL_BOOL) {
+            *dt = TL_BOOL;
+            return true;
+        }
+        tli_kfail(k, TL_ERR_DTYPE, api, "operands must be bool (comparisons), got %s and %s", tl_dtype_name(da),
+                  tl_dtype_name(db));
+        return false;
+    }
+    if (tli_dtype_is_int(da) && tli_dtype_is_int(db)) {
+        *dt = (da == TL_I64 || db == TL_I64) ? TL_I64 : TL_I32;
+        return true;
+    }
+    if (da != db || !tli_dtype_is_float(da)) {
+        tli_kfail(k, TL_ERR_DTYPE, api, "operand dtypes %s and %s differ (use tl_cast)", tl_dtype_name(da),
+                  tl_dtype_name(db));
+        return false;
+    }
+    if (op == E_MOD || op == E_CEILDIV) {
+        tli_kfail(k, TL_ERR_DTYPE, api, "integer operands required, got %s", tl_dtype_name(da));
+        return false;
+    }
+    *dt = da;
+    return true;
+}
+
+static tl_expr make_cast(tl_kernel *k, int32_t ia, tl_dtype dtype, const char *api);
+
+/* The operand of an i32/i64 max or min that is i32, converted to i64: the
+ * generated tl_max<T>(a, b) takes one type, so the promotion that C++ does
+ * for + or < must be explicit here. 0 after an error. */
+static int32_t widen_operand(tl_kernel *k, int32_t id, tl_dtype dt, const char *api)
+{
+    if (tli_E(&k->ir, id)->dtype == dt)
+        return id;
+    return (int32_t)make_cast(k, id, dt, api).id;
 }
 
 static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char *api)
@@ -442,39 +518,24 @@ static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char
     if (!tli_klive(k))
         return TL_NONE_EXPR;
     int32_t ia = tli_kexpr(k, a, api, "operand a"), ib = ia ? tli_kexpr(k, b, api, "operand b") : 0;
-    if (!ia || !ib)
+    tl_dtype dt;
+    if (!ib || !binary_dtype(k, op, (tl_dtype)tli_E(&k->ir, ia)->dtype, (tl_dtype)tli_E(&k->ir, ib)->dtype, &dt, api))
         return TL_NONE_EXPR;
-    const tli_enode *na = tli_E(&k->ir, ia), *nb = tli_E(&k->ir, ib);
-    tl_dtype da = (tl_dtype)na->dtype, db = (tl_dtype)nb->dtype, dt;
-    bool logic = op == E_AND || op == E_OR;
-    if (logic) {
-        if (da != TL_BOOL || db != TL_BOOL) {
-            tli_kfail(k, TL_ERR_DTYPE, api, "operands must be bool (comparisons), got %s and %s",
-                 tl_dtype_name(da), tl_dtype_name(db));
+    if ((op == E_MAX || op == E_MIN) && tli_dtype_is_int(dt)) {
+        ia = widen_operand(k, ia, dt, api);
+        ib = ia ? widen_operand(k, ib, dt, api) : 0;
+        if (!ib)
             return TL_NONE_EXPR;
-        }
-        dt = TL_BOOL;
-    } else if (tli_dtype_is_int(da) && tli_dtype_is_int(db)) {
-        dt = (da == TL_I64 || db == TL_I64) ? TL_I64 : TL_I32;
-    } else if (da == db && tli_dtype_is_float(da)) {
-        dt = da;
-        if (op == E_MOD || op == E_CEILDIV) {
-            tli_kfail(k, TL_ERR_DTYPE, api, "integer operands required, got %s", tl_dtype_name(da));
-            return TL_NONE_EXPR;
-        }
-    } else {
-        tli_kfail(k, TL_ERR_DTYPE, api, "operand dtypes %s and %s differ (use tl_cast)",
-             tl_dtype_name(da), tl_dtype_name(db));
-        return TL_NONE_EXPR;
     }
-    int64_t r;
-    if (na->op == E_CONST_INT && nb->op == E_CONST_INT && fold_int(op, na->ival, nb->ival, &r))
-        return const_int(k, dt == TL_I32 ? (int32_t)r : r, dt, api);
+    const tli_enode *na = tli_E(&k->ir, ia), *nb = tli_E(&k->ir, ib);
+    if (na->op == E_CONST_INT && nb->op == E_CONST_INT && foldable(op)) {
+        int64_t r;
+        fold_result fr = fold_int(op, dt, na->ival, nb->ival, &r);
+        return fr == FOLD_OK ? const_int(k, r, dt, api) : fold_failure(k, fr, op, dt, na->ival, nb->ival, api);
+    }
     /* x * 1, 1 * x, x + 0, 0 + x, x - 0: keep the generated code short. */
-    int64_t ca, cb;
     bool a_const = na->op == E_CONST_INT && tli_dtype_is_int(dt), b_const = nb->op == E_CONST_INT && tli_dtype_is_int(dt);
-    ca = a_const ? na->ival : -1;
-    cb = b_const ? nb->ival : -1;
+    int64_t ca = a_const ? na->ival : -1, cb = b_const ? nb->ival : -1;
     if (dt == TL_I64 && ((op == E_MUL && cb == 1) || ((op == E_ADD || op == E_SUB) && b_const && cb == 0)) &&
         na->dtype == TL_I64)
         return mk_handle(k, ia);
@@ -520,10 +581,18 @@ static tl_expr unary(tl_kernel *k, tli_eop op, tl_expr a, bool floats, const cha
              op == E_NOT ? "bool required" : floats ? "float required" : "number required");
         return TL_NONE_EXPR;
     }
-    if (na->op == E_CONST_INT && (op == E_NEG || op == E_ABS)) {
-        int64_t v = op == E_NEG ? -na->ival : (na->ival < 0 ? -na->ival : na->ival);
+    if (na->op == E_CONST_INT && (op == E_NEG || (op == E_ABS && na->ival < 0))) {
+        int64_t v;
+        fold_result fr = fold_int(E_SUB, dt, 0, na->ival, &v);
+        if (fr != FOLD_OK) {
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s of the constant %lld overflows %s", tli_eop_name(op),
+                      (long long)na->ival, tl_dtype_name(dt));
+            return TL_NONE_EXPR;
+        }
         return const_int(k, v, dt, api);
     }
+    if (na->op == E_CONST_INT && op == E_ABS)
+        return mk_handle(k, ia);
     tli_enode n = {.op = (uint8_t)op, .dtype = (uint8_t)dt, .a = {ia}, .scope = na->scope};
     return push_expr(k, &n, api);
 }
@@ -545,6 +614,19 @@ TL_API void tl_use_fast_math(tl_kernel *k, int on)
         k->ir.fast_math = on != 0;
 }
 
+/* Converts expression ia to dtype (the checks done). */
+static tl_expr make_cast(tl_kernel *k, int32_t ia, tl_dtype dtype, const char *api)
+{
+    const tli_enode *na = tli_E(&k->ir, ia);
+    if (na->dtype == dtype)
+        return mk_handle(k, ia);
+    /* to i32, an i64 constant keeps its low 32 bits, as the device's cast */
+    if (na->op == E_CONST_INT && tli_dtype_is_int(dtype))
+        return const_int(k, dtype == TL_I32 ? (int32_t)(uint32_t)(uint64_t)na->ival : na->ival, dtype, api);
+    tli_enode n = {.op = E_CAST, .dtype = (uint8_t)dtype, .a = {ia}, .scope = na->scope};
+    return push_expr(k, &n, api);
+}
+
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
 {
     static const char api[] = "tl_cast";
@@ -557,13 +639,7 @@ TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
         tli_kfail(k, TL_ERR_DTYPE, api, "cannot cast to %s", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
-    const tli_enode *na = tli_E(&k->ir, ia);
-    if (na->dtype == dtype)
-        return mk_handle(k, ia);
-    if (na->op == E_CONST_INT && tli_dtype_is_int(dtype))
-        return const_int(k, dtype == TL_I32 ? (int32_t)na->ival : na->ival, dtype, api);
-    tli_enode n = {.op = E_CAST, .dtype = (uint8_t)dtype, .a = {ia}, .scope = na->scope};
-    return push_expr(k, &n, api);
+    return make_cast(k, ia, dtype, api);
 }
 
 TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b)

@@ -521,14 +521,22 @@ static inline tl_arg tl_arg_float(double f) { tl_arg a; a.kind = TL_ARG_FLOAT; a
 /* Launches p with one argument per parameter, in declaration order: device
  * pointers for tensors, integers for dims and integer scalars, floats for
  * float scalars. The grid comes from the dims. Dynamic shared memory is set
- * as the program needs. Errors: TL_ERR_LAUNCH_ARGS (count, kinds, negative
- * dims, a grid beyond the device's limits), TL_ERR_NO_DEVICE (offline or
- * not loaded), TL_ERR_CUDA. A grid of zero blocks launches nothing. */
+ * as the program needs. Every tensor is checked against the arguments
+ * first: its extents and strides must evaluate >= 0, its offsets must stay
+ * within 2^63 bytes, and its pointer must be aligned to the element size
+ * and non-null unless the tensor is empty. Errors: TL_ERR_LAUNCH_ARGS
+ * (count, kinds, a NULL args with nargs > 0, negative dims, a tensor that
+ * fails those checks, a grid beyond the device's limits), TL_ERR_NO_DEVICE
+ * (offline or not loaded), TL_ERR_CUDA. A grid of zero blocks launches
+ * nothing. */
 TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args);
 
 /* Runs the kernel graph on the CPU (the golden model): host pointers for
  * tensors, block by block, iteration by iteration. Meant for small inputs.
- * Errors: TL_ERR_LAUNCH_ARGS, and the kernel's recorded error. */
+ * Arguments are checked as by tl_launch (a tensor's host buffer must hold
+ * every element its extents and strides reach). Errors:
+ * TL_ERR_LAUNCH_ARGS, TL_ERR_OUT_OF_MEMORY, and the kernel's recorded
+ * error. */
 TL_API tl_status tl_interpret(tl_kernel *k, int nargs, const tl_arg *args);
 TL_API tl_status tl_program_interpret(const tl_program *p, int nargs, const tl_arg *args);
 
@@ -627,7 +635,9 @@ TL_API tl_status tl_cache_clear(tl_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 
 /* c[i] = a[i] + b[i] for i < n; a, b, c device pointers of `dtype` (f32,
- * f16, bf16), any n >= 0, any alignment of the element type. */
+ * f16, bf16), any n >= 0, any alignment of the element type (a pointer
+ * not aligned to its element size is TL_ERR_INVALID_ARG, before any
+ * launch). */
 typedef struct tl_vadd_desc {
     tl_dtype dtype;
     int64_t n;
@@ -732,8 +742,9 @@ TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a
  * computed in f32), act one of tl_epilogue (TL_EPI_NONE: the bias alone).
  * An element-wise kernel of its own: the unfused epilogue that a fused
  * GEMM is measured against. Compiled on first use and kept in the context.
- * Errors: TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of
- * tl_compile and tl_launch. */
+ * c and bias must be aligned to the element size. Errors:
+ * TL_ERR_INVALID_ARG (sizes, a null c, a misaligned pointer),
+ * TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of tl_compile and tl_launch. */
 TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
                              tl_epilogue epi, void *stream);
 /* Builds the kernel of tl_bias_act: Y[i, j] = act(X[i, j] + bias[j]).

@@ -209,21 +209,13 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
  * copy path inside the kernel. */
 static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
 {
-    const struct { const char *name; uint64_t p; size_t align; bool used; } ptrs[] = {
-        {"a", a, tl_dtype_size(d->in_dtype), true},
-        {"b", b, tl_dtype_size(d->in_dtype), true},
-        {"bias", bias, tl_dtype_size(d->in_dtype), d->has_bias != 0},
-        {"c", c, tl_dtype_size(d->out_dtype), true},
-    };
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        if (!ptrs[i].used)
-            continue;
-        if (!ptrs[i].p)
-            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: %s is a null device pointer", ptrs[i].name);
-        if (ptrs[i].p % ptrs[i].align)
-            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: %s = 0x%llx is not aligned to its %zu-byte elements",
-                            ptrs[i].name, (unsigned long long)ptrs[i].p, ptrs[i].align);
-    }
+    static const char api[] = "tl_op_gemm";
+    tl_status st;
+    if ((st = tli_op_check_dptr(ctx, api, "a", a, d->in_dtype, true)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "b", b, d->in_dtype, true)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "bias", bias, d->in_dtype, d->has_bias != 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "c", c, d->out_dtype, true)) != TL_OK)
+        return st;
     return TL_OK;
 }
 

@@ -76,14 +76,19 @@ TL_API tl_status tl_op_vadd_program(tl_ctx *ctx, const tl_vadd_desc *d, const tl
 TL_API tl_status tl_op_vadd(tl_ctx *ctx, const tl_vadd_desc *d, uint64_t a, uint64_t b, uint64_t c,
                             void *stream)
 {
-    const tl_program *p;
-    tl_status st = tl_op_vadd_program(ctx, d, &p);
-    if (st != TL_OK)
-        return st;
+    static const char api[] = "tl_op_vadd";
+    if (!ctx || !d)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: d is NULL", api) : TL_ERR_INVALID_ARG;
     if (d->n < 0)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_vadd: n = %lld is negative", (long long)d->n);
-    if (d->n > 0 && (!a || !b || !c))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_vadd: a null device pointer");
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: n = %lld is negative", api, (long long)d->n);
+    tl_status st;
+    if ((st = tli_op_check_dptr(ctx, api, "a", a, d->dtype, d->n > 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "b", b, d->dtype, d->n > 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "c", c, d->dtype, d->n > 0)) != TL_OK)
+        return st;
+    const tl_program *p;
+    if ((st = tl_op_vadd_program(ctx, d, &p)) != TL_OK)
+        return st;
     tl_arg args[] = {tl_arg_int(d->n), tl_arg_dptr(a), tl_arg_dptr(b), tl_arg_dptr(c)};
     return tl_launch(p, stream, 4, args);
 }

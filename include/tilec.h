@@ -241,16 +241,30 @@ TL_API const char *tl_kernel_error(const tl_kernel *k);
 
 /* --- parameters: they become launch arguments, in the order declared --- */
 
+/* Parameter names are identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 63
+ * characters) that are free in the generated CUDA C++: not a C++ keyword
+ * or alternative token (`namespace`, `and`, `xor_eq`, `nullptr`, ...), not
+ * a name C++ reserves (containing `__`, or `_` and a capital first), not
+ * `NULL`, a CUDA built-in (`threadIdx`, `warpSize`, ...) or a math function
+ * the generated code calls (`expf`, `fmaxf`, ...), and not starting with
+ * `tl_`. A kernel takes at most TL_MAX_PARAMS parameters. Errors of the
+ * declaring calls: TL_ERR_INVALID_ARG (a bad, reserved or repeated name,
+ * naming the rule it breaks), TL_ERR_UNSUPPORTED (too many parameters). */
+#define TL_MAX_PARAMS 64
+
 /* A symbolic dimension: a run-time i64 size, one launch argument. */
 TL_API tl_expr tl_dim(tl_kernel *k, const char *name);
 /* A scalar parameter of dtype f32, f16, bf16, i32, i64 or f64. */
 TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype);
 /* A tensor in global memory: a device pointer argument. `shape` has `rank`
  * integer expressions (constants, dims, arithmetic of them). `strides`, in
- * elements, may be NULL for row-major contiguous. Accesses out of the shape
- * are masked: loads give 0, stores are dropped. Element types: f32, f16,
- * bf16, i32, i64, f64. Errors: TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK),
- * TL_ERR_DTYPE (a non-integer extent, a bad element type). */
+ * elements, may be NULL for row-major contiguous. Extents and strides must
+ * be >= 0: a negative constant is refused here, any other is checked at
+ * launch. Accesses out of the shape are masked: loads give 0, stores are
+ * dropped. Element types: f32, f16, bf16, i32, i64, f64. Errors:
+ * TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant extent or
+ * stride), TL_ERR_DTYPE (a non-integer extent, a bad element type),
+ * TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides);
 
@@ -363,10 +377,11 @@ TL_API void tl_end(tl_kernel *k);
  * the other side of the tl_copy. Value handle; do not fill by hand. */
 typedef struct tl_region { tl_buf buf; uint32_t id; } tl_region;
 
-/* A tile in shared memory, visible to the whole block. Constant shape,
- * element types f32, f16, bf16. The library lays it out (XOR-swizzled for
- * conflict-free tensor-core loads) and multi-buffers it inside tl_pipelined.
- * Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
+/* A tile in shared memory, visible to the whole block. Constant shape
+ * (each extent 1..2^20, at most 2^24 elements in all, as for fragments
+ * and locals), element types f32, f16, bf16. The library lays it out
+ * (XOR-swizzled for conflict-free tensor-core loads) and multi-buffers it
+ * inside tl_pipelined. Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
 TL_API tl_buf tl_alloc_shared(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
 /* A tile held in registers, spread over the threads of the block. Its layout
  * is inferred: the accumulator layout when tl_gemm writes it, else a plain
@@ -380,7 +395,10 @@ TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64
 /* The whole of buf. */
 static inline tl_region tl_all(tl_buf buf) { tl_region r; r.buf = buf; r.id = 0; return r; }
 /* The tile of global tensor buf at tile indices idx[0..rank-1] (rank of
- * buf): it starts at idx[d] * extent[d] along each axis. */
+ * buf): it starts at idx[d] * extent[d] along each axis. The indices are
+ * evaluated where the region is copied, so a region whose indices use a
+ * loop variable may be copied only inside that loop (tl_copy gives
+ * TL_ERR_SCOPE after it). */
 TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
 #define tl_tile(k, buf, ...)                                                                       \
     tl_tile_n((k), (buf), (tl_expr[]){__VA_ARGS__}, (int)(sizeof((tl_expr[]){__VA_ARGS__}) / sizeof(tl_expr)))
@@ -417,7 +435,9 @@ enum {
  * memory, C an f32 fragment [M, N]. The block's warps must split C into
  * warp tiles whose sides are multiples of 16, and K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
  * disagree or the MMA layout cannot tile them), TL_ERR_DTYPE,
- * TL_ERR_UNSUPPORTED (A in a fragment, transposed A). */
+ * TL_ERR_UNSUPPORTED (A in a fragment, transposed A), TL_ERR_INVALID_ARG
+ * (unknown flag bits, both warp policies, before tl_grid, operands that
+ * are not shared tiles and an f32 fragment). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
 
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
@@ -675,7 +695,8 @@ typedef struct tl_gemm_schedule {
     int stages;
     int threads;
     int swizzle;
-    unsigned warp_policy;   /* TL_GEMM_WARP_* */
+    unsigned warp_policy;   /* TL_GEMM_WARP_SQUARE, _ROWS or _COLS (any
+                               other value: TL_ERR_INVALID_ARG) */
     int pingpong;           /* 1: tl_use_pingpong (sm_90a; threads must be
                                128, block_k 64, stages >= 3): persistent
                                CTAs whose two consumer warpgroups overlap

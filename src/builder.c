@@ -6,8 +6,8 @@
 #include "checked.h"
 #include "ctx.h"
 #include "kernel.h"
+#include "names.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +58,7 @@ static int stmt_depth(const tli_ir *ir, int32_t s)
     return d;
 }
 
-static bool scope_open(const tl_kernel *k, int32_t loop)
+bool tli_kscope_open(const tl_kernel *k, int32_t loop)
 {
     if (loop == 0)
         return true;
@@ -81,7 +81,7 @@ int32_t tli_kexpr(tl_kernel *k, tl_expr e, const char *api, const char *what)
         return 0;
     }
     int32_t id = (int32_t)e.id;
-    if (!scope_open(k, tli_E(&k->ir, id)->scope)) {
+    if (!tli_kscope_open(k, tli_E(&k->ir, id)->scope)) {
         tli_kfail(k, TL_ERR_SCOPE, api, "%s uses a loop variable outside its loop", what);
         return 0;
     }
@@ -109,8 +109,44 @@ int32_t tli_kinner_scope(const tl_kernel *k, int32_t a, int32_t b)
     return stmt_depth(&k->ir, a) >= stmt_depth(&k->ir, b) ? a : b;
 }
 
+/* Whether expression n needs the device to evaluate (a load, the block
+ * index, a loop variable), from its own op and its operands' flags: kept
+ * per node as it is made, so that asking costs nothing however deep or
+ * shared the expression is. */
+static bool device_only(const tl_kernel *k, const tli_enode *n)
+{
+    if (n->op == E_LOAD || n->op == E_BLOCK_IDX || n->op == E_LOOP_VAR)
+        return true;
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        if (k->device_only[n->a[i]])
+            return true;
+    return false;
+}
+
+static bool mark_device_only(tl_kernel *k, int32_t id, bool dev)
+{
+    if (id >= k->device_only_cap) {
+        int32_t cap = k->device_only_cap ? k->device_only_cap * 2 : 256;
+        while (cap <= id)
+            cap *= 2;
+        uint8_t *d = realloc(k->device_only, (size_t)cap);
+        if (!d)
+            return false;
+        memset(d + k->device_only_cap, 0, (size_t)(cap - k->device_only_cap));
+        k->device_only = d;
+        k->device_only_cap = cap;
+    }
+    k->device_only[id] = dev;
+    return true;
+}
+
 static tl_expr push_expr(tl_kernel *k, tli_enode *n, const char *api)
 {
+    int32_t next = k->ir.e.n;
+    if (!mark_device_only(k, next, device_only(k, n))) {
+        tli_koom(k, api);
+        return TL_NONE_EXPR;
+    }
     int32_t id = tli_ir_add_expr(&k->ir, n);
     if (!id) {
         tli_koom(k, api);
@@ -121,39 +157,11 @@ static tl_expr push_expr(tl_kernel *k, tli_enode *n, const char *api)
 
 /* ------------------------------------------------------------- kernels */
 
-static bool valid_ident(const char *s)
-{
-    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_') || strlen(s) > 63)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!(isalnum((unsigned char)*p) || *p == '_'))
-            return false;
-    return true;
-}
-
-/* Names the generated CUDA reserves for itself or C++ keeps. */
-static bool reserved_name(const char *s)
-{
-    static const char *const words[] = {
-        "auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
-        "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto",
-        "if", "inline", "int", "long", "new", "operator", "private", "public", "register",
-        "return", "short", "signed", "sizeof", "static", "struct", "switch", "template",
-        "this", "true", "typedef", "union", "unsigned", "using", "virtual", "void",
-        "volatile", "while", "half", "threadIdx", "blockIdx", "blockDim", "gridDim", NULL};
-    if (strncmp(s, "tl_", 3) == 0 || strncmp(s, "__", 2) == 0)
-        return true;
-    for (int i = 0; words[i]; i++)
-        if (strcmp(s, words[i]) == 0)
-            return true;
-    return false;
-}
-
 TL_API tl_kernel *tl_kernel_new(tl_ctx *ctx, const char *name)
 {
     if (!ctx)
         return NULL;
-    if (!valid_ident(name)) {
+    if (!tli_valid_ident(name)) {
         tli_fail(ctx, TL_ERR_INVALID_ARG,
                  "tl_kernel_new: kernel name '%s' is not an identifier of at most 63 characters",
                  name ? name : "(null)");
@@ -180,6 +188,7 @@ TL_API void tl_kernel_destroy(tl_kernel *k)
     if (!k)
         return;
     tli_ir_free(&k->ir);
+    free(k->device_only);
     free(k);
 }
 
@@ -188,11 +197,17 @@ TL_API const char *tl_kernel_error(const tl_kernel *k) { return k ? k->err : "nu
 
 /* ---------------------------------------------------------- parameters */
 
-static bool param_name_ok(tl_kernel *k, const char *name, const char *api)
+/* A new parameter: a free name, and room for it. */
+static bool param_ok(tl_kernel *k, const char *name, const char *api)
 {
-    if (!valid_ident(name) || reserved_name(name)) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' is not a free identifier",
-             name ? name : "(null)");
+    if (!tli_valid_ident(name)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' is not an identifier of at most %d characters",
+                  name ? name : "(null)", TLI_NAME_MAX);
+        return false;
+    }
+    const char *why = tli_name_reserved(name);
+    if (why) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' %s; choose another name", name, why);
         return false;
     }
     for (int32_t i = 1; i < k->ir.p.n; i++)
@@ -200,13 +215,18 @@ static bool param_name_ok(tl_kernel *k, const char *name, const char *api)
             tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter '%s' is declared twice", name);
             return false;
         }
+    if (k->ir.p.n - 1 >= TL_MAX_PARAMS) {
+        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "'%s' would be parameter %d: a kernel takes at most %d", name,
+                  k->ir.p.n, TL_MAX_PARAMS);
+        return false;
+    }
     return true;
 }
 
 static tl_expr scalar_param(tl_kernel *k, const char *name, tl_dtype dt, tl_param_kind kind,
                             const char *api)
 {
-    if (!param_name_ok(k, name, api))
+    if (!param_ok(k, name, api))
         return TL_NONE_EXPR;
     tli_param p = {.kind = (uint8_t)kind, .dtype = (uint8_t)dt};
     tli_fmt(p.name, sizeof p.name, "%s", name);
@@ -266,18 +286,52 @@ static bool host_int_expr(tl_kernel *k, tl_expr e, const char *api, const char *
     return true;
 }
 
-static bool host_evaluable(const tli_ir *ir, int32_t id)
+static bool host_evaluable(const tl_kernel *k, int32_t id) { return !k->device_only[id]; }
+
+/* A constant extent or stride must not be negative (a dim is checked at
+ * launch). */
+static bool not_negative(tl_kernel *k, int32_t id, const char *api, const char *what)
 {
-    const tli_enode *n = tli_E(ir, id);
-    if (n->op == E_LOAD || n->op == E_BLOCK_IDX || n->op == E_LOOP_VAR)
+    int64_t v;
+    if (tli_expr_const_int(&k->ir, id, &v) && v < 0) {
+        tli_kfail(k, TL_ERR_SHAPE, api, "%s is the constant %lld; extents and strides must be >= 0", what,
+                  (long long)v);
         return false;
-    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
-        if (!host_evaluable(ir, n->a[i]))
-            return false;
+    }
     return true;
 }
 
 static int32_t row_major_stride(tl_kernel *k, int rank, const int32_t *shape, int d);
+
+/* One extent or stride of a tensor: an integer computable on the host,
+ * not a negative constant. Its id, or 0 after recording why not. */
+static int32_t tensor_dim(tl_kernel *k, tl_expr e, const char *api, const char *kind, int d)
+{
+    char what[32];
+    tli_fmt(what, sizeof what, "%s[%d]", kind, d);
+    if (!host_int_expr(k, e, api, what))
+        return 0;
+    if (!host_evaluable(k, (int32_t)e.id)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
+        return 0;
+    }
+    return not_negative(k, (int32_t)e.id, api, what) ? (int32_t)e.id : 0;
+}
+
+/* Fills b's shape and strides (row-major when strides is NULL). */
+static bool tensor_layout(tl_kernel *k, tli_bnode *b, const tl_expr *shape, const tl_expr *strides, const char *api)
+{
+    for (int d = 0; d < b->rank; d++)
+        if (!(b->shape[d] = tensor_dim(k, shape[d], api, "shape", d)))
+            return false;
+    for (int d = 0; d < b->rank; d++) {
+        b->stride[d] = strides ? tensor_dim(k, strides[d], api, "strides", d) : row_major_stride(k, b->rank, b->shape, d);
+        if (!b->stride[d])
+            return false;
+    }
+    b->explicit_strides = strides != NULL;
+    return true;
+}
 
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides)
@@ -285,59 +339,28 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
     static const char api[] = "tl_param_tensor";
     if (!tli_klive(k))
         return TL_NONE_BUF;
+    const char *shown = name ? name : "(null)";
     if (!tensor_dtype_ok(dtype)) {
-        tli_kfail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", name ? name : "(null)",
-             tl_dtype_name(dtype));
+        tli_kfail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", shown, tl_dtype_name(dtype));
         return TL_NONE_BUF;
     }
     if (rank < 1 || rank > TL_MAX_RANK) {
-        tli_kfail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", name ? name : "(null)", rank,
-             TL_MAX_RANK);
+        tli_kfail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", shown, rank, TL_MAX_RANK);
         return TL_NONE_BUF;
     }
     if (!shape) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", name ? name : "(null)");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", shown);
         return TL_NONE_BUF;
     }
-    if (!param_name_ok(k, name, api))
-        return TL_NONE_BUF;
     tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank};
+    if (!param_ok(k, name, api) || !tensor_layout(k, &b, shape, strides, api))
+        return TL_NONE_BUF;
     tli_fmt(b.name, sizeof b.name, "%s", name);
-    for (int d = 0; d < rank; d++) {
-        char what[32];
-        tli_fmt(what, sizeof what, "shape[%d]", d);
-        if (!host_int_expr(k, shape[d], api, what) || !host_evaluable(&k->ir, (int32_t)shape[d].id)) {
-            tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
-            return TL_NONE_BUF;
-        }
-        b.shape[d] = (int32_t)shape[d].id;
-    }
-    for (int d = 0; d < rank; d++) {
-        if (strides) {
-            char what[32];
-            tli_fmt(what, sizeof what, "strides[%d]", d);
-            if (!host_int_expr(k, strides[d], api, what) ||
-                !host_evaluable(&k->ir, (int32_t)strides[d].id)) {
-                tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
-                return TL_NONE_BUF;
-            }
-            b.stride[d] = (int32_t)strides[d].id;
-        } else {
-            b.stride[d] = row_major_stride(k, rank, b.shape, d);
-            if (!b.stride[d])
-                return TL_NONE_BUF;
-        }
-    }
-    b.explicit_strides = strides != NULL;
     tli_param p = {.kind = TL_PARAM_TENSOR, .dtype = (uint8_t)dtype};
     tli_fmt(p.name, sizeof p.name, "%s", name);
     int32_t bid = tli_ir_add_buf(&k->ir, &b);
-    if (!bid) {
-        tli_koom(k, api);
-        return TL_NONE_BUF;
-    }
     p.buf = bid;
-    int32_t pid = tli_ir_add_param(&k->ir, &p);
+    int32_t pid = bid ? tli_ir_add_param(&k->ir, &p) : 0;
     if (!pid) {
         tli_koom(k, api);
         return TL_NONE_BUF;
@@ -373,7 +396,7 @@ TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int thread
         tli_fmt(what, sizeof what, "grid[%d]", i);
         if (!host_int_expr(k, g[i], api, what))
             return;
-        if (!host_evaluable(&k->ir, (int32_t)g[i].id)) {
+        if (!host_evaluable(k, (int32_t)g[i].id)) {
             tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
             return;
         }

@@ -79,6 +79,10 @@ static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
                         tl_dtype_name(d->out_dtype));
     if ((unsigned)d->epilogue > TL_EPI_GELU_TANH)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: unknown epilogue %d", api, (int)d->epilogue);
+    unsigned wp = d->schedule.warp_policy;
+    if (wp != TL_GEMM_WARP_SQUARE && wp != TL_GEMM_WARP_ROWS && wp != TL_GEMM_WARP_COLS)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG,
+                        "%s: unknown schedule.warp_policy 0x%x (TL_GEMM_WARP_SQUARE, _ROWS or _COLS)", api, wp);
     return TL_OK;
 }
 

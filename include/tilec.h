@@ -197,7 +197,10 @@ TL_API tl_status tl_synchronize(tl_ctx *ctx);
  * based generator: element i depends only on (seed, i). tl_random_host
  * produces bit-identical values on the host, so a reference can be computed
  * without copying inputs back. dtype: f32, f16, bf16, f64, i32 (integers in
- * [lo, hi)). */
+ * [lo, hi)). lo <= hi, both finite; for i32 both within [-2^31, 2^31].
+ * Errors: TL_ERR_INVALID_ARG (a bad range, dtype, n < 0, a null or, on the
+ * device, misaligned pointer); tl_random_fill also TL_ERR_NO_DEVICE and
+ * those of tl_launch. */
 TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int64_t n,
                                 uint64_t seed, double lo, double hi, void *stream);
 TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t seed,

@@ -310,10 +310,11 @@ static void choose_target(tl_ctx *ctx, const char *requested)
 
 static tl_status check_options(tl_ctx *ctx, const tl_ctx_options *opt)
 {
-    if (opt->target && !tli_target_valid(opt->target))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG,
-                        "tl_ctx_create: invalid target \"%s\": expected sm_ and a number, "
-                        "optionally followed by 'a' (e.g. sm_80, sm_90a)", opt->target);
+    char why[512];
+    const char *problem = opt->target ? tli_target_problem(opt->target, why, sizeof why) : NULL;
+    if (problem)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_ctx_create: invalid target \"%s\": it %s", opt->target,
+                        problem);
     if (!opt->cu_context && opt->device < 0 && opt->device != TL_NO_DEVICE)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_ctx_create: invalid device ordinal %d "
                         "(use 0, 1, ... or TL_NO_DEVICE)", opt->device);

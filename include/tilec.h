@@ -121,10 +121,14 @@ typedef struct tl_ctx_options {
                               "sm_90a" without a device                      */
     const char *cache_dir; /* NULL: $TILEC_CACHE_DIR, $XDG_CACHE_HOME/tilec,
                               ~/.cache/tilec, in that order                   */
-    int disk_cache;        /* 1: memory + disk cache; 0: memory only         */
+    int disk_cache;        /* 1: memory + disk cache; 0: memory only;
+                              TL_DISK_CACHE_IF_EXISTS: the directory only if
+                              it exists, never created (to inspect a cache) */
     tl_log_fn log;         /* warnings and debug notes; NULL: silent         */
     void *log_user;
 } tl_ctx_options;
+
+#define TL_DISK_CACHE_IF_EXISTS 2
 
 /* Default options: device 0, device's own target, disk cache on, silent. */
 TL_API tl_ctx_options tl_ctx_default_options(void);
@@ -649,8 +653,16 @@ typedef struct tl_cache_stats {
     int64_t mem_hits, disk_hits, misses, stores, corrupt_rebuilt;
 } tl_cache_stats;
 
+/* The cache's directory and counters. Errors: TL_ERR_INVALID_ARG. */
 TL_API tl_status tl_cache_stats_get(tl_ctx *ctx, tl_cache_stats *out);
-/* Removes every entry from memory and disk. Errors: TL_ERR_IO. */
+/* Removes every entry from memory and disk: files in the directory that
+ * are named like entries and start as entries do (others are left alone),
+ * and whatever is in the way at a path the cache owns (a directory where
+ * an entry goes, a file where a shard directory goes). The directory may
+ * be shared by other users: entries are read only when they are regular
+ * files (never through a symlink, never blocking on a FIFO), and an
+ * obstacle costs only the entries it blocks their disk copy, with one
+ * warning. Errors: TL_ERR_IO. */
 TL_API tl_status tl_cache_clear(tl_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */

@@ -5,6 +5,7 @@
 #   make demo       the tutorial walk-through (GPU chapters only with a GPU)
 #   make bench      benchmarks (need a GPU)
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan       the threaded tests under ThreadSanitizer
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #
 # cmocka: taken from the system (Debian's libcmocka-dev, installed on demand
@@ -54,7 +55,7 @@ BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # The GEMM sweep (no main): linked into the benchmarks and the tool.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 
-.PHONY: all lib test test-build demo bench asan install uninstall clean check-cmocka
+.PHONY: all lib test test-build demo bench asan tsan install uninstall clean check-cmocka
 
 all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
 
@@ -123,6 +124,13 @@ asan:
 	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(MAKE) BUILD=build-asan LIBDIR=build-asan/lib BINDIR=build-asan/bin SANITIZE=address,undefined test
 
+# The tests that run threads, under ThreadSanitizer (its own tree too).
+TSAN_TESTS := test_threads
+tsan:
+	$(MAKE) BUILD=build-tsan LIBDIR=build-tsan/lib BINDIR=build-tsan/bin SANITIZE=thread \
+	    $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 sh tests/run.sh $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
+
 demo: all
 	@sh tools/demo.sh $(BUILD)
 
@@ -145,4 +153,4 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
 
 clean:
-	rm -rf build build-asan lib bin
+	rm -rf build build-asan build-tsan lib bin

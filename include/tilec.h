@@ -10,7 +10,7 @@
  * Objects and ownership
  *   tl_ctx      created by tl_ctx_create, destroyed by tl_ctx_destroy (the
  *               caller owns it). One device, or none (offline: compile only).
- *               A context is used by one thread at a time.
+ *               See "Threads" below.
  *   tl_kernel   a builder, created by tl_kernel_new, destroyed by
  *               tl_kernel_destroy. It owns every expression, buffer and
  *               statement made through it.
@@ -20,6 +20,17 @@
  *               one at once.
  *   tl_expr, tl_buf  small value handles into a kernel; a zero handle
  *               (TL_NONE_EXPR, TL_NONE_BUF) is the null handle.
+ *
+ * Threads
+ *   Several threads may use one context at once to: build and compile
+ *   kernels (each kernel by one thread at a time), launch, time, check and
+ *   interpret programs (one program by any number of threads), run the
+ *   prebuilt ops (an op's program is compiled once, by the first thread to
+ *   ask), copy and fill device memory, and read or clear the cache. Each
+ *   thread has its own message: tl_ctx_error gives the calling thread's
+ *   last failure on the context. Not concurrent with anything else on the
+ *   context: tl_ctx_destroy, and tl_baseline_gemm (its cuBLAS handles are
+ *   one thread's at a time).
  *
  * Errors
  *   Calls that do work return a tl_status; the message that goes with it is
@@ -143,8 +154,9 @@ TL_API tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out,
 /* Destroys a context and every cached module in it. Programs made in it
  * must be destroyed first. NULL is allowed. */
 TL_API void tl_ctx_destroy(tl_ctx *ctx);
-/* The message of the last failed call on this context (or on a kernel or
- * program of it); "" when none. Valid until the next failing call. */
+/* The message of the calling thread's last failed call on this context
+ * (or on a kernel or program of it); "" when none. Valid until this
+ * thread's next failing call on the context. */
 TL_API const char *tl_ctx_error(const tl_ctx *ctx);
 /* 1 when the context has a GPU, 0 when it is offline. */
 TL_API int tl_ctx_has_device(const tl_ctx *ctx);

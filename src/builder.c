@@ -177,7 +177,7 @@ TL_API tl_kernel *tl_kernel_new(tl_ctx *ctx, const char *name)
     /* Tags tell handles of different kernels apart; mixing the context's
      * address in keeps kernels of two contexts apart as well. */
     uint32_t salt = (uint32_t)(((uintptr_t)ctx >> 4) * 2654435761u);
-    k->tag = (++ctx->next_kernel_tag * 0x9E3779B1u) ^ salt;
+    k->tag = (tli_ctx_next_tag(ctx) * 0x9E3779B1u) ^ salt;
     if (k->tag == 0)
         k->tag = 1;
     return k;

@@ -48,6 +48,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,10 @@ typedef struct mem_entry {
     struct mem_entry *next;
 } mem_entry;
 
+/* Every entry point takes `lock` (recursive: a log callback may ask for
+ * the stats), so threads of one context share the cache safely. */
 struct tli_cache {
+    pthread_mutex_t lock;
     char dir[DIR_MAX];   /* "" while the disk is off                 */
     bool disk;
     bool warned_obstacle; /* said once that something is in the way  */
@@ -360,6 +364,16 @@ static void enable_disk(tli_cache *c, const char *dir, bool create)
     c->disk = true;
 }
 
+static bool init_lock(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0)
+        return false;
+    bool ok = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) == 0 && pthread_mutex_init(m, &a) == 0;
+    pthread_mutexattr_destroy(&a);
+    return ok;
+}
+
 tl_status tli_cache_open(const char *dir, int disk, tl_log_fn log, void *log_user,
                          tli_cache **out)
 {
@@ -370,7 +384,8 @@ tl_status tli_cache_open(const char *dir, int disk, tl_log_fn log, void *log_use
     if (!c)
         return TL_ERR_OUT_OF_MEMORY;
     c->nbuckets = FIRST_BUCKETS;
-    if (!(c->buckets = calloc(c->nbuckets, sizeof *c->buckets))) {
+    if (!(c->buckets = calloc(c->nbuckets, sizeof *c->buckets)) || !init_lock(&c->lock)) {
+        free(c->buckets);
         free(c);
         return TL_ERR_OUT_OF_MEMORY;
     }
@@ -388,6 +403,7 @@ void tli_cache_close(tli_cache *c)
         return;
     mem_clear(c);
     free(c->buckets);
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -483,7 +499,7 @@ static bool disk_get(tli_cache *c, const uint8_t key[32], void **data, size_t *l
     return r == READ_OK;
 }
 
-int tli_cache_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
+static int cache_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
 {
     if (!c || !key || !data || !len)
         return 0;
@@ -615,8 +631,7 @@ static void warn_blocked(tli_cache *c, const char *path)
     c->log(c->log_user, TL_LOG_WARN, msg);
 }
 
-tl_status tli_cache_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len,
-                        const char *meta)
+static tl_status cache_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len, const char *meta)
 {
     if (!c || !key || (!data && len))
         return TL_ERR_INVALID_ARG;
@@ -767,7 +782,7 @@ static void scan_dir(const tli_cache *c, scan_state *s)
     closedir(d);
 }
 
-tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out)
+static tl_status cache_stats(tli_cache *c, tl_cache_stats *out)
 {
     if (!c || !out)
         return TL_ERR_INVALID_ARG;
@@ -789,7 +804,7 @@ tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out)
     return TL_OK;
 }
 
-tl_status tli_cache_clear(tli_cache *c)
+static tl_status cache_clear(tli_cache *c)
 {
     if (!c)
         return TL_ERR_INVALID_ARG;
@@ -799,4 +814,48 @@ tl_status tli_cache_clear(tli_cache *c)
     scan_state s = {.remove = true};
     scan_dir(c, &s);
     return s.failed ? TL_ERR_IO : TL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points: each under the cache's lock                                */
+/* ------------------------------------------------------------------------ */
+
+int tli_cache_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int r = cache_get(c, key, data, len);
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+tl_status tli_cache_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len, const char *meta)
+{
+    if (!c)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&c->lock);
+    tl_status st = cache_put(c, key, data, len, meta);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out)
+{
+    if (!c)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&c->lock);
+    tl_status st = cache_stats(c, out);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+tl_status tli_cache_clear(tli_cache *c)
+{
+    if (!c)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&c->lock);
+    tl_status st = cache_clear(c);
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }

@@ -7,8 +7,8 @@
  * entry never needs invalidating: anything that changes the output changes
  * the key. The cache names files by the hex key only.
  *
- * A tli_cache is used by one thread at a time (like its context); several
- * processes may share one directory at once.
+ * A tli_cache may be used by several threads at once (its entry points
+ * lock it); several processes may share one directory at once.
  */
 #ifndef TILEC_CACHE_H
 #define TILEC_CACHE_H
@@ -45,7 +45,8 @@ tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out);
  * TL_ERR_INVALID_ARG, TL_ERR_IO (something could not be removed; the rest
  * still is). */
 tl_status tli_cache_clear(tli_cache *c);
-/* The directory in use; "" when the disk is off (or fell back). */
+/* The directory in use; "" when the disk is off (or fell back). Not for
+ * use while other threads use the cache (tli_cache_stats copies it). */
 const char *tli_cache_dir(const tli_cache *c);
 
 #endif

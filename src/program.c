@@ -545,26 +545,38 @@ static const tl_program *find_op(tl_ctx *ctx, const char *key)
     return NULL;
 }
 
+/* Both hold ctx->ops_lock from the lookup to the insertion, so threads
+ * asking for one op at once compile it once. */
 tl_status tli_op_program(tl_ctx *ctx, const char *key, tli_build_fn build, const void *user,
                          const tl_program **out)
 {
-    if ((*out = find_op(ctx, key)))
-        return TL_OK;
-    tl_kernel *k = NULL;
-    tl_status st = build(ctx, user, &k);
-    tl_program *p = NULL;
-    if (st == TL_OK)
-        st = tl_compile(k, NULL, &p);
-    tl_kernel_destroy(k);
-    return st == TL_OK ? remember(ctx, key, p, out) : st;
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = TL_OK;
+    if (!(*out = find_op(ctx, key))) {
+        tl_kernel *k = NULL;
+        tl_program *p = NULL;
+        st = build(ctx, user, &k);
+        if (st == TL_OK)
+            st = tl_compile(k, NULL, &p);
+        tl_kernel_destroy(k);
+        if (st == TL_OK)
+            st = remember(ctx, key, p, out);
+    }
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
 }
 
 tl_status tli_op_program_source(tl_ctx *ctx, const char *key, const char *src, const char *kname,
                                 int threads, const tl_program **out)
 {
-    if ((*out = find_op(ctx, key)))
-        return TL_OK;
-    tl_program *p = NULL;
-    tl_status st = tli_program_from_source(ctx, src, kname, threads, &p);
-    return st == TL_OK ? remember(ctx, key, p, out) : st;
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = TL_OK;
+    if (!(*out = find_op(ctx, key))) {
+        tl_program *p = NULL;
+        st = tli_program_from_source(ctx, src, kname, threads, &p);
+        if (st == TL_OK)
+            st = remember(ctx, key, p, out);
+    }
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
 }

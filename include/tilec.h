@@ -34,7 +34,8 @@
  *
  * Errors
  *   Calls that do work return a tl_status; the message that goes with it is
- *   on the context (tl_ctx_error). Builder calls record the first error on
+ *   on the context (tl_ctx_error) and starts with the name of the call
+ *   that failed ("tl_launch: ..."). Builder calls record the first error on
  *   their kernel (status, message, the name of the call) and return a null
  *   handle; every later builder call on that kernel does nothing, and
  *   tl_compile returns the recorded status. The library never aborts, exits

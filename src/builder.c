@@ -23,7 +23,7 @@ static void vfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, 
     k->status = st;
     tli_fmt(k->err, sizeof k->err, "%s: %s", api, what);
     if (k->ctx)
-        tli_fail(k->ctx, st, "kernel '%s': %s", k->ir.name, k->err);
+        tli_fail(k->ctx, st, "%s: kernel '%s': %s", api, k->ir.name, what);
 }
 
 void tli_kfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, ...) TLI_PRINTF(4, 5);
@@ -428,19 +428,20 @@ static tl_expr const_int(tl_kernel *k, int64_t v, tl_dtype dt, const char *api)
 TL_API tl_expr tl_int(tl_kernel *k, int64_t v) { return tli_klive(k) ? const_int(k, v, TL_I64, "tl_int") : TL_NONE_EXPR; }
 TL_API tl_expr tl_i32(tl_kernel *k, int32_t v) { return tli_klive(k) ? const_int(k, v, TL_I32, "tl_i32") : TL_NONE_EXPR; }
 
-TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype)
+static tl_expr const_float(tl_kernel *k, double v, tl_dtype dtype, const char *api)
 {
     if (!tli_klive(k))
         return TL_NONE_EXPR;
     if (!tli_dtype_is_float(dtype)) {
-        tli_kfail(k, TL_ERR_DTYPE, "tl_float", "dtype %s is not a float type", tl_dtype_name(dtype));
+        tli_kfail(k, TL_ERR_DTYPE, api, "dtype %s is not a float type", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
     tli_enode n = {.op = E_CONST_FLOAT, .dtype = (uint8_t)dtype, .fval = v};
-    return push_expr(k, &n, "tl_float");
+    return push_expr(k, &n, api);
 }
 
-TL_API tl_expr tl_f32(tl_kernel *k, float v) { return tl_float(k, v, TL_F32); }
+TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype) { return const_float(k, v, dtype, "tl_float"); }
+TL_API tl_expr tl_f32(tl_kernel *k, float v) { return const_float(k, v, TL_F32, "tl_f32"); }
 
 /* ----------------------------------------------------------- arithmetic */
 
@@ -855,9 +856,8 @@ TL_API tl_expr tl_serial(tl_kernel *k, tl_expr extent)
     return k->status == TL_OK ? v : TL_NONE_EXPR;
 }
 
-TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr *vars)
+static void parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr *vars, const char *api)
 {
-    static const char api[] = "tl_parallel";
     if (vars)
         for (int d = 0; d < rank && d < TL_MAX_RANK; d++)
             vars[d] = TL_NONE_EXPR;
@@ -890,10 +890,15 @@ TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr 
             vars[d] = TL_NONE_EXPR;
 }
 
+TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr *vars)
+{
+    parallel(k, rank, extents, vars, "tl_parallel");
+}
+
 TL_API tl_expr tl_parallel1(tl_kernel *k, int64_t extent)
 {
     tl_expr v = TL_NONE_EXPR;
-    tl_parallel(k, 1, &extent, &v);
+    parallel(k, 1, &extent, &v, "tl_parallel1");
     return v;
 }
 
@@ -960,7 +965,7 @@ tl_status tli_kernel_verify(tl_kernel *k, const char *api)
     if (!k)
         return TL_ERR_INVALID_ARG;
     if (k->status != TL_OK) {
-        tli_fail(k->ctx, k->status, "kernel '%s': %s", k->ir.name, k->err);
+        tli_fail(k->ctx, k->status, "%s: kernel '%s': %s", api, k->ir.name, k->err);
         return k->status;
     }
     if (k->depth != 0) {

@@ -67,7 +67,7 @@ TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64
 
 TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n)
 {
-    static const char api[] = "tl_tile";
+    static const char api[] = "tl_tile_n";
     tl_region none = {TL_NONE_BUF, 0};
     if (!tli_klive(k))
         return none;

@@ -111,10 +111,15 @@ char *tli_ctx_msg(tl_ctx *ctx)
     return s ? s->msg : ctx->err;
 }
 
+static _Thread_local unsigned fail_count;
+
+unsigned tli_fail_count(void) { return fail_count; }
+
 tl_status tli_fail(tl_ctx *ctx, tl_status st, const char *fmt, ...)
 {
     if (!ctx)
         return st;
+    fail_count++;
     /* Format aside first: callers may pass the message itself as an
      * argument. */
     char buf[TLI_MSG_MAX];
@@ -127,6 +132,30 @@ tl_status tli_fail(tl_ctx *ctx, tl_status st, const char *fmt, ...)
     memcpy(s ? s->msg : ctx->err, buf, sizeof buf);
     pthread_mutex_unlock(&ctx->lock);
     return st;
+}
+
+/* Length of a leading "tl_name: " in msg (0 when there is none). */
+static size_t api_prefix(const char *msg)
+{
+    size_t n = 0;
+    if (strncmp(msg, "tl_", 3) != 0)
+        return 0;
+    while ((msg[n] >= 'a' && msg[n] <= 'z') || (msg[n] >= '0' && msg[n] <= '9') || msg[n] == '_')
+        n++;
+    return msg[n] == ':' && msg[n + 1] == ' ' ? n + 2 : 0;
+}
+
+tl_status tli_fail_as(tl_ctx *ctx, tl_status st, const char *api, unsigned since)
+{
+    if (st == TL_OK || !ctx)
+        return st;
+    if (fail_count == since)
+        return tli_fail(ctx, st, "%s: failed with %s", api, tl_status_name(st));
+    const char *msg = tli_ctx_msg(ctx);
+    size_t n = strlen(api);
+    if (strncmp(msg, api, n) == 0 && msg[n] == ':')
+        return st;
+    return tli_fail(ctx, st, "%s: %s", api, msg + api_prefix(msg));
 }
 
 uint32_t tli_ctx_next_tag(tl_ctx *ctx)
@@ -524,7 +553,10 @@ tl_status tl_runtime_versions(int *driver, int *nvrtc_major, int *nvrtc_minor, c
         *driver = dv;
     tl_status nst = tli_load_nvrtc(NULL, nmsg, sizeof nmsg);
     tli_nvrtc_version(nvrtc_major, nvrtc_minor);
-    tli_fmt(msg, msg_len, "%s%s%s", dmsg, dmsg[0] && nmsg[0] ? "; " : "", nmsg);
+    if (dmsg[0] || nmsg[0])
+        tli_fmt(msg, msg_len, "tl_runtime_versions: %s%s%s", dmsg, dmsg[0] && nmsg[0] ? "; " : "", nmsg);
+    else
+        tli_fmt(msg, msg_len, "%s", "");
     return dst != TL_OK ? dst : nst;
 }
 

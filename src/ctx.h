@@ -65,6 +65,15 @@ struct tl_ctx {
  * returns st (for `return tli_fail(ctx, TL_ERR_X, "...")`). ctx may be
  * NULL. */
 tl_status tli_fail(tl_ctx *ctx, tl_status st, const char *fmt, ...) TLI_PRINTF(3, 4);
+/* Failures recorded by the calling thread so far (on any context): taken
+ * before a call, it tells whether the call left a message of its own. */
+unsigned tli_fail_count(void);
+/* For a public call `api` that failed with st (TL_OK: nothing to do) after
+ * the thread's fail count was `since`: makes the thread's message start
+ * with "api: " (a leading "tl_other: " is replaced, as the inner call is a
+ * detail of api; any other message is prefixed), or, when the call left
+ * none, says that api failed with st. Returns st. */
+tl_status tli_fail_as(tl_ctx *ctx, tl_status st, const char *api, unsigned since);
 /* The calling thread's message buffer on ctx (TLI_MSG_MAX bytes), made on
  * first use: only this thread writes it. */
 char *tli_ctx_msg(tl_ctx *ctx);

@@ -267,10 +267,11 @@ TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_prog
     tl_status st = tli_program_prepare(k, opt, "tl_compile", &p);
     if (st != TL_OK)
         return st;
+    unsigned since = tli_fail_count();
     st = finish_program(k->ctx, p, opt, out);
     if (st == TL_OK && (*out)->from_cache)
         (*out)->compile_ms = 0;
-    return st;
+    return tli_fail_as(k->ctx, st, "tl_compile", since); /* NVRTC's and the driver's messages name tl_compile */
 }
 
 tl_status tli_program_from_source(tl_ctx *ctx, const char *src, const char *kname, int threads,
@@ -302,7 +303,7 @@ TL_API const void *tl_program_cubin(const tl_program *p, size_t *size)
 TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out)
 {
     if (!p || !out)
-        return TL_ERR_INVALID_ARG;
+        return p ? tli_fail(p->ctx, TL_ERR_INVALID_ARG, "tl_program_get_info: out is NULL") : TL_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
     tli_fmt(out->name, sizeof out->name, "%s", p->kname);
     tli_fmt(out->target, sizeof out->target, "%s", p->target);
@@ -319,7 +320,9 @@ TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out)
 TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out)
 {
     if (!p || !out || !p->has_ir || i < 0 || i >= p->ir.p.n - 1)
-        return TL_ERR_INVALID_ARG;
+        return p ? tli_fail(p->ctx, TL_ERR_INVALID_ARG, "tl_program_param: %s", !out ? "out is NULL" :
+                            !p->has_ir ? "the program has no parameter list" : "no parameter of that index")
+                 : TL_ERR_INVALID_ARG;
     const tli_param *q = &p->ir.p.v[i + 1];
     out->name = q->name;
     out->kind = (tl_param_kind)q->kind;
@@ -332,7 +335,7 @@ TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out
 TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
 {
     if (!k || !src)
-        return TL_ERR_INVALID_ARG;
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_source: src is NULL") : TL_ERR_INVALID_ARG;
     *src = NULL;
     tl_status st = tli_kernel_verify(k, "tl_kernel_source");
     if (st != TL_OK)
@@ -351,12 +354,13 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
 TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
 {
     if (!k || !ptx)
-        return TL_ERR_INVALID_ARG;
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_ptx: ptx is NULL") : TL_ERR_INVALID_ARG;
     *ptx = NULL;
     char *src;
+    unsigned since = tli_fail_count();
     tl_status st = tl_kernel_source(k, target, &src);
     if (st != TL_OK)
-        return st;
+        return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
     target = pick_target(k->ctx, target);
     char *full = with_device_header(src, k->ir.name);
     size_t len;
@@ -364,7 +368,7 @@ TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
               : TL_ERR_OUT_OF_MEMORY;
     free(full);
     free(src);
-    return st;
+    return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
 }
 
 TL_API void tl_free_host(void *p) { free(p); }

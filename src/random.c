@@ -99,13 +99,14 @@ TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int6
     if (!ctx->has_device)
         return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_random_fill: the context has no device");
     const tl_program *p;
+    unsigned since = tli_fail_count();
     tl_status st = tli_op_program_source(ctx, "random_fill", random_src, "tl_random_fill", 256, &p);
     if (st != TL_OK || n == 0)
-        return st;
+        return tli_fail_as(ctx, st, "tl_random_fill", since);
     int64_t blocks = (n + 255) / 256, cap = (int64_t)ctx->info.sm_count * 16;
     int64_t grid[3] = {blocks < cap ? blocks : cap, 1, 1};
     long long nn = n;
     int dt = (int)dtype;
     void *params[] = {&dptr, &nn, &dt, &seed, &lo, &hi};
-    return tli_launch_raw(p, grid, params, stream);
+    return tli_fail_as(ctx, tli_launch_raw(p, grid, params, stream), "tl_random_fill", since);
 }

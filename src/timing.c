@@ -252,5 +252,7 @@ tl_status tl_time_launch(const tl_program *p, void *stream, int nargs, const tl_
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     launch_work w = {p, nargs, args};
-    return tl_time(ctx, stream, launch_once, &w, opt, out);
+    tl_work_fn fn = launch_once;
+    void *user = &w;
+    return time_works(ctx, stream, 1, &fn, &user, opt, out, "tl_time_launch");
 }

@@ -149,9 +149,10 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     char name[64];
     tli_fmt(name, sizeof name, "bias_act:%s:%s:%d", tl_dtype_name(dtype), epi_name(epi), key.has_bias);
     const tl_program *p;
+    unsigned since = tli_fail_count();
     st = tli_op_program(ctx, name, build_cached, &key, &p);
     if (st != TL_OK)
-        return st;
+        return tli_fail_as(ctx, st, "tl_bias_act", since);
     tl_arg args[5];
     int nargs = 0;
     args[nargs++] = tl_arg_int(m);
@@ -160,5 +161,5 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     if (bias)
         args[nargs++] = tl_arg_dptr(bias);
     args[nargs++] = tl_arg_dptr(c);
-    return tl_launch(p, stream, nargs, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, nargs, args), "tl_bias_act", since);
 }

@@ -196,8 +196,9 @@ static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out)
 {
     if (!ctx || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: NULL argument") : TL_ERR_INVALID_ARG;
-    tl_status st = check_desc(ctx, d, "tl_op_gemm");
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_program: NULL argument") : TL_ERR_INVALID_ARG;
+    unsigned since = tli_fail_count();
+    tl_status st = check_desc(ctx, d, "tl_op_gemm_program");
     if (st != TL_OK)
         return st;
     /* One program serves every size: the key holds what the code depends on. */
@@ -206,7 +207,7 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
     tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s.block_m, s.block_n, s.block_k,
             s.stages, s.threads, s.swizzle, s.warp_policy, s.pingpong != 0);
-    return tli_op_program(ctx, key, build_for_op, d, out);
+    return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), "tl_op_gemm_program", since);
 }
 
 /* Pointers must hold whole elements; 16-byte alignment only picks the fast
@@ -226,19 +227,24 @@ static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, 
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c,
                             void *stream)
 {
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    unsigned since = tli_fail_count();
+    tl_status st = check_desc(ctx, d, "tl_op_gemm");
+    if (st == TL_OK)
+        st = check_pointers(ctx, d, a, b, bias, c);
+    if (st != TL_OK)
+        return st;
     tl_gemm_desc fallback;
-    if (ctx && d && (a % 16 || b % 16 || !tma_rows(d)) && effective_schedule(ctx, d).pingpong) {
+    if ((a % 16 || b % 16 || !tma_rows(d)) && effective_schedule(ctx, d).pingpong) {
         /* the ping-pong kernel has no cp.async path: the classic one has */
         fallback = *d;
         fallback.schedule = default_sm90a;
         d = &fallback;
     }
     const tl_program *p;
-    tl_status st = tl_op_gemm_program(ctx, d, &p);
-    if (st == TL_OK)
-        st = check_pointers(ctx, d, a, b, bias, c);
-    if (st != TL_OK)
-        return st;
+    if ((st = tl_op_gemm_program(ctx, d, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, "tl_op_gemm", since);
     tl_arg args[7];
     int n = 0;
     args[n++] = tl_arg_int(d->m);
@@ -249,5 +255,5 @@ TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint
     if (d->has_bias)
         args[n++] = tl_arg_dptr(bias);
     args[n++] = tl_arg_dptr(c);
-    return tl_launch(p, stream, n, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_gemm", since);
 }

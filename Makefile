@@ -116,7 +116,7 @@ check-cmocka:
 test-build: all $(TEST_BIN)
 
 test: test-build
-	@TILEC_BIN=$(TOOL) sh tests/run.sh $(TEST_BIN)
+	@TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) sh tests/run.sh $(TEST_BIN)
 
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.

@@ -241,8 +241,13 @@ typedef struct tl_kernel tl_kernel;
 typedef struct tl_expr { uint32_t kid, id; } tl_expr;
 typedef struct tl_buf { uint32_t kid, id; } tl_buf;
 
+#ifdef __cplusplus /* C++ has list-initialised temporaries, not compound literals */
+#define TL_NONE_EXPR (tl_expr{0, 0})
+#define TL_NONE_BUF (tl_buf{0, 0})
+#else
 #define TL_NONE_EXPR ((tl_expr){0, 0})
 #define TL_NONE_BUF ((tl_buf){0, 0})
+#endif
 static inline int tl_expr_is_null(tl_expr e) { return e.id == 0; }
 static inline int tl_buf_is_null(tl_buf b) { return b.id == 0; }
 
@@ -420,8 +425,21 @@ static inline tl_region tl_all(tl_buf buf) { tl_region r; r.buf = buf; r.id = 0;
  * loop variable may be copied only inside that loop (tl_copy gives
  * TL_ERR_SCOPE after it). */
 TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
+#ifdef __cplusplus
+/* C++ has no compound literals: the indices become the array of a
+ * variadic function template, which counts them too. */
+extern "C++" {
+template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf, I... idx)
+{
+    const tl_expr list[] = {idx...};
+    return tl_tile_n(k, buf, list, (int)sizeof...(I));
+}
+}
+#define tl_tile(k, buf, ...) tl_tile_list((k), (buf), __VA_ARGS__)
+#else
 #define tl_tile(k, buf, ...)                                                                       \
     tl_tile_n((k), (buf), (tl_expr[]){__VA_ARGS__}, (int)(sizeof((tl_expr[]){__VA_ARGS__}) / sizeof(tl_expr)))
+#endif
 
 /* Copies src to dst element by element (converting the element type when
  * they differ), where both have the same extents. Global tiles are masked at

@@ -145,12 +145,14 @@ install: lib $(TOOL)
 	ln -sf libtilec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtilec.so.$(SOMAJOR)
 	ln -sf libtilec.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libtilec.so
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/tilec.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+	for pc in tilec tilec-shared; do \
+	    sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/tilec.h $(DESTDIR)$(PREFIX)/lib/libtilec.a \
 	      $(DESTDIR)$(PREFIX)/lib/libtilec.so* $(DESTDIR)$(PREFIX)/bin/tilec \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec-shared.pc
 
 clean:
 	rm -rf build build-asan build-tsan lib bin

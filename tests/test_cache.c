@@ -440,8 +440,10 @@ static void test_dir_under_a_file(void **state)
 static void test_read_only_dir(void **state)
 {
     (void)state;
-    if (geteuid() == 0)
-        skip(); /* root writes through mode 0555; see test_dir_under_a_file */
+    if (geteuid() == 0) { /* root writes through mode 0555; see test_dir_under_a_file */
+        print_message("  skip: root can write to a read-only directory\n");
+        skip();
+    }
     char dir[256], ro[512];
     log_capture lc = {0};
     make_tmpdir(dir, sizeof dir);

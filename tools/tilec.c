@@ -386,12 +386,14 @@ static int cmd_compile(const cli *c)
 /* cache                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* The cache needs no GPU: an offline context opens the same directory. */
+/* The cache needs no GPU: an offline context opens the same directory,
+ * without creating it (looking at a cache must not make one). */
 static int open_cache_context(const cli *c, tl_ctx **ctx)
 {
     tl_ctx_options o = tl_ctx_default_options();
     o.device = TL_NO_DEVICE;
     o.cache_dir = c->cache_dir;
+    o.disk_cache = TL_DISK_CACHE_IF_EXISTS;
     o.log = log_warning;
     char msg[1024];
     tl_status st = tl_ctx_create(&o, ctx, msg, sizeof msg);
@@ -405,7 +407,7 @@ static int cache_stats(tl_ctx *ctx)
     if (st != TL_OK)
         return ctx_error(ctx, st);
     printf("directory:    %s\n", s.disk_enabled ? s.dir : "(none)");
-    printf("disk cache:   %s\n", s.disk_enabled ? "enabled" : "disabled (memory only)");
+    printf("disk cache:   %s\n", s.disk_enabled ? "enabled" : "no directory (it does not exist yet)");
     printf("entries:      %lld\n", (long long)s.disk_entries);
     printf("bytes:        %lld (%.1f KiB)\n", (long long)s.disk_bytes, s.disk_bytes / 1024.0);
     printf("this process: %lld memory hits, %lld disk hits, %lld misses, %lld stores, "
@@ -426,7 +428,7 @@ static int cache_clear(tl_ctx *ctx)
         printf("removed %lld entries (%lld bytes) from %s\n", (long long)s.disk_entries,
                (long long)s.disk_bytes, s.dir);
     else
-        printf("the disk cache is disabled: nothing to remove\n");
+        printf("there is no cache directory: nothing to remove\n");
     return 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,7 @@ static const char usage_text[] =
     "options:\n"
     "  --arch sm_XX      compile target, e.g. sm_80 or sm_90a (default: the GPU's,\n"
     "                    or sm_90a without a GPU)\n"
-    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm)\n"
+    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm, flash_attn)\n"
     "  --device N        GPU ordinal (default 0)\n"
     "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
     "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
@@ -183,7 +184,9 @@ static int build_op(const cli *c, int disk_cache, tl_ctx **ctx, tl_kernel **k)
     if (rc)
         return rc;
     /* each op's natural element type unless --dtype says otherwise */
-    tl_dtype dt = c->dtype_given ? c->dtype : (strcmp(op, "gemm") == 0 ? TL_BF16 : TL_F32);
+    /* the ops on tensor cores default to bf16, the rest to f32 */
+    bool tensor_core = strcmp(op, "gemm") == 0 || strcmp(op, "flash_attn") == 0;
+    tl_dtype dt = c->dtype_given ? c->dtype : (tensor_core ? TL_BF16 : TL_F32);
     tl_status st = tl_op_build(*ctx, op, dt, k);
     if (st != TL_OK) {
         rc = ctx_error(*ctx, st);

@@ -311,7 +311,7 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
     }
     if (!param_name_ok(k, name, api))
         return TL_NONE_BUF;
-    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank};
+    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank, .at = k->ir.e.n};
     tli_fmt(b.name, sizeof b.name, "%s", name);
     for (int d = 0; d < rank; d++) {
         char what[32];

@@ -109,7 +109,12 @@ $(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(TEST_DEFS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+# The reproducer test compiles C programs against this build's library,
+# with this build's compiler and sanitizer flags.
+$(BUILD)/tests/test_repro: TEST_DEFS = -DTILEC_TEST_CC='"$(CC)"' -DTILEC_TEST_LIB='"$(STATIC_LIB)"' \
+                                       -DTILEC_TEST_LDFLAGS='"$(strip $(LDFLAGS))"'
 
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh

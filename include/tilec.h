@@ -589,8 +589,16 @@ TL_API tl_status tl_kernel_lower_dump(tl_kernel *k, const char *target, const ch
 
 /* A C program that rebuilds k with the same builder calls and prints its
  * generated source: a bug report in one file (compile it against
- * libtilec). *c_source is malloc'ed. Errors: TL_ERR_INVALID_ARG,
- * TL_ERR_OUT_OF_MEMORY, the kernel's recorded error. */
+ * libtilec: cc repro.c -ltilec -ldl -lpthread -lm). It needs no GPU: run
+ * without arguments, it prints tl_kernel_source for the target of k's
+ * context; a target name as an argument picks another; the argument
+ * "dump" prints tl_kernel_dump instead. The rebuilt kernel is the same
+ * graph, ids included, so what it prints is byte for byte what k gives (a
+ * kernel that does not compile, for a scope left open, fails the same
+ * way). *c_source is malloc'ed; free it with tl_free_host. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY, the kernel's recorded error (a
+ * kernel with one has no reproducer; tl_compile records the errors of an
+ * incomplete kernel on it). */
 TL_API tl_status tl_kernel_reproducer(tl_kernel *k, char **c_source);
 
 /* ------------------------------------------------------------------------ */

@@ -369,7 +369,7 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", shown);
         return TL_NONE_BUF;
     }
-    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank};
+    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank, .at = k->ir.e.n};
     if (!param_ok(k, name, api) || !tensor_layout(k, &b, shape, strides, api))
         return TL_NONE_BUF;
     tli_fmt(b.name, sizeof b.name, "%s", name);

@@ -24,7 +24,7 @@ static tl_buf alloc_tile(tl_kernel *k, tli_bscope scope, tl_dtype dt, int rank, 
         tli_kfail(k, TL_ERR_SHAPE, api, "rank %d is not in 1..%d (or shape is NULL)", rank, TL_MAX_RANK);
         return TL_NONE_BUF;
     }
-    tli_bnode b = {.scope = (uint8_t)scope, .dtype = (uint8_t)dt, .rank = rank};
+    tli_bnode b = {.scope = (uint8_t)scope, .dtype = (uint8_t)dt, .rank = rank, .at = k->ir.e.n};
     /* The running product stays within 2^24 * 2^20: no overflow (a 2^80
      * element tile used to wrap to 0 and pass). */
     int64_t total = 1;

@@ -427,6 +427,7 @@ static tl_status p_tl_name(void)
     return done(k);
 }
 static tl_status p_tl_kernel_dump(void) { return tl_kernel_dump(good, NULL); }
+static tl_status p_tl_kernel_reproducer(void) { return tl_kernel_reproducer(good, NULL); }
 static tl_status p_tl_kernel_lower_dump(void)
 {
     char *t = NULL;
@@ -560,7 +561,7 @@ static const api_entry entries[] = {
     P(tl_op_vadd), P(tl_op_vadd_program), P(tl_op_gemm), P(tl_op_gemm_schedule), P(tl_op_gemm_program),
     P(tl_op_gemm_build), P(tl_baseline_gemm), P(tl_bias_act), P(tl_bias_act_build), P(tl_op_build),
     P(tl_reduce_max), P(tl_reduce_sum), P(tl_reduce_min), P(tl_reduce_absmax), P(tl_name), P(tl_kernel_dump),
-    P(tl_kernel_lower_dump),
+    P(tl_kernel_lower_dump), P(tl_kernel_reproducer),
     P(tl_op_softmax), P(tl_op_softmax_schedule), P(tl_op_softmax_program), P(tl_op_softmax_build),
     P(tl_op_rmsnorm), P(tl_op_rmsnorm_schedule), P(tl_op_rmsnorm_program), P(tl_op_rmsnorm_build),
     P(tl_op_flash_attn), P(tl_op_flash_attn_schedule), P(tl_op_flash_attn_program), P(tl_op_flash_attn_build),

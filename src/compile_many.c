@@ -60,9 +60,10 @@ static void job_fail(tl_compile_job *job, tl_status st, const char *fmt, ...)
 /* NVRTC ran without a context, so the message is made here from its log. */
 static void nvrtc_failure(batch_item *it)
 {
-    const char *log = it->log ? it->log : "";
+    char digest[sizeof it->job->message];
+    tli_nvrtc_log_digest(it->log, digest, sizeof digest);
     job_fail(it->job, it->st, "tl_compile_many: NVRTC could not compile kernel '%s' for %s (%s)%s%s",
-             it->p->kname, it->p->target, tl_status_name(it->st), *log ? ":\n" : "", log);
+             it->p->kname, it->p->target, tl_status_name(it->st), *digest ? ":\n" : "", digest);
 }
 
 /* ------------------------------------------------------------------------ */

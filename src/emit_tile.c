@@ -960,7 +960,7 @@ static const char *warp_rank(emitter *E, unsigned mask)
     int k = 0;
     for (int bit = 0; bit < 16; bit++)
         if (mask >> bit & 1) {
-            r = tli_e_add(E, r, tli_e_fmt(E, "(tl_warp >> %d & 1) << %d", bit, k));
+            r = tli_e_add(E, r, tli_e_fmt(E, "((tl_warp >> %d & 1) << %d)", bit, k));
             k++;
         }
     return r;

@@ -124,7 +124,46 @@ static tl_status take_output(tl_ctx *ctx, const tli_nvrtc_api *rtc, nvrtcProgram
     return TL_OK;
 }
 
-/* Maps a failed nvrtcCompileProgram to a status and a message with the log. */
+/* Whether a log line reports an error (NVRTC's "error:", ptxas's "fatal"). */
+static bool error_line(const char *line, size_t len)
+{
+    for (size_t i = 0; i + 5 <= len; i++)
+        if (strncmp(line + i, "error", 5) == 0 || strncmp(line + i, "fatal", 5) == 0)
+            return true;
+    return false;
+}
+
+char *tli_nvrtc_log_digest(const char *log, char *out, size_t n)
+{
+    if (!n)
+        return out;
+    out[0] = '\0';
+    if (!log)
+        return out;
+    size_t used = 0;
+    int context = 0; /* lines still to keep after an error line */
+    for (const char *line = log; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (error_line(line, len))
+            context = 4; /* the line, its source line and caret, "detected during" */
+        if (context > 0 && used + len + 2 < n) {
+            memcpy(out + used, line, len);
+            used += len;
+            out[used++] = '\n';
+            out[used] = '\0';
+        }
+        context--;
+        line += len + (end ? 1 : 0);
+    }
+    if (!used) /* no error line: the log's head */
+        tli_fmt(out, n, "%s", log);
+    return out;
+}
+
+/* Maps a failed nvrtcCompileProgram to a status and a message with the
+ * log's errors (warnings about unused variables of generated code drown
+ * them otherwise). */
 static tl_status compile_failure(tl_ctx *ctx, const tli_nvrtc_api *rtc, nvrtcResult r,
                                  const char *name, const char *arch, const char *log)
 {
@@ -135,17 +174,21 @@ static tl_status compile_failure(tl_ctx *ctx, const tli_nvrtc_api *rtc, nvrtcRes
         st = TL_ERR_NO_NVRTC; /* libnvrtc-builtins is missing or mismatched */
     else if (r != NVRTC_ERROR_COMPILATION && r != NVRTC_ERROR_INVALID_OPTION)
         st = TL_ERR_INTERNAL;
-    size_t n = log ? strlen(log) : 0;
-    return tli_fail(ctx, st, "NVRTC could not compile %s for %s: %s%s%.*s%s", name, arch,
-                    rtc->nvrtcGetErrorString(r), n ? "\n" : "", LOG_IN_ERR, log ? log : "",
-                    n > LOG_IN_ERR ? "\n[log truncated]" : "");
+    char digest[LOG_IN_ERR + 1];
+    tli_nvrtc_log_digest(log, digest, sizeof digest);
+    size_t n = strlen(digest);
+    return tli_fail(ctx, st, "NVRTC could not compile %s for %s: %s%s%s%s", name, arch,
+                    rtc->nvrtcGetErrorString(r), n ? "\n" : "", digest,
+                    log && strlen(log) > n ? "\n[the rest of the log left out]" : "");
 }
 
 /* Builds the option list: the architecture and our fixed options first. */
 static const char **make_options(const char *arch_opt, const char *const *extra, int n_extra,
                                  int *n_out)
 {
-    static const char *const fixed[] = {"-std=c++17", "-default-device"};
+    /* 177, 550: variables declared or set and never read: the generated code
+     * names every index it might need and leaves the rest to the compiler */
+    static const char *const fixed[] = {"-std=c++17", "-default-device", "-diag-suppress=177,550"};
     int n_fixed = (int)(sizeof fixed / sizeof fixed[0]);
     const char **opts = malloc(sizeof *opts * (size_t)(1 + n_fixed + n_extra));
     if (!opts)

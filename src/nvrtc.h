@@ -40,6 +40,11 @@ tl_status tli_nvrtc_compile(tl_ctx *ctx, const char *src, const char *prog_name,
  * TL_ERR_NO_NVRTC (then both are set to 0). */
 tl_status tli_nvrtc_version(int *major, int *minor);
 
+/* The lines of an NVRTC log that report errors, each with the few lines
+ * after it (source line, caret, instantiation), written to out (n bytes,
+ * truncated); the log's head when no line reports an error. Returns out. */
+char *tli_nvrtc_log_digest(const char *log, char *out, size_t n);
+
 /* 1 when `target` is a name NVRTC targets we accept: "sm_" digits, then an
  * optional "a" (e.g. "sm_80", "sm_90a", "sm_100a"), shorter than 16 chars,
  * whose number the loaded NVRTC compiles for (without NVRTC, or one too old

@@ -166,6 +166,30 @@ static void alignment(tli_lowered *L, int32_t first)
     }
 }
 
+/* Registers per thread the kernel's fragments take (16-bit elements two
+ * to a register). */
+static int64_t fragment_registers(const tli_lowered *L)
+{
+    int64_t regs = 0;
+    for (int32_t b = 1; b < L->ir.b.n && b < L->nbufs_planned; b++)
+        if (L->ir.b.v[b].scope == B_FRAGMENT && L->frag[b].kind != FRAG_NONE)
+            regs += (L->frag[b].per_thread * tl_dtype_size((tl_dtype)L->ir.b.v[b].dtype) + 3) / 4;
+    return regs;
+}
+
+/* Two CTAs per SM hide one's epilogue behind the other's main loop, when
+ * both fit: their shared memory, and the registers that cap leaves each
+ * thread (regs_per_sm / (2 threads)) over the fragments plus about 64 for
+ * addresses, indices and descriptors. A cap below what the fragments need
+ * fails ptxas (a 64x256 f32 accumulator per warpgroup alone is 128). */
+static bool two_blocks_fit(const tli_lowered *L, const tli_launch_plan *lp)
+{
+    if (lp->smem_bytes * 2 > L->smem_limit || lp->threads > 512)
+        return false;
+    int64_t cap = L->target.regs_per_sm / (lp->threads * 2);
+    return fragment_registers(L) + 64 <= cap;
+}
+
 void tli_pass_launch(tli_lowered *L)
 {
     tli_ir *ir = &L->ir;
@@ -178,7 +202,7 @@ void tli_pass_launch(tli_lowered *L)
     if (L->warp_specialized && L->target.setmaxnreg)
         lp->min_blocks = 1; /* setmaxnreg needs a register cap at entry */
     else if (L->wgmma)
-        lp->min_blocks = lp->smem_bytes * 2 <= L->smem_limit && lp->threads <= 512 ? 2 : 1;
+        lp->min_blocks = two_blocks_fit(L, lp) ? 2 : 1;
     lp->max_regs = lp->min_blocks ? L->target.regs_per_sm / (lp->threads * lp->min_blocks) : 255;
     if (lp->max_regs > 255)
         lp->max_regs = 255;

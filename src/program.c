@@ -526,9 +526,7 @@ static bool aligned_enough(const tl_program *p, const tli_bound *b)
     return true;
 }
 
-/* The safe variant of p, compiled on first need (once, whichever thread
- * asks first). */
-static tl_status safe_variant(const tl_program *cp, const tl_program **out)
+tl_status tli_program_safe_variant(const tl_program *cp, const tl_program **out)
 {
     tl_program *p = (tl_program *)cp; /* the variant is a cache: the program stays immutable to callers */
     if (p->has_lock)
@@ -597,7 +595,7 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
     if (!fits) { /* this launch's tensors miss the alignment p assumes */
         tli_bound_free(&b);
         const tl_program *s;
-        st = safe_variant(p, &s);
+        st = tli_program_safe_variant(p, &s);
         return st != TL_OK ? st : tl_launch(s, stream, nargs, args);
     }
     for (int i = 0; i < n; i++) {

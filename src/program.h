@@ -54,6 +54,12 @@ void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_
 tl_status tli_program_load(tl_ctx *ctx, tl_program *p);
 void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, uint8_t key[32]);
 
+/* The safe variant of p (no alignment assumed: no TMA, no 16-byte
+ * cp.async), compiled on first need, once, whichever thread asks first;
+ * owned by p. tl_launch takes it when a launch's tensors miss what p
+ * assumes; tests compile it offline. */
+tl_status tli_program_safe_variant(const tl_program *p, const tl_program **out);
+
 /* Compiles a hand-written CUDA source that includes "tl_device.cuh" (the
  * library's own device kernels, e.g. the random generator) into a program
  * with no graph; launch it with tli_launch_raw. */

@@ -5,6 +5,7 @@
  * log-sum-exp output, a negative scale), its cubins for sm_80 and sm_90a,
  * and the descriptor's errors. */
 #include "fixture.h"
+#include "program.h"
 
 #include "attn_ref.h"
 
@@ -102,7 +103,10 @@ static void test_rows_without_keys_and_lse(void **state)
     interpret_case(&c2, 1);
 }
 
-/* Every head_dim, causal or not, compiles for both paths. */
+/* Every head_dim, causal or not, compiles for both paths: the default
+ * schedule and the plain one of the GPU tests (no producer warpgroup: its
+ * 256 threads hold the whole output tile), each with the safe variant a
+ * launch on misaligned tensors takes. */
 static void test_cubins_sm80_sm90a(void **state)
 {
     (void)state;
@@ -111,15 +115,24 @@ static void test_cubins_sm80_sm90a(void **state)
     for (int t = 0; t < 2; t++) {
         tl_ctx *tctx = test_offline_ctx(targets[t]);
         for (int i = 0; i < 3; i++)
-            for (int causal = 0; causal < 2; causal++) {
-                tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
-                                        .head_dim = dims[i], .dtype = TL_BF16, .causal = causal, .lse = causal};
-                const tl_program *p;
-                if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
-                    fail_msg("%s d%lld causal %d: %s", targets[t], (long long)dims[i], causal, tl_ctx_error(tctx));
-                size_t n;
-                assert_memory_equal(tl_program_cubin(p, &n), "\x7f" "ELF", 4);
-            }
+            for (int causal = 0; causal < 2; causal++)
+                for (int plain = 0; plain < 2; plain++) {
+                    tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
+                                            .head_dim = dims[i], .dtype = TL_BF16, .causal = causal,
+                                            .lse = causal};
+                    if (plain)
+                        d.schedule = (tl_flash_attn_schedule){
+                            .block_m = 128, .block_n = dims[i] > 128 ? 32 : 64, .stages = 2, .threads = 256};
+                    const tl_program *p, *safe;
+                    if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+                        fail_msg("%s d%lld causal %d plain %d: %s", targets[t], (long long)dims[i], causal, plain,
+                                 tl_ctx_error(tctx));
+                    size_t n;
+                    assert_memory_equal(tl_program_cubin(p, &n), "\x7f" "ELF", 4);
+                    if (causal && tli_program_safe_variant(p, &safe) != TL_OK)
+                        fail_msg("%s d%lld plain %d, safe variant: %s", targets[t], (long long)dims[i], plain,
+                                 tl_ctx_error(tctx));
+                }
         tl_ctx_destroy(tctx);
     }
 }

@@ -112,8 +112,9 @@ template <typename T> __device__ __forceinline__ T tl_max(T a, T b) { return a >
 template <typename T> __device__ __forceinline__ T tl_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tl_iabs(T a) { return a < 0 ? -a : a; }
 
-// V elements of T that move as one 4-, 8- or 16-byte access.
-template <typename T, int V> struct __align__(sizeof(T) * V) tl_vec {
+// V elements of T that move as one 2-, 4-, 8- or 16-byte access (or two
+// 16-byte ones).
+template <typename T, int V> struct __align__(sizeof(T) * V > 16 ? 16 : sizeof(T) * V) tl_vec {
     union {
         T e[V];
         unsigned w[(sizeof(T) * V + 3) / 4];
@@ -158,6 +159,28 @@ template <> struct tl_vec_io<4> {
     __device__ __forceinline__ static void st(void *p, const unsigned *w) { *(unsigned *)p = w[0]; }
 };
 
+// A lone 16-bit element (a run of one): one 2-byte access.
+template <> struct tl_vec_io<2> {
+    __device__ __forceinline__ static void ld(unsigned *w, const void *p) { w[0] = *(const unsigned short *)p; }
+    __device__ __forceinline__ static void st(void *p, const unsigned *w) { *(unsigned short *)p = (unsigned short)w[0]; }
+};
+// 32 bytes (8 f32 values, when a run is 16 bytes of a narrower tensor):
+// two 16-byte accesses, each needing only 16-byte alignment.
+template <> struct tl_vec_io<32> {
+    __device__ __forceinline__ static void ld(unsigned *w, const void *p)
+    {
+        tl_vec_io<16>::ld(w, p);
+        tl_vec_io<16>::ld(w + 4, (const char *)p + 16);
+    }
+    __device__ __forceinline__ static void st(void *p, const unsigned *w)
+    {
+        tl_vec_io<16>::st(p, w);
+        tl_vec_io<16>::st((char *)p + 16, w + 4);
+    }
+};
+// The alignment a vector access of BYTES needs (no access is wider than 16).
+template <int BYTES> struct tl_vec_align { static const int value = BYTES > 16 ? 16 : BYTES; };
+
 template <typename T, int V> __device__ __forceinline__ void tl_ld_vec(tl_vec<T, V> &r, const T *p)
 {
     tl_vec_io<sizeof(T) * V>::ld(r.w, p);
@@ -190,7 +213,7 @@ template <typename T, int V>
 __device__ __forceinline__ void tl_ld_chunk(tl_vec<T, V> &r, const T *base, tl_i64 stride, tl_i64 i,
                                             tl_i64 n, bool ok)
 {
-    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<sizeof(T) * V>(base)) {
+    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<tl_vec_align<sizeof(T) * V>::value>(base)) {
         tl_ld_vec(r, base);
         return;
     }
@@ -203,7 +226,7 @@ template <typename T, int V>
 __device__ __forceinline__ void tl_st_chunk(T *base, tl_i64 stride, tl_i64 i, tl_i64 n, bool ok,
                                             const tl_vec<T, V> &r)
 {
-    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<sizeof(T) * V>(base)) {
+    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<tl_vec_align<sizeof(T) * V>::value>(base)) {
         tl_st_vec(base, r);
         return;
     }

@@ -53,6 +53,9 @@ BENCH_SRC   := $(wildcard bench/bench_*.c)
 BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # The GEMM sweep (no main): linked into the benchmarks and the tool.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
+# Prints the C layouts of the structs bench/tilec_ctypes.py mirrors; the
+# test test_py_abi compares them (bench/torch_compare.py --check-abi).
+ABI_LAYOUT  := $(BUILD)/bench/abi_layout
 
 .PHONY: all lib test test-build demo bench asan install uninstall clean check-cmocka
 
@@ -103,6 +106,10 @@ $(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
 
+$(ABI_LAYOUT): bench/abi_layout.c include/tilec.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $<
+
 # Tests see the internal headers too (white-box tests of the stages).
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
@@ -112,10 +119,10 @@ $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh
 
-test-build: all $(TEST_BIN)
+test-build: all $(TEST_BIN) $(ABI_LAYOUT)
 
 test: test-build
-	@TILEC_BIN=$(TOOL) sh tests/run.sh $(TEST_BIN)
+	@TILEC_BIN=$(TOOL) TILEC_ABI_LAYOUT=$(ABI_LAYOUT) sh tests/run.sh $(TEST_BIN)
 
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.

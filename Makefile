@@ -134,7 +134,7 @@ demo: all
 	@sh tools/demo.sh $(BUILD)
 
 bench: all
-	@sh bench/run.sh $(BUILD)
+	@TILEC_LIB=$(LIBDIR)/libtilec.so sh bench/run.sh $(BUILD)
 
 install: lib $(TOOL)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -36,14 +36,14 @@ def bhsd_tensor(b, h, s, d, dtype, layout, gen=None):
     torch = tb.torch
     shape = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
     if gen is None:
-        t = torch.empty(shape, dtype=dtype, device="cuda")
+        t = torch.empty(shape, dtype=dtype, device=tb.DEVICE)
     else:
-        t = torch.randn(shape, dtype=dtype, device="cuda", generator=gen)
+        t = torch.randn(shape, dtype=dtype, device=tb.DEVICE, generator=gen)
     return t if layout == "bhsd" else t.transpose(1, 2)
 
 
 def make_qkv(b, h, hkv, sq, skv, d, dtype, layout, seed):
-    gen = tb.torch.Generator(device="cuda").manual_seed(seed)
+    gen = tb.torch.Generator(device=tb.DEVICE).manual_seed(seed)
     return (bhsd_tensor(b, h, sq, d, dtype, layout, gen), bhsd_tensor(b, hkv, skv, d, dtype, layout, gen),
             bhsd_tensor(b, hkv, skv, d, dtype, layout, gen))
 
@@ -58,8 +58,8 @@ def attention_flops(b, h, sq, skv, d, causal):
 def causal_mask(sq, skv):
     """True where query i may attend key j: j <= i + skv - sq (bottom-right)."""
     torch = tb.torch
-    i = torch.arange(sq, device="cuda").unsqueeze(1)
-    j = torch.arange(skv, device="cuda").unsqueeze(0)
+    i = torch.arange(sq, device=tb.DEVICE).unsqueeze(1)
+    j = torch.arange(skv, device=tb.DEVICE).unsqueeze(0)
     return j <= i + (skv - sq)
 
 
@@ -88,8 +88,8 @@ def reference_attention(q, k, v, causal, ref_dtype, scale=None, want_lse=False):
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scale = scale or 1.0 / math.sqrt(d)
     mask = causal_mask(sq, skv) if causal else None
-    o = torch.empty((b, h, sq, d), dtype=ref_dtype, device="cuda")
-    lse = torch.empty((b, h, sq), dtype=torch.float32, device="cuda") if want_lse else None
+    o = torch.empty((b, h, sq, d), dtype=ref_dtype, device=tb.DEVICE)
+    lse = torch.empty((b, h, sq), dtype=torch.float32, device=tb.DEVICE) if want_lse else None
     per = max(1, REF_CHUNK_ELEMS // (sq * skv))
     for bi in range(b):
         for h0 in range(0, h, per):
@@ -147,7 +147,7 @@ def _try_output(fn):
     try:
         return fn(), None
     except (RuntimeError, TilecError) as e:
-        return None, str(e).strip().splitlines()[0]
+        return None, str(e).strip().splitlines()[0][:100]
 
 
 # --- the grid ----------------------------------------------------------------
@@ -267,7 +267,7 @@ def validate_case(tl, c, seed):
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[c["dtype"]]
     q, k, v = make_qkv(c["b"], c["h"], c["hkv"], c["sq"], c["skv"], c["d"], dtype, c["layout"], seed)
     o = bhsd_tensor(c["b"], c["h"], c["sq"], c["d"], dtype, c["layout"]).fill_(float("nan"))
-    lse = torch.full((c["b"], c["h"], c["sq"]), float("nan"), device="cuda") if c["lse"] else None
+    lse = torch.full((c["b"], c["h"], c["sq"]), float("nan"), device=tb.DEVICE) if c["lse"] else None
     ours_fn(tl, q, k, v, o, c["causal"], lse, c["scale"])()
     ref_dtype = torch.float64 if c["ref"] == "f64" else torch.float32
     ref_o, ref_lse = reference_attention(q, k, v, c["causal"], ref_dtype, c["scale"] or None, c["lse"])

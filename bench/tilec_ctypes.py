@@ -196,9 +196,20 @@ class Tilec:
                    o.data_ptr(), lse_ptr, stream)
 
     def schedule_text(self, op, desc):
-        """The schedule the library runs for desc, as 'field=value ...'."""
-        sched = self.fn["tl_op_%s_schedule" % op](self.ctx, ctypes.byref(desc))
-        return " ".join("%s=%d" % (f, getattr(sched, f)) for f, _ in sched._fields_)
+        """The schedule the library runs for desc ("softmax", "gemm",
+        "flash_attn"), in a few characters; "" when this build lacks the op."""
+        fn = self.fn.get("tl_op_%s_schedule" % op)
+        if fn is None:
+            return ""
+        sched = fn(self.ctx, ctypes.byref(desc))
+        return _SCHEDULE_FORMATS[op].format(**{f: getattr(sched, f) for f, _ in sched._fields_})
+
+
+_SCHEDULE_FORMATS = {
+    "softmax": "w={width} r={rows} t={threads}",
+    "gemm": "{block_m}x{block_n}x{block_k} s{stages} t{threads} sw{swizzle} pp{pingpong}",
+    "flash_attn": "{block_m}x{block_n} s{stages} t{threads} ws{warp_specialize} pp{pingpong}",
+}
 
 
 # --- descriptors from tensors ----------------------------------------------

@@ -17,6 +17,7 @@ except Exception as e:  # not installed, or its CUDA libraries fail to load
 
 CSV_HEADER = "csv,op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err"
 L2_ROTATION_BYTES = 256 << 20  # > 4x the H200's 60 MiB L2
+DEVICE = "cuda"  # where every tensor of the comparisons lives
 
 
 def common_args(description):
@@ -72,7 +73,7 @@ def stream():
 def warm_up(seconds=0.5):
     """Keeps the GPU busy so its clocks have ramped up before the first
     measurement (the first kernel of a cold process runs slow)."""
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(4096, 4096, device=DEVICE, dtype=torch.bfloat16)
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         for _ in range(20):
@@ -142,7 +143,7 @@ def report(csv, op, shape, dtype, unit, work, impls, times, errs, tolerance):
         good = err <= tolerance
         ok &= good
         csv.line(op, shape, dtype, name, ms, rate, unit, rate / rates[0], err)
-        print("%-14s %-16s %-5s %-46s %9.4f ms %8.1f %-7s %6.3fx  rel err %.1e%s"
+        print("%-14s %-16s %-5s %-48s %9.4f ms %8.1f %-7s %6.3fx  rel err %.1e%s"
               % (op, shape, dtype, name, ms, rate, unit, rate / rates[0], err, "" if good else "  CHECK FAILED"))
     return ok
 

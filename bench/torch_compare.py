@@ -76,7 +76,7 @@ def compare_softmax(tl, csv, rows, cols, reps):
     fp16, inputs rotated over more than the L2."""
     torch = tb.torch
     n = tb.rotation_count(2 * rows * cols * 2)
-    xs = [torch.randn(rows, cols, dtype=torch.float16, device="cuda") for _ in range(n)]
+    xs = [torch.randn(rows, cols, dtype=torch.float16, device=tb.DEVICE) for _ in range(n)]
     ys = [torch.full_like(x, float("nan")) for x in xs]
     desc, s = softmax_desc(xs[0], ys[0]), tb.stream()
     impls = ["torch.softmax", "tl_op_softmax " + tl.schedule_text("softmax", desc), "copy (Tensor.copy_)"]
@@ -98,10 +98,10 @@ def compare_softmax(tl, csv, rows, cols, reps):
 def gemm_operands(m, n, k, trans_b, seed):
     """bf16 A [M, K], B [K, N] (or [N, K] with trans_b), bias [N]."""
     torch = tb.torch
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda", generator=gen)
-    b = torch.randn((n, k) if trans_b else (k, n), dtype=torch.bfloat16, device="cuda", generator=gen)
-    bias = torch.randn(n, dtype=torch.bfloat16, device="cuda", generator=gen)
+    gen = torch.Generator(device=tb.DEVICE).manual_seed(seed)
+    a = torch.randn(m, k, dtype=torch.bfloat16, device=tb.DEVICE, generator=gen)
+    b = torch.randn((n, k) if trans_b else (k, n), dtype=torch.bfloat16, device=tb.DEVICE, generator=gen)
+    bias = torch.randn(n, dtype=torch.bfloat16, device=tb.DEVICE, generator=gen)
     return a, b, bias
 
 
@@ -111,7 +111,7 @@ def compare_gemm(tl, csv, m, n, k, trans_b, reps, seed=1):
     torch = tb.torch
     a, b, _ = gemm_operands(m, n, k, trans_b, seed)
     bm = b.t() if trans_b else b
-    c, ct = (torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    c, ct = (torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=tb.DEVICE) for _ in range(2))
     desc, s = gemm_desc(a, b, c, trans_b), tb.stream()
     impls = ["torch.matmul", "tl_op_gemm " + tl.schedule_text("gemm", desc)]
     fns = [lambda i: torch.matmul(a, bm, out=ct), lambda i: tl.gemm(desc, a, b, None, c, s)]
@@ -130,7 +130,7 @@ def compare_bias_gelu(tl, csv, m, n, k, reps, seed=1):
     torch = tb.torch
     gelu = torch.nn.functional.gelu
     a, b, bias = gemm_operands(m, n, k, True, seed)
-    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=tb.DEVICE)
     desc, s = gemm_desc(a, b, c, True, bias, TL_EPI_GELU_TANH), tb.stream()
     impls = ["torch matmul + bias + gelu", "tl_op_gemm fused " + tl.schedule_text("gemm", desc)]
     fns = [lambda i: gelu(torch.matmul(a, b.t()) + bias, approximate="tanh"),

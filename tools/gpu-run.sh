@@ -5,6 +5,7 @@
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize sass bench bench-gemm bench-epilogue demo
+#          torch-compare attention-grid attention-validate (python3 with torch)
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export CMOCKA_DIR=${CMOCKA_DIR:-.device-deps/usr}
@@ -38,6 +39,9 @@ for s in $steps; do
         grep -cE "LDG.E.128|STG.E.128" "$OUT/vadd_f32.sass" | sed 's/^/128-bit global accesses in SASS: /'
         rm -f "$OUT/vadd_f32.cubin" ;;
     bench) TAIL=60 run bench make bench ;;
+    torch-compare) TAIL=80 run torch-compare python3 bench/torch_compare.py --csv "$OUT/torch_compare.csv" ;;
+    attention-grid) TAIL=40 run attention-grid python3 bench/attention_grid.py --csv "$OUT/attention_grid.csv" ;;
+    attention-validate) TAIL=30 run attention-validate python3 bench/attention_grid.py --validate ;;
     demo) TAIL=40 run demo make demo ;;
     esac
 done

@@ -275,7 +275,7 @@ def validate_case(tl, c, seed):
 
 
 def run_validation(tl, seed):
-    print("%-44s %-4s %10s %10s  %s" % ("case", "ref", "rel err O", "rel err LSE", "verdict"))
+    print("%-52s %-4s %10s %10s  %s" % ("case", "ref", "rel err O", "rel err LSE", "verdict"))
     failures = 0
     for c in VALIDATION_CASES:
         name = "B%d H%d/%d Sq%d Skv%d D%d %s %s %s%s%s" % (
@@ -284,12 +284,12 @@ def run_validation(tl, seed):
         try:
             err, lerr = validate_case(tl, c, seed)
         except TilecError as e:
-            print("%-44s %-4s %10s %10s  FAIL: %s" % (name, c["ref"], "-", "-", e), flush=True)
+            print("%-52s %-4s %10s %10s  FAIL: %s" % (name, c["ref"], "-", "-", e), flush=True)
             failures += 1
             continue
         ok = err <= TOLERANCE and (lerr is None or lerr <= LSE_TOLERANCE)
         failures += not ok
-        print("%-44s %-4s %10.2e %10s  %s" % (name, c["ref"], err, "-" if lerr is None else "%.2e" % lerr,
+        print("%-52s %-4s %10.2e %10s  %s" % (name, c["ref"], err, "-" if lerr is None else "%.2e" % lerr,
                                               "ok" if ok else "FAIL"), flush=True)
     print("%d of %d cases passed (O: rel err <= %g; LSE: <= %g, -inf rows exact)"
           % (len(VALIDATION_CASES) - failures, len(VALIDATION_CASES), TOLERANCE, LSE_TOLERANCE))
@@ -307,29 +307,19 @@ def parse_args(argv):
                    help="which masks to time (default: both)")
     p.add_argument("--layout", choices=("bhsd", "bshd"), default="bhsd", help="memory layout of Q, K, V, O")
     p.add_argument("--no-check", action="store_true", help="skip the fp32 reference at each grid point")
-    args = p.parse_args(argv)
-    tb.check_reps(p, args)
-    return args
+    return tb.parse(p, argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    tb.torch_cuda_or_exit("attention_grid.py")
-    tl = tb.open_tilec("attention_grid.py", args.lib)
-    if not tl.has("tl_op_flash_attn"):
-        print("attention_grid.py: this libtilec has no tl_op_flash_attn; timing the PyTorch side only")
-    tb.torch.set_float32_matmul_precision("highest")  # fp32 references in fp32, not TF32
-    csv = tb.CsvOut(args.csv)
-    try:
+    with tb.session("attention_grid.py", args) as (tl, csv):
+        if not tl.has("tl_op_flash_attn"):
+            print("attention_grid.py: this libtilec has no tl_op_flash_attn; timing the PyTorch side only")
         if args.validate:
             ok = run_validation(tl, args.seed)
         else:
             tb.warm_up()
             ok = run_grid(tl, csv, args)
-    finally:
-        tb.torch.cuda.synchronize()
-        csv.close()
-        tl.close()
     return 0 if ok else 1
 
 

@@ -2,6 +2,7 @@
 libtilec on torch's device, timing with CUDA events, the relative error and
 the CSV lines of bench/bench.h."""
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -31,9 +32,29 @@ def common_args(description):
     return p
 
 
-def check_reps(parser, args):
+def parse(parser, argv):
+    """parser.parse_args(argv), with the common options checked."""
+    args = parser.parse_args(argv)
     if args.reps < 20:
         parser.error("--reps must be at least 20")
+    return args
+
+
+@contextlib.contextmanager
+def session(program, args):
+    """(libtilec, CSV output) for one run of `program`: exits 0 first where
+    torch with CUDA is missing; fp32 matmuls of the references stay fp32
+    (no TF32); at the end the GPU is drained and both are closed."""
+    torch_cuda_or_exit(program)
+    tl = open_tilec(program, args.lib)
+    torch.set_float32_matmul_precision("highest")
+    csv = CsvOut(args.csv)
+    try:
+        yield tl, csv
+    finally:
+        torch.cuda.synchronize()
+        csv.close()
+        tl.close()
 
 
 def torch_cuda_or_exit(program):

@@ -183,26 +183,16 @@ def parse_args(argv):
     p.add_argument("--abi-prog", default=os.path.join(HERE, os.pardir, "build", "bench", "abi_layout"),
                    help="the program printing the C layouts (default: build/bench/abi_layout)")
     p.add_argument("--abi-layout", metavar="FILE", help="compare with the lines in FILE instead of --abi-prog's")
-    args = p.parse_args(argv)
-    tb.check_reps(p, args)
-    return args
+    return tb.parse(p, argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.check_abi:
         return check_abi(args)
-    torch = tb.torch_cuda_or_exit("torch_compare.py")
-    tl = tb.open_tilec("torch_compare.py", args.lib)
-    torch.set_float32_matmul_precision("highest")  # fp32 references in fp32, not TF32
-    csv = tb.CsvOut(args.csv)
-    try:
+    with tb.session("torch_compare.py", args) as (tl, csv):
         tb.warm_up()
         ok = all([run_part(name, tl, csv, args) for name in args.only])
-    finally:
-        torch.cuda.synchronize()
-        csv.close()
-        tl.close()
     print("\ntorch_compare.py: %s" % ("every check passed" if ok else "SOME CHECKS FAILED"))
     return 0 if ok else 1
 

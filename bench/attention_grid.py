@@ -159,37 +159,42 @@ def grid_points(dims, seqs, causals):
                 yield 16384 // s, 2048 // d, s, d, causal
 
 
-def bench_point(tl, csv, b, h, s, d, causal, reps, layout="bhsd", check=True, seed=1):
-    """Times ours, SDPA cuDNN and SDPA flash on one point of the grid, in
-    the same run; prints a table row and the CSV lines. Returns False when
-    ours failed or missed the tolerance."""
+def _measure_point(tl, b, h, s, d, causal, reps, layout, check, seed):
+    """Runs ours, SDPA cuDNN and SDPA flash once (outputs and, with check,
+    errors against fp32 math), then times those that ran, interleaved.
+    Returns (names, reasons a run failed or None, ms, rel errs), the last
+    two by index of what ran."""
     torch = tb.torch
     from torch.nn.attention import SDPBackend
     q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, layout, seed)
-    o = bhsd_tensor(b, h, s, d, torch.bfloat16, layout)
-    o.fill_(float("nan"))
-    impls = [("tl_op_flash_attn", ours_fn(tl, q, k, v, o, causal)),
-             ("sdpa cudnn", sdpa_fn(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)),
-             ("sdpa flash (FA2)", sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal))]
-    results = [_try_output(fn) for _, fn in impls]
+    o = bhsd_tensor(b, h, s, d, torch.bfloat16, layout).fill_(float("nan"))
+    fns = [ours_fn(tl, q, k, v, o, causal), sdpa_fn(SDPBackend.CUDNN_ATTENTION, q, k, v, causal),
+           sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal)]
+    names = ["tl_op_flash_attn " + tl.schedule_text("flash_attn", flash_attn_desc(q, k, v, o, causal)),
+             "sdpa cudnn", "sdpa flash (FA2)"]
+    results = [_try_output(fn) for fn in fns]
+    ran = [i for i, (_, why) in enumerate(results) if why is None]
     ref = reference_attention(q, k, v, causal, torch.float32)[0] if check else None
-    runnable = [i for i, (_, why) in enumerate(results) if why is None]
-    times = dict(zip(runnable, tb.time_interleaved([impls[i][1] for i in runnable], reps)))
+    errs = {i: tb.rel_err(results[i][0], ref) if check else float("nan") for i in ran}
+    times = dict(zip(ran, tb.time_interleaved([fns[i] for i in ran], reps)))
+    return names, [why for _, why in results], times, errs
+
+
+def bench_point(tl, csv, b, h, s, d, causal, reps, layout="bhsd", check=True, seed=1):
+    """One point of the grid: ours, cuDNN and FA2 in the same run; prints a
+    table row and the CSV lines. Returns False when ours failed or missed
+    the tolerance (True when this build has no tl_op_flash_attn at all)."""
+    names, whys, times, errs = _measure_point(tl, b, h, s, d, causal, reps, layout, check, seed)
     flops = attention_flops(b, h, s, s, d, causal)
-    tflops = {i: flops / times[i] / 1e9 for i in runnable}
+    tflops = {i: flops / ms / 1e9 for i, ms in times.items()}
     base, base_name = _baseline(tflops, d, s, causal)
-    op = "flash_attn_causal" if causal else "flash_attn"
-    shape = "B%dxH%dxS%dxD%d" % (b, h, s, d)
-    errs = {}
-    for i in runnable:
-        errs[i] = tb.rel_err(results[i][0], ref) if check else float("nan")
-        name = impls[i][0] + (" " + tl.schedule_text("flash_attn", flash_attn_desc(q, k, v, o, causal))
-                              if i == 0 else "")
-        csv.line(op, shape, "bf16", name, times[i], tflops[i], "TFLOP/s", tflops[i] / base, errs[i])
-    _print_row(d, s, b, h, causal, tflops, base, base_name, errs, results)
+    op, shape = "flash_attn_causal" if causal else "flash_attn", "B%dxH%dxS%dxD%d" % (b, h, s, d)
+    for i in times:
+        csv.line(op, shape, "bf16", names[i].strip(), times[i], tflops[i], "TFLOP/s", tflops[i] / base, errs[i])
+    _print_row(d, s, b, h, causal, tflops, base, base_name, errs, whys)
     if not tl.has("tl_op_flash_attn"):
         return True  # said once at the start; the PyTorch side still ran
-    return 0 in runnable and (not check or errs[0] <= TOLERANCE)
+    return 0 in times and (not check or errs[0] <= TOLERANCE)
 
 
 def _baseline(tflops, d, s, causal):
@@ -204,13 +209,13 @@ GRID_HEADER = "%4s %6s %3s %3s %-6s %9s %9s %9s %9s %9s %9s  %s" % (
     "D", "S", "B", "H", "mask", "ours", "cuDNN", "FA2", "ours/base", "FA2/base", "rel err", "baseline / notes")
 
 
-def _print_row(d, s, b, h, causal, tflops, base, base_name, errs, results):
+def _print_row(d, s, b, h, causal, tflops, base, base_name, errs, whys):
     def rate(i):
         return "%9.1f" % tflops[i] if i in tflops else "%9s" % "-"
 
     def ratio(i):
         return "%9.3f" % (tflops[i] / base) if i in tflops else "%9s" % "-"
-    notes = [base_name] + ["%s: %s" % (n, why) for n, (_, why) in zip(("ours", "cuDNN", "FA2"), results) if why]
+    notes = [base_name] + ["%s: %s" % (n, why) for n, why in zip(("ours", "cuDNN", "FA2"), whys) if why]
     err = "%9.1e" % errs[0] if 0 in errs else "%9s" % "-"
     print("%4d %6d %3d %3d %-6s %s %s %s %s %s %s  %s" % (d, s, b, h, "causal" if causal else "none", rate(0),
                                                           rate(1), rate(2), ratio(0), ratio(2), err,

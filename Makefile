@@ -51,7 +51,8 @@ EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
 BENCH_SRC   := $(wildcard bench/bench_*.c)
 BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-# The GEMM sweep (no main): linked into the benchmarks and the tool.
+# The GEMM sweep (no main): linked into the benchmarks only; the tool
+# takes what it needs from the library.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 # Prints the C layouts of the structs bench/tilec_ctypes.py mirrors; the
 # test test_py_abi compares them (bench/torch_compare.py --check-abi).
@@ -94,9 +95,9 @@ $(GEMM_SWEEP): bench/gemm_sweep.c bench/gemm_sweep.h include/tilec.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -c -o $@ $<
 
-$(TOOL): tools/tilec.c $(GEMM_SWEEP) $(STATIC_LIB)
+$(TOOL): tools/tilec.c $(STATIC_LIB)
 	@mkdir -p $(BINDIR)
-	$(CC) $(CFLAGS_BASE) -Ibench $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)

@@ -188,9 +188,11 @@ def bench_point(tl, csv, b, h, s, d, causal, reps, layout="bhsd", check=True, se
     flops = attention_flops(b, h, s, s, d, causal)
     tflops = {i: flops / ms / 1e9 for i, ms in times.items()}
     base, base_name = _baseline(tflops, d, s, causal)
-    op, shape = "flash_attn_causal" if causal else "flash_attn", "B%dxH%dxS%dxD%d" % (b, h, s, d)
+    op, shape = "flash_attn_causal_torch" if causal else "flash_attn_torch", "B%dxH%dxS%dxD%d" % (b, h, s, d)
+    roles = ["", "baseline:", "peer:"]  # ours, cuDNN, FA2 (bench.h)
     for i in times:
-        csv.line(op, shape, "bf16", names[i].strip(), times[i], tflops[i], "TFLOP/s", tflops[i] / base, errs[i])
+        csv.line(op, shape, "bf16", roles[i] + names[i].strip(), times[i], tflops[i], "TFLOP/s", tflops[i] / base,
+                 errs[i])
     _print_row(d, s, b, h, causal, tflops, base, base_name, errs, whys)
     if not tl.has("tl_op_flash_attn"):
         return True  # said once at the start; the PyTorch side still ran

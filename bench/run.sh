@@ -1,22 +1,53 @@
 #!/bin/sh
-# Runs every benchmark; each prints CSV lines (prefix "csv,") and a table.
-# Without a GPU they say so and exit 0. Then, where python3 has PyTorch with
-# CUDA, the side-by-side comparisons with PyTorch (bench/NOTES.md), whose
-# CSV lines also go to $B/bench/*.csv; the library they load is $TILEC_LIB
-# (default lib/libtilec.so).
+# make bench: runs every benchmark (build/bench/bench_*). Each prints CSV
+# lines ("csv," and bench.h's fields) and a readable table. With a GPU the
+# lines are gathered into bench/results/<gpu>-<date>.csv, the whole output
+# into <gpu>-<date>.log, and bench/report.py renders <gpu>-<date>.md with
+# its plots. Without a GPU the benchmarks say so and nothing is written.
+# Where python3 has PyTorch with CUDA, bench/torch_compare.py and
+# bench/attention_grid.py run after the C benchmarks (their library:
+# $TILEC_LIB, else lib/libtilec.so) and their lines join the same files.
 B=${1:-build}
-set -e
-"$B/bench/bench_compile"
-"$B/bench/bench_vadd"
-"$B/bench/bench_gemm"
-"$B/bench/bench_epilogue"
-"$B/bench/bench_softmax"
-set +e
-if ! python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' > /dev/null 2>&1; then
-    echo "torch_compare.py, attention_grid.py: skipped, no python3 with PyTorch and a CUDA device"
-    exit 0
-fi
+RESULTS=${RESULTS:-bench/results}
+gpu=$(bin/tilec info 2>/dev/null | sed -n 's/^device [0-9]*: *//p' | head -n 1)
+case "$gpu" in
+"" | none*)
+    for b in "$B"/bench/bench_*; do "$b" || exit 1; done
+    echo "torch_compare.py, attention_grid.py: skipped, no GPU"
+    echo "make bench: no GPU, so no results were written"
+    exit 0 ;;
+esac
+slug=$(printf '%s' "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
+stem="$RESULTS/$slug-$(date +%Y-%m-%d)"
+mkdir -p "$RESULTS"
+: > "$stem.log"
 status=0
-python3 bench/torch_compare.py --csv "$B/bench/torch_compare.csv" || status=1
-python3 bench/attention_grid.py --csv "$B/bench/attention_grid.csv" || status=1
+for b in "$B/bench/bench_compile" "$B/bench/bench_compile_many" "$B/bench/bench_vadd" "$B/bench/bench_gemm" \
+         "$B/bench/bench_epilogue" "$B/bench/bench_tune" "$B"/bench/bench_*; do
+    # the list names the usual order first; each benchmark runs once
+    case " $done " in *" $b "*) continue ;; esac
+    done="$done $b"
+    echo "==== $b" | tee -a "$stem.log"
+    "$b" 2>&1 | tee -a "$stem.log" || status=1
+done
+if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' > /dev/null 2>&1; then
+    for py in bench/torch_compare.py bench/attention_grid.py; do
+        echo "==== $py" | tee -a "$stem.log"
+        # tee's status is the pipeline's: a failure is marked in the log
+        { python3 "$py" 2>&1 || echo "!!! $py: exit status $?"; } | tee -a "$stem.log"
+    done
+    grep -q '^!!! bench/' "$stem.log" && status=1
+else
+    echo "torch_compare.py, attention_grid.py: skipped, no python3 with PyTorch and CUDA" | tee -a "$stem.log"
+fi
+{
+    echo "op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err"
+    grep '^csv,' "$stem.log" | grep -v '^csv,op,' | sed 's/^csv,//'
+} > "$stem.csv"
+echo "results: $stem.csv, $stem.log"
+if command -v python3 > /dev/null; then
+    python3 bench/report.py "$stem.csv" "$stem.md" || status=1
+else
+    echo "python3 is missing: render the report elsewhere with python3 bench/report.py $stem.csv"
+fi
 exit $status

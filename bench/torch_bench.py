@@ -152,19 +152,21 @@ def rel_err(out, ref):
     return ((out.double() - ref64).norm() / ref64.norm()).item()
 
 
-def report(csv, op, shape, dtype, unit, work, impls, times, errs, tolerance):
+def report(csv, op, shape, dtype, unit, work, impls, times, errs, tolerance, peers=()):
     """The CSV line and a table row of each implementation of one
     measurement: rate = work / time (bytes or FLOPs), ratios to impls[0],
-    the baseline. Returns False when an error is above tolerance (NaN
-    included)."""
+    the baseline; the indices in peers are other libraries' (bench.h's
+    "peer:"), the rest ours. Returns False when an error is above
+    tolerance (NaN included)."""
     scale = {"GB/s": 1e6, "TFLOP/s": 1e9}[unit]
     rates = [work / ms / scale for ms in times]
     ok = True
-    for name, ms, rate, err in zip(impls, times, rates, errs):
+    for i, (name, ms, rate, err) in enumerate(zip(impls, times, rates, errs)):
         good = err <= tolerance
         ok &= good
-        csv.line(op, shape, dtype, name, ms, rate, unit, rate / rates[0], err)
-        print("%-14s %-16s %-5s %-48s %9.4f ms %8.1f %-7s %6.3fx  rel err %.1e%s"
+        role = "baseline:" if i == 0 else "peer:" if i in peers else ""
+        csv.line(op, shape, dtype, role + name, ms, rate, unit, rate / rates[0], err)
+        print("%-20s %-16s %-5s %-48s %9.4f ms %8.1f %-7s %6.3fx  rel err %.1e%s"
               % (op, shape, dtype, name, ms, rate, unit, rate / rates[0], err, "" if good else "  CHECK FAILED"))
     return ok
 

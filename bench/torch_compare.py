@@ -89,8 +89,8 @@ def compare_softmax(tl, csv, rows, cols, reps):
     errs.append(tb.rel_err(ys[0], ref))
     errs.append(tb.rel_err(fns[2](0), xs[0]))
     times = tb.time_interleaved(fns, reps)
-    return tb.report(csv, "softmax", "%dx%d" % (rows, cols), "f16", "GB/s", 2.0 * rows * cols * 2, impls, times,
-                     errs, TOLERANCE)
+    return tb.report(csv, "softmax_torch", "%dx%d" % (rows, cols), "f16", "GB/s", 2.0 * rows * cols * 2, impls,
+                     times, errs, TOLERANCE, peers=(2,))
 
 
 # --- GEMM ------------------------------------------------------------------
@@ -120,8 +120,9 @@ def compare_gemm(tl, csv, m, n, k, trans_b, reps, seed=1):
     ref = a.float() @ bm.float()
     errs = [tb.rel_err(ct, ref), tb.rel_err(c, ref)]
     times = tb.time_interleaved(fns, reps)
-    return tb.report(csv, "gemm_nt" if trans_b else "gemm_nn", "%dx%dx%d" % (m, n, k), "bf16", "TFLOP/s",
-                     2.0 * m * n * k, impls, times, errs, TOLERANCE)
+    op = "gemm_nt_torch" if trans_b else "gemm_nn_torch"
+    return tb.report(csv, op, "%dx%dx%d" % (m, n, k), "bf16", "TFLOP/s", 2.0 * m * n * k, impls, times, errs,
+                     TOLERANCE)
 
 
 def compare_bias_gelu(tl, csv, m, n, k, reps, seed=1):
@@ -140,7 +141,7 @@ def compare_bias_gelu(tl, csv, m, n, k, reps, seed=1):
     fns[1](0)
     errs.append(tb.rel_err(c, ref))
     times = tb.time_interleaved(fns, reps)
-    return tb.report(csv, "gemm_bias_gelu", "%dx%dx%d" % (m, n, k), "bf16", "TFLOP/s", 2.0 * m * n * k, impls,
+    return tb.report(csv, "gemm_bias_gelu_torch", "%dx%dx%d" % (m, n, k), "bf16", "TFLOP/s", 2.0 * m * n * k, impls,
                      times, errs, TOLERANCE)
 
 

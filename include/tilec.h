@@ -744,14 +744,20 @@ typedef enum tl_epilogue {
 } tl_epilogue;
 
 /* A schedule: the block tile, K step, pipeline depth, threads and L2
- * swizzle panel. An all-zero schedule is the target's default: on sm_90a,
- * for a GEMM with a bias or an activation, the ping-pong kernel with
- * 128x128x64 blocks, 4 stages, 128 threads, swizzle 8 when TMA can read
- * the operands (K, and N for B as [K, N], multiples of 8; 16-byte aligned
- * pointers); otherwise the classic wgmma kernel with 128x256x64 blocks, 4
- * stages, 256 threads; elsewhere mma.sync with 128x256x32, 3 stages, 256
- * threads. In any other schedule zero fields take the classic default's
- * values and swizzle 0 is off. */
+ * swizzle panel. An all-zero schedule leaves the choice to the op: the
+ * tuning database's record for the context's GPU and this problem's class
+ * (see tl_autotune), else a heuristic table chosen from measurements
+ * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: with a bias or an
+ * activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
+ * threads, swizzle 8 when TMA can read the operands (K, and N for B as
+ * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
+ * tiles of 128x256, the classic wgmma kernel with 128x128x64 blocks, 4
+ * stages, 256 threads; else, for K <= 2048 and TMA-readable rows, the
+ * ping-pong kernel with 5 stages; else the classic kernel with 128x256x64
+ * blocks, 4 stages, 256 threads. Elsewhere mma.sync with 128x256x32, 3
+ * stages, 256 threads. In any other schedule zero fields take the values
+ * of the target's schedule for large shapes (the last rows) and swizzle 0
+ * is off. */
 typedef struct tl_gemm_schedule {
     int block_m, block_n, block_k;
     int stages;
@@ -790,9 +796,11 @@ typedef struct tl_gemm_desc {
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The schedule tl_op_gemm_program compiles for d: d->schedule with the
- * target's defaults filled in (see tl_gemm_schedule). tl_op_gemm itself
- * runs the classic default instead of a ping-pong schedule when a or b is
- * not 16-byte aligned. A NULL ctx or d, or an invalid d, gives zeros. */
+ * op's choices filled in (see tl_gemm_schedule: a tuning record, else the
+ * heuristic). tl_op_gemm itself runs the target's schedule for large
+ * shapes instead of a ping-pong schedule when a or b is not 16-byte
+ * aligned, and the heuristic's when a recorded schedule fails to compile
+ * (with a warning). A NULL ctx or d, or an invalid d, gives zeros. */
 TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
 /* The compiled program tl_op_gemm uses for d (owned by the context). Its
  * launch arguments: M, N, K, A, B, [bias,] C. */
@@ -966,13 +974,258 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
 TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
- * schedule for `dtype`. *out is a new kernel the caller destroys.
- * "softmax" and "rmsnorm" are the one-pass programs for rows of 1024
- * columns, dtype in and out. Errors: TL_ERR_INVALID_ARG (unknown op),
- * TL_ERR_DTYPE. */
+ * schedule for `dtype` (for "gemm", the target's schedule for large
+ * shapes: there is no problem to choose for). *out is a new kernel the
+ * caller destroys. "softmax" and "rmsnorm" are the one-pass programs for
+ * rows of 1024 columns, dtype in and out. Errors: TL_ERR_INVALID_ARG
+ * (unknown op), TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);
+
+/* ------------------------------------------------------------------------ */
+/* Parallel compilation, autotuning and the tuning database                 */
+/* ------------------------------------------------------------------------ */
+
+/* One kernel of a batch for tl_compile_many. The caller sets `kernel`; the
+ * call fills the rest. The kernel stays the caller's: it is neither
+ * destroyed nor changed, except that a verification error is recorded on
+ * it exactly as tl_compile records it. */
+typedef struct tl_compile_job {
+    tl_kernel *kernel;     /* in: a kernel of the context                   */
+    tl_program *program;   /* out: a new program the caller destroys; NULL
+                              when status is not TL_OK                      */
+    tl_status status;      /* out: what tl_compile would have returned      */
+    char message[1024];    /* out: why it failed ("" on success); a long
+                              NVRTC log is cut to fit                       */
+} tl_compile_job;
+
+/* Compiles n kernels of ctx, as n calls of tl_compile(jobs[i].kernel, opt,
+ * &jobs[i].program) would, but with NVRTC running on several threads:
+ * every kernel is verified and lowered in turn on the calling thread, the
+ * cubins missing from the cache (kernels with the same source compile
+ * once) are compiled by `threads` threads at once (the calling thread and
+ * threads - 1 others; 0: $TILEC_COMPILE_THREADS when set, else the online
+ * CPUs), then stored in the cache and loaded in turn. The worker threads
+ * touch only NVRTC; the context, as always, must not be used by another
+ * thread during the call. A kernel that fails gets its own status and
+ * message and does not stop the others. Returns TL_OK when every job
+ * succeeded; otherwise the status of the first failed job, with
+ * "tl_compile_many: F of n kernels failed; job i: ..." on the context.
+ * Errors of the call itself (nothing is compiled): TL_ERR_INVALID_ARG
+ * (ctx NULL, n < 0, jobs NULL with n > 0, threads < 0). Per job:
+ * TL_ERR_INVALID_ARG (kernel NULL or of another context) and the errors of
+ * tl_compile. n = 0 does nothing. */
+TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const tl_compile_options *opt,
+                                 int threads);
+
+/* --- configurations --- */
+
+#define TL_TUNE_MAX_PARAMS 12
+
+/* A configuration to try: integers whose meaning the op gives (a custom
+ * kernel's builder gives its own). For "gemm" they are the fields of
+ * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
+ * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp). */
+typedef struct tl_tune_config {
+    int v[TL_TUNE_MAX_PARAMS];
+} tl_tune_config;
+
+/* Conversions between a GEMM schedule and its configuration. */
+TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s);
+TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c);
+
+/* The schedules tl_autotune tries for d on the context's target when the
+ * request gives no space: block tiles of 64 to 256, K steps of 32 and 64,
+ * 2 to 6 stages, 128 or 256 threads, swizzle 0 or 8, and on sm_90a the
+ * ping-pong kernel when TMA can read the rows. Writes at most max of them
+ * to out (out may be NULL when max is 0) and returns how many there are.
+ * ctx or d NULL: every schedule of the list, unfiltered. */
+TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max);
+
+/* Writes the configuration as "name=value ..." text (the op's parameter
+ * names; NULL or an unknown op: p0=... up to the last non-zero value).
+ * Returns buf. */
+TL_API char *tl_tune_config_text(const char *op, const tl_tune_config *c, char *buf, size_t len);
+
+/* --- tl_autotune --- */
+
+/* Progress of a tuning run, for a tl_tune_progress_fn. */
+typedef struct tl_tune_progress {
+    const char *phase;     /* "compile", "measure", "final" or "done"       */
+    int done, total;       /* candidates measured (compiled in "compile")   */
+    int passed;            /* candidates that passed their check so far     */
+    double best_ms;        /* the fastest so far; 0 while none passed       */
+    const char *best;      /* its configuration as text; "" while none      */
+    double elapsed_s;
+    double left_s;         /* estimated time left; < 0 when unknown         */
+} tl_tune_progress;
+typedef void (*tl_tune_progress_fn)(void *user, const tl_tune_progress *p);
+
+/* A ready progress reporter: `user` is a FILE * (NULL: stderr). On a
+ * terminal it redraws one bar ("[#####.....] 12/23  best 0.1959 ms ...
+ * 3 s left") and ends it with a newline at "done"; otherwise it writes a
+ * plain line per event. The library prints nothing unless given this. */
+TL_API void tl_tune_progress_stderr(void *user, const tl_tune_progress *p);
+
+/* A generator of candidates: fills *out with candidate i and returns 1, or
+ * returns 0 when there are no more (at most 4096 candidates). */
+typedef int (*tl_tune_space_fn)(void *user, int i, tl_tune_config *out);
+/* Builds the kernel of a custom candidate; *out is a new kernel that the
+ * tuner destroys. A failure rejects this candidate only. */
+typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out);
+
+typedef struct tl_tune_request {
+    /* What to tune: a prebuilt op ... */
+    const char *op;             /* "gemm"; NULL: a custom kernel             */
+    const void *desc;           /* the op's descriptor (const tl_gemm_desc *) */
+    /* ... or a custom kernel (op NULL) */
+    tl_tune_build_fn build;     /* required for a custom kernel              */
+    void *build_user;
+    int nargs;                  /* its launch arguments, with device        */
+    const tl_arg *args;         /* pointers for tensors                      */
+    tl_ref_fn ref;              /* reference on host copies (see
+                                   tl_program_check); NULL: the CPU
+                                   interpreter of the first candidate that
+                                   compiled (small problems only)            */
+    void *ref_user;
+    double flop, bytes;         /* work of one launch, for the rate in
+                                   TFLOP/s (flop) or GB/s (bytes); 0: none   */
+    const char *const *param_names; /* names of v[0], v[1], ... in reports,
+                                   NULL-terminated; NULL: p0, p1, ...        */
+    /* The space: a list, else a generator, else (ops) the op's own space */
+    const tl_tune_config *configs;
+    int nconfigs;
+    tl_tune_space_fn space;
+    void *space_user;
+    /* How */
+    double tol;                 /* relative error allowed; 0: 1e-2          */
+    double budget_s;            /* wall-clock budget for compiling and
+                                   measuring; 0: none (see tl_autotune)      */
+    int screen_reps;            /* timed runs per candidate; 0: 10           */
+    int final_reps;             /* timed runs in the final round; 0: 20      */
+    int finalists;              /* candidates in the final round; 0: 4       */
+    int compile_threads;        /* as tl_compile_many's threads              */
+    int save;                   /* 1: record the best in the tuning database
+                                   (prebuilt ops only)                       */
+    void *stream;               /* where candidates run (NULL: default)      */
+    tl_tune_progress_fn progress; /* NULL: silent                            */
+    void *progress_user;
+} tl_tune_request;
+
+typedef enum tl_tune_outcome {
+    TL_TUNE_PASSED = 0,     /* compiled, passed its check, timed             */
+    TL_TUNE_REJECTED,       /* the builder or the lowering refused it: a
+                               resource limit (shared memory), a shape the
+                               target cannot tile, a feature it lacks       */
+    TL_TUNE_COMPILE_FAILED, /* NVRTC failed (ptxas limits included)          */
+    TL_TUNE_RUN_FAILED,     /* loading, launching or timing failed (e.g.
+                               more registers or threads than the device
+                               has)                                          */
+    TL_TUNE_WRONG,          /* ran, but its output failed the check         */
+    TL_TUNE_SKIPPED         /* not measured: the time budget was spent       */
+} tl_tune_outcome;
+
+/* "passed", "rejected", "compile failed", "run failed", "wrong", "skipped". */
+TL_API const char *tl_tune_outcome_name(tl_tune_outcome o);
+
+typedef struct tl_tune_entry {
+    int index;              /* position of the candidate in the space       */
+    tl_tune_config config;
+    char text[160];         /* the configuration as text                    */
+    tl_tune_outcome outcome;
+    tl_status status;       /* of the step that failed; TL_OK otherwise     */
+    int finalist;           /* 1: its time is from the final round          */
+    double ms;              /* median time; 0 when not timed                */
+    double rate;            /* in the result's unit; 0 without a work size  */
+    double ratio;           /* baseline_ms / ms: above 1 is faster than the
+                               baseline; 0 without one                       */
+    double rel_err;         /* of its check; 0 when not checked             */
+    char note[512];         /* why it failed or was skipped; "" if passed   */
+} tl_tune_entry;
+
+typedef struct tl_tune_result {
+    char op[32];            /* "gemm", or "custom"                          */
+    char shape[64];         /* the problem, e.g. "4096x4096x4096"           */
+    char unit[16];          /* "TFLOP/s", "GB/s" or ""                      */
+    char baseline[64];      /* e.g. "cuBLAS"; "" when there is none         */
+    double baseline_ms, baseline_rate;
+    int n;                  /* entries: one per candidate                   */
+    int passed;             /* entries[0 .. passed-1] passed, fastest first;
+                               the others follow in space order             */
+    int compiled;           /* candidates that compiled                     */
+    tl_tune_entry *entries;
+    double compile_s;       /* building and compiling every candidate       */
+    double total_s;         /* the whole run                                */
+    int saved;              /* 1: entries[0] went into the tuning database  */
+} tl_tune_result;
+
+/* Tunes a prebuilt op for one descriptor or a custom kernel for one set of
+ * arguments: builds every candidate of the space and compiles them all with
+ * tl_compile_many; then, in space order, checks each one that compiled
+ * against the reference (outputs poisoned first; a tensor the kernel also
+ * reads is restored to its original contents instead) and times it
+ * (tl_time, screen_reps runs after 2 warm-up runs), until the budget is
+ * spent (the candidate under way finishes; the rest are SKIPPED); then
+ * times the `finalists` fastest together with the baseline, interleaved
+ * (tl_time_interleaved, 3 warm-up and final_reps runs each), so that the
+ * ranking at the top is taken under the same clocks; the final round is
+ * not cut by the budget. Ranks the candidates that passed (finalists first
+ * by their final time, then the others by their screening time) and, with
+ * save, records the best in the tuning database (see tl_tune_db_path) so
+ * that the op runs it from then on, in this and in new processes.
+ * A candidate that is refused, fails to compile, load or run, or computes
+ * a wrong result is reported in its entry and skipped; it is never fatal.
+ * A kernel that faults on the device (an illegal address) leaves the CUDA
+ * context unusable, so every later candidate fails to run.
+ *   "gemm": the descriptor's problem on random operands in [-1, 1), rotated
+ * over enough copies that no run finds them in L2; the reference is cuBLAS
+ * (cuBLASLt with the epilogue) with an f32 output, or, where cuBLAS does
+ * not offer the epilogue or is missing, the op's heuristic schedule with
+ * an f32 output; the baseline is cuBLAS(Lt) with the descriptor's output.
+ * Rates in TFLOP/s (2 M N K per run).
+ *   Custom: every candidate must take the same arguments.
+ * On success *out is a new result the caller frees with
+ * tl_tune_result_destroy, also when no candidate passed (passed == 0; the
+ * database is then left alone). Errors (no result): TL_ERR_INVALID_ARG (no
+ * op and no build, an unknown op, an empty or over-long space, bad
+ * numbers), the descriptor's errors, TL_ERR_NO_DEVICE (an offline
+ * context), TL_ERR_OUT_OF_MEMORY, and the failures of setting up the
+ * problem (allocating, filling, computing the reference), which say what
+ * failed. */
+TL_API tl_status tl_autotune(tl_ctx *ctx, const tl_tune_request *req, tl_tune_result **out);
+TL_API void tl_tune_result_destroy(tl_tune_result *r);
+
+/* --- the tuning database --- */
+
+/* One record: the best configuration for an op on a class of problems, a
+ * GPU and a library version, and what it was measured at. */
+typedef struct tl_tune_record {
+    char op[32];            /* "gemm"                                       */
+    char dtypes[32];        /* e.g. "bf16->bf16"                            */
+    char layout[64];        /* e.g. "nt", "nn+bias+gelu_tanh"               */
+    char shape_class[64];   /* e.g. "m4096,n4096,k4096", "m<=64,n4096,k4096" */
+    char gpu[128];          /* the device's name, e.g. "NVIDIA H200"        */
+    char version[32];       /* libtilec's version                           */
+    char config[160];       /* the configuration as text                    */
+    double ms;              /* its time at `shape`                          */
+    double ratio;           /* against the baseline; 0 without one          */
+    char shape[64];         /* the problem it was tuned on                  */
+    int64_t when;           /* seconds since 1970                           */
+} tl_tune_record;
+
+/* The database file: tune.db in the cubin cache's directory (see
+ * tl_ctx_options.cache_dir); "" when the context's disk cache is off, in
+ * which case records live in the context only. Owned by the context. */
+TL_API const char *tl_tune_db_path(tl_ctx *ctx);
+/* Every record of the database (all ops, GPUs and versions). *out is
+ * malloc'ed (free it with tl_free_host; NULL when *n is 0). A damaged or
+ * foreign file is rebuilt from its valid lines, with a warning through the
+ * log callback. Errors: TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY, TL_ERR_IO. */
+TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n);
+/* Removes every record, from the file and from the context. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_IO. */
+TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
 
 #ifdef __cplusplus
 }

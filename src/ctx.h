@@ -10,6 +10,7 @@
 #include "internal.h"
 
 typedef struct tli_cache tli_cache;
+typedef struct tli_tune_db tli_tune_db;
 
 /* One compiled program of a prebuilt op, kept for reuse (ops.c). */
 typedef struct tli_op_entry {
@@ -35,6 +36,8 @@ struct tl_ctx {
     size_t scratch_bytes;
     struct tli_baseline *baseline; /* cuBLAS(Lt) handles, workspace, plans
                                       of tl_baseline_gemm (baseline.c; lazy) */
+    tli_tune_db *tunedb;        /* the tuning database as read (tune_db.c;
+                                   lazy)                                  */
     char err[4096];             /* message of the last failed call       */
 };
 

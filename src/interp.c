@@ -301,22 +301,29 @@ static void run_parallel(interp *I, const tli_snode *s)
 
 /* Element (flat index e of a tile of the given extents) of a region: its
  * offset in the buffer, false when it falls outside a global tensor. */
+/* Element e (row-major over the tile's extents ext[0..rank)) of a copy
+ * operand: its offset in the operand's buffer, false when outside it. A
+ * tile of a global tensor of higher rank has extents of 1 in the tensor's
+ * leading dimensions. */
 static bool region_elem(interp *I, int32_t operand, const int64_t *ext, int rank, int64_t e, int64_t *off)
 {
     const tli_ir *ir = I->ir;
     int32_t buf = tli_copy_buf(ir, operand);
     const tensor_view *t = &I->t[buf];
+    int grank = tli_B(ir, buf)->rank, lead = grank - rank;
     int64_t idx[TL_MAX_RANK];
-    for (int d = rank - 1; d >= 0; d--) {
-        idx[d] = e % ext[d];
-        e /= ext[d];
+    for (int d = grank - 1; d >= lead; d--) {
+        idx[d] = e % ext[d - lead];
+        e /= ext[d - lead];
     }
+    for (int d = 0; d < lead; d++)
+        idx[d] = 0;
     if (operand > 0) { /* a tile of a global tensor */
         const tli_rnode *r = tli_R(ir, operand);
-        for (int d = 0; d < rank; d++)
-            idx[d] += eval(I, r->idx[d]).i * ext[d];
+        for (int d = 0; d < grank; d++)
+            idx[d] += eval(I, r->idx[d]).i * (d < lead ? 1 : ext[d - lead]);
     }
-    return in_bounds(t, rank, idx, off);
+    return in_bounds(t, grank, idx, off);
 }
 
 static double read_elem(interp *I, int32_t buf, int64_t off)

@@ -5,6 +5,7 @@
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize sass bench bench-gemm bench-epilogue demo
+#          test-cold tune-cold tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -42,6 +43,13 @@ for s in $steps; do
     torch-compare) TAIL=80 run torch-compare python3 bench/torch_compare.py --csv "$OUT/torch_compare.csv" ;;
     attention-grid) TAIL=40 run attention-grid python3 bench/attention_grid.py --csv "$OUT/attention_grid.csv" ;;
     attention-validate) TAIL=30 run attention-validate python3 bench/attention_grid.py --validate ;;
+    test-cold) # the GPU tier from an empty cubin cache, compiles included
+        cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
+        TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" make test
+        rm -rf "$cold" ;;
+    tune-cold) TAIL=40 run tune-cold build/bench/bench_tune cold ;;
+    tune-anchors-nt) TAIL=24 run tune-anchors-nt build/bench/bench_tune anchors nt --budget 60 ;;
+    tune-anchors-nn) TAIL=24 run tune-anchors-nn build/bench/bench_tune anchors nn --budget 60 ;;
     demo) TAIL=40 run demo make demo ;;
     esac
 done

@@ -6,7 +6,7 @@
 # its plots. Without a GPU the benchmarks say so and nothing is written.
 # Where python3 has PyTorch with CUDA, bench/torch_compare.py and
 # bench/attention_grid.py run after the C benchmarks (their library:
-# $TILEC_LIB, else lib/libtilec.so) and their lines join the same files.
+# $TILEC_SHARED_LIB, else lib/libtilec.so) and their lines join the same files.
 B=${1:-build}
 RESULTS=${RESULTS:-bench/results}
 gpu=$(bin/tilec info 2>/dev/null | sed -n 's/^device [0-9]*: *//p' | head -n 1)

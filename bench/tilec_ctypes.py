@@ -110,9 +110,9 @@ _FUNCTIONS = {
 
 
 def default_library_path():
-    """$TILEC_LIB, else lib/libtilec.so of this checkout."""
+    """$TILEC_SHARED_LIB, else lib/libtilec.so of this checkout."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.environ.get("TILEC_LIB") or os.path.join(here, os.pardir, "lib", "libtilec.so")
+    return os.environ.get("TILEC_SHARED_LIB") or os.path.join(here, os.pardir, "lib", "libtilec.so")
 
 
 def tl_dtype_of(tensor):

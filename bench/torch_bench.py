@@ -25,7 +25,7 @@ def common_args(description):
     """An argparse parser with the options every comparison takes."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--lib", default=default_library_path(),
-                   help="libtilec shared library (default: $TILEC_LIB or lib/libtilec.so)")
+                   help="libtilec shared library (default: $TILEC_SHARED_LIB or lib/libtilec.so)")
     p.add_argument("--csv", metavar="FILE", help="also write the CSV lines to FILE")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions; the median is reported (>= 20)")
     p.add_argument("--seed", type=int, default=1)

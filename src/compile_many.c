@@ -83,7 +83,7 @@ static void prepare_item(tl_ctx *ctx, batch_item *it, const tl_compile_options *
     }
     tl_status st = tli_program_prepare(k, opt, "tl_compile_many", &it->p);
     if (st != TL_OK) {
-        job_fail(it->job, st, "%s", ctx->err);
+        job_fail(it->job, st, "%s", tl_ctx_error(ctx));
         return;
     }
     if (tli_program_cache_lookup(ctx, it->p, opt))
@@ -235,7 +235,7 @@ static void finish_item(tl_ctx *ctx, batch *b, batch_item *it)
     }
     tl_status st = tli_program_load(ctx, it->p);
     if (st != TL_OK) {
-        job_fail(it->job, st, "%s", ctx->err);
+        job_fail(it->job, st, "%s", tl_ctx_error(ctx));
         return;
     }
     if (it->p->from_cache)

@@ -331,7 +331,8 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
     tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d", tl_dtype_name(d->dtype),
             (long long)d->head_dim, d->causal != 0, d->lse != 0, d->scale < 0, s.block_m, s.block_n, s.stages,
             s.threads, s.warp_specialize, s.pingpong);
-    return tli_op_program(ctx, key, build_for_op, d, out);
+    unsigned since = tli_fail_count();
+    return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
 }
 
 /* The strides of a [B, heads, S, D] tensor: given, or contiguous. */
@@ -369,8 +370,9 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
                             ptrs[i].name, (unsigned long long)ptrs[i].p, align);
     }
     const tl_program *p;
+    unsigned since = tli_fail_count();
     if ((st = tl_op_flash_attn_program(ctx, d, &p)) != TL_OK)
-        return st;
+        return tli_fail_as(ctx, st, api, since);
     double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
     int64_t sq[3], sk[3], sv[3], so[3];
     strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, sq);
@@ -395,5 +397,5 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
     if (d->lse)
         args[n++] = tl_arg_dptr(lse);
     args[n++] = tl_arg_float(scale * LOG2E);
-    return tl_launch(p, stream, n, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);
 }

@@ -55,6 +55,9 @@ BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # The GEMM sweep (no main): linked into the benchmarks only; the tool
 # takes what it needs from the library.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
+# Prints the C layouts of the structs bench/tilec_ctypes.py mirrors; the
+# test test_py_abi compares them (bench/torch_compare.py --check-abi).
+ABI_LAYOUT  := $(BUILD)/bench/abi_layout
 
 .PHONY: all lib test test-build demo bench asan tsan install uninstall clean check-cmocka
 
@@ -105,6 +108,10 @@ $(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
 
+$(ABI_LAYOUT): bench/abi_layout.c include/tilec.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $<
+
 # Tests see the internal headers too (white-box tests of the stages).
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
@@ -119,10 +126,11 @@ $(BUILD)/tests/test_repro: TEST_DEFS = -DTILEC_TEST_CC='"$(CC)"' -DTILEC_TEST_LI
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh
 
-test-build: all $(TEST_BIN)
+test-build: all $(TEST_BIN) $(ABI_LAYOUT)
 
 test: test-build
-	@TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) sh tests/run.sh $(TEST_BIN)
+	@TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) TILEC_ABI_LAYOUT=$(ABI_LAYOUT) \
+		sh tests/run.sh $(TEST_BIN)
 
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.
@@ -141,7 +149,7 @@ demo: all
 	@sh tools/demo.sh $(BUILD)
 
 bench: all
-	@sh bench/run.sh $(BUILD)
+	@TILEC_SHARED_LIB=$(LIBDIR)/libtilec.so sh bench/run.sh $(BUILD)
 
 install: lib $(TOOL)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

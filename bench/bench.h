@@ -63,7 +63,9 @@ static inline tl_ctx *bench_open(const char *what)
  * Every benchmark writes this format and `make bench` (bench/run.sh,
  * bench/report.py) gathers it: the line of the baseline an op is measured
  * against has an impl starting with "baseline:" (bench_csv_baseline) and
- * ratio 1; the others carry their ratio to it. unit: "TFLOP/s" for
+ * ratio 1; the others carry their ratio to it (an impl starting with
+ * "peer:" is another library timed in the same run for context, not
+ * ours). unit: "TFLOP/s" for
  * compute-bound ops (plotted against size), "GB/s" for memory-bound ones
  * (plotted against the copy ceiling; a line of op "copy" with the same
  * shape and dtype also serves as the ceiling of a group without a

@@ -42,9 +42,11 @@ def groups(rows):
     by itself."""
     out = OrderedDict()
     for r in rows:
-        g = out.setdefault((r["op"], r["shape"], r["dtype"]), {"baseline": None, "ours": []})
+        g = out.setdefault((r["op"], r["shape"], r["dtype"]), {"baseline": None, "ours": [], "peers": []})
         if r["impl"].startswith("baseline:"):
             g["baseline"] = r
+        elif r["impl"].startswith("peer:"):  # another library's, for context: neither ours nor the baseline
+            g["peers"].append(r)
         else:
             g["ours"].append(r)
     copies = {(k[1], k[2]): k for k in out if k[0] == "copy"}

@@ -4,12 +4,16 @@
 # lines are gathered into bench/results/<gpu>-<date>.csv, the whole output
 # into <gpu>-<date>.log, and bench/report.py renders <gpu>-<date>.md with
 # its plots. Without a GPU the benchmarks say so and nothing is written.
+# Where python3 has PyTorch with CUDA, bench/torch_compare.py and
+# bench/attention_grid.py run after the C benchmarks (their library:
+# $TILEC_SHARED_LIB, else lib/libtilec.so) and their lines join the same files.
 B=${1:-build}
 RESULTS=${RESULTS:-bench/results}
 gpu=$(bin/tilec info 2>/dev/null | sed -n 's/^device [0-9]*: *//p' | head -n 1)
 case "$gpu" in
 "" | none*)
     for b in "$B"/bench/bench_*; do "$b" || exit 1; done
+    echo "torch_compare.py, attention_grid.py: skipped, no GPU"
     echo "make bench: no GPU, so no results were written"
     exit 0 ;;
 esac
@@ -26,6 +30,16 @@ for b in "$B/bench/bench_compile" "$B/bench/bench_compile_many" "$B/bench/bench_
     echo "==== $b" | tee -a "$stem.log"
     "$b" 2>&1 | tee -a "$stem.log" || status=1
 done
+if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' > /dev/null 2>&1; then
+    for py in bench/torch_compare.py bench/attention_grid.py; do
+        echo "==== $py" | tee -a "$stem.log"
+        # tee's status is the pipeline's: a failure is marked in the log
+        { python3 "$py" 2>&1 || echo "!!! $py: exit status $?"; } | tee -a "$stem.log"
+    done
+    grep -q '^!!! bench/' "$stem.log" && status=1
+else
+    echo "torch_compare.py, attention_grid.py: skipped, no python3 with PyTorch and CUDA" | tee -a "$stem.log"
+fi
 {
     echo "op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err"
     grep '^csv,' "$stem.log" | grep -v '^csv,op,' | sed 's/^csv,//'

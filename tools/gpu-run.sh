@@ -7,6 +7,7 @@
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass bench bench-gemm
 #          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
+#          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
 # stuck step cannot take the whole lease.
 OUT=${OUT:-gpu-out}
@@ -60,6 +61,9 @@ for s in $steps; do
         grep -cE "LDG.E.128|STG.E.128" "$OUT/vadd_f32.sass" | sed 's/^/128-bit global accesses in SASS: /'
         rm -f "$OUT/vadd_f32.cubin" ;;
     bench) TAIL=60 run bench make bench ;;
+    torch-compare) TAIL=80 run torch-compare python3 bench/torch_compare.py --csv "$OUT/torch_compare.csv" ;;
+    attention-grid) TAIL=40 run attention-grid python3 bench/attention_grid.py --csv "$OUT/attention_grid.csv" ;;
+    attention-validate) TAIL=30 run attention-validate python3 bench/attention_grid.py --validate ;;
     test-cold) # the GPU tier from an empty cubin cache, compiles included
         cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
         TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" make test

@@ -28,15 +28,17 @@ for b in "$B/bench/bench_compile" "$B/bench/bench_compile_many" "$B/bench/bench_
     case " $done " in *" $b "*) continue ;; esac
     done="$done $b"
     echo "==== $b" | tee -a "$stem.log"
-    "$b" 2>&1 | tee -a "$stem.log" || status=1
+    # tee's status is the pipeline's: a failure is marked in the log
+    { "$b" 2>&1 || echo "!!! $b: exit status $?"; } | tee -a "$stem.log"
 done
+grep -q '^!!! ' "$stem.log" && status=1
 if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' > /dev/null 2>&1; then
     for py in bench/torch_compare.py bench/attention_grid.py; do
         echo "==== $py" | tee -a "$stem.log"
         # tee's status is the pipeline's: a failure is marked in the log
         { python3 "$py" 2>&1 || echo "!!! $py: exit status $?"; } | tee -a "$stem.log"
     done
-    grep -q '^!!! bench/' "$stem.log" && status=1
+    grep -q '^!!! ' "$stem.log" && status=1
 else
     echo "torch_compare.py, attention_grid.py: skipped, no python3 with PyTorch and CUDA" | tee -a "$stem.log"
 fi

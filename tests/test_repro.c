@@ -418,8 +418,8 @@ static void test_repro_deep(void **state)
     int calls = 0;
     const char *end = strstr(repro, "\nint main(");
     assert_non_null(end);
-    for (const char *p = repro; (p = strstr(p, " = tl_")) && p < end; p++)
-        calls++;
+    for (const char *p = repro; p < end; p++) /* not strstr: ASan's reads the whole rest each time */
+        calls += *p == ' ' && strncmp(p, " = tl_", 6) == 0;
     /* N, A, block index, load, 60 adds, 100000 x (constant, product), a
      * block index for the store */
     assert_int_equal(calls, 1 + 1 + 1 + 1 + 60 + 200000 + 1);

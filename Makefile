@@ -5,6 +5,7 @@
 #   make demo       the tutorial walk-through (GPU chapters only with a GPU)
 #   make bench      benchmarks (need a GPU)
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan       the threaded tests under ThreadSanitizer
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #
 # cmocka: taken from the system (Debian's libcmocka-dev, installed on demand
@@ -51,10 +52,11 @@ EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
 BENCH_SRC   := $(wildcard bench/bench_*.c)
 BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-# The GEMM sweep (no main): linked into the benchmarks and the tool.
+# The GEMM sweep (no main): linked into the benchmarks only; the tool
+# takes what it needs from the library.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 
-.PHONY: all lib test test-build demo bench asan install uninstall clean check-cmocka
+.PHONY: all lib test test-build demo bench asan tsan install uninstall clean check-cmocka
 
 all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
 
@@ -91,9 +93,9 @@ $(GEMM_SWEEP): bench/gemm_sweep.c bench/gemm_sweep.h include/tilec.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -c -o $@ $<
 
-$(TOOL): tools/tilec.c $(GEMM_SWEEP) $(STATIC_LIB)
+$(TOOL): tools/tilec.c $(STATIC_LIB)
 	@mkdir -p $(BINDIR)
-	$(CC) $(CFLAGS_BASE) -Ibench $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -120,13 +122,20 @@ check-cmocka:
 test-build: all $(TEST_BIN)
 
 test: test-build
-	@TILEC_BIN=$(TOOL) sh tests/run.sh $(TEST_BIN)
+	@TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) sh tests/run.sh $(TEST_BIN)
 
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.
 asan:
 	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(MAKE) BUILD=build-asan LIBDIR=build-asan/lib BINDIR=build-asan/bin SANITIZE=address,undefined test
+
+# The tests that run threads, under ThreadSanitizer (its own tree too).
+TSAN_TESTS := test_threads
+tsan:
+	$(MAKE) BUILD=build-tsan LIBDIR=build-tsan/lib BINDIR=build-tsan/bin SANITIZE=thread \
+	    $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 sh tests/run.sh $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
 
 demo: all
 	@sh tools/demo.sh $(BUILD)
@@ -142,12 +151,14 @@ install: lib $(TOOL)
 	ln -sf libtilec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtilec.so.$(SOMAJOR)
 	ln -sf libtilec.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libtilec.so
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/tilec.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+	for pc in tilec tilec-shared; do \
+	    sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/tilec.h $(DESTDIR)$(PREFIX)/lib/libtilec.a \
 	      $(DESTDIR)$(PREFIX)/lib/libtilec.so* $(DESTDIR)$(PREFIX)/bin/tilec \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec-shared.pc
 
 clean:
-	rm -rf build build-asan lib bin
+	rm -rf build build-asan build-tsan lib bin

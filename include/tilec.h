@@ -10,7 +10,7 @@
  * Objects and ownership
  *   tl_ctx      created by tl_ctx_create, destroyed by tl_ctx_destroy (the
  *               caller owns it). One device, or none (offline: compile only).
- *               A context is used by one thread at a time.
+ *               See "Threads" below.
  *   tl_kernel   a builder, created by tl_kernel_new, destroyed by
  *               tl_kernel_destroy. It owns every expression, buffer and
  *               statement made through it.
@@ -21,9 +21,21 @@
  *   tl_expr, tl_buf  small value handles into a kernel; a zero handle
  *               (TL_NONE_EXPR, TL_NONE_BUF) is the null handle.
  *
+ * Threads
+ *   Several threads may use one context at once to: build and compile
+ *   kernels (each kernel by one thread at a time), launch, time, check and
+ *   interpret programs (one program by any number of threads), run the
+ *   prebuilt ops (an op's program is compiled once, by the first thread to
+ *   ask), copy and fill device memory, and read or clear the cache. Each
+ *   thread has its own message: tl_ctx_error gives the calling thread's
+ *   last failure on the context. Not concurrent with anything else on the
+ *   context: tl_ctx_destroy, and tl_baseline_gemm (its cuBLAS handles are
+ *   one thread's at a time).
+ *
  * Errors
  *   Calls that do work return a tl_status; the message that goes with it is
- *   on the context (tl_ctx_error). Builder calls record the first error on
+ *   on the context (tl_ctx_error) and starts with the name of the call
+ *   that failed ("tl_launch: ..."). Builder calls record the first error on
  *   their kernel (status, message, the name of the call) and return a null
  *   handle; every later builder call on that kernel does nothing, and
  *   tl_compile returns the recorded status. The library never aborts, exits
@@ -121,10 +133,14 @@ typedef struct tl_ctx_options {
                               "sm_90a" without a device                      */
     const char *cache_dir; /* NULL: $TILEC_CACHE_DIR, $XDG_CACHE_HOME/tilec,
                               ~/.cache/tilec, in that order                   */
-    int disk_cache;        /* 1: memory + disk cache; 0: memory only         */
+    int disk_cache;        /* 1: memory + disk cache; 0: memory only;
+                              TL_DISK_CACHE_IF_EXISTS: the directory only if
+                              it exists, never created (to inspect a cache) */
     tl_log_fn log;         /* warnings and debug notes; NULL: silent         */
     void *log_user;
 } tl_ctx_options;
+
+#define TL_DISK_CACHE_IF_EXISTS 2
 
 /* Default options: device 0, device's own target, disk cache on, silent. */
 TL_API tl_ctx_options tl_ctx_default_options(void);
@@ -139,8 +155,9 @@ TL_API tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out,
 /* Destroys a context and every cached module in it. Programs made in it
  * must be destroyed first. NULL is allowed. */
 TL_API void tl_ctx_destroy(tl_ctx *ctx);
-/* The message of the last failed call on this context (or on a kernel or
- * program of it); "" when none. Valid until the next failing call. */
+/* The message of the calling thread's last failed call on this context
+ * (or on a kernel or program of it); "" when none. Valid until this
+ * thread's next failing call on the context. */
 TL_API const char *tl_ctx_error(const tl_ctx *ctx);
 /* 1 when the context has a GPU, 0 when it is offline. */
 TL_API int tl_ctx_has_device(const tl_ctx *ctx);
@@ -197,7 +214,10 @@ TL_API tl_status tl_synchronize(tl_ctx *ctx);
  * based generator: element i depends only on (seed, i). tl_random_host
  * produces bit-identical values on the host, so a reference can be computed
  * without copying inputs back. dtype: f32, f16, bf16, f64, i32 (integers in
- * [lo, hi)). */
+ * [lo, hi)). lo <= hi, both finite; for i32 both within [-2^31, 2^31].
+ * Errors: TL_ERR_INVALID_ARG (a bad range, dtype, n < 0, a null or, on the
+ * device, misaligned pointer); tl_random_fill also TL_ERR_NO_DEVICE and
+ * those of tl_launch. */
 TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int64_t n,
                                 uint64_t seed, double lo, double hi, void *stream);
 TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t seed,
@@ -221,8 +241,13 @@ typedef struct tl_kernel tl_kernel;
 typedef struct tl_expr { uint32_t kid, id; } tl_expr;
 typedef struct tl_buf { uint32_t kid, id; } tl_buf;
 
+#ifdef __cplusplus /* C++ has list-initialised temporaries, not compound literals */
+#define TL_NONE_EXPR (tl_expr{0, 0})
+#define TL_NONE_BUF (tl_buf{0, 0})
+#else
 #define TL_NONE_EXPR ((tl_expr){0, 0})
 #define TL_NONE_BUF ((tl_buf){0, 0})
+#endif
 static inline int tl_expr_is_null(tl_expr e) { return e.id == 0; }
 static inline int tl_buf_is_null(tl_buf b) { return b.id == 0; }
 
@@ -241,16 +266,30 @@ TL_API const char *tl_kernel_error(const tl_kernel *k);
 
 /* --- parameters: they become launch arguments, in the order declared --- */
 
+/* Parameter names are identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 63
+ * characters) that are free in the generated CUDA C++: not a C++ keyword
+ * or alternative token (`namespace`, `and`, `xor_eq`, `nullptr`, ...), not
+ * a name C++ reserves (containing `__`, or `_` and a capital first), not
+ * `NULL`, a CUDA built-in (`threadIdx`, `warpSize`, ...) or a math function
+ * the generated code calls (`expf`, `fmaxf`, ...), and not starting with
+ * `tl_`. A kernel takes at most TL_MAX_PARAMS parameters. Errors of the
+ * declaring calls: TL_ERR_INVALID_ARG (a bad, reserved or repeated name,
+ * naming the rule it breaks), TL_ERR_UNSUPPORTED (too many parameters). */
+#define TL_MAX_PARAMS 64
+
 /* A symbolic dimension: a run-time i64 size, one launch argument. */
 TL_API tl_expr tl_dim(tl_kernel *k, const char *name);
 /* A scalar parameter of dtype f32, f16, bf16, i32, i64 or f64. */
 TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype);
 /* A tensor in global memory: a device pointer argument. `shape` has `rank`
  * integer expressions (constants, dims, arithmetic of them). `strides`, in
- * elements, may be NULL for row-major contiguous. Accesses out of the shape
- * are masked: loads give 0, stores are dropped. Element types: f32, f16,
- * bf16, i32, i64, f64. Errors: TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK),
- * TL_ERR_DTYPE (a non-integer extent, a bad element type). */
+ * elements, may be NULL for row-major contiguous. Extents and strides must
+ * be >= 0: a negative constant is refused here, any other is checked at
+ * launch. Accesses out of the shape are masked: loads give 0, stores are
+ * dropped. Element types: f32, f16, bf16, i32, i64, f64. Errors:
+ * TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant extent or
+ * stride), TL_ERR_DTYPE (a non-integer extent, a bad element type),
+ * TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides);
 
@@ -271,9 +310,15 @@ TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype); /* float consta
 TL_API tl_expr tl_f32(tl_kernel *k, float v);              /* f32 constant */
 
 /* Arithmetic. Both operands must have the same dtype, except that i32 and
- * i64 mix (the result is i64). tl_div on integers truncates toward zero;
- * tl_mod is the C remainder and integer-only; tl_ceildiv is (a+b-1)/b for
- * non-negative integers. Errors: TL_ERR_DTYPE. */
+ * i64 mix (the i32 operand is converted to i64; the result is i64).
+ * tl_div on integers truncates toward zero; tl_mod is the C remainder and
+ * integer-only; tl_ceildiv is (a+b-1)/b, meant for non-negative integers.
+ * Integer operations on constants are folded at build time, exactly: a
+ * result that does not fit the type, or a division by the constant 0, is
+ * TL_ERR_INVALID_ARG. At run time integer + - * neg abs wrap around (two's
+ * complement); in the interpreter MIN / -1 is MIN and a division or
+ * remainder by 0 gives 0 (on the device the result of those two is
+ * unspecified). Errors: TL_ERR_DTYPE, TL_ERR_INVALID_ARG. */
 TL_API tl_expr tl_add(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_sub(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_mul(tl_kernel *k, tl_expr a, tl_expr b);
@@ -357,10 +402,11 @@ TL_API void tl_end(tl_kernel *k);
  * the other side of the tl_copy. Value handle; do not fill by hand. */
 typedef struct tl_region { tl_buf buf; uint32_t id; } tl_region;
 
-/* A tile in shared memory, visible to the whole block. Constant shape,
- * element types f32, f16, bf16. The library lays it out (XOR-swizzled for
- * conflict-free tensor-core loads) and multi-buffers it inside tl_pipelined.
- * Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
+/* A tile in shared memory, visible to the whole block. Constant shape
+ * (each extent 1..2^20, at most 2^24 elements in all, as for fragments
+ * and locals), element types f32, f16, bf16. The library lays it out
+ * (XOR-swizzled for conflict-free tensor-core loads) and multi-buffers it
+ * inside tl_pipelined. Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
 TL_API tl_buf tl_alloc_shared(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
 /* A tile held in registers, spread over the threads of the block. Its layout
  * is inferred: the accumulator layout when tl_gemm writes it, else a plain
@@ -374,10 +420,26 @@ TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64
 /* The whole of buf. */
 static inline tl_region tl_all(tl_buf buf) { tl_region r; r.buf = buf; r.id = 0; return r; }
 /* The tile of global tensor buf at tile indices idx[0..rank-1] (rank of
- * buf): it starts at idx[d] * extent[d] along each axis. */
+ * buf): it starts at idx[d] * extent[d] along each axis. The indices are
+ * evaluated where the region is copied, so a region whose indices use a
+ * loop variable may be copied only inside that loop (tl_copy gives
+ * TL_ERR_SCOPE after it). */
 TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
+#ifdef __cplusplus
+/* C++ has no compound literals: the indices become the array of a
+ * variadic function template, which counts them too. */
+extern "C++" {
+template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf, I... idx)
+{
+    const tl_expr list[] = {idx...};
+    return tl_tile_n(k, buf, list, (int)sizeof...(I));
+}
+}
+#define tl_tile(k, buf, ...) tl_tile_list((k), (buf), __VA_ARGS__)
+#else
 #define tl_tile(k, buf, ...)                                                                       \
     tl_tile_n((k), (buf), (tl_expr[]){__VA_ARGS__}, (int)(sizeof((tl_expr[]){__VA_ARGS__}) / sizeof(tl_expr)))
+#endif
 
 /* Copies src to dst element by element (converting the element type when
  * they differ), where both have the same extents. Global tiles are masked at
@@ -621,14 +683,22 @@ static inline tl_arg tl_arg_float(double f) { tl_arg a; a.kind = TL_ARG_FLOAT; a
 /* Launches p with one argument per parameter, in declaration order: device
  * pointers for tensors, integers for dims and integer scalars, floats for
  * float scalars. The grid comes from the dims. Dynamic shared memory is set
- * as the program needs. Errors: TL_ERR_LAUNCH_ARGS (count, kinds, negative
- * dims, a grid beyond the device's limits), TL_ERR_NO_DEVICE (offline or
- * not loaded), TL_ERR_CUDA. A grid of zero blocks launches nothing. */
+ * as the program needs. Every tensor is checked against the arguments
+ * first: its extents and strides must evaluate >= 0, its offsets must stay
+ * within 2^63 bytes, and its pointer must be aligned to the element size
+ * and non-null unless the tensor is empty. Errors: TL_ERR_LAUNCH_ARGS
+ * (count, kinds, a NULL args with nargs > 0, negative dims, a tensor that
+ * fails those checks, a grid beyond the device's limits), TL_ERR_NO_DEVICE
+ * (offline or not loaded), TL_ERR_CUDA. A grid of zero blocks launches
+ * nothing. */
 TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args);
 
 /* Runs the kernel graph on the CPU (the golden model): host pointers for
  * tensors, block by block, iteration by iteration. Meant for small inputs.
- * Errors: TL_ERR_LAUNCH_ARGS, and the kernel's recorded error. */
+ * Arguments are checked as by tl_launch (a tensor's host buffer must hold
+ * every element its extents and strides reach). Errors:
+ * TL_ERR_LAUNCH_ARGS, TL_ERR_OUT_OF_MEMORY, and the kernel's recorded
+ * error. */
 TL_API tl_status tl_interpret(tl_kernel *k, int nargs, const tl_arg *args);
 TL_API tl_status tl_program_interpret(const tl_program *p, int nargs, const tl_arg *args);
 
@@ -718,8 +788,16 @@ typedef struct tl_cache_stats {
     int64_t mem_hits, disk_hits, misses, stores, corrupt_rebuilt;
 } tl_cache_stats;
 
+/* The cache's directory and counters. Errors: TL_ERR_INVALID_ARG. */
 TL_API tl_status tl_cache_stats_get(tl_ctx *ctx, tl_cache_stats *out);
-/* Removes every entry from memory and disk. Errors: TL_ERR_IO. */
+/* Removes every entry from memory and disk: files in the directory that
+ * are named like entries and start as entries do (others are left alone),
+ * and whatever is in the way at a path the cache owns (a directory where
+ * an entry goes, a file where a shard directory goes). The directory may
+ * be shared by other users: entries are read only when they are regular
+ * files (never through a symlink, never blocking on a FIFO), and an
+ * obstacle costs only the entries it blocks their disk copy, with one
+ * warning. Errors: TL_ERR_IO. */
 TL_API tl_status tl_cache_clear(tl_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
@@ -727,7 +805,9 @@ TL_API tl_status tl_cache_clear(tl_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 
 /* c[i] = a[i] + b[i] for i < n; a, b, c device pointers of `dtype` (f32,
- * f16, bf16), any n >= 0, any alignment of the element type. */
+ * f16, bf16), any n >= 0, any alignment of the element type (a pointer
+ * not aligned to its element size is TL_ERR_INVALID_ARG, before any
+ * launch). */
 typedef struct tl_vadd_desc {
     tl_dtype dtype;
     int64_t n;
@@ -752,20 +832,27 @@ typedef enum tl_epilogue {
 } tl_epilogue;
 
 /* A schedule: the block tile, K step, pipeline depth, threads and L2
- * swizzle panel. An all-zero schedule is the target's default: on sm_90a,
- * for a GEMM with a bias or an activation, the ping-pong kernel with
- * 128x128x64 blocks, 4 stages, 128 threads, swizzle 8 when TMA can read
- * the operands (K, and N for B as [K, N], multiples of 8; 16-byte aligned
- * pointers); otherwise the classic wgmma kernel with 128x256x64 blocks, 4
- * stages, 256 threads; elsewhere mma.sync with 128x256x32, 3 stages, 256
- * threads. In any other schedule zero fields take the classic default's
- * values and swizzle 0 is off. */
+ * swizzle panel. An all-zero schedule leaves the choice to the op: the
+ * tuning database's record for the context's GPU and this problem's class
+ * (see tl_autotune), else a heuristic table chosen from measurements
+ * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: with a bias or an
+ * activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
+ * threads, swizzle 8 when TMA can read the operands (K, and N for B as
+ * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
+ * tiles of 128x256, the classic wgmma kernel with 128x128x64 blocks, 4
+ * stages, 256 threads; else, for K <= 2048 and TMA-readable rows, the
+ * ping-pong kernel with 5 stages; else the classic kernel with 128x256x64
+ * blocks, 4 stages, 256 threads. Elsewhere mma.sync with 128x256x32, 3
+ * stages, 256 threads. In any other schedule zero fields take the values
+ * of the target's schedule for large shapes (the last rows) and swizzle 0
+ * is off. */
 typedef struct tl_gemm_schedule {
     int block_m, block_n, block_k;
     int stages;
     int threads;
     int swizzle;
-    unsigned warp_policy;   /* TL_GEMM_WARP_* */
+    unsigned warp_policy;   /* TL_GEMM_WARP_SQUARE, _ROWS or _COLS (any
+                               other value: TL_ERR_INVALID_ARG) */
     int pingpong;           /* 1: tl_use_pingpong (sm_90a; threads must be
                                128, block_k 64, stages >= 3): persistent
                                CTAs whose two consumer warpgroups overlap
@@ -798,9 +885,11 @@ typedef struct tl_gemm_desc {
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The schedule tl_op_gemm_program compiles for d: d->schedule with the
- * target's defaults filled in (see tl_gemm_schedule). tl_op_gemm itself
- * runs the classic default instead of a ping-pong schedule when a or b is
- * not 16-byte aligned. A NULL ctx or d, or an invalid d, gives zeros. */
+ * op's choices filled in (see tl_gemm_schedule: a tuning record, else the
+ * heuristic). tl_op_gemm itself runs the target's schedule for large
+ * shapes instead of a ping-pong schedule when a or b is not 16-byte
+ * aligned, and the heuristic's when a recorded schedule fails to compile
+ * (with a warning). A NULL ctx or d, or an invalid d, gives zeros. */
 TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
 /* The compiled program tl_op_gemm uses for d (owned by the context). Its
  * launch arguments: M, N, K, A, B, [bias,] C. */
@@ -832,8 +921,9 @@ TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a
  * computed in f32), act one of tl_epilogue (TL_EPI_NONE: the bias alone).
  * An element-wise kernel of its own: the unfused epilogue that a fused
  * GEMM is measured against. Compiled on first use and kept in the context.
- * Errors: TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of
- * tl_compile and tl_launch. */
+ * c and bias must be aligned to the element size. Errors:
+ * TL_ERR_INVALID_ARG (sizes, a null c, a misaligned pointer),
+ * TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of tl_compile and tl_launch. */
 TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
                              tl_epilogue epi, void *stream);
 /* Builds the kernel of tl_bias_act: Y[i, j] = act(X[i, j] + bias[j]).
@@ -974,13 +1064,258 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
 TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
- * schedule for `dtype`. *out is a new kernel the caller destroys.
- * "softmax" and "rmsnorm" are the one-pass programs for rows of 1024
- * columns, dtype in and out. Errors: TL_ERR_INVALID_ARG (unknown op),
- * TL_ERR_DTYPE. */
+ * schedule for `dtype` (for "gemm", the target's schedule for large
+ * shapes: there is no problem to choose for). *out is a new kernel the
+ * caller destroys. "softmax" and "rmsnorm" are the one-pass programs for
+ * rows of 1024 columns, dtype in and out. Errors: TL_ERR_INVALID_ARG
+ * (unknown op), TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);
+
+/* ------------------------------------------------------------------------ */
+/* Parallel compilation, autotuning and the tuning database                 */
+/* ------------------------------------------------------------------------ */
+
+/* One kernel of a batch for tl_compile_many. The caller sets `kernel`; the
+ * call fills the rest. The kernel stays the caller's: it is neither
+ * destroyed nor changed, except that a verification error is recorded on
+ * it exactly as tl_compile records it. */
+typedef struct tl_compile_job {
+    tl_kernel *kernel;     /* in: a kernel of the context                   */
+    tl_program *program;   /* out: a new program the caller destroys; NULL
+                              when status is not TL_OK                      */
+    tl_status status;      /* out: what tl_compile would have returned      */
+    char message[1024];    /* out: why it failed ("" on success); a long
+                              NVRTC log is cut to fit                       */
+} tl_compile_job;
+
+/* Compiles n kernels of ctx, as n calls of tl_compile(jobs[i].kernel, opt,
+ * &jobs[i].program) would, but with NVRTC running on several threads:
+ * every kernel is verified and lowered in turn on the calling thread, the
+ * cubins missing from the cache (kernels with the same source compile
+ * once) are compiled by `threads` threads at once (the calling thread and
+ * threads - 1 others; 0: $TILEC_COMPILE_THREADS when set, else the online
+ * CPUs), then stored in the cache and loaded in turn. The worker threads
+ * touch only NVRTC; the context, as always, must not be used by another
+ * thread during the call. A kernel that fails gets its own status and
+ * message and does not stop the others. Returns TL_OK when every job
+ * succeeded; otherwise the status of the first failed job, with
+ * "tl_compile_many: F of n kernels failed; job i: ..." on the context.
+ * Errors of the call itself (nothing is compiled): TL_ERR_INVALID_ARG
+ * (ctx NULL, n < 0, jobs NULL with n > 0, threads < 0). Per job:
+ * TL_ERR_INVALID_ARG (kernel NULL or of another context) and the errors of
+ * tl_compile. n = 0 does nothing. */
+TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const tl_compile_options *opt,
+                                 int threads);
+
+/* --- configurations --- */
+
+#define TL_TUNE_MAX_PARAMS 12
+
+/* A configuration to try: integers whose meaning the op gives (a custom
+ * kernel's builder gives its own). For "gemm" they are the fields of
+ * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
+ * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp). */
+typedef struct tl_tune_config {
+    int v[TL_TUNE_MAX_PARAMS];
+} tl_tune_config;
+
+/* Conversions between a GEMM schedule and its configuration. */
+TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s);
+TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c);
+
+/* The schedules tl_autotune tries for d on the context's target when the
+ * request gives no space: block tiles of 64 to 256, K steps of 32 and 64,
+ * 2 to 6 stages, 128 or 256 threads, swizzle 0 or 8, and on sm_90a the
+ * ping-pong kernel when TMA can read the rows. Writes at most max of them
+ * to out (out may be NULL when max is 0) and returns how many there are.
+ * ctx or d NULL: every schedule of the list, unfiltered. */
+TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max);
+
+/* Writes the configuration as "name=value ..." text (the op's parameter
+ * names; NULL or an unknown op: p0=... up to the last non-zero value).
+ * Returns buf. */
+TL_API char *tl_tune_config_text(const char *op, const tl_tune_config *c, char *buf, size_t len);
+
+/* --- tl_autotune --- */
+
+/* Progress of a tuning run, for a tl_tune_progress_fn. */
+typedef struct tl_tune_progress {
+    const char *phase;     /* "compile", "measure", "final" or "done"       */
+    int done, total;       /* candidates measured (compiled in "compile")   */
+    int passed;            /* candidates that passed their check so far     */
+    double best_ms;        /* the fastest so far; 0 while none passed       */
+    const char *best;      /* its configuration as text; "" while none      */
+    double elapsed_s;
+    double left_s;         /* estimated time left; < 0 when unknown         */
+} tl_tune_progress;
+typedef void (*tl_tune_progress_fn)(void *user, const tl_tune_progress *p);
+
+/* A ready progress reporter: `user` is a FILE * (NULL: stderr). On a
+ * terminal it redraws one bar ("[#####.....] 12/23  best 0.1959 ms ...
+ * 3 s left") and ends it with a newline at "done"; otherwise it writes a
+ * plain line per event. The library prints nothing unless given this. */
+TL_API void tl_tune_progress_stderr(void *user, const tl_tune_progress *p);
+
+/* A generator of candidates: fills *out with candidate i and returns 1, or
+ * returns 0 when there are no more (at most 4096 candidates). */
+typedef int (*tl_tune_space_fn)(void *user, int i, tl_tune_config *out);
+/* Builds the kernel of a custom candidate; *out is a new kernel that the
+ * tuner destroys. A failure rejects this candidate only. */
+typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out);
+
+typedef struct tl_tune_request {
+    /* What to tune: a prebuilt op ... */
+    const char *op;             /* "gemm"; NULL: a custom kernel             */
+    const void *desc;           /* the op's descriptor (const tl_gemm_desc *) */
+    /* ... or a custom kernel (op NULL) */
+    tl_tune_build_fn build;     /* required for a custom kernel              */
+    void *build_user;
+    int nargs;                  /* its launch arguments, with device        */
+    const tl_arg *args;         /* pointers for tensors                      */
+    tl_ref_fn ref;              /* reference on host copies (see
+                                   tl_program_check); NULL: the CPU
+                                   interpreter of the first candidate that
+                                   compiled (small problems only)            */
+    void *ref_user;
+    double flop, bytes;         /* work of one launch, for the rate in
+                                   TFLOP/s (flop) or GB/s (bytes); 0: none   */
+    const char *const *param_names; /* names of v[0], v[1], ... in reports,
+                                   NULL-terminated; NULL: p0, p1, ...        */
+    /* The space: a list, else a generator, else (ops) the op's own space */
+    const tl_tune_config *configs;
+    int nconfigs;
+    tl_tune_space_fn space;
+    void *space_user;
+    /* How */
+    double tol;                 /* relative error allowed; 0: 1e-2          */
+    double budget_s;            /* wall-clock budget for compiling and
+                                   measuring; 0: none (see tl_autotune)      */
+    int screen_reps;            /* timed runs per candidate; 0: 10           */
+    int final_reps;             /* timed runs in the final round; 0: 20      */
+    int finalists;              /* candidates in the final round; 0: 4       */
+    int compile_threads;        /* as tl_compile_many's threads              */
+    int save;                   /* 1: record the best in the tuning database
+                                   (prebuilt ops only)                       */
+    void *stream;               /* where candidates run (NULL: default)      */
+    tl_tune_progress_fn progress; /* NULL: silent                            */
+    void *progress_user;
+} tl_tune_request;
+
+typedef enum tl_tune_outcome {
+    TL_TUNE_PASSED = 0,     /* compiled, passed its check, timed             */
+    TL_TUNE_REJECTED,       /* the builder or the lowering refused it: a
+                               resource limit (shared memory), a shape the
+                               target cannot tile, a feature it lacks       */
+    TL_TUNE_COMPILE_FAILED, /* NVRTC failed (ptxas limits included)          */
+    TL_TUNE_RUN_FAILED,     /* loading, launching or timing failed (e.g.
+                               more registers or threads than the device
+                               has)                                          */
+    TL_TUNE_WRONG,          /* ran, but its output failed the check         */
+    TL_TUNE_SKIPPED         /* not measured: the time budget was spent       */
+} tl_tune_outcome;
+
+/* "passed", "rejected", "compile failed", "run failed", "wrong", "skipped". */
+TL_API const char *tl_tune_outcome_name(tl_tune_outcome o);
+
+typedef struct tl_tune_entry {
+    int index;              /* position of the candidate in the space       */
+    tl_tune_config config;
+    char text[160];         /* the configuration as text                    */
+    tl_tune_outcome outcome;
+    tl_status status;       /* of the step that failed; TL_OK otherwise     */
+    int finalist;           /* 1: its time is from the final round          */
+    double ms;              /* median time; 0 when not timed                */
+    double rate;            /* in the result's unit; 0 without a work size  */
+    double ratio;           /* baseline_ms / ms: above 1 is faster than the
+                               baseline; 0 without one                       */
+    double rel_err;         /* of its check; 0 when not checked             */
+    char note[512];         /* why it failed or was skipped; "" if passed   */
+} tl_tune_entry;
+
+typedef struct tl_tune_result {
+    char op[32];            /* "gemm", or "custom"                          */
+    char shape[64];         /* the problem, e.g. "4096x4096x4096"           */
+    char unit[16];          /* "TFLOP/s", "GB/s" or ""                      */
+    char baseline[64];      /* e.g. "cuBLAS"; "" when there is none         */
+    double baseline_ms, baseline_rate;
+    int n;                  /* entries: one per candidate                   */
+    int passed;             /* entries[0 .. passed-1] passed, fastest first;
+                               the others follow in space order             */
+    int compiled;           /* candidates that compiled                     */
+    tl_tune_entry *entries;
+    double compile_s;       /* building and compiling every candidate       */
+    double total_s;         /* the whole run                                */
+    int saved;              /* 1: entries[0] went into the tuning database  */
+} tl_tune_result;
+
+/* Tunes a prebuilt op for one descriptor or a custom kernel for one set of
+ * arguments: builds every candidate of the space and compiles them all with
+ * tl_compile_many; then, in space order, checks each one that compiled
+ * against the reference (outputs poisoned first; a tensor the kernel also
+ * reads is restored to its original contents instead) and times it
+ * (tl_time, screen_reps runs after 2 warm-up runs), until the budget is
+ * spent (the candidate under way finishes; the rest are SKIPPED); then
+ * times the `finalists` fastest together with the baseline, interleaved
+ * (tl_time_interleaved, 3 warm-up and final_reps runs each), so that the
+ * ranking at the top is taken under the same clocks; the final round is
+ * not cut by the budget. Ranks the candidates that passed (finalists first
+ * by their final time, then the others by their screening time) and, with
+ * save, records the best in the tuning database (see tl_tune_db_path) so
+ * that the op runs it from then on, in this and in new processes.
+ * A candidate that is refused, fails to compile, load or run, or computes
+ * a wrong result is reported in its entry and skipped; it is never fatal.
+ * A kernel that faults on the device (an illegal address) leaves the CUDA
+ * context unusable, so every later candidate fails to run.
+ *   "gemm": the descriptor's problem on random operands in [-1, 1), rotated
+ * over enough copies that no run finds them in L2; the reference is cuBLAS
+ * (cuBLASLt with the epilogue) with an f32 output, or, where cuBLAS does
+ * not offer the epilogue or is missing, the op's heuristic schedule with
+ * an f32 output; the baseline is cuBLAS(Lt) with the descriptor's output.
+ * Rates in TFLOP/s (2 M N K per run).
+ *   Custom: every candidate must take the same arguments.
+ * On success *out is a new result the caller frees with
+ * tl_tune_result_destroy, also when no candidate passed (passed == 0; the
+ * database is then left alone). Errors (no result): TL_ERR_INVALID_ARG (no
+ * op and no build, an unknown op, an empty or over-long space, bad
+ * numbers), the descriptor's errors, TL_ERR_NO_DEVICE (an offline
+ * context), TL_ERR_OUT_OF_MEMORY, and the failures of setting up the
+ * problem (allocating, filling, computing the reference), which say what
+ * failed. */
+TL_API tl_status tl_autotune(tl_ctx *ctx, const tl_tune_request *req, tl_tune_result **out);
+TL_API void tl_tune_result_destroy(tl_tune_result *r);
+
+/* --- the tuning database --- */
+
+/* One record: the best configuration for an op on a class of problems, a
+ * GPU and a library version, and what it was measured at. */
+typedef struct tl_tune_record {
+    char op[32];            /* "gemm"                                       */
+    char dtypes[32];        /* e.g. "bf16->bf16"                            */
+    char layout[64];        /* e.g. "nt", "nn+bias+gelu_tanh"               */
+    char shape_class[64];   /* e.g. "m4096,n4096,k4096", "m<=64,n4096,k4096" */
+    char gpu[128];          /* the device's name, e.g. "NVIDIA H200"        */
+    char version[32];       /* libtilec's version                           */
+    char config[160];       /* the configuration as text                    */
+    double ms;              /* its time at `shape`                          */
+    double ratio;           /* against the baseline; 0 without one          */
+    char shape[64];         /* the problem it was tuned on                  */
+    int64_t when;           /* seconds since 1970                           */
+} tl_tune_record;
+
+/* The database file: tune.db in the cubin cache's directory (see
+ * tl_ctx_options.cache_dir); "" when the context's disk cache is off, in
+ * which case records live in the context only. Owned by the context. */
+TL_API const char *tl_tune_db_path(tl_ctx *ctx);
+/* Every record of the database (all ops, GPUs and versions). *out is
+ * malloc'ed (free it with tl_free_host; NULL when *n is 0). A damaged or
+ * foreign file is rebuilt from its valid lines, with a warning through the
+ * log callback. Errors: TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY, TL_ERR_IO. */
+TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n);
+/* Removes every record, from the file and from the context. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_IO. */
+TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -155,6 +155,16 @@ static void put_list(repro *R, const int32_t *ids, int n)
     tli_str_append(R->out, "}");
 }
 
+/* "tl_load(k, p_A, (tl_expr[]){e4, i9}": a call on one element of buf,
+ * its indices at idx in the pool. */
+static void put_access(repro *R, const char *call, int32_t buf, int32_t idx)
+{
+    tli_str_appendf(R->out, "%s(k, ", call);
+    put_buf(R, buf);
+    tli_str_append(R->out, ", ");
+    put_list(R, R->ir->pool.v + idx, tli_B(R->ir, buf)->rank);
+}
+
 static void indent(repro *R)
 {
     for (int i = 0; i <= R->depth; i++)
@@ -204,10 +214,7 @@ static void put_node(repro *R, int32_t e)
         return;
     case E_SELECT: call = "tl_select"; break;
     case E_LOAD:
-        tli_str_append(R->out, "tl_load(k, ");
-        put_buf(R, n->buf);
-        tli_str_append(R->out, ", ");
-        put_list(R, R->ir->pool.v + n->idx, tli_B(R->ir, n->buf)->rank);
+        put_access(R, "tl_load", n->buf, n->idx);
         tli_str_append(R->out, ")");
         return;
     default: break;
@@ -701,8 +708,9 @@ static void write_tile_op(repro *R, const tli_snode *n, int32_t s)
 /* Replays what statement s needs: the nodes it takes (for a loop, every
  * node before its variables), the buffers it names, and the grid before
  * the first statement. */
-static void before_stmt(repro *R, const tli_snode *n)
+static void before_stmt(repro *R, int32_t s)
 {
+    const tli_snode *n = tli_S(R->ir, s);
     if (!R->grid_done)
         declare_grid(R);
     int32_t roots[MAX_ROOTS], until = 0;
@@ -724,23 +732,19 @@ static void before_stmt(repro *R, const tli_snode *n)
         di = bufs[i] && R->decl_of[bufs[i]] > di ? R->decl_of[bufs[i]] : di;
     declare_through(R, di);
     if (loop && R->clock != n->vars[0])
-        internal(R, "the variables of loop %d are nodes %d.., but the replay is at %d", (int)(n - R->ir->s.v),
-                 n->vars[0], R->clock);
+        internal(R, "the variables of loop %d are nodes %d.., but the replay is at %d", s, n->vars[0], R->clock);
 }
 
 static void write_stmt(repro *R, int32_t s)
 {
     const tli_snode *n = tli_S(R->ir, s);
-    before_stmt(R, n);
+    before_stmt(R, s);
     if (R->st != TL_OK)
         return;
     indent(R);
     switch ((tli_sop)n->op) {
     case S_STORE:
-        tli_str_append(R->out, "tl_store(k, ");
-        put_buf(R, n->buf);
-        tli_str_append(R->out, ", ");
-        put_list(R, R->ir->pool.v + n->idx, tli_B(R->ir, n->buf)->rank);
+        put_access(R, "tl_store", n->buf, n->idx);
         tli_str_append(R->out, ", ");
         put_expr(R, n->value);
         tli_str_append(R->out, ");\n");

@@ -10,11 +10,20 @@ import time
 
 from tilec_ctypes import Tilec, TilecError, default_library_path
 
-try:
-    import torch
-    _TORCH_ERROR = None
-except Exception as e:  # not installed, or its CUDA libraries fail to load
-    torch, _TORCH_ERROR = None, e
+# torch is imported on first need (torch_cuda_or_exit): --check-abi and
+# --help run without it, and importing it takes seconds on some machines.
+torch, _TORCH_ERROR = None, None
+
+
+def _import_torch():
+    global torch, _TORCH_ERROR
+    if torch is None and _TORCH_ERROR is None:
+        try:
+            import torch as _torch
+            torch = _torch
+        except Exception as e:  # not installed, or its CUDA libraries fail to load
+            _TORCH_ERROR = e
+    return torch
 
 CSV_HEADER = "csv,op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err"
 L2_ROTATION_BYTES = 256 << 20  # > 4x the H200's 60 MiB L2
@@ -59,7 +68,7 @@ def session(program, args):
 
 def torch_cuda_or_exit(program):
     """Returns torch, or says why there is nothing to compare and exits 0."""
-    if torch is None:
+    if _import_torch() is None:
         print("%s: skipped, PyTorch is not available (%s)" % (program, _TORCH_ERROR))
         sys.exit(0)
     if not torch.cuda.is_available():

@@ -4,7 +4,7 @@
 # $OUT (or ./gpu-out). cmocka comes from CMOCKA_DIR (see
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
-#   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass bench bench-gemm
+#   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench bench-gemm
 #          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
@@ -40,7 +40,7 @@ for s in $steps; do
             run "racecheck-$t" env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 "build/tests/$t"
         done ;;
     ops-sass) # ptxas's resource report and the SASS of the tensor-core ops
-        for op in gemm flash_attn; do
+        for op in gemm flash_attn softmax; do
             for arch in sm_90a sm_80; do
                 bin/tilec source $op --arch $arch > "$OUT/$op-$arch.cu"
                 run "ptxas-$op-$arch" nvcc -arch=$arch -cubin -Xptxas -v -I src/device -o "$OUT/$op-$arch.cubin" \
@@ -49,6 +49,10 @@ for s in $steps; do
                 rm -f "$OUT/$op-$arch.cubin"
             done
         done ;;
+    ncu-softmax) # where the row softmax's time goes, one shape
+        TAIL=60 run ncu-softmax ncu --clock-control none -k regex:softmax -c 2 --section SpeedOfLight \
+            --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+            build/bench/bench_softmax 8192x4096 ;;
     bench-gemm) TAIL=40 run bench-gemm build/bench/bench_gemm ;;
     bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
     bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;

@@ -42,7 +42,8 @@ for s in $steps; do
     ops-sass) # ptxas's resource report and the SASS of the tensor-core ops
         for op in gemm flash_attn softmax; do
             for arch in sm_90a sm_80; do
-                bin/tilec source $op --arch $arch > "$OUT/$op-$arch.cu"
+                dt=; [ $op = softmax ] && dt="--dtype f16"
+                bin/tilec source $op --arch $arch $dt > "$OUT/$op-$arch.cu"
                 run "ptxas-$op-$arch" nvcc -arch=$arch -cubin -Xptxas -v -I src/device -o "$OUT/$op-$arch.cubin" \
                     "$OUT/$op-$arch.cu"
                 cuobjdump --dump-sass "$OUT/$op-$arch.cubin" > "$OUT/$op-$arch.sass" 2>&1

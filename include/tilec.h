@@ -548,15 +548,21 @@ TL_API void tl_use_swizzle(tl_kernel *k, int panel);
 TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
 
 /* Ping-pong: warp specialisation where two consumer warpgroups take turns
- * on the tensor cores. The kernel becomes persistent: min(ceil(blocks /
- * 2), SMs) CTAs of 384 threads (a producer and two consumer warpgroups,
- * each running the whole block body for its own blocks, tl_block_idx and
- * tl_use_swizzle keeping their meaning), and one consumer's epilogue (the
- * statements after the loop) overlaps the other's main loop. Requirements:
- * those of tl_use_warp_specialize, blocks of 128 threads, a pipelined loop
- * of at least 3 stages whose trip count is the same for every block.
- * Shared buffers outside the pipeline are private to each consumer (twice
- * the memory). on: 1 or 0. */
+ * on the tensor cores, in one of two forms by the block's size:
+ *   - blocks of 128 threads: the kernel becomes persistent: min(ceil(blocks
+ *     / 2), SMs) CTAs of 384 threads (a producer and two consumer
+ *     warpgroups, each running the whole block body for its own blocks,
+ *     tl_block_idx and tl_use_swizzle keeping their meaning), and one
+ *     consumer's epilogue (the statements after the loop) overlaps the
+ *     other's main loop. The pipelined loop needs at least 3 stages and the
+ *     same trip count in every block. Shared buffers outside the pipeline
+ *     are private to each consumer (twice the memory).
+ *   - blocks of 256 threads (two warpgroups, each holding its own rows of
+ *     the tl_gemm tiles): each tl_gemm of the pipelined loop is a turn the
+ *     two groups take in order, so what one group does between its tensor-
+ *     core calls (a softmax, say) runs while the other's are on the tensor
+ *     cores. Every tl_gemm of the loop must sit at its top level.
+ * Requirements otherwise: those of tl_use_warp_specialize. on: 1 or 0. */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
 
 /* Names a shared, fragment or local buffer in the generated code, dumps and

@@ -551,7 +551,40 @@ typedef struct ws_plan {
     int32_t order;       /* ping-pong's turn mbarriers (0: none) */
     tli_copy_how how;    /* the producer's engine */
     bool persistent;     /* blocks of one warpgroup, two at a time per CTA */
+    bool turns;          /* the two warpgroups of one block take turns at each tl_gemm */
 } ws_plan;
+
+/* Ping-pong inside a block of two consumer warpgroups (tl_use_pingpong on
+ * 256 threads): each tl_gemm of the loop body is a turn, and the groups
+ * alternate, group 0 first: turn t of group g waits until the other group
+ * has issued its turn t - 1 + g, and then lets the other go. So while one
+ * group works on what its last tensor-core work produced (a softmax, say),
+ * the other group's work runs on the tensor cores. Turn t = seq G + j (G
+ * gemms per iteration, j this one) completes phase t + g of order[g]. */
+static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t seq)
+{
+    tli_lowered *L = P->L;
+    tli_ir *ir = P->ir;
+    int G = 0;
+    for (int32_t s = ir->s.v[stage_node].body; s; s = ir->s.v[s].next)
+        G += ir->s.v[s].op == S_GEMM;
+    int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
+    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
+    int j = 0;
+    for (int32_t s = ir->s.v[stage_node].body; s && L->st == TL_OK;) {
+        int32_t next = ir->s.v[s].next;
+        if (ir->s.v[s].op == S_GEMM) {
+            int32_t t = bin(P, E_ADD, bin(P, E_MUL, seq, I32(P, G)), I32(P, j++));
+            int32_t tg = bin(P, E_ADD, t, group);
+            int32_t par = bin(P, E_MOD, bin(P, E_SUB, tg, I32(P, 1)), I32(P, 2));
+            int32_t wait = mk_if(P, bin(P, E_GT, tg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+            int32_t go = mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0);
+            splice_around(P, s, wait, go);
+            tli_low_note(L, s, "a turn on the tensor cores: the other warpgroup goes next");
+        }
+        s = next;
+    }
+}
 
 /* The ring position of iteration j of the block whose loop variable
  * (persistent) is p: p n + j, in 32 bits (ring arithmetic on the issue path:
@@ -619,7 +652,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t n = let_ref(P, n_let);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t group = tli_low_thread(L, TH_WG);
-    if (w->order) { /* the other group has issued its main loop of the block before */
+    if (w->persistent) { /* the other group has issued its main loop of the block before */
         int32_t parity_ = bin(P, E_MOD, bin(P, E_DIV, bin(P, E_SUB, p, I(P, 1)), I(P, 2)), I(P, 2));
         tli_list_add(L, &out, mk_if(P, bin(P, E_GT, p, I(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, parity_), 0));
     }
@@ -634,7 +667,10 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, st, phase));
     if (w->how != CP_TMA && L->async_proxy) /* plain shared stores that wgmma reads */
         tli_list_op(L, &body, S_FENCE_ASYNC, 0, 0);
-    tli_list_add(L, &body, consumers_at(P, pi, st));
+    int32_t at = consumers_at(P, pi, st);
+    tli_list_add(L, &body, at);
+    if (w->turns && at)
+        add_turns(P, w, at, seq);
     wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
     tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
@@ -644,7 +680,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     set_body(P, pi->sid, body.first);
     tli_low_note(L, pi->sid, "tl_pipelined, consumer side: ring slots of %d stages filled by the producer", S);
     tli_list tail = {0};
-    if (w->order) /* the other group's turn */
+    if (w->persistent) /* the other group's turn */
         tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
@@ -688,7 +724,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_lowered *L = P->L;
     tli_ir *ir = P->ir;
     const char *api = ir->pingpong ? "tl_use_pingpong" : "tl_use_warp_specialize";
-    ws_plan w = {.persistent = ir->pingpong && ir->threads == 128};
+    ws_plan w = {.persistent = ir->pingpong && ir->threads == 128, .turns = ir->pingpong && ir->threads == 256};
     if (!L->target.mbarrier) {
         tli_low_fail(L, TL_ERR_UNSUPPORTED, "%s: it needs mbarriers (sm_80 or later), not %s", api, L->target.name);
         return;
@@ -703,7 +739,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     w.how = producer_engine(P, pi);
     int groups = w.persistent ? 2 : 1;
     w.r = (ring){mbar_array(P, "tl_full", pi->S), mbar_array(P, "tl_empty", pi->S)};
-    w.order = w.persistent ? mbar_array(P, "tl_order", 2) : 0;
+    w.order = w.persistent || w.turns ? mbar_array(P, "tl_order", 2) : 0;
     if (L->st != TL_OK)
         return;
     L->warp_specialized = true;
@@ -732,8 +768,8 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_list top = {0};
     tli_list_add(L, &top, mbar_init(P, w.r.full, w.how == CP_TMA ? 1 : 128));
     tli_list_add(L, &top, mbar_init(P, w.r.empty, consumer_warps));
-    if (w.order)
-        tli_list_add(L, &top, mbar_init(P, w.order, consumer_warps));
+    if (w.order) /* one arrival per warp of the group whose turn ends */
+        tli_list_add(L, &top, mbar_init(P, w.order, 4));
     tli_list_op(L, &top, S_BARRIER, 0, 0);
     int32_t producer_wg = I32(P, groups * ir->threads / 128);
     int32_t roles = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);
@@ -741,7 +777,9 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_low_note(L, roles, "%s: a producer warpgroup (%s) and %d consumer warpgroup%s%s", api,
                  w.how == CP_TMA ? "TMA" : w.how == CP_ASYNC16 ? "cp.async" : "plain copies",
                  groups * ir->threads / 128, groups * ir->threads / 128 > 1 ? "s" : "",
-                 w.persistent ? ", persistent, taking turns on the tensor cores" : "");
+                 w.persistent ? ", persistent, taking turns on the tensor cores"
+                 : w.turns    ? ", taking turns at each tl_gemm"
+                              : "");
     tli_list_add(L, &top, roles);
     ir->body = top.first;
     tli_set_parent(L, ir->body, 0);

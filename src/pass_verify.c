@@ -139,6 +139,19 @@ static bool reads_memory(const tli_ir *ir, int32_t e)
     return r;
 }
 
+/* Whether a tl_gemm sits below the top level of the list starting at s. */
+static bool nested_gemm(const tli_ir *ir, int32_t s, int depth)
+{
+    for (; s; s = tli_S(ir, s)->next) {
+        const tli_snode *n = tli_S(ir, s);
+        if (n->op == S_GEMM && depth > 0)
+            return true;
+        if (nested_gemm(ir, n->body, depth + 1) || nested_gemm(ir, n->orelse, depth + 1))
+            return true;
+    }
+    return false;
+}
+
 /* tl_use_pingpong / tl_use_warp_specialize: a producer warpgroup runs the
  * copies of the kernel's one pipelined loop for every block, so the loop
  * must sit at the top level of the body and its trip count must not depend
@@ -162,10 +175,14 @@ static void check_warp_specialized(verifier *V)
         no = "the pipelined loop's extent must not depend on memory";
     else if (tli_S(ir, pipe)->body == tli_first_consumer(ir, pipe))
         no = "the pipelined loop has no copy into shared memory to hand to a producer";
-    else if (ir->pingpong && ir->threads != 128)
-        no = "a block must be one warpgroup: 128 threads";
-    else if (ir->pingpong && tli_S(ir, pipe)->a1 < 3)
+    else if (ir->pingpong && ir->threads != 128 && ir->threads != 256)
+        no = "a block must be one warpgroup (128 threads: two blocks take turns) or two (256: its warpgroups "
+             "take turns)";
+    else if (ir->pingpong && ir->threads == 128 && tli_S(ir, pipe)->a1 < 3)
         no = "the pipelined loop needs at least 3 stages (two blocks' tiles share the ring)";
+    else if (ir->pingpong && ir->threads == 256 && nested_gemm(ir, tli_first_consumer(ir, pipe), 0))
+        no = "with two warpgroups taking turns, every tl_gemm of the pipelined loop must be at its top level "
+             "(each one is a turn both groups take)";
     if (no)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "%s: %s", api, no);
 }

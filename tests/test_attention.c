@@ -138,7 +138,9 @@ static void test_cubins_sm80_sm90a(void **state)
 }
 
 /* On sm_90a the default is warp-specialised: a TMA producer and two
- * consumer warpgroups, P taken from registers by the second wgmma. */
+ * consumer warpgroups taking turns at each tl_gemm (an mbarrier wait
+ * before it, an arrival for the other group after it), P taken from
+ * registers by the second wgmma. */
 static void test_sm90a_lowering(void **state)
 {
     (void)state;
@@ -148,11 +150,17 @@ static void test_sm90a_lowering(void **state)
     assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_OK);
     char *src;
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
-    const char *want[] = {"tl_tma_load_4d(", "_rs(acc", "tl_setmaxnreg_inc<", "tl_shfl_xor(", "tl_exp2_approx("};
+    const char *want[] = {"tl_tma_load_4d(", "_rs(acc", "tl_setmaxnreg_inc<", "tl_shfl_xor(", "tl_exp2_approx(",
+                          "tl_mbar_wait(&tl_order[tl_wg]", "tl_mbar_arrive(&tl_order[(1 - tl_wg)]"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(src, want[i]))
             fail_msg("FlashAttention source lacks %s", want[i]);
     assert_null(strstr(src, "__syncthreads();\n        // tl_pipelined")); /* no CTA barrier in the consumers' loop */
+    /* two turns an iteration, one per tl_gemm */
+    const char *turn = "a turn on the tensor cores";
+    const char *first = strstr(src, turn), *second = first ? strstr(first + 1, turn) : NULL;
+    assert_non_null(second);
+    assert_null(strstr(second + 1, turn));
     tl_free_host(src);
     tl_kernel_destroy(k);
 }

@@ -81,8 +81,9 @@ static void test_against_float64(void **state)
         run_case(&cases[i], NULL, 100 + 10 * i);
 }
 
-/* The same kernels without a producer warpgroup: cp.async (or TMA) in the
- * block's own threads. */
+/* The same kernels without a producer warpgroup (cp.async or TMA in the
+ * block's own threads), and with one but without the consumers taking
+ * turns (the default on sm_90a takes turns). */
 static void test_plain_schedule(void **state)
 {
     (void)state;
@@ -92,6 +93,9 @@ static void test_plain_schedule(void **state)
         tl_flash_attn_schedule s = {.block_m = 128, .block_n = cases[i].d > 128 ? 32 : 64, .stages = 2,
                                     .threads = 256};
         run_case(&cases[i], &s, 500 + 10 * i);
+        /* a producer warpgroup, the consumers not taking turns */
+        s.warp_specialize = 1;
+        run_case(&cases[i], &s, 700 + 10 * i);
     }
 }
 

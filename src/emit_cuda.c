@@ -772,42 +772,60 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     int v = s->x[TLI_X_PAR_LANES], last = s->rank - 1;
     int64_t count = s->x[TLI_X_PAR_PER_THREAD];
     const char *lastv = loop_var_name(E, tli_E(E->ir, s->vars[last]));
+    int64_t runs = count / v;
     tli_e_line(E, "{ // tl_parallel over fragment %s: %lld registers per thread, in runs of %d columns", tli_e_buf(E, f),
                (long long)count, v);
     E->indent++;
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_q = 0; tl_q < %lld; ++tl_q) {", (long long)(count / v));
-    E->indent++;
-    const char *idx[TL_MAX_RANK], *guard;
-    tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
-    for (int d = 0; d < last; d++)
-        tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
-    tli_e_line(E, "const long long %s_run = %s;", lastv, idx[last]);
-    const char *live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
-    if (guard) {
-        tli_e_line(E, "if (%s) {", guard);
-        E->indent++;
-    }
     int32_t loads[MAX_VLOADS];
     int nloads = 0;
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
         vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads);
-    /* the run's loads: v / lanes vectors each */
-    reset_temps(E);
-    E->pre = NULL;
+    /* Every run's loads first, in a loop of their own, then the arithmetic:
+     * a load sits behind a branch (vector or lane by lane), and the compiler
+     * waits for it where the branches join, so loads interleaved with their
+     * uses would go one run at a time. */
     for (int i = 0; i < nloads; i++) {
         const tli_enode *n = tli_E(E->ir, loads[i]);
-        int ln = n->vec;
-        tli_e_line(E, "tl_vec<%s, %d> tl_L%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), ln, loads[i],
-                   v / ln);
-        for (int c = 0; c < v / ln; c++) {
-            E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
-            const char *li[TL_MAX_RANK];
-            index_texts(E, n->buf, n->idx, li);
-            tli_e_line(E, "tl_ld_chunk(tl_L%d[%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
-        }
+        tli_e_line(E, "tl_vec<%s, %d> tl_L%d[%lld][%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), n->vec,
+                   loads[i], (long long)runs, v / n->vec);
     }
-    E->var_text[s->vars[last]] = NULL;
+    const char *idx[TL_MAX_RANK], *guard = NULL, *live = NULL;
+    for (int pass = nloads ? 0 : 1; pass < 2; pass++) {
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_q = 0; tl_q < %lld; ++tl_q) {%s", (long long)runs, pass ? "" : " // the loads");
+        E->indent++;
+        tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
+        for (int d = 0; d < last; d++)
+            tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
+        tli_e_line(E, "const long long %s_run = %s;", lastv, idx[last]);
+        live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
+        if (guard) {
+            tli_e_line(E, "if (%s) {", guard);
+            E->indent++;
+        }
+        if (pass == 1)
+            break; /* the arithmetic follows in this loop */
+        reset_temps(E);
+        E->pre = NULL;
+        for (int i = 0; i < nloads; i++) {
+            int ln = tli_E(E->ir, loads[i])->vec;
+            const tli_enode *n = tli_E(E->ir, loads[i]);
+            for (int c = 0; c < v / ln; c++) {
+                E->var_text[s->vars[last]] =
+                    c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
+                const char *li[TL_MAX_RANK];
+                index_texts(E, n->buf, n->idx, li);
+                tli_e_line(E, "tl_ld_chunk(tl_L%d[tl_q][%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
+            }
+        }
+        E->var_text[s->vars[last]] = NULL;
+        if (guard) {
+            E->indent--;
+            tli_e_line(E, "}");
+        }
+        E->indent--;
+        tli_e_line(E, "}");
+    }
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
         const tli_snode *x = tli_S(E->ir, st);
         if (x->x[TLI_X_STORE_VEC])
@@ -821,7 +839,7 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     tli_e_line(E, "const long long %s = %s_run + tl_e;", lastv, lastv);
     for (int i = 0; i < nloads; i++) {
         int ln = tli_E(E->ir, loads[i])->vec;
-        E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
+        E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_q][tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
     }
     E->inside_parallel = true;
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {

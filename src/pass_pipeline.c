@@ -555,34 +555,72 @@ typedef struct ws_plan {
 } ws_plan;
 
 /* Ping-pong inside a block of two consumer warpgroups (tl_use_pingpong on
- * 256 threads): each tl_gemm of the loop body is a turn, and the groups
- * alternate, group 0 first: turn t of group g waits until the other group
- * has issued its turn t - 1 + g, and then lets the other go. So while one
- * group works on what its last tensor-core work produced (a softmax, say),
- * the other group's work runs on the tensor cores. Turn t = seq G + j (G
- * gemms per iteration, j this one) completes phase t + g of order[g]. */
-static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t seq)
+ * 256 threads): the groups take turns issuing the loop's tl_gemm calls, so
+ * that what one group does between its tensor-core calls runs while the
+ * other's are on the tensor cores. A turn ends where the loop body does the
+ * most other work between two gemms (the softmax between S = Q K^T and
+ * O += P V): with gemms g0 .. g(G-1) and that gap before g_b, a turn is
+ * g_b .. g(G-1) of iteration i and g0 .. g(b-1) of iteration i + 1
+ * (b = 0: the gemms of one iteration). Group 0 goes first; turn k of group
+ * g waits for phase k + g - 1 of order[g] (the other group's turn k - 1 +
+ * g), and its end arrives on the other group's barrier. */
+
+/* Statements in the list starting at s, nested ones included. */
+static int count_stmts(const tli_ir *ir, int32_t s)
+{
+    int n = 0;
+    for (; s; s = ir->s.v[s].next)
+        n += 1 + count_stmts(ir, ir->s.v[s].body) + count_stmts(ir, ir->s.v[s].orelse);
+    return n;
+}
+
+static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n)
 {
     tli_lowered *L = P->L;
     tli_ir *ir = P->ir;
-    int G = 0;
-    for (int32_t s = ir->s.v[stage_node].body; s; s = ir->s.v[s].next)
-        G += ir->s.v[s].op == S_GEMM;
+    int32_t g[16];
+    int gap[16], G = 0, run = 0, tail = 0;
+    for (int32_t s = ir->s.v[stage_node].body; s; s = ir->s.v[s].next) {
+        if (ir->s.v[s].op == S_GEMM && G < 16) {
+            gap[G] = run;
+            g[G++] = s;
+            run = 0;
+        } else {
+            run += 1 + count_stmts(ir, ir->s.v[s].body) + count_stmts(ir, ir->s.v[s].orelse);
+        }
+    }
+    if (!G)
+        return;
+    tail = run; /* after the last gemm: joins the gap before g0 of the next iteration */
+    gap[0] += tail;
+    int b = 0;
+    for (int j = 1; j < G; j++)
+        if (gap[j] > gap[b])
+            b = j;
     int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
-    int j = 0;
-    for (int32_t s = ir->s.v[stage_node].body; s && L->st == TL_OK;) {
-        int32_t next = ir->s.v[s].next;
-        if (ir->s.v[s].op == S_GEMM) {
-            int32_t t = bin(P, E_ADD, bin(P, E_MUL, seq, I32(P, G)), I32(P, j++));
-            int32_t tg = bin(P, E_ADD, t, group);
-            int32_t par = bin(P, E_MOD, bin(P, E_SUB, tg, I32(P, 1)), I32(P, 2));
-            int32_t wait = mk_if(P, bin(P, E_GT, tg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
-            int32_t go = mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0);
-            splice_around(P, s, wait, go);
-            tli_low_note(L, s, "a turn on the tensor cores: the other warpgroup goes next");
+    int32_t i32 = cast32(P, i), last = bin(P, E_EQ, i, bin(P, E_SUB, n, I(P, 1)));
+    int32_t arrive = mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
+    for (int j = 0; j < G && L->st == TL_OK; j++) {
+        int32_t before = 0, after = 0;
+        if (j == b) { /* a turn starts: turn i + (b > 0) of this group */
+            int32_t k = b ? bin(P, E_ADD, i32, I32(P, 1)) : i32;
+            int32_t kg = bin(P, E_ADD, k, group);
+            int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
+            before = mk_if(P, bin(P, E_GT, kg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+        } else if (j == 0) { /* b > 0: turn 0 is g0 .. g(b-1) of iteration 0; group 1 waits for group 0's */
+            int32_t first = bin(P, E_AND, bin(P, E_EQ, i, I(P, 0)), bin(P, E_EQ, group, I32(P, 1)));
+            before = mk_if(P, first, mbar_op(P, S_MBAR_WAIT, w->order, group, I32(P, 0)), 0);
         }
-        s = next;
+        if (j == (b + G - 1) % G) /* the turn ends */
+            after = mk_if(P, lane0, arrive, 0);
+        else if (b > 0 && j == G - 1) /* the last iteration's final turn ends after its last gemm */
+            after = mk_if(P, bin(P, E_AND, last, lane0), mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0);
+        splice_around(P, g[j], before, after);
+        if (j == b)
+            tli_low_note(L, g[j], "a turn on the tensor cores starts here (the other warpgroup's has ended)");
+        else if (after)
+            tli_low_note(L, g[j], "ends a turn on the tensor cores: the other warpgroup goes next");
     }
 }
 
@@ -670,7 +708,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t at = consumers_at(P, pi, st);
     tli_list_add(L, &body, at);
     if (w->turns && at)
-        add_turns(P, w, at, seq);
+        add_turns(P, w, at, pi->var, n);
     wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
     tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),

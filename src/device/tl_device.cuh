@@ -128,21 +128,11 @@ struct __align__(16) tl_w4 { unsigned x, y, z, w; };
 struct __align__(8) tl_w2 { unsigned x, y; };
 
 template <int BYTES> struct tl_vec_io;
-// ld_if: the access when `pred`, else zeros, as one predicated load (no
-// branch: a branch around each load makes the compiler wait for it at the
-// join, so the loads of a thread's runs would go one after the other).
 template <> struct tl_vec_io<16> {
     __device__ __forceinline__ static void ld(unsigned *w, const void *p)
     {
         tl_w4 v = *(const tl_w4 *)p;
         w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
-    }
-    __device__ __forceinline__ static void ld_if(unsigned *w, const void *p, bool pred)
-    {
-        asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
-                     "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
-                     "@q ld.global.v4.b32 {%0, %1, %2, %3}, [%4];\n\t}\n"
-                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p), "r"((unsigned)pred) : "memory");
     }
     // The store is explicit PTX: as a struct store the compiler sometimes
     // split it into scalar stores (seen in 2-D loops).
@@ -158,12 +148,6 @@ template <> struct tl_vec_io<8> {
         tl_w2 v = *(const tl_w2 *)p;
         w[0] = v.x; w[1] = v.y;
     }
-    __device__ __forceinline__ static void ld_if(unsigned *w, const void *p, bool pred)
-    {
-        asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
-                     "@q ld.global.v2.b32 {%0, %1}, [%2];\n\t}\n"
-                     : "=r"(w[0]), "=r"(w[1]) : "l"(p), "r"((unsigned)pred) : "memory");
-    }
     __device__ __forceinline__ static void st(void *p, const unsigned *w)
     {
         tl_w2 v; v.x = w[0]; v.y = w[1];
@@ -173,24 +157,12 @@ template <> struct tl_vec_io<8> {
 template <> struct tl_vec_io<4> {
     __device__ __forceinline__ static void ld(unsigned *w, const void *p) { w[0] = *(const unsigned *)p; }
     __device__ __forceinline__ static void st(void *p, const unsigned *w) { *(unsigned *)p = w[0]; }
-    __device__ __forceinline__ static void ld_if(unsigned *w, const void *p, bool pred)
-    {
-        asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\tmov.b32 %0, 0;\n\t"
-                     "@q ld.global.b32 %0, [%1];\n\t}\n"
-                     : "=r"(w[0]) : "l"(p), "r"((unsigned)pred) : "memory");
-    }
 };
 
 // A lone 16-bit element (a run of one): one 2-byte access.
 template <> struct tl_vec_io<2> {
     __device__ __forceinline__ static void ld(unsigned *w, const void *p) { w[0] = *(const unsigned short *)p; }
     __device__ __forceinline__ static void st(void *p, const unsigned *w) { *(unsigned short *)p = (unsigned short)w[0]; }
-    __device__ __forceinline__ static void ld_if(unsigned *w, const void *p, bool pred)
-    {
-        asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\tmov.b32 %0, 0;\n\t"
-                     "@q ld.global.u16 %0, [%1];\n\t}\n"
-                     : "=r"(w[0]) : "l"(p), "r"((unsigned)pred) : "memory");
-    }
 };
 // 32 bytes (8 f32 values, when a run is 16 bytes of a narrower tensor):
 // two 16-byte accesses, each needing only 16-byte alignment.
@@ -199,11 +171,6 @@ template <> struct tl_vec_io<32> {
     {
         tl_vec_io<16>::ld(w, p);
         tl_vec_io<16>::ld(w + 4, (const char *)p + 16);
-    }
-    __device__ __forceinline__ static void ld_if(unsigned *w, const void *p, bool pred)
-    {
-        tl_vec_io<16>::ld_if(w, p, pred);
-        tl_vec_io<16>::ld_if(w + 4, (const char *)p + 16, pred);
     }
     __device__ __forceinline__ static void st(void *p, const unsigned *w)
     {
@@ -241,22 +208,18 @@ __device__ __forceinline__ bool tl_in_span(tl_i64 i, tl_i64 v, tl_i64 n)
 // base[v * stride] for lanes v whose index i + v lies in [0, n), when `ok`
 // (the chunk is live and its other indices are in range). One vector access
 // when the whole chunk is inside, contiguous and aligned; lane by lane at
-// the edges (lanes outside read 0). Both forms are predicated loads, no
-// branch, so every chunk of a thread is in flight before the first is used.
+// the edges (lanes outside read 0 and are not written).
 template <typename T, int V>
 __device__ __forceinline__ void tl_ld_chunk(tl_vec<T, V> &r, const T *base, tl_i64 stride, tl_i64 i,
                                             tl_i64 n, bool ok)
 {
-    const bool whole = ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<tl_vec_align<sizeof(T) * V>::value>(base);
-    tl_vec_io<sizeof(T) * V>::ld_if(r.w, base, whole);
-    T lane[V];
+    if (ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<tl_vec_align<sizeof(T) * V>::value>(base)) {
+        tl_ld_vec(r, base);
+        return;
+    }
 #pragma unroll
     for (int v = 0; v < V; ++v)
-        lane[v] = tl_ld(base + v * stride, !whole && ok && tl_in(i + v, n));
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-        if (!whole)
-            r.e[v] = lane[v];
+        r.e[v] = tl_ld(base + v * stride, ok && tl_in(i + v, n));
 }
 
 template <typename T, int V>

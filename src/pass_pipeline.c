@@ -574,7 +574,7 @@ static int count_stmts(const tli_ir *ir, int32_t s)
     return n;
 }
 
-static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n)
+static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n, int stages)
 {
     tli_lowered *L = P->L;
     tli_ir *ir = P->ir;
@@ -597,12 +597,24 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
     for (int j = 1; j < G; j++)
         if (gap[j] > gap[b])
             b = j;
+    /* A turn across the loop's end waits for the next slot while the other
+     * group still has to release the one before: with 2 stages that slot is
+     * the one the producer needs (a deadlock). Then every gemm is a turn. */
+    bool each = b > 0 && stages < 3;
     int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t i32 = cast32(P, i), last = bin(P, E_EQ, i, bin(P, E_SUB, n, I(P, 1)));
-    int32_t arrive = mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
+    int32_t arrive = each ? 0 : mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
     for (int j = 0; j < G && L->st == TL_OK; j++) {
         int32_t before = 0, after = 0;
+        if (each) { /* turn i G + j */
+            int32_t tg = bin(P, E_ADD, bin(P, E_ADD, bin(P, E_MUL, i32, I32(P, G)), I32(P, j)), group);
+            int32_t par = bin(P, E_MOD, bin(P, E_SUB, tg, I32(P, 1)), I32(P, 2));
+            before = mk_if(P, bin(P, E_GT, tg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+            splice_around(P, g[j], before, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0));
+            tli_low_note(L, g[j], "a turn on the tensor cores of its own (2 stages: no turn across the loop's end)");
+            continue;
+        }
         if (j == b) { /* a turn starts: turn i + (b > 0) of this group */
             int32_t k = b ? bin(P, E_ADD, i32, I32(P, 1)) : i32;
             int32_t kg = bin(P, E_ADD, k, group);
@@ -708,7 +720,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t at = consumers_at(P, pi, st);
     tli_list_add(L, &body, at);
     if (w->turns && at)
-        add_turns(P, w, at, pi->var, n);
+        add_turns(P, w, at, pi->var, n, S);
     wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
     tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),

@@ -41,8 +41,9 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     if (wgmma) /* two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax
                 * runs under the other's GEMMs), a producer warpgroup */
-        return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : 128, .stages = 2,
-                                        .threads = 256, .warp_specialize = 1, .pingpong = 1};
+        return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : 128,
+                                        .stages = d->head_dim > 128 ? 2 : 3, .threads = 256, .warp_specialize = 1,
+                                        .pingpong = d->head_dim <= 128};
     /* mma.sync: eight warps of 16 rows each (the output accumulator of a
      * warp then holds 16 x head_dim: 64 registers a thread at head_dim 128,
      * where four warps of 32 rows needed 128 and spilled), K/V through

@@ -1155,7 +1155,8 @@ typedef struct tl_tune_result {
                                the others follow in space order             */
     int compiled;           /* candidates that compiled                     */
     tl_tune_entry *entries;
-    double compile_s;       /* building and compiling every candidate       */
+    double compile_s;       /* building and compiling every candidate, and
+                               setting up the problem (operands, reference) */
     double total_s;         /* the whole run                                */
     int saved;              /* 1: entries[0] went into the tuning database  */
 } tl_tune_result;

@@ -629,6 +629,97 @@ static void test_gemm_space(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The real runner's compile step, offline                                   */
+/* ------------------------------------------------------------------------ */
+
+/* v = {elements per block, threads, shared tile of floats (0: none)}. */
+static tl_status build_offline(void *user, tl_ctx *c, const tl_tune_config *cfg, tl_kernel **out)
+{
+    (void)user;
+    if (cfg->v[0] == 0)
+        return tli_fail(c, TL_ERR_INVALID_ARG, "no kernel for an empty tile");
+    tl_kernel *k = tl_kernel_new(c, "offline");
+    tl_expr n = tl_dim(k, "N");
+    tl_buf a = tl_param_tensor(k, "A", TL_F32, 1, &n, NULL);
+    tl_buf o = tl_param_tensor(k, "C", TL_F32, 1, &n, NULL);
+    tl_grid(k, tl_ceildiv(k, n, tl_int(k, cfg->v[0])), TL_NONE_EXPR, TL_NONE_EXPR, cfg->v[1]);
+    if (cfg->v[2]) { /* a shared tile, to go over the shared-memory limit */
+        tl_buf sh = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){cfg->v[2]});
+        tl_copy(k, tl_tile(k, a, tl_block_idx(k, 0)), tl_all(sh));
+        tl_copy(k, tl_all(sh), tl_tile(k, o, tl_block_idx(k, 0)));
+    } else {
+        tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, cfg->v[0])), tl_parallel1(k, cfg->v[0]));
+        tl_store(k, o, &i, tl_load(k, a, &i));
+        tl_end(k);
+    }
+    *out = k;
+    return tl_kernel_status(k);
+}
+
+typedef struct offline_problem {
+    tli_tune_problem base;
+    const tl_program *first;
+} offline_problem;
+
+static tl_status offline_check(tli_tune_problem *pb, const tl_program *p, void *stream, tl_check_result *res)
+{
+    (void)pb, (void)p, (void)stream;
+    memset(res, 0, sizeof *res);
+    res->pass = 1;
+    return TL_OK;
+}
+
+static tl_status offline_run(tli_tune_problem *pb, const tl_program *p, void *stream)
+{
+    (void)pb, (void)p, (void)stream;
+    return TL_OK;
+}
+
+static void offline_destroy(tli_tune_problem *pb) { free(pb); }
+
+static tl_status offline_problem_fn(void *user, tl_ctx *c, const tl_program *first, tli_tune_problem **out)
+{
+    (void)c;
+    offline_problem *o = calloc(1, sizeof *o);
+    o->base = (tli_tune_problem){.run = offline_run, .check = offline_check, .destroy = offline_destroy};
+    o->first = first;
+    *(const tl_program **)user = first;
+    *out = &o->base;
+    return TL_OK;
+}
+
+/* Building, the lowering and NVRTC sort the candidates before anything
+ * runs: a builder's refusal and a shared-memory overflow are REJECTED with
+ * their messages, the rest compile in one batch; timing them then fails
+ * (no device), which is a RUN_FAILED per candidate, not an error. */
+static void test_runner_compile_offline(void **state)
+{
+    (void)state;
+    const tl_tune_config cfg[] = {{{1024, 256}}, {{0, 256}}, {{1024, 256, 1 << 17}}, {{512, 128}}, {{1024, 100}}};
+    const tl_program *first = NULL;
+    tli_tune_setup setup = {.ctx = ctx, .n = 5, .configs = cfg, .build = build_offline,
+                            .problem = offline_problem_fn, .problem_user = &first};
+    tli_tune_plan plan = {.n = 5, .configs = cfg, .screen_reps = 10, .final_reps = 20, .finalists = 4};
+    tl_tune_result *res = tli_tune_result_new(5);
+    assert_status(tli_tune_with_programs(&setup, &plan, res), TL_OK);
+    assert_non_null(first);
+    assert_int_equal(res->compiled, 2);
+    assert_int_equal(res->passed, 0);
+    const struct { int index; tl_tune_outcome o; const char *note; } want[] = {
+        {0, TL_TUNE_RUN_FAILED, "no device"},     {1, TL_TUNE_REJECTED, "empty tile"},
+        {2, TL_TUNE_REJECTED, "shared memory"},   {3, TL_TUNE_RUN_FAILED, "no device"},
+        {4, TL_TUNE_REJECTED, "multiple of 32"},
+    };
+    for (int i = 0; i < 5; i++) {
+        const tl_tune_entry *e = &res->entries[i];
+        assert_int_equal(e->index, want[i].index);
+        if (e->outcome != want[i].o || !strstr(e->note, want[i].note))
+            fail_msg("candidate %d: %s: %s", i, tl_tune_outcome_name(e->outcome), e->note);
+    }
+    tl_tune_result_destroy(res);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The request                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -684,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_heuristic_table),
         cmocka_unit_test(test_shape_classes),
         cmocka_unit_test(test_gemm_space),
+        cmocka_unit_test(test_runner_compile_offline),
         cmocka_unit_test(test_request_errors),
     };
     return cmocka_run_group_tests_name("tune", tests, offline_setup, ctx_teardown);

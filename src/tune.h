@@ -93,6 +93,8 @@ tl_status tli_tune_custom_problem(tl_ctx *ctx, const tl_program *p, const tl_tun
 /* The real runner                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* Builds a candidate's kernel. On failure a kernel left in *out (one with
+ * an error recorded on it) is destroyed by the runner. */
 typedef tl_status (*tli_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out);
 /* Makes the problem once the candidates are compiled; first is the first
  * program that compiled (NULL when none did). */

@@ -131,17 +131,9 @@ typedef struct request_ctx {
 static tl_status build_candidate(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out)
 {
     const request_ctx *r = user;
-    *out = NULL;
     if (r->op)
         return r->op->build(ctx, r->q->desc, cfg, out);
-    tl_status st = r->q->build(r->q->build_user, ctx, cfg, out);
-    if (st == TL_OK && !*out)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_autotune: the build callback returned no kernel");
-    if (st != TL_OK && *out) {
-        tl_kernel_destroy(*out);
-        *out = NULL;
-    }
-    return st;
+    return r->q->build(r->q->build_user, ctx, cfg, out);
 }
 
 static tl_status make_problem(void *user, tl_ctx *ctx, const tl_program *first, tli_tune_problem **out)

@@ -43,9 +43,13 @@ static void build_all(runner *r, int n, tl_tune_entry *e, tl_compile_job *jobs)
 {
     const tli_tune_setup *s = r->setup;
     for (int i = 0; i < n; i++) {
+        jobs[i].kernel = NULL;
         tl_status st = s->build(s->build_user, s->ctx, &s->configs[i], &jobs[i].kernel);
+        if (st == TL_OK && !jobs[i].kernel)
+            st = tli_fail(s->ctx, TL_ERR_INVALID_ARG, "tl_autotune: the builder returned no kernel");
         if (st == TL_OK)
             continue;
+        tl_kernel_destroy(jobs[i].kernel); /* a builder may hand back a kernel with an error on it */
         jobs[i].kernel = NULL;
         e[i].outcome = TL_TUNE_REJECTED;
         e[i].status = st;

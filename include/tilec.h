@@ -993,6 +993,12 @@ TL_API const char *const *tl_op_names(void);
  * it exactly as tl_compile records it. */
 typedef struct tl_compile_job {
     tl_kernel *kernel;     /* in: a kernel of the context                   */
+    int safe_variant;      /* in: 1: also compile the program's safe variant
+                              (for tensors that miss the 16-byte alignment
+                              it assumes, see tl_copy), which tl_launch
+                              would otherwise compile at the first such
+                              launch; a program that assumes nothing has
+                              none                                          */
     tl_program *program;   /* out: a new program the caller destroys; NULL
                               when status is not TL_OK                      */
     tl_status status;      /* out: what tl_compile would have returned      */

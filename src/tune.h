@@ -110,6 +110,8 @@ typedef struct tli_tune_setup {
     tli_tune_problem_fn problem;
     void *problem_user;
     int compile_threads;
+    int safe_variants;  /* compile the candidates' safe variants too: the
+                           problem's rows miss the alignment they assume */
     void *stream;
 } tli_tune_setup;
 
@@ -139,6 +141,9 @@ typedef struct tli_tune_op {
     /* operands, reference and baseline for desc */
     tl_status (*problem)(tl_ctx *ctx, const void *desc, double tol, tli_tune_problem **out);
     void (*key)(const void *desc, tli_tune_key *out);
+    /* whether desc's rows miss the 16-byte alignment the programs assume,
+     * so that every candidate runs its safe variant (NULL: never) */
+    bool (*unaligned)(const void *desc);
 } tli_tune_op;
 
 /* The row of op name; NULL when it is not tunable. */

@@ -184,7 +184,8 @@ TL_API tl_status tl_autotune(tl_ctx *ctx, const tl_tune_request *q, tl_tune_resu
     if (st == TL_OK) {
         tli_tune_setup setup = {.ctx = ctx, .n = n, .configs = configs, .build = build_candidate, .build_user = &r,
                                 .problem = make_problem, .problem_user = &r,
-                                .compile_threads = q->compile_threads, .stream = q->stream};
+                                .compile_threads = q->compile_threads, .stream = q->stream,
+                                .safe_variants = r.op && r.op->unaligned && r.op->unaligned(q->desc)};
         tli_tune_plan plan = {.n = n, .configs = configs, .param_names = r.op ? r.op->param_names : q->param_names,
                               .budget_s = q->budget_s, .screen_reps = q->screen_reps ? q->screen_reps : 10,
                               .final_reps = q->final_reps ? q->final_reps : 20,

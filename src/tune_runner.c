@@ -101,8 +101,10 @@ static void compile_all(void *self, int n, tl_tune_entry *e)
         if (jobs[i].kernel)
             batch[m++] = &jobs[i];
     tl_compile_job *dense = calloc((size_t)(m ? m : 1), sizeof *dense);
-    for (int j = 0; dense && j < m; j++)
+    for (int j = 0; dense && j < m; j++) {
         dense[j].kernel = batch[j]->kernel;
+        dense[j].safe_variant = r->setup->safe_variants;
+    }
     if (dense)
         tl_compile_many(r->setup->ctx, dense, m, NULL, r->setup->compile_threads);
     for (int j = 0; j < m; j++) {

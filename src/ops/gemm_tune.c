@@ -238,6 +238,15 @@ static void key_for_tuner(const void *desc, tli_tune_key *out)
     tli_gemm_tune_key(desc, out);
 }
 
+/* The problem's operands come from tl_malloc (aligned); rows of K or N
+ * elements that are not whole 16-byte units make every launch take the
+ * safe variant, which is then compiled with the candidates. */
+static bool unaligned_rows(const void *desc)
+{
+    const tl_gemm_desc *d = desc;
+    return d->k % 8 || d->n % 8;
+}
+
 const tli_tune_op tli_gemm_tune_op = {
     .name = "gemm",
     .param_names = tli_gemm_param_names,
@@ -246,4 +255,5 @@ const tli_tune_op tli_gemm_tune_op = {
     .build = build_for_tuner,
     .problem = tli_gemm_tune_problem,
     .key = key_for_tuner,
+    .unaligned = unaligned_rows,
 };

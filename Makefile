@@ -5,6 +5,7 @@
 #   make demo       the tutorial walk-through (GPU chapters only with a GPU)
 #   make bench      benchmarks (need a GPU)
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan       the threaded tests under ThreadSanitizer
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #
 # cmocka: taken from the system (Debian's libcmocka-dev, installed on demand
@@ -55,7 +56,7 @@ BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # takes what it needs from the library.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 
-.PHONY: all lib test test-build demo bench asan install uninstall clean check-cmocka
+.PHONY: all lib test test-build demo bench asan tsan install uninstall clean check-cmocka
 
 all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
 
@@ -108,7 +109,12 @@ $(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(TEST_DEFS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+# The reproducer test compiles C programs against this build's library,
+# with this build's compiler and sanitizer flags.
+$(BUILD)/tests/test_repro: TEST_DEFS = -DTILEC_TEST_CC='"$(CC)"' -DTILEC_TEST_LIB='"$(STATIC_LIB)"' \
+                                       -DTILEC_TEST_LDFLAGS='"$(strip $(LDFLAGS))"'
 
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh
@@ -116,13 +122,20 @@ check-cmocka:
 test-build: all $(TEST_BIN)
 
 test: test-build
-	@TILEC_BIN=$(TOOL) sh tests/run.sh $(TEST_BIN)
+	@TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) sh tests/run.sh $(TEST_BIN)
 
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.
 asan:
 	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(MAKE) BUILD=build-asan LIBDIR=build-asan/lib BINDIR=build-asan/bin SANITIZE=address,undefined test
+
+# The tests that run threads, under ThreadSanitizer (its own tree too).
+TSAN_TESTS := test_threads
+tsan:
+	$(MAKE) BUILD=build-tsan LIBDIR=build-tsan/lib BINDIR=build-tsan/bin SANITIZE=thread \
+	    $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 sh tests/run.sh $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
 
 demo: all
 	@sh tools/demo.sh $(BUILD)
@@ -138,12 +151,14 @@ install: lib $(TOOL)
 	ln -sf libtilec.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtilec.so.$(SOMAJOR)
 	ln -sf libtilec.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libtilec.so
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/tilec.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+	for pc in tilec tilec-shared; do \
+	    sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/tilec.h $(DESTDIR)$(PREFIX)/lib/libtilec.a \
 	      $(DESTDIR)$(PREFIX)/lib/libtilec.so* $(DESTDIR)$(PREFIX)/bin/tilec \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec-shared.pc
 
 clean:
-	rm -rf build build-asan lib bin
+	rm -rf build build-asan build-tsan lib bin

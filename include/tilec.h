@@ -10,7 +10,7 @@
  * Objects and ownership
  *   tl_ctx      created by tl_ctx_create, destroyed by tl_ctx_destroy (the
  *               caller owns it). One device, or none (offline: compile only).
- *               A context is used by one thread at a time.
+ *               See "Threads" below.
  *   tl_kernel   a builder, created by tl_kernel_new, destroyed by
  *               tl_kernel_destroy. It owns every expression, buffer and
  *               statement made through it.
@@ -21,9 +21,21 @@
  *   tl_expr, tl_buf  small value handles into a kernel; a zero handle
  *               (TL_NONE_EXPR, TL_NONE_BUF) is the null handle.
  *
+ * Threads
+ *   Several threads may use one context at once to: build and compile
+ *   kernels (each kernel by one thread at a time), launch, time, check and
+ *   interpret programs (one program by any number of threads), run the
+ *   prebuilt ops (an op's program is compiled once, by the first thread to
+ *   ask), copy and fill device memory, and read or clear the cache. Each
+ *   thread has its own message: tl_ctx_error gives the calling thread's
+ *   last failure on the context. Not concurrent with anything else on the
+ *   context: tl_ctx_destroy, and tl_baseline_gemm (its cuBLAS handles are
+ *   one thread's at a time).
+ *
  * Errors
  *   Calls that do work return a tl_status; the message that goes with it is
- *   on the context (tl_ctx_error). Builder calls record the first error on
+ *   on the context (tl_ctx_error) and starts with the name of the call
+ *   that failed ("tl_launch: ..."). Builder calls record the first error on
  *   their kernel (status, message, the name of the call) and return a null
  *   handle; every later builder call on that kernel does nothing, and
  *   tl_compile returns the recorded status. The library never aborts, exits
@@ -121,10 +133,14 @@ typedef struct tl_ctx_options {
                               "sm_90a" without a device                      */
     const char *cache_dir; /* NULL: $TILEC_CACHE_DIR, $XDG_CACHE_HOME/tilec,
                               ~/.cache/tilec, in that order                   */
-    int disk_cache;        /* 1: memory + disk cache; 0: memory only         */
+    int disk_cache;        /* 1: memory + disk cache; 0: memory only;
+                              TL_DISK_CACHE_IF_EXISTS: the directory only if
+                              it exists, never created (to inspect a cache) */
     tl_log_fn log;         /* warnings and debug notes; NULL: silent         */
     void *log_user;
 } tl_ctx_options;
+
+#define TL_DISK_CACHE_IF_EXISTS 2
 
 /* Default options: device 0, device's own target, disk cache on, silent. */
 TL_API tl_ctx_options tl_ctx_default_options(void);
@@ -139,8 +155,9 @@ TL_API tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out,
 /* Destroys a context and every cached module in it. Programs made in it
  * must be destroyed first. NULL is allowed. */
 TL_API void tl_ctx_destroy(tl_ctx *ctx);
-/* The message of the last failed call on this context (or on a kernel or
- * program of it); "" when none. Valid until the next failing call. */
+/* The message of the calling thread's last failed call on this context
+ * (or on a kernel or program of it); "" when none. Valid until this
+ * thread's next failing call on the context. */
 TL_API const char *tl_ctx_error(const tl_ctx *ctx);
 /* 1 when the context has a GPU, 0 when it is offline. */
 TL_API int tl_ctx_has_device(const tl_ctx *ctx);
@@ -197,7 +214,10 @@ TL_API tl_status tl_synchronize(tl_ctx *ctx);
  * based generator: element i depends only on (seed, i). tl_random_host
  * produces bit-identical values on the host, so a reference can be computed
  * without copying inputs back. dtype: f32, f16, bf16, f64, i32 (integers in
- * [lo, hi)). */
+ * [lo, hi)). lo <= hi, both finite; for i32 both within [-2^31, 2^31].
+ * Errors: TL_ERR_INVALID_ARG (a bad range, dtype, n < 0, a null or, on the
+ * device, misaligned pointer); tl_random_fill also TL_ERR_NO_DEVICE and
+ * those of tl_launch. */
 TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int64_t n,
                                 uint64_t seed, double lo, double hi, void *stream);
 TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t seed,
@@ -221,8 +241,13 @@ typedef struct tl_kernel tl_kernel;
 typedef struct tl_expr { uint32_t kid, id; } tl_expr;
 typedef struct tl_buf { uint32_t kid, id; } tl_buf;
 
+#ifdef __cplusplus /* C++ has list-initialised temporaries, not compound literals */
+#define TL_NONE_EXPR (tl_expr{0, 0})
+#define TL_NONE_BUF (tl_buf{0, 0})
+#else
 #define TL_NONE_EXPR ((tl_expr){0, 0})
 #define TL_NONE_BUF ((tl_buf){0, 0})
+#endif
 static inline int tl_expr_is_null(tl_expr e) { return e.id == 0; }
 static inline int tl_buf_is_null(tl_buf b) { return b.id == 0; }
 
@@ -241,16 +266,30 @@ TL_API const char *tl_kernel_error(const tl_kernel *k);
 
 /* --- parameters: they become launch arguments, in the order declared --- */
 
+/* Parameter names are identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 63
+ * characters) that are free in the generated CUDA C++: not a C++ keyword
+ * or alternative token (`namespace`, `and`, `xor_eq`, `nullptr`, ...), not
+ * a name C++ reserves (containing `__`, or `_` and a capital first), not
+ * `NULL`, a CUDA built-in (`threadIdx`, `warpSize`, ...) or a math function
+ * the generated code calls (`expf`, `fmaxf`, ...), and not starting with
+ * `tl_`. A kernel takes at most TL_MAX_PARAMS parameters. Errors of the
+ * declaring calls: TL_ERR_INVALID_ARG (a bad, reserved or repeated name,
+ * naming the rule it breaks), TL_ERR_UNSUPPORTED (too many parameters). */
+#define TL_MAX_PARAMS 64
+
 /* A symbolic dimension: a run-time i64 size, one launch argument. */
 TL_API tl_expr tl_dim(tl_kernel *k, const char *name);
 /* A scalar parameter of dtype f32, f16, bf16, i32, i64 or f64. */
 TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype);
 /* A tensor in global memory: a device pointer argument. `shape` has `rank`
  * integer expressions (constants, dims, arithmetic of them). `strides`, in
- * elements, may be NULL for row-major contiguous. Accesses out of the shape
- * are masked: loads give 0, stores are dropped. Element types: f32, f16,
- * bf16, i32, i64, f64. Errors: TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK),
- * TL_ERR_DTYPE (a non-integer extent, a bad element type). */
+ * elements, may be NULL for row-major contiguous. Extents and strides must
+ * be >= 0: a negative constant is refused here, any other is checked at
+ * launch. Accesses out of the shape are masked: loads give 0, stores are
+ * dropped. Element types: f32, f16, bf16, i32, i64, f64. Errors:
+ * TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant extent or
+ * stride), TL_ERR_DTYPE (a non-integer extent, a bad element type),
+ * TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides);
 
@@ -271,9 +310,15 @@ TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype); /* float consta
 TL_API tl_expr tl_f32(tl_kernel *k, float v);              /* f32 constant */
 
 /* Arithmetic. Both operands must have the same dtype, except that i32 and
- * i64 mix (the result is i64). tl_div on integers truncates toward zero;
- * tl_mod is the C remainder and integer-only; tl_ceildiv is (a+b-1)/b for
- * non-negative integers. Errors: TL_ERR_DTYPE. */
+ * i64 mix (the i32 operand is converted to i64; the result is i64).
+ * tl_div on integers truncates toward zero; tl_mod is the C remainder and
+ * integer-only; tl_ceildiv is (a+b-1)/b, meant for non-negative integers.
+ * Integer operations on constants are folded at build time, exactly: a
+ * result that does not fit the type, or a division by the constant 0, is
+ * TL_ERR_INVALID_ARG. At run time integer + - * neg abs wrap around (two's
+ * complement); in the interpreter MIN / -1 is MIN and a division or
+ * remainder by 0 gives 0 (on the device the result of those two is
+ * unspecified). Errors: TL_ERR_DTYPE, TL_ERR_INVALID_ARG. */
 TL_API tl_expr tl_add(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_sub(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_mul(tl_kernel *k, tl_expr a, tl_expr b);
@@ -357,10 +402,11 @@ TL_API void tl_end(tl_kernel *k);
  * the other side of the tl_copy. Value handle; do not fill by hand. */
 typedef struct tl_region { tl_buf buf; uint32_t id; } tl_region;
 
-/* A tile in shared memory, visible to the whole block. Constant shape,
- * element types f32, f16, bf16. The library lays it out (XOR-swizzled for
- * conflict-free tensor-core loads) and multi-buffers it inside tl_pipelined.
- * Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
+/* A tile in shared memory, visible to the whole block. Constant shape
+ * (each extent 1..2^20, at most 2^24 elements in all, as for fragments
+ * and locals), element types f32, f16, bf16. The library lays it out
+ * (XOR-swizzled for conflict-free tensor-core loads) and multi-buffers it
+ * inside tl_pipelined. Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
 TL_API tl_buf tl_alloc_shared(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
 /* A tile held in registers, spread over the threads of the block. Its layout
  * is inferred: the accumulator layout when tl_gemm writes it, else a plain
@@ -374,10 +420,26 @@ TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64
 /* The whole of buf. */
 static inline tl_region tl_all(tl_buf buf) { tl_region r; r.buf = buf; r.id = 0; return r; }
 /* The tile of global tensor buf at tile indices idx[0..rank-1] (rank of
- * buf): it starts at idx[d] * extent[d] along each axis. */
+ * buf): it starts at idx[d] * extent[d] along each axis. The indices are
+ * evaluated where the region is copied, so a region whose indices use a
+ * loop variable may be copied only inside that loop (tl_copy gives
+ * TL_ERR_SCOPE after it). */
 TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n);
+#ifdef __cplusplus
+/* C++ has no compound literals: the indices become the array of a
+ * variadic function template, which counts them too. */
+extern "C++" {
+template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf, I... idx)
+{
+    const tl_expr list[] = {idx...};
+    return tl_tile_n(k, buf, list, (int)sizeof...(I));
+}
+}
+#define tl_tile(k, buf, ...) tl_tile_list((k), (buf), __VA_ARGS__)
+#else
 #define tl_tile(k, buf, ...)                                                                       \
     tl_tile_n((k), (buf), (tl_expr[]){__VA_ARGS__}, (int)(sizeof((tl_expr[]){__VA_ARGS__}) / sizeof(tl_expr)))
+#endif
 
 /* Copies src to dst element by element (converting the element type when
  * they differ), where both have the same extents. Global tiles are masked at
@@ -527,8 +589,16 @@ TL_API tl_status tl_kernel_lower_dump(tl_kernel *k, const char *target, const ch
 
 /* A C program that rebuilds k with the same builder calls and prints its
  * generated source: a bug report in one file (compile it against
- * libtilec). *c_source is malloc'ed. Errors: TL_ERR_INVALID_ARG,
- * TL_ERR_OUT_OF_MEMORY, the kernel's recorded error. */
+ * libtilec: cc repro.c -ltilec -ldl -lpthread -lm). It needs no GPU: run
+ * without arguments, it prints tl_kernel_source for the target of k's
+ * context; a target name as an argument picks another; the argument
+ * "dump" prints tl_kernel_dump instead. The rebuilt kernel is the same
+ * graph, ids included, so what it prints is byte for byte what k gives (a
+ * kernel that does not compile, for a scope left open, fails the same
+ * way). *c_source is malloc'ed; free it with tl_free_host. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY, the kernel's recorded error (a
+ * kernel with one has no reproducer; tl_compile records the errors of an
+ * incomplete kernel on it). */
 TL_API tl_status tl_kernel_reproducer(tl_kernel *k, char **c_source);
 
 /* ------------------------------------------------------------------------ */
@@ -613,14 +683,22 @@ static inline tl_arg tl_arg_float(double f) { tl_arg a; a.kind = TL_ARG_FLOAT; a
 /* Launches p with one argument per parameter, in declaration order: device
  * pointers for tensors, integers for dims and integer scalars, floats for
  * float scalars. The grid comes from the dims. Dynamic shared memory is set
- * as the program needs. Errors: TL_ERR_LAUNCH_ARGS (count, kinds, negative
- * dims, a grid beyond the device's limits), TL_ERR_NO_DEVICE (offline or
- * not loaded), TL_ERR_CUDA. A grid of zero blocks launches nothing. */
+ * as the program needs. Every tensor is checked against the arguments
+ * first: its extents and strides must evaluate >= 0, its offsets must stay
+ * within 2^63 bytes, and its pointer must be aligned to the element size
+ * and non-null unless the tensor is empty. Errors: TL_ERR_LAUNCH_ARGS
+ * (count, kinds, a NULL args with nargs > 0, negative dims, a tensor that
+ * fails those checks, a grid beyond the device's limits), TL_ERR_NO_DEVICE
+ * (offline or not loaded), TL_ERR_CUDA. A grid of zero blocks launches
+ * nothing. */
 TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args);
 
 /* Runs the kernel graph on the CPU (the golden model): host pointers for
  * tensors, block by block, iteration by iteration. Meant for small inputs.
- * Errors: TL_ERR_LAUNCH_ARGS, and the kernel's recorded error. */
+ * Arguments are checked as by tl_launch (a tensor's host buffer must hold
+ * every element its extents and strides reach). Errors:
+ * TL_ERR_LAUNCH_ARGS, TL_ERR_OUT_OF_MEMORY, and the kernel's recorded
+ * error. */
 TL_API tl_status tl_interpret(tl_kernel *k, int nargs, const tl_arg *args);
 TL_API tl_status tl_program_interpret(const tl_program *p, int nargs, const tl_arg *args);
 
@@ -710,8 +788,16 @@ typedef struct tl_cache_stats {
     int64_t mem_hits, disk_hits, misses, stores, corrupt_rebuilt;
 } tl_cache_stats;
 
+/* The cache's directory and counters. Errors: TL_ERR_INVALID_ARG. */
 TL_API tl_status tl_cache_stats_get(tl_ctx *ctx, tl_cache_stats *out);
-/* Removes every entry from memory and disk. Errors: TL_ERR_IO. */
+/* Removes every entry from memory and disk: files in the directory that
+ * are named like entries and start as entries do (others are left alone),
+ * and whatever is in the way at a path the cache owns (a directory where
+ * an entry goes, a file where a shard directory goes). The directory may
+ * be shared by other users: entries are read only when they are regular
+ * files (never through a symlink, never blocking on a FIFO), and an
+ * obstacle costs only the entries it blocks their disk copy, with one
+ * warning. Errors: TL_ERR_IO. */
 TL_API tl_status tl_cache_clear(tl_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
@@ -719,7 +805,9 @@ TL_API tl_status tl_cache_clear(tl_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 
 /* c[i] = a[i] + b[i] for i < n; a, b, c device pointers of `dtype` (f32,
- * f16, bf16), any n >= 0, any alignment of the element type. */
+ * f16, bf16), any n >= 0, any alignment of the element type (a pointer
+ * not aligned to its element size is TL_ERR_INVALID_ARG, before any
+ * launch). */
 typedef struct tl_vadd_desc {
     tl_dtype dtype;
     int64_t n;
@@ -763,7 +851,8 @@ typedef struct tl_gemm_schedule {
     int stages;
     int threads;
     int swizzle;
-    unsigned warp_policy;   /* TL_GEMM_WARP_* */
+    unsigned warp_policy;   /* TL_GEMM_WARP_SQUARE, _ROWS or _COLS (any
+                               other value: TL_ERR_INVALID_ARG) */
     int pingpong;           /* 1: tl_use_pingpong (sm_90a; threads must be
                                128, block_k 64, stages >= 3): persistent
                                CTAs whose two consumer warpgroups overlap
@@ -832,8 +921,9 @@ TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a
  * computed in f32), act one of tl_epilogue (TL_EPI_NONE: the bias alone).
  * An element-wise kernel of its own: the unfused epilogue that a fused
  * GEMM is measured against. Compiled on first use and kept in the context.
- * Errors: TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of
- * tl_compile and tl_launch. */
+ * c and bias must be aligned to the element size. Errors:
+ * TL_ERR_INVALID_ARG (sizes, a null c, a misaligned pointer),
+ * TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of tl_compile and tl_launch. */
 TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
                              tl_epilogue epi, void *stream);
 /* Builds the kernel of tl_bias_act: Y[i, j] = act(X[i, j] + bias[j]).

@@ -2,9 +2,11 @@
  * evaluate the grid and tensor shapes on the host. */
 #include "args.h"
 
+#include "checked.h"
 #include "interp.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static const char *kind_name(tl_arg_kind k)
 {
@@ -53,32 +55,96 @@ static tl_status bind_one(const tli_param *p, int i, const tl_arg *a, tl_arg_kin
     return TL_OK;
 }
 
-tl_status tli_bind_args(const tli_ir *ir, int nargs, const tl_arg *args, tl_arg_kind ptr_kind,
-                        tli_bound *b, char *err, size_t errlen)
+/* Checks, for this launch, that tensor i (parameter slot) has extents and
+ * strides >= 0, that every offset it spans fits in int64_t in bytes, and
+ * that its pointer is non-null (unless it is empty) and holds whole
+ * elements. The interpreter and the generated code index with these
+ * values, so a negative extent (which an unsigned bounds test lets
+ * through) or an overflowing offset would reach outside the tensor. */
+static tl_status check_tensor(const tli_ir *ir, const tli_bound *b, int i, char *err, size_t n)
+{
+    const tli_param *p = &ir->p.v[i];
+    const tli_bnode *t = tli_B(ir, p->buf);
+    int64_t size = (int64_t)tl_dtype_size((tl_dtype)t->dtype), last = 0, dims[TL_MAX_RANK], strides[TL_MAX_RANK];
+    bool empty = false, big = false;
+    for (int d = 0; d < t->rank; d++) {
+        dims[d] = tli_eval_host_int(ir, b, t->shape[d]);
+        strides[d] = tli_eval_host_int(ir, b, t->stride[d]);
+        if (dims[d] < 0 || strides[d] < 0) {
+            tli_fmt(err, n, "argument %d ('%s'): %s %d evaluates to %lld; extents and strides must be >= 0", i - 1,
+                    p->name, dims[d] < 0 ? "extent" : "stride", d, (long long)(dims[d] < 0 ? dims[d] : strides[d]));
+            return TL_ERR_LAUNCH_ARGS;
+        }
+        int64_t bytes;
+        big = big || tli_mul_overflows(strides[d], size, &bytes);
+        empty = empty || dims[d] == 0;
+    }
+    for (int d = 0; d < t->rank && !empty && !big; d++) {
+        int64_t part;
+        big = tli_mul_overflows(dims[d] - 1, strides[d], &part) || tli_add_overflows(last, part, &last);
+    }
+    int64_t span_bytes;
+    if (big || (!empty && (tli_add_overflows(last, 1, &last) || tli_mul_overflows(last, size, &span_bytes)))) {
+        tli_fmt(err, n, "argument %d ('%s'): its extents and strides reach beyond 2^63 bytes", i - 1, p->name);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    uint64_t ptr = b->ptr[i];
+    if (!empty && ptr == 0) {
+        tli_fmt(err, n, "argument %d ('%s') is a null pointer", i - 1, p->name);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    if (ptr % (uint64_t)size) {
+        tli_fmt(err, n, "argument %d ('%s') = 0x%llx is not aligned to its %lld-byte elements", i - 1, p->name,
+                (unsigned long long)ptr, (long long)size);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    return TL_OK;
+}
+
+static tl_status bind_all(const tli_ir *ir, int nargs, const tl_arg *args, tl_arg_kind ptr_kind, tli_bound *b,
+                          char *err, size_t errlen)
 {
     int want = ir->p.n - 1;
-    b->n = ir->p.n;
-    b->i = calloc((size_t)ir->p.n, sizeof *b->i);
-    b->f = calloc((size_t)ir->p.n, sizeof *b->f);
-    b->ptr = calloc((size_t)ir->p.n, sizeof *b->ptr);
-    if (!b->i || !b->f || !b->ptr) {
-        tli_bound_free(b);
-        tli_fmt(err, errlen, "out of host memory");
-        return TL_ERR_OUT_OF_MEMORY;
+    if (nargs > 0 && !args) {
+        tli_fmt(err, errlen, "kernel '%s': args is NULL but nargs is %d", ir->name, nargs);
+        return TL_ERR_LAUNCH_ARGS;
     }
-    if (nargs != want || (nargs > 0 && !args)) {
+    if (nargs != want) {
         tli_fmt(err, errlen, "kernel '%s' takes %d arguments, got %d", ir->name, want, nargs);
-        tli_bound_free(b);
         return TL_ERR_LAUNCH_ARGS;
     }
     for (int i = 0; i < want; i++) {
         tl_status st = bind_one(&ir->p.v[i + 1], i, &args[i], ptr_kind, b, i + 1, err, errlen);
-        if (st != TL_OK) {
-            tli_bound_free(b);
+        if (st != TL_OK)
             return st;
-        }
+    }
+    /* Tensors after every scalar: extents may use any dim. */
+    for (int i = 1; i <= want; i++) {
+        tl_status st = ir->p.v[i].kind == TL_PARAM_TENSOR ? check_tensor(ir, b, i, err, errlen) : TL_OK;
+        if (st != TL_OK)
+            return st;
     }
     return TL_OK;
+}
+
+tl_status tli_bind_args(const tli_ir *ir, int nargs, const tl_arg *args, tl_arg_kind ptr_kind,
+                        tli_bound *b, char *err, size_t errlen)
+{
+    memset(b, 0, sizeof *b);
+    b->n = ir->p.n;
+    b->i = calloc((size_t)ir->p.n, sizeof *b->i);
+    b->f = calloc((size_t)ir->p.n, sizeof *b->f);
+    b->ptr = calloc((size_t)ir->p.n, sizeof *b->ptr);
+    b->mem = tli_evalmem_new(ir);
+    if (!b->i || !b->f || !b->ptr || !b->mem) {
+        tli_bound_free(b);
+        tli_fmt(err, errlen, "out of host memory");
+        return TL_ERR_OUT_OF_MEMORY;
+    }
+    tl_status st = bind_all(ir, nargs, args, ptr_kind, b, err, errlen);
+    if (st != TL_OK)
+        tli_bound_free(b);
+    return st;
 }
 
 void tli_bound_free(tli_bound *b)
@@ -86,9 +152,11 @@ void tli_bound_free(tli_bound *b)
     free(b->i);
     free(b->f);
     free(b->ptr);
+    tli_evalmem_free(b->mem);
     b->i = NULL;
     b->f = NULL;
     b->ptr = NULL;
+    b->mem = NULL;
 }
 
 int64_t tli_eval_host_int(const tli_ir *ir, const tli_bound *b, int32_t e)

@@ -5,12 +5,15 @@
 
 #include "ir.h"
 
+typedef struct tli_evalmem tli_evalmem; /* interp.c */
+
 /* Argument values by parameter index (1..ir->p.n-1). */
 typedef struct tli_bound {
     int n;
     int64_t *i;   /* dims and integer scalars */
     double *f;    /* float scalars            */
     uint64_t *ptr;/* tensors: device address or host pointer */
+    tli_evalmem *mem; /* scratch of the expression evaluator */
 } tli_bound;
 
 /* Checks count and kinds (tensors take ptr_kind, dims non-negative ints,

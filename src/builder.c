@@ -3,10 +3,11 @@
  * first error on the kernel (libgccjit's model) and appends nodes to the
  * graph. After an error every call returns a null handle and does nothing.
  */
+#include "checked.h"
 #include "ctx.h"
 #include "kernel.h"
+#include "names.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static void vfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, 
     k->status = st;
     tli_fmt(k->err, sizeof k->err, "%s: %s", api, what);
     if (k->ctx)
-        tli_fail(k->ctx, st, "kernel '%s': %s", k->ir.name, k->err);
+        tli_fail(k->ctx, st, "%s: kernel '%s': %s", api, k->ir.name, what);
 }
 
 void tli_kfail(tl_kernel *k, tl_status st, const char *api, const char *fmt, ...) TLI_PRINTF(4, 5);
@@ -57,7 +58,7 @@ static int stmt_depth(const tli_ir *ir, int32_t s)
     return d;
 }
 
-static bool scope_open(const tl_kernel *k, int32_t loop)
+bool tli_kscope_open(const tl_kernel *k, int32_t loop)
 {
     if (loop == 0)
         return true;
@@ -80,7 +81,7 @@ int32_t tli_kexpr(tl_kernel *k, tl_expr e, const char *api, const char *what)
         return 0;
     }
     int32_t id = (int32_t)e.id;
-    if (!scope_open(k, tli_E(&k->ir, id)->scope)) {
+    if (!tli_kscope_open(k, tli_E(&k->ir, id)->scope)) {
         tli_kfail(k, TL_ERR_SCOPE, api, "%s uses a loop variable outside its loop", what);
         return 0;
     }
@@ -108,8 +109,44 @@ int32_t tli_kinner_scope(const tl_kernel *k, int32_t a, int32_t b)
     return stmt_depth(&k->ir, a) >= stmt_depth(&k->ir, b) ? a : b;
 }
 
+/* Whether expression n needs the device to evaluate (a load, the block
+ * index, a loop variable), from its own op and its operands' flags: kept
+ * per node as it is made, so that asking costs nothing however deep or
+ * shared the expression is. */
+static bool device_only(const tl_kernel *k, const tli_enode *n)
+{
+    if (n->op == E_LOAD || n->op == E_BLOCK_IDX || n->op == E_LOOP_VAR)
+        return true;
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        if (k->device_only[n->a[i]])
+            return true;
+    return false;
+}
+
+static bool mark_device_only(tl_kernel *k, int32_t id, bool dev)
+{
+    if (id >= k->device_only_cap) {
+        int32_t cap = k->device_only_cap ? k->device_only_cap * 2 : 256;
+        while (cap <= id)
+            cap *= 2;
+        uint8_t *d = realloc(k->device_only, (size_t)cap);
+        if (!d)
+            return false;
+        memset(d + k->device_only_cap, 0, (size_t)(cap - k->device_only_cap));
+        k->device_only = d;
+        k->device_only_cap = cap;
+    }
+    k->device_only[id] = dev;
+    return true;
+}
+
 static tl_expr push_expr(tl_kernel *k, tli_enode *n, const char *api)
 {
+    int32_t next = k->ir.e.n;
+    if (!mark_device_only(k, next, device_only(k, n))) {
+        tli_koom(k, api);
+        return TL_NONE_EXPR;
+    }
     int32_t id = tli_ir_add_expr(&k->ir, n);
     if (!id) {
         tli_koom(k, api);
@@ -120,39 +157,11 @@ static tl_expr push_expr(tl_kernel *k, tli_enode *n, const char *api)
 
 /* ------------------------------------------------------------- kernels */
 
-static bool valid_ident(const char *s)
-{
-    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_') || strlen(s) > 63)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!(isalnum((unsigned char)*p) || *p == '_'))
-            return false;
-    return true;
-}
-
-/* Names the generated CUDA reserves for itself or C++ keeps. */
-static bool reserved_name(const char *s)
-{
-    static const char *const words[] = {
-        "auto", "bool", "break", "case", "char", "class", "const", "continue", "default",
-        "delete", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto",
-        "if", "inline", "int", "long", "new", "operator", "private", "public", "register",
-        "return", "short", "signed", "sizeof", "static", "struct", "switch", "template",
-        "this", "true", "typedef", "union", "unsigned", "using", "virtual", "void",
-        "volatile", "while", "half", "threadIdx", "blockIdx", "blockDim", "gridDim", NULL};
-    if (strncmp(s, "tl_", 3) == 0 || strncmp(s, "__", 2) == 0)
-        return true;
-    for (int i = 0; words[i]; i++)
-        if (strcmp(s, words[i]) == 0)
-            return true;
-    return false;
-}
-
 TL_API tl_kernel *tl_kernel_new(tl_ctx *ctx, const char *name)
 {
     if (!ctx)
         return NULL;
-    if (!valid_ident(name)) {
+    if (!tli_valid_ident(name)) {
         tli_fail(ctx, TL_ERR_INVALID_ARG,
                  "tl_kernel_new: kernel name '%s' is not an identifier of at most 63 characters",
                  name ? name : "(null)");
@@ -168,7 +177,7 @@ TL_API tl_kernel *tl_kernel_new(tl_ctx *ctx, const char *name)
     /* Tags tell handles of different kernels apart; mixing the context's
      * address in keeps kernels of two contexts apart as well. */
     uint32_t salt = (uint32_t)(((uintptr_t)ctx >> 4) * 2654435761u);
-    k->tag = (++ctx->next_kernel_tag * 0x9E3779B1u) ^ salt;
+    k->tag = (tli_ctx_next_tag(ctx) * 0x9E3779B1u) ^ salt;
     if (k->tag == 0)
         k->tag = 1;
     return k;
@@ -179,6 +188,7 @@ TL_API void tl_kernel_destroy(tl_kernel *k)
     if (!k)
         return;
     tli_ir_free(&k->ir);
+    free(k->device_only);
     free(k);
 }
 
@@ -188,14 +198,19 @@ TL_API const char *tl_kernel_error(const tl_kernel *k) { return k ? k->err : "nu
 /* ---------------------------------------------------------- parameters */
 
 /* Names users give (parameters, buffers) appear verbatim in the generated
- * source: an identifier, not reserved (C++ keywords; the tl_ prefix, which
- * every name the library generates has), and not taken by a parameter or
- * another buffer of the kernel. */
+ * source: an identifier, not reserved (C++ keywords and the spellings of
+ * names.c; the tl_ prefix, which every name the library generates has),
+ * and not taken by a parameter or another buffer of the kernel. */
 bool tli_kname_free(tl_kernel *k, const char *name, const char *api)
 {
-    if (!valid_ident(name) || reserved_name(name)) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is not a free identifier (names starting with tl_ or __ "
-                  "and C++ keywords are reserved)", name ? name : "(null)");
+    if (!tli_valid_ident(name)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is not an identifier of at most %d characters",
+                  name ? name : "(null)", TLI_NAME_MAX);
+        return false;
+    }
+    const char *why = tli_name_reserved(name);
+    if (why) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' %s; choose another name", name, why);
         return false;
     }
     for (int32_t i = 1; i < k->ir.p.n; i++)
@@ -211,12 +226,24 @@ bool tli_kname_free(tl_kernel *k, const char *name, const char *api)
     return true;
 }
 
-static bool param_name_ok(tl_kernel *k, const char *name, const char *api) { return tli_kname_free(k, name, api); }
+/* A new parameter: a free name, and room for it. */
+static bool param_ok(tl_kernel *k, const char *name, const char *api)
+{
+    if (!tli_kname_free(k, name, api))
+        return false;
+    if (k->ir.p.n - 1 >= TL_MAX_PARAMS) {
+        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "'%s' would be parameter %d: a kernel takes at most %d", name,
+                  k->ir.p.n, TL_MAX_PARAMS);
+        return false;
+    }
+    return true;
+}
+
 
 static tl_expr scalar_param(tl_kernel *k, const char *name, tl_dtype dt, tl_param_kind kind,
                             const char *api)
 {
-    if (!param_name_ok(k, name, api))
+    if (!param_ok(k, name, api))
         return TL_NONE_EXPR;
     tli_param p = {.kind = (uint8_t)kind, .dtype = (uint8_t)dt};
     tli_fmt(p.name, sizeof p.name, "%s", name);
@@ -276,18 +303,52 @@ static bool host_int_expr(tl_kernel *k, tl_expr e, const char *api, const char *
     return true;
 }
 
-static bool host_evaluable(const tli_ir *ir, int32_t id)
+static bool host_evaluable(const tl_kernel *k, int32_t id) { return !k->device_only[id]; }
+
+/* A constant extent or stride must not be negative (a dim is checked at
+ * launch). */
+static bool not_negative(tl_kernel *k, int32_t id, const char *api, const char *what)
 {
-    const tli_enode *n = tli_E(ir, id);
-    if (n->op == E_LOAD || n->op == E_BLOCK_IDX || n->op == E_LOOP_VAR)
+    int64_t v;
+    if (tli_expr_const_int(&k->ir, id, &v) && v < 0) {
+        tli_kfail(k, TL_ERR_SHAPE, api, "%s is the constant %lld; extents and strides must be >= 0", what,
+                  (long long)v);
         return false;
-    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
-        if (!host_evaluable(ir, n->a[i]))
-            return false;
+    }
     return true;
 }
 
 static int32_t row_major_stride(tl_kernel *k, int rank, const int32_t *shape, int d);
+
+/* One extent or stride of a tensor: an integer computable on the host,
+ * not a negative constant. Its id, or 0 after recording why not. */
+static int32_t tensor_dim(tl_kernel *k, tl_expr e, const char *api, const char *kind, int d)
+{
+    char what[32];
+    tli_fmt(what, sizeof what, "%s[%d]", kind, d);
+    if (!host_int_expr(k, e, api, what))
+        return 0;
+    if (!host_evaluable(k, (int32_t)e.id)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
+        return 0;
+    }
+    return not_negative(k, (int32_t)e.id, api, what) ? (int32_t)e.id : 0;
+}
+
+/* Fills b's shape and strides (row-major when strides is NULL). */
+static bool tensor_layout(tl_kernel *k, tli_bnode *b, const tl_expr *shape, const tl_expr *strides, const char *api)
+{
+    for (int d = 0; d < b->rank; d++)
+        if (!(b->shape[d] = tensor_dim(k, shape[d], api, "shape", d)))
+            return false;
+    for (int d = 0; d < b->rank; d++) {
+        b->stride[d] = strides ? tensor_dim(k, strides[d], api, "strides", d) : row_major_stride(k, b->rank, b->shape, d);
+        if (!b->stride[d])
+            return false;
+    }
+    b->explicit_strides = strides != NULL;
+    return true;
+}
 
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides)
@@ -295,59 +356,28 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
     static const char api[] = "tl_param_tensor";
     if (!tli_klive(k))
         return TL_NONE_BUF;
+    const char *shown = name ? name : "(null)";
     if (!tensor_dtype_ok(dtype)) {
-        tli_kfail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", name ? name : "(null)",
-             tl_dtype_name(dtype));
+        tli_kfail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", shown, tl_dtype_name(dtype));
         return TL_NONE_BUF;
     }
     if (rank < 1 || rank > TL_MAX_RANK) {
-        tli_kfail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", name ? name : "(null)", rank,
-             TL_MAX_RANK);
+        tli_kfail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", shown, rank, TL_MAX_RANK);
         return TL_NONE_BUF;
     }
     if (!shape) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", name ? name : "(null)");
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", shown);
         return TL_NONE_BUF;
     }
-    if (!param_name_ok(k, name, api))
+    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank, .at = k->ir.e.n};
+    if (!param_ok(k, name, api) || !tensor_layout(k, &b, shape, strides, api))
         return TL_NONE_BUF;
-    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank};
     tli_fmt(b.name, sizeof b.name, "%s", name);
-    for (int d = 0; d < rank; d++) {
-        char what[32];
-        tli_fmt(what, sizeof what, "shape[%d]", d);
-        if (!host_int_expr(k, shape[d], api, what) || !host_evaluable(&k->ir, (int32_t)shape[d].id)) {
-            tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
-            return TL_NONE_BUF;
-        }
-        b.shape[d] = (int32_t)shape[d].id;
-    }
-    for (int d = 0; d < rank; d++) {
-        if (strides) {
-            char what[32];
-            tli_fmt(what, sizeof what, "strides[%d]", d);
-            if (!host_int_expr(k, strides[d], api, what) ||
-                !host_evaluable(&k->ir, (int32_t)strides[d].id)) {
-                tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
-                return TL_NONE_BUF;
-            }
-            b.stride[d] = (int32_t)strides[d].id;
-        } else {
-            b.stride[d] = row_major_stride(k, rank, b.shape, d);
-            if (!b.stride[d])
-                return TL_NONE_BUF;
-        }
-    }
-    b.explicit_strides = strides != NULL;
     tli_param p = {.kind = TL_PARAM_TENSOR, .dtype = (uint8_t)dtype};
     tli_fmt(p.name, sizeof p.name, "%s", name);
     int32_t bid = tli_ir_add_buf(&k->ir, &b);
-    if (!bid) {
-        tli_koom(k, api);
-        return TL_NONE_BUF;
-    }
     p.buf = bid;
-    int32_t pid = tli_ir_add_param(&k->ir, &p);
+    int32_t pid = bid ? tli_ir_add_param(&k->ir, &p) : 0;
     if (!pid) {
         tli_koom(k, api);
         return TL_NONE_BUF;
@@ -383,7 +413,7 @@ TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int thread
         tli_fmt(what, sizeof what, "grid[%d]", i);
         if (!host_int_expr(k, g[i], api, what))
             return;
-        if (!host_evaluable(&k->ir, (int32_t)g[i].id)) {
+        if (!host_evaluable(k, (int32_t)g[i].id)) {
             tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s must be computable from the parameters", what);
             return;
         }
@@ -415,37 +445,113 @@ static tl_expr const_int(tl_kernel *k, int64_t v, tl_dtype dt, const char *api)
 TL_API tl_expr tl_int(tl_kernel *k, int64_t v) { return tli_klive(k) ? const_int(k, v, TL_I64, "tl_int") : TL_NONE_EXPR; }
 TL_API tl_expr tl_i32(tl_kernel *k, int32_t v) { return tli_klive(k) ? const_int(k, v, TL_I32, "tl_i32") : TL_NONE_EXPR; }
 
-TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype)
+static tl_expr const_float(tl_kernel *k, double v, tl_dtype dtype, const char *api)
 {
     if (!tli_klive(k))
         return TL_NONE_EXPR;
     if (!tli_dtype_is_float(dtype)) {
-        tli_kfail(k, TL_ERR_DTYPE, "tl_float", "dtype %s is not a float type", tl_dtype_name(dtype));
+        tli_kfail(k, TL_ERR_DTYPE, api, "dtype %s is not a float type", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
     tli_enode n = {.op = E_CONST_FLOAT, .dtype = (uint8_t)dtype, .fval = v};
-    return push_expr(k, &n, "tl_float");
+    return push_expr(k, &n, api);
 }
 
-TL_API tl_expr tl_f32(tl_kernel *k, float v) { return tl_float(k, v, TL_F32); }
+TL_API tl_expr tl_float(tl_kernel *k, double v, tl_dtype dtype) { return const_float(k, v, dtype, "tl_float"); }
+TL_API tl_expr tl_f32(tl_kernel *k, float v) { return const_float(k, v, TL_F32, "tl_f32"); }
 
 /* ----------------------------------------------------------- arithmetic */
 
 /* Folds integer constants, so index arithmetic on constants stays short in
- * the generated code and visible to the vectoriser. */
-static bool fold_int(tli_eop op, int64_t x, int64_t y, int64_t *r)
+ * the generated code and visible to the vectoriser. The fold computes
+ * exactly what the operation would at run time (tl_ceildiv as (x+y-1)/y),
+ * so a constant result that does not fit the type, or a division by the
+ * constant 0, is a bug of the kernel: reported, never wrapped silently. */
+typedef enum fold_result { FOLD_OK, FOLD_OVERFLOW, FOLD_DIV_ZERO } fold_result;
+
+static fold_result fold_int(tli_eop op, tl_dtype dt, int64_t x, int64_t y, int64_t *r)
 {
+    int64_t q, rem, t;
+    bool ovf = false;
     switch (op) {
-    case E_ADD: *r = x + y; return true;
-    case E_SUB: *r = x - y; return true;
-    case E_MUL: *r = x * y; return true;
-    case E_DIV: if (y == 0) return false; *r = x / y; return true;
-    case E_MOD: if (y == 0) return false; *r = x % y; return true;
-    case E_CEILDIV: if (y <= 0 || x < 0) return false; *r = (x + y - 1) / y; return true;
-    case E_MAX: *r = x > y ? x : y; return true;
-    case E_MIN: *r = x < y ? x : y; return true;
-    default: return false;
+    case E_ADD: ovf = tli_add_overflows(x, y, r); break;
+    case E_SUB: ovf = tli_sub_overflows(x, y, r); break;
+    case E_MUL: ovf = tli_mul_overflows(x, y, r); break;
+    case E_DIV:
+    case E_MOD:
+        if (y == 0)
+            return FOLD_DIV_ZERO;
+        ovf = tli_div_overflows(x, y, &q, &rem);
+        *r = op == E_DIV ? q : rem;
+        break;
+    case E_CEILDIV:
+        if (y == 0)
+            return FOLD_DIV_ZERO;
+        ovf = tli_add_overflows(x, y, &t) || tli_sub_overflows(t, 1, &t) || tli_div_overflows(t, y, r, &rem);
+        break;
+    case E_MAX: *r = x > y ? x : y; break;
+    default: *r = x < y ? x : y; break; /* E_MIN */
     }
+    if (!ovf && dt == TL_I32 && (*r < INT32_MIN || *r > INT32_MAX))
+        ovf = true;
+    return ovf ? FOLD_OVERFLOW : FOLD_OK;
+}
+
+static bool foldable(tli_eop op) { return op >= E_ADD && op <= E_MIN; }
+
+/* Records why a constant operation cannot be folded. */
+static tl_expr fold_failure(tl_kernel *k, fold_result fr, tli_eop op, tl_dtype dt, int64_t x, int64_t y,
+                            const char *api)
+{
+    if (fr == FOLD_DIV_ZERO)
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "division by the constant 0 (%lld %s 0)", (long long)x,
+                  tli_eop_name(op));
+    else
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s of the constants %lld and %lld overflows %s", tli_eop_name(op),
+                  (long long)x, (long long)y, tl_dtype_name(dt));
+    return TL_NONE_EXPR;
+}
+
+/* The result type of a binary op on operand types da and db; false after
+ * recording why they do not combine. */
+static bool binary_dtype(tl_kernel *k, tli_eop op, tl_dtype da, tl_dtype db, tl_dtype *dt, const char *api)
+{
+    if (op == E_AND || op == E_OR) {
+        if (da == TL_BOOL && db == TL_BOOL) {
+            *dt = TL_BOOL;
+            return true;
+        }
+        tli_kfail(k, TL_ERR_DTYPE, api, "operands must be bool (comparisons), got %s and %s", tl_dtype_name(da),
+                  tl_dtype_name(db));
+        return false;
+    }
+    if (tli_dtype_is_int(da) && tli_dtype_is_int(db)) {
+        *dt = (da == TL_I64 || db == TL_I64) ? TL_I64 : TL_I32;
+        return true;
+    }
+    if (da != db || !tli_dtype_is_float(da)) {
+        tli_kfail(k, TL_ERR_DTYPE, api, "operand dtypes %s and %s differ (use tl_cast)", tl_dtype_name(da),
+                  tl_dtype_name(db));
+        return false;
+    }
+    if (op == E_MOD || op == E_CEILDIV) {
+        tli_kfail(k, TL_ERR_DTYPE, api, "integer operands required, got %s", tl_dtype_name(da));
+        return false;
+    }
+    *dt = da;
+    return true;
+}
+
+static tl_expr make_cast(tl_kernel *k, int32_t ia, tl_dtype dtype, const char *api);
+
+/* The operand of an i32/i64 max or min that is i32, converted to i64: the
+ * generated tl_max<T>(a, b) takes one type, so the promotion that C++ does
+ * for + or < must be explicit here. 0 after an error. */
+static int32_t widen_operand(tl_kernel *k, int32_t id, tl_dtype dt, const char *api)
+{
+    if (tli_E(&k->ir, id)->dtype == dt)
+        return id;
+    return (int32_t)make_cast(k, id, dt, api).id;
 }
 
 static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char *api)
@@ -453,39 +559,24 @@ static tl_expr binary(tl_kernel *k, tli_eop op, tl_expr a, tl_expr b, const char
     if (!tli_klive(k))
         return TL_NONE_EXPR;
     int32_t ia = tli_kexpr(k, a, api, "operand a"), ib = ia ? tli_kexpr(k, b, api, "operand b") : 0;
-    if (!ia || !ib)
+    tl_dtype dt;
+    if (!ib || !binary_dtype(k, op, (tl_dtype)tli_E(&k->ir, ia)->dtype, (tl_dtype)tli_E(&k->ir, ib)->dtype, &dt, api))
         return TL_NONE_EXPR;
-    const tli_enode *na = tli_E(&k->ir, ia), *nb = tli_E(&k->ir, ib);
-    tl_dtype da = (tl_dtype)na->dtype, db = (tl_dtype)nb->dtype, dt;
-    bool logic = op == E_AND || op == E_OR;
-    if (logic) {
-        if (da != TL_BOOL || db != TL_BOOL) {
-            tli_kfail(k, TL_ERR_DTYPE, api, "operands must be bool (comparisons), got %s and %s",
-                 tl_dtype_name(da), tl_dtype_name(db));
+    if ((op == E_MAX || op == E_MIN) && tli_dtype_is_int(dt)) {
+        ia = widen_operand(k, ia, dt, api);
+        ib = ia ? widen_operand(k, ib, dt, api) : 0;
+        if (!ib)
             return TL_NONE_EXPR;
-        }
-        dt = TL_BOOL;
-    } else if (tli_dtype_is_int(da) && tli_dtype_is_int(db)) {
-        dt = (da == TL_I64 || db == TL_I64) ? TL_I64 : TL_I32;
-    } else if (da == db && tli_dtype_is_float(da)) {
-        dt = da;
-        if (op == E_MOD || op == E_CEILDIV) {
-            tli_kfail(k, TL_ERR_DTYPE, api, "integer operands required, got %s", tl_dtype_name(da));
-            return TL_NONE_EXPR;
-        }
-    } else {
-        tli_kfail(k, TL_ERR_DTYPE, api, "operand dtypes %s and %s differ (use tl_cast)",
-             tl_dtype_name(da), tl_dtype_name(db));
-        return TL_NONE_EXPR;
     }
-    int64_t r;
-    if (na->op == E_CONST_INT && nb->op == E_CONST_INT && fold_int(op, na->ival, nb->ival, &r))
-        return const_int(k, dt == TL_I32 ? (int32_t)r : r, dt, api);
+    const tli_enode *na = tli_E(&k->ir, ia), *nb = tli_E(&k->ir, ib);
+    if (na->op == E_CONST_INT && nb->op == E_CONST_INT && foldable(op)) {
+        int64_t r;
+        fold_result fr = fold_int(op, dt, na->ival, nb->ival, &r);
+        return fr == FOLD_OK ? const_int(k, r, dt, api) : fold_failure(k, fr, op, dt, na->ival, nb->ival, api);
+    }
     /* x * 1, 1 * x, x + 0, 0 + x, x - 0: keep the generated code short. */
-    int64_t ca, cb;
     bool a_const = na->op == E_CONST_INT && tli_dtype_is_int(dt), b_const = nb->op == E_CONST_INT && tli_dtype_is_int(dt);
-    ca = a_const ? na->ival : -1;
-    cb = b_const ? nb->ival : -1;
+    int64_t ca = a_const ? na->ival : -1, cb = b_const ? nb->ival : -1;
     if (dt == TL_I64 && ((op == E_MUL && cb == 1) || ((op == E_ADD || op == E_SUB) && b_const && cb == 0)) &&
         na->dtype == TL_I64)
         return mk_handle(k, ia);
@@ -531,10 +622,18 @@ static tl_expr unary(tl_kernel *k, tli_eop op, tl_expr a, bool floats, const cha
              op == E_NOT ? "bool required" : floats ? "float required" : "number required");
         return TL_NONE_EXPR;
     }
-    if (na->op == E_CONST_INT && (op == E_NEG || op == E_ABS)) {
-        int64_t v = op == E_NEG ? -na->ival : (na->ival < 0 ? -na->ival : na->ival);
+    if (na->op == E_CONST_INT && (op == E_NEG || (op == E_ABS && na->ival < 0))) {
+        int64_t v;
+        fold_result fr = fold_int(E_SUB, dt, 0, na->ival, &v);
+        if (fr != FOLD_OK) {
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s of the constant %lld overflows %s", tli_eop_name(op),
+                      (long long)na->ival, tl_dtype_name(dt));
+            return TL_NONE_EXPR;
+        }
         return const_int(k, v, dt, api);
     }
+    if (na->op == E_CONST_INT && op == E_ABS)
+        return mk_handle(k, ia);
     tli_enode n = {.op = (uint8_t)op, .dtype = (uint8_t)dt, .a = {ia}, .scope = na->scope};
     return push_expr(k, &n, api);
 }
@@ -556,6 +655,19 @@ TL_API void tl_use_fast_math(tl_kernel *k, int on)
         k->ir.fast_math = on != 0;
 }
 
+/* Converts expression ia to dtype (the checks done). */
+static tl_expr make_cast(tl_kernel *k, int32_t ia, tl_dtype dtype, const char *api)
+{
+    const tli_enode *na = tli_E(&k->ir, ia);
+    if (na->dtype == dtype)
+        return mk_handle(k, ia);
+    /* to i32, an i64 constant keeps its low 32 bits, as the device's cast */
+    if (na->op == E_CONST_INT && tli_dtype_is_int(dtype))
+        return const_int(k, dtype == TL_I32 ? (int32_t)(uint32_t)(uint64_t)na->ival : na->ival, dtype, api);
+    tli_enode n = {.op = E_CAST, .dtype = (uint8_t)dtype, .a = {ia}, .scope = na->scope};
+    return push_expr(k, &n, api);
+}
+
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
 {
     static const char api[] = "tl_cast";
@@ -568,13 +680,7 @@ TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype)
         tli_kfail(k, TL_ERR_DTYPE, api, "cannot cast to %s", tl_dtype_name(dtype));
         return TL_NONE_EXPR;
     }
-    const tli_enode *na = tli_E(&k->ir, ia);
-    if (na->dtype == dtype)
-        return mk_handle(k, ia);
-    if (na->op == E_CONST_INT && tli_dtype_is_int(dtype))
-        return const_int(k, dtype == TL_I32 ? (int32_t)na->ival : na->ival, dtype, api);
-    tli_enode n = {.op = E_CAST, .dtype = (uint8_t)dtype, .a = {ia}, .scope = na->scope};
-    return push_expr(k, &n, api);
+    return make_cast(k, ia, dtype, api);
 }
 
 TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b)
@@ -767,9 +873,8 @@ TL_API tl_expr tl_serial(tl_kernel *k, tl_expr extent)
     return k->status == TL_OK ? v : TL_NONE_EXPR;
 }
 
-TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr *vars)
+static void parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr *vars, const char *api)
 {
-    static const char api[] = "tl_parallel";
     if (vars)
         for (int d = 0; d < rank && d < TL_MAX_RANK; d++)
             vars[d] = TL_NONE_EXPR;
@@ -802,10 +907,15 @@ TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr 
             vars[d] = TL_NONE_EXPR;
 }
 
+TL_API void tl_parallel(tl_kernel *k, int rank, const int64_t *extents, tl_expr *vars)
+{
+    parallel(k, rank, extents, vars, "tl_parallel");
+}
+
 TL_API tl_expr tl_parallel1(tl_kernel *k, int64_t extent)
 {
     tl_expr v = TL_NONE_EXPR;
-    tl_parallel(k, 1, &extent, &v);
+    parallel(k, 1, &extent, &v, "tl_parallel1");
     return v;
 }
 
@@ -872,7 +982,7 @@ tl_status tli_kernel_verify(tl_kernel *k, const char *api)
     if (!k)
         return TL_ERR_INVALID_ARG;
     if (k->status != TL_OK) {
-        tli_fail(k->ctx, k->status, "kernel '%s': %s", k->ir.name, k->err);
+        tli_fail(k->ctx, k->status, "%s: kernel '%s': %s", api, k->ir.name, k->err);
         return k->status;
     }
     if (k->depth != 0) {

@@ -24,7 +24,9 @@ static tl_buf alloc_tile(tl_kernel *k, tli_bscope scope, tl_dtype dt, int rank, 
         tli_kfail(k, TL_ERR_SHAPE, api, "rank %d is not in 1..%d (or shape is NULL)", rank, TL_MAX_RANK);
         return TL_NONE_BUF;
     }
-    tli_bnode b = {.scope = (uint8_t)scope, .dtype = (uint8_t)dt, .rank = rank};
+    tli_bnode b = {.scope = (uint8_t)scope, .dtype = (uint8_t)dt, .rank = rank, .at = k->ir.e.n};
+    /* The running product stays within 2^24 * 2^20: no overflow (a 2^80
+     * element tile used to wrap to 0 and pass). */
     int64_t total = 1;
     for (int d = 0; d < rank; d++) {
         if (shape[d] < 1 || shape[d] > (1 << 20)) {
@@ -33,10 +35,10 @@ static tl_buf alloc_tile(tl_kernel *k, tli_bscope scope, tl_dtype dt, int rank, 
         }
         b.cshape[d] = shape[d];
         total *= shape[d];
-    }
-    if (total > (1 << 24)) {
-        tli_kfail(k, TL_ERR_SHAPE, api, "%lld elements is too many for one tile", (long long)total);
-        return TL_NONE_BUF;
+        if (total > (1 << 24)) {
+            tli_kfail(k, TL_ERR_SHAPE, api, "more than 2^24 elements is too many for one tile");
+            return TL_NONE_BUF;
+        }
     }
     /* a name of the library's own (tl_ prefix, which user names cannot have)
      * until tl_name gives it one */
@@ -67,7 +69,7 @@ TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64
 
 TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n)
 {
-    static const char api[] = "tl_tile";
+    static const char api[] = "tl_tile_n";
     tl_region none = {TL_NONE_BUF, 0};
     if (!tli_klive(k))
         return none;
@@ -101,6 +103,20 @@ TL_API tl_region tl_tile_n(tl_kernel *k, tl_buf buf, const tl_expr *idx, int n)
     return (tl_region){buf, (uint32_t)id};
 }
 
+/* The tile indices of region rid may be used here: every loop variable
+ * they use is still in scope (a tile taken inside a loop and copied after
+ * it used to reach NVRTC as an undeclared identifier). */
+static bool region_in_scope(tl_kernel *k, int32_t rid, const char *api, const char *what)
+{
+    const tli_rnode *r = tli_R(&k->ir, rid);
+    for (int d = 0; d < tli_B(&k->ir, r->buf)->rank; d++)
+        if (!tli_kscope_open(k, tli_E(&k->ir, r->idx[d])->scope)) {
+            tli_kfail(k, TL_ERR_SCOPE, api, "%s: tile index %d uses a loop variable outside its loop", what, d);
+            return false;
+        }
+    return true;
+}
+
 /* The buffer of a region (0 after recording an error). */
 static int32_t region_buf(tl_kernel *k, tl_region r, const char *api, const char *what)
 {
@@ -111,6 +127,8 @@ static int32_t region_buf(tl_kernel *k, tl_region r, const char *api, const char
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "%s is not a region of this kernel", what);
         return 0;
     }
+    if (r.id && !region_in_scope(k, (int32_t)r.id, api, what))
+        return 0;
     if (!r.id && tli_B(&k->ir, bid)->scope == B_GLOBAL) {
         tli_kfail(k, TL_ERR_UNSUPPORTED, api, "%s: tl_all of a global tensor; copy tiles of it with tl_tile", what);
         return 0;
@@ -298,10 +316,29 @@ static bool gemm_operands_ok(tl_kernel *k, const tli_bnode *a, const tli_bnode *
     return true;
 }
 
+/* Known flag bits, one warp policy at most, and a grid to split C over. */
+static bool gemm_flags_ok(tl_kernel *k, unsigned flags, const char *api)
+{
+    const unsigned known = TL_GEMM_TRANS_A | TL_GEMM_TRANS_B | TL_GEMM_WARP_ROWS | TL_GEMM_WARP_COLS;
+    if (flags & ~known) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "unknown flag bits 0x%x", flags & ~known);
+        return false;
+    }
+    if ((flags & TL_GEMM_WARP_ROWS) && (flags & TL_GEMM_WARP_COLS)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "TL_GEMM_WARP_ROWS and TL_GEMM_WARP_COLS exclude each other");
+        return false;
+    }
+    if (!k->ir.threads) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "call tl_grid before the first statement");
+        return false;
+    }
+    return true;
+}
+
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags)
 {
     static const char api[] = "tl_gemm";
-    if (!tli_klive(k) || !statement_level(k, api))
+    if (!tli_klive(k) || !statement_level(k, api) || !gemm_flags_ok(k, flags, api))
         return;
     int32_t ia = tli_kbuf(k, A, api), ib = ia ? tli_kbuf(k, B, api) : 0, ic = ib ? tli_kbuf(k, C, api) : 0;
     if (!ic)

@@ -10,6 +10,15 @@
  * builds. Nothing else in <dir> is ever touched, so clearing a directory
  * that holds other files is safe.
  *
+ * The directory may be shared, so whatever sits at a path the cache owns
+ * is untrusted: entries are opened without following symlinks and without
+ * blocking (a FIFO must not hang a compile), and only regular files are
+ * read. Something in the way of one entry (a directory at its path, a
+ * file in place of its shard) costs that entry its disk copy, with one
+ * warning; it does not turn the disk off. Clearing removes such obstacles,
+ * and removes a file named like an entry only when it starts with the
+ * entry magic.
+ *
  * Entry file (integers little-endian, whatever the host):
  *   offset  size  field
  *        0     8  magic "TLCUBIN1"
@@ -39,6 +48,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +70,13 @@ typedef struct mem_entry {
     struct mem_entry *next;
 } mem_entry;
 
+/* Every entry point takes `lock` (recursive: a log callback may ask for
+ * the stats), so threads of one context share the cache safely. */
 struct tli_cache {
+    pthread_mutex_t lock;
     char dir[DIR_MAX];   /* "" while the disk is off                 */
     bool disk;
+    bool warned_obstacle; /* said once that something is in the way  */
     tl_log_fn log;
     void *log_user;
     mem_entry **buckets; /* chained; the count is a power of two     */
@@ -322,12 +336,19 @@ static int probe_dir(const char *dir)
     return 0;
 }
 
-static void enable_disk(tli_cache *c, const char *dir)
+static void enable_disk(tli_cache *c, const char *dir, bool create)
 {
     char path[DIR_MAX];
     const char *why = resolve_dir(dir, path, sizeof path);
     if (why) {
         fall_back(c, dir && *dir ? dir : "(default)", why, 0);
+        return;
+    }
+    if (!create) { /* inspection: a directory that exists, as it is */
+        if (is_dir(path)) {
+            memcpy(c->dir, path, sizeof path);
+            c->disk = true;
+        }
         return;
     }
     int err = mkdir_p(path);
@@ -343,6 +364,16 @@ static void enable_disk(tli_cache *c, const char *dir)
     c->disk = true;
 }
 
+static bool init_lock(pthread_mutex_t *m)
+{
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0)
+        return false;
+    bool ok = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) == 0 && pthread_mutex_init(m, &a) == 0;
+    pthread_mutexattr_destroy(&a);
+    return ok;
+}
+
 tl_status tli_cache_open(const char *dir, int disk, tl_log_fn log, void *log_user,
                          tli_cache **out)
 {
@@ -353,14 +384,15 @@ tl_status tli_cache_open(const char *dir, int disk, tl_log_fn log, void *log_use
     if (!c)
         return TL_ERR_OUT_OF_MEMORY;
     c->nbuckets = FIRST_BUCKETS;
-    if (!(c->buckets = calloc(c->nbuckets, sizeof *c->buckets))) {
+    if (!(c->buckets = calloc(c->nbuckets, sizeof *c->buckets)) || !init_lock(&c->lock)) {
+        free(c->buckets);
         free(c);
         return TL_ERR_OUT_OF_MEMORY;
     }
     c->log = log;
     c->log_user = log_user;
     if (disk)
-        enable_disk(c, dir);
+        enable_disk(c, dir, disk != TL_DISK_CACHE_IF_EXISTS);
     *out = c;
     return TL_OK;
 }
@@ -371,6 +403,7 @@ void tli_cache_close(tli_cache *c)
         return;
     mem_clear(c);
     free(c->buckets);
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -440,11 +473,23 @@ static void drop_corrupt(tli_cache *c, int fd, const char *path)
         unlink(path);
 }
 
+/* Opens a regular file at path (relative to dirfd) for reading, never
+ * following a symlink and never blocking: a FIFO would hold open() until a
+ * writer came. -1 for anything else. */
+static int open_regular(int dirfd, const char *path)
+{
+    struct stat st;
+    if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return -1;
+    /* It may have been swapped since: read_entry checks the open file. */
+    return openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+}
+
 static bool disk_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
 {
     char path[PATH_BUF];
     entry_path(c, key, ".tlc", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(AT_FDCWD, path);
     if (fd < 0)
         return false; /* ENOENT is the plain miss; other errors miss too */
     read_result r = read_entry(fd, key, data, len);
@@ -454,7 +499,7 @@ static bool disk_get(tli_cache *c, const uint8_t key[32], void **data, size_t *l
     return r == READ_OK;
 }
 
-int tli_cache_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
+static int cache_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
 {
     if (!c || !key || !data || !len)
         return 0;
@@ -510,42 +555,83 @@ static int write_entry(int fd, const uint8_t key[32], const void *data, size_t l
     return err;
 }
 
-/* Returns 0, or an errno with *what naming the step that failed. */
-static int disk_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len,
-                    const char *meta, const char **what)
+/* How a store to disk went. */
+typedef enum put_result {
+    PUT_OK,       /* stored (or lost to a concurrent clear: harmless)     */
+    PUT_BLOCKED,  /* something foreign is in the way of this one entry    */
+    PUT_FAILED    /* the directory cannot be written: turn the disk off   */
+} put_result;
+
+/* The shard directory of key, made when missing. PUT_BLOCKED when a
+ * non-directory (or a symlink, which would lead writes elsewhere) holds
+ * its name. */
+static put_result make_shard(const char *shard, int *err)
+{
+    struct stat st;
+    if (mkdir(shard, 0755) == 0)
+        return PUT_OK;
+    *err = errno;
+    if (*err != EEXIST)
+        return PUT_FAILED;
+    return lstat(shard, &st) == 0 && S_ISDIR(st.st_mode) ? PUT_OK : PUT_BLOCKED;
+}
+
+/* Writes the entry through a temporary file renamed into place. On
+ * PUT_FAILED, *err and *what say what went wrong; on PUT_BLOCKED, *what
+ * is the path in the way. */
+static put_result disk_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len, const char *meta,
+                           int *err, char *what, size_t what_len)
 {
     char shard[PATH_BUF], tmp[PATH_BUF], final[PATH_BUF];
     shard_path(c, key, shard);
-    if (mkdir(shard, 0755) != 0 && errno != EEXIST) {
-        *what = "cannot create a subdirectory";
-        return errno;
+    put_result r = make_shard(shard, err);
+    if (r != PUT_OK) {
+        tli_fmt(what, what_len, "%s", r == PUT_BLOCKED ? shard : "cannot create a subdirectory");
+        return r;
     }
     entry_path(c, key, ".tmp-XXXXXX", tmp);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        *what = "cannot create a file";
-        return errno;
+        *err = errno;
+        tli_fmt(what, what_len, "cannot create a file");
+        return PUT_FAILED;
     }
-    int err = write_entry(fd, key, data, len, meta);
-    if (close(fd) != 0 && !err)
-        err = errno; /* NFS and quotas may report a failed write only here */
+    *err = write_entry(fd, key, data, len, meta);
+    if (close(fd) != 0 && !*err)
+        *err = errno; /* NFS and quotas may report a failed write only here */
     entry_path(c, key, ".tlc", final);
-    if (!err && rename(tmp, final) != 0) {
+    if (!*err && rename(tmp, final) != 0) {
         /* ENOENT: a tli_cache_clear in another process removed our
          * temporary file. Only this one store is lost; the disk works. */
         if (errno == ENOENT)
-            return 0;
-        err = errno;
+            return PUT_OK;
+        *err = errno;
+        /* rename replaces any non-directory; a directory stays in the way */
+        r = *err == EISDIR || *err == ENOTEMPTY || *err == EEXIST ? PUT_BLOCKED : PUT_FAILED;
+        tli_fmt(what, what_len, "%s", r == PUT_BLOCKED ? final : "cannot write an entry");
+    } else if (*err) {
+        r = PUT_FAILED;
+        tli_fmt(what, what_len, "cannot write an entry");
     }
-    if (err) {
-        *what = "cannot write an entry";
+    if (r != PUT_OK)
         unlink(tmp);
-    }
-    return err;
+    return r;
 }
 
-tl_status tli_cache_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len,
-                        const char *meta)
+/* One warning per cache for entries kept from the disk by obstacles. */
+static void warn_blocked(tli_cache *c, const char *path)
+{
+    if (c->warned_obstacle || !c->log)
+        return;
+    c->warned_obstacle = true;
+    char msg[PATH_BUF + 256];
+    tli_fmt(msg, sizeof msg,
+            "tilec cache: '%s' is in the way (not a directory where a shard goes, or a directory where an "
+            "entry goes); such entries stay in memory only until the cache is cleared", path);
+    c->log(c->log_user, TL_LOG_WARN, msg);
+}
+
+static tl_status cache_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len, const char *meta)
 {
     if (!c || !key || (!data && len))
         return TL_ERR_INVALID_ARG;
@@ -553,11 +639,13 @@ tl_status tli_cache_put(tli_cache *c, const uint8_t key[32], const void *data, s
     if (stored)
         c->stores++;
     if (c->disk) {
-        const char *what = "";
-        char dir[DIR_MAX];
+        char what[PATH_BUF], dir[DIR_MAX];
+        int err = 0;
         memcpy(dir, c->dir, sizeof dir); /* fall_back clears c->dir */
-        int err = disk_put(c, key, data, len, meta, &what);
-        if (err)
+        put_result r = disk_put(c, key, data, len, meta, &err, what, sizeof what);
+        if (r == PUT_BLOCKED)
+            warn_blocked(c, what);
+        else if (r == PUT_FAILED)
             fall_back(c, dir, what, err);
     }
     return stored ? TL_OK : TL_ERR_OUT_OF_MEMORY;
@@ -594,9 +682,62 @@ typedef struct scan_state {
     bool failed;              /* clear: something could not go       */
 } scan_state;
 
+#define TREE_DEPTH 16 /* how deep clear digs into a foreign directory */
+
+/* Removes name (relative to dirfd) whatever it is; a directory with all
+ * it holds, never following a symlink and at most TREE_DEPTH levels down.
+ * false when something stays. */
+static bool remove_any(int dirfd, const char *name, int depth)
+{
+    if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+        return true;
+    if ((errno != EISDIR && errno != EPERM) || depth >= TREE_DEPTH)
+        return false; /* POSIX lets unlink of a directory fail with EPERM */
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    bool ok = true;
+    for (struct dirent *de; (de = readdir(d));)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            ok = remove_any(fd, de->d_name, depth + 1) && ok;
+    closedir(d);
+    return ok && (unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
+}
+
+/* A regular file that begins with the entry magic (any format version):
+ * files of others that merely have an entry's name stay. */
+static bool has_magic(int dirfd, const char *name)
+{
+    uint8_t head[8];
+    int fd = open_regular(dirfd, name);
+    if (fd < 0)
+        return false;
+    ssize_t r = read_full(fd, head, sizeof head, 0);
+    close(fd);
+    return r == (ssize_t)sizeof head && memcmp(head, ENTRY_MAGIC, 7) == 0;
+}
+
+/* Clear: an entry of ours goes, and a temporary file (only mkstemp in our
+ * shard makes such a name; a crashed writer leaves any prefix of an
+ * entry); so does anything that is not a regular file at such a path (an
+ * obstacle: a directory, a FIFO, a symlink). */
+static void clear_name(int fd, const char *name, bool temp, scan_state *s)
+{
+    struct stat st;
+    if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    bool ours = !S_ISREG(st.st_mode) || temp || has_magic(fd, name);
+    if (ours && !remove_any(fd, name, 0))
+        s->failed = true;
+}
+
 static void scan_shard(int dfd, const char *shard, scan_state *s)
 {
-    int fd = openat(dfd, shard, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = openat(dfd, shard, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
         if (fd >= 0)
@@ -606,15 +747,10 @@ static void scan_shard(int dfd, const char *shard, scan_state *s)
     }
     for (struct dirent *de; (de = readdir(d));) {
         struct stat st;
-        bool entry = is_entry_name(de->d_name, shard);
-        if (!entry && !(s->remove && is_temp_name(de->d_name, shard)))
-            continue;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        if (s->remove) {
-            if (unlinkat(fd, de->d_name, 0) != 0 && errno != ENOENT)
-                s->failed = true;
-        } else {
+        bool entry = is_entry_name(de->d_name, shard), temp = is_temp_name(de->d_name, shard);
+        if (s->remove && (entry || temp))
+            clear_name(fd, de->d_name, temp, s);
+        else if (entry && fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
             s->entries++;
             s->bytes += (int64_t)st.st_size;
         }
@@ -624,7 +760,8 @@ static void scan_shard(int dfd, const char *shard, scan_state *s)
 
 /* Visits the shard directories. Shards themselves are left in place even
  * when empty: removing one could race with a writer about to create a file
- * in it. */
+ * in it. Clear removes whatever else holds a shard's name (it blocks every
+ * entry of that shard). */
 static void scan_dir(const tli_cache *c, scan_state *s)
 {
     DIR *d = opendir(c->dir);
@@ -632,13 +769,20 @@ static void scan_dir(const tli_cache *c, scan_state *s)
         s->failed = s->remove && errno != ENOENT;
         return;
     }
-    for (struct dirent *de; (de = readdir(d));)
-        if (strlen(de->d_name) == 2 && is_hex(de->d_name, 2))
+    for (struct dirent *de; (de = readdir(d));) {
+        struct stat st;
+        if (strlen(de->d_name) != 2 || !is_hex(de->d_name, 2) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
             scan_shard(dirfd(d), de->d_name, s);
+        else if (s->remove && !remove_any(dirfd(d), de->d_name, 0))
+            s->failed = true;
+    }
     closedir(d);
 }
 
-tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out)
+static tl_status cache_stats(tli_cache *c, tl_cache_stats *out)
 {
     if (!c || !out)
         return TL_ERR_INVALID_ARG;
@@ -660,7 +804,7 @@ tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out)
     return TL_OK;
 }
 
-tl_status tli_cache_clear(tli_cache *c)
+static tl_status cache_clear(tli_cache *c)
 {
     if (!c)
         return TL_ERR_INVALID_ARG;
@@ -670,4 +814,48 @@ tl_status tli_cache_clear(tli_cache *c)
     scan_state s = {.remove = true};
     scan_dir(c, &s);
     return s.failed ? TL_ERR_IO : TL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry points: each under the cache's lock                                */
+/* ------------------------------------------------------------------------ */
+
+int tli_cache_get(tli_cache *c, const uint8_t key[32], void **data, size_t *len)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int r = cache_get(c, key, data, len);
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+tl_status tli_cache_put(tli_cache *c, const uint8_t key[32], const void *data, size_t len, const char *meta)
+{
+    if (!c)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&c->lock);
+    tl_status st = cache_put(c, key, data, len, meta);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+tl_status tli_cache_stats(tli_cache *c, tl_cache_stats *out)
+{
+    if (!c)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&c->lock);
+    tl_status st = cache_stats(c, out);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+tl_status tli_cache_clear(tli_cache *c)
+{
+    if (!c)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&c->lock);
+    tl_status st = cache_clear(c);
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }

@@ -90,6 +90,7 @@ TL_API tl_status tl_check(tl_ctx *ctx, const tl_span *out, const tl_span *ref, d
     res->first_bad = -1;
     const void *od, *rd;
     void *oown, *rown = NULL;
+    unsigned since = tli_fail_count();
     tl_status st = host_view(ctx, out, &od, &oown);
     if (st == TL_OK)
         st = host_view(ctx, ref, &rd, &rown);
@@ -97,7 +98,7 @@ TL_API tl_status tl_check(tl_ctx *ctx, const tl_span *out, const tl_span *ref, d
         compare(out, od, ref, rd, tol, res);
     free(oown);
     free(rown);
-    return st;
+    return tli_fail_as(ctx, st, "tl_check", since);
 }
 
 /* ------------------------------------------------------ program check */
@@ -179,9 +180,13 @@ static tl_status compare_outputs(const tl_program *p, check_state *s, double tol
 TL_API tl_status tl_program_check(const tl_program *p, void *stream, int nargs, const tl_arg *args,
                                   tl_ref_fn ref, void *ref_user, double tol, tl_check_result *res)
 {
-    if (!p || !res || !p->has_ir)
+    if (!p)
         return TL_ERR_INVALID_ARG;
+    if (!res || !p->has_ir)
+        return tli_fail(p->ctx, TL_ERR_INVALID_ARG, "tl_program_check: %s",
+                        !res ? "res is NULL" : "the program has no kernel graph");
     memset(res, 0, sizeof *res);
+    unsigned since = tli_fail_count();
     check_state s;
     memset(&s, 0, sizeof s);
     char err[256];
@@ -198,5 +203,5 @@ TL_API tl_status tl_program_check(const tl_program *p, void *stream, int nargs, 
     if (st == TL_OK)
         st = compare_outputs(p, &s, tol, res);
     state_free(&s, p->ir.p.n);
-    return st;
+    return tli_fail_as(p->ctx, st, "tl_program_check", since);
 }

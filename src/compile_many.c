@@ -95,7 +95,7 @@ static void prepare_item(tl_ctx *ctx, batch_item *it, const tl_compile_options *
     }
     tl_status st = tli_program_prepare(k, opt, "tl_compile_many", &it->p);
     if (st != TL_OK) {
-        job_fail(it->job, st, "%s", ctx->err);
+        job_fail(it->job, st, "%s", tl_ctx_error(ctx));
         return;
     }
     look_up(ctx, it, opt);
@@ -111,7 +111,7 @@ static void prepare_variant(tl_ctx *ctx, batch *b, int of)
     *it = (batch_item){.job = parent->job, .variant_of = of, .same_as = -1};
     tl_status st = tli_program_prepare_safe(parent->p, "tl_compile_many", &it->p);
     if (st != TL_OK) {
-        job_fail(it->job, st, "tl_compile_many: the safe variant: %s", ctx->err);
+        job_fail(it->job, st, "tl_compile_many: the safe variant: %s", tl_ctx_error(ctx));
         return;
     }
     if (!it->p)
@@ -262,7 +262,7 @@ static bool store_and_load(tl_ctx *ctx, batch *b, batch_item *it)
     }
     tl_status st = tli_program_load(ctx, it->p);
     if (st != TL_OK) {
-        job_fail(it->job, st, "%s", ctx->err);
+        job_fail(it->job, st, "%s", tl_ctx_error(ctx));
         return false;
     }
     if (it->p->from_cache)

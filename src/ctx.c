@@ -87,18 +87,84 @@ tl_dtype tl_dtype_from_name(const char *name)
 /* Errors, log, binding                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* This thread's slot, made when `make` (NULL when there is none, or no
+ * memory for one). Called with ctx->lock held. */
+static tli_msg_slot *find_slot(tl_ctx *ctx, bool make)
+{
+    pthread_t me = pthread_self();
+    for (tli_msg_slot *s = ctx->msgs; s; s = s->next)
+        if (pthread_equal(s->thread, me))
+            return s;
+    tli_msg_slot *s = make ? calloc(1, sizeof *s) : NULL;
+    if (s) {
+        s->thread = me;
+        s->next = ctx->msgs;
+        ctx->msgs = s;
+    }
+    return s;
+}
+
+char *tli_ctx_msg(tl_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    tli_msg_slot *s = find_slot(ctx, true);
+    pthread_mutex_unlock(&ctx->lock);
+    return s ? s->msg : ctx->err;
+}
+
+static _Thread_local unsigned fail_count;
+
+unsigned tli_fail_count(void) { return fail_count; }
+
 tl_status tli_fail(tl_ctx *ctx, tl_status st, const char *fmt, ...)
 {
     if (!ctx)
         return st;
-    /* Format aside first: callers may pass ctx->err itself as an argument. */
-    char buf[sizeof ctx->err];
+    fail_count++;
+    /* Format aside first: callers may pass the message itself as an
+     * argument. */
+    char buf[TLI_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    memcpy(ctx->err, buf, sizeof buf);
+    pthread_mutex_lock(&ctx->lock);
+    tli_msg_slot *s = find_slot(ctx, true);
+    memcpy(s ? s->msg : ctx->err, buf, sizeof buf);
+    pthread_mutex_unlock(&ctx->lock);
     return st;
+}
+
+/* Length of a leading "tl_name: " in msg (0 when there is none). */
+static size_t api_prefix(const char *msg)
+{
+    size_t n = 0;
+    if (strncmp(msg, "tl_", 3) != 0)
+        return 0;
+    while ((msg[n] >= 'a' && msg[n] <= 'z') || (msg[n] >= '0' && msg[n] <= '9') || msg[n] == '_')
+        n++;
+    return msg[n] == ':' && msg[n + 1] == ' ' ? n + 2 : 0;
+}
+
+tl_status tli_fail_as(tl_ctx *ctx, tl_status st, const char *api, unsigned since)
+{
+    if (st == TL_OK || !ctx)
+        return st;
+    if (fail_count == since)
+        return tli_fail(ctx, st, "%s: failed with %s", api, tl_status_name(st));
+    const char *msg = tli_ctx_msg(ctx);
+    size_t n = strlen(api);
+    if (strncmp(msg, api, n) == 0 && msg[n] == ':')
+        return st;
+    return tli_fail(ctx, st, "%s: %s", api, msg + api_prefix(msg));
+}
+
+uint32_t tli_ctx_next_tag(tl_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    uint32_t t = ++ctx->next_kernel_tag;
+    pthread_mutex_unlock(&ctx->lock);
+    return t;
 }
 
 void tli_log(tl_ctx *ctx, tl_log_level level, const char *fmt, ...)
@@ -186,11 +252,11 @@ static tl_status init_driver(tl_ctx *ctx)
         return tli_fail(ctx, TL_ERR_NO_DEVICE,
                         "%s: the CUDA driver found no GPU. Check nvidia-smi and "
                         "CUDA_VISIBLE_DEVICES, or create an offline context (device "
-                        "TL_NO_DEVICE) to compile without a GPU", ctx->err);
+                        "TL_NO_DEVICE) to compile without a GPU", tli_ctx_msg(ctx));
     if (driver_unusable(r))
         return tli_fail(ctx, TL_ERR_NO_DRIVER,
                         "%s: libcuda.so.1 was loaded but cannot be used; install or repair the "
-                        "NVIDIA driver (or point TILEC_LIBCUDA at the real libcuda.so.1)", ctx->err);
+                        "NVIDIA driver (or point TILEC_LIBCUDA at the real libcuda.so.1)", tli_ctx_msg(ctx));
     return TL_ERR_CUDA;
 }
 
@@ -311,10 +377,11 @@ static void choose_target(tl_ctx *ctx, const char *requested)
 
 static tl_status check_options(tl_ctx *ctx, const tl_ctx_options *opt)
 {
-    if (opt->target && !tli_target_valid(opt->target))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG,
-                        "tl_ctx_create: invalid target \"%s\": expected sm_ and a number, "
-                        "optionally followed by 'a' (e.g. sm_80, sm_90a)", opt->target);
+    char why[512];
+    const char *problem = opt->target ? tli_target_problem(opt->target, why, sizeof why) : NULL;
+    if (problem)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_ctx_create: invalid target \"%s\": it %s", opt->target,
+                        problem);
     if (!opt->cu_context && opt->device < 0 && opt->device != TL_NO_DEVICE)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_ctx_create: invalid device ordinal %d "
                         "(use 0, 1, ... or TL_NO_DEVICE)", opt->device);
@@ -354,6 +421,31 @@ static void log_created(tl_ctx *ctx)
         tli_log(ctx, TL_LOG_DEBUG, "offline context, target %s", ctx->target);
 }
 
+/* The locks, and the creating thread's message slot: a context used by one
+ * thread never allocates to report a failure. */
+static bool init_locks(tl_ctx *ctx)
+{
+    pthread_mutexattr_t rec;
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0)
+        return false;
+    /* ops_lock is recursive: building an op's kernel may use another op */
+    bool ok = pthread_mutexattr_init(&rec) == 0;
+    ok = ok && pthread_mutexattr_settype(&rec, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+         pthread_mutex_init(&ctx->ops_lock, &rec) == 0;
+    if (ok)
+        pthread_mutexattr_destroy(&rec);
+    if (ok && !(ctx->msgs = calloc(1, sizeof *ctx->msgs))) {
+        pthread_mutex_destroy(&ctx->ops_lock);
+        ok = false;
+    }
+    if (!ok) {
+        pthread_mutex_destroy(&ctx->lock);
+        return false;
+    }
+    ctx->msgs->thread = pthread_self();
+    return true;
+}
+
 tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out, char *msg, size_t msg_len)
 {
     if (msg && msg_len)
@@ -367,7 +459,8 @@ tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out, char *msg, size
     if (!opt)
         opt = &defaults;
     tl_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
+    if (!ctx || !init_locks(ctx)) {
+        free(ctx);
         tli_fmt(msg, msg_len, "tl_ctx_create: out of memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
@@ -377,7 +470,7 @@ tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out, char *msg, size
     ctx->next_kernel_tag = 1; /* kid 0 would read as a null handle */
     tl_status st = setup(ctx, opt);
     if (st != TL_OK) {
-        tli_fmt(msg, msg_len, "%s", ctx->err);
+        tli_fmt(msg, msg_len, "%s", tli_ctx_msg(ctx));
         tl_ctx_destroy(ctx);
         return st;
     }
@@ -408,6 +501,12 @@ void tl_ctx_destroy(tl_ctx *ctx)
             ctx->cu->cuCtxSetCurrent(NULL);
         ctx->cu->cuDevicePrimaryCtxRelease(ctx->dev);
     }
+    for (tli_msg_slot *s = ctx->msgs, *next; s; s = next) {
+        next = s->next;
+        free(s);
+    }
+    pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->ops_lock);
     free(ctx);
 }
 
@@ -415,7 +514,16 @@ void tl_ctx_destroy(tl_ctx *ctx)
 /* Queries                                                                   */
 /* ------------------------------------------------------------------------ */
 
-const char *tl_ctx_error(const tl_ctx *ctx) { return ctx ? ctx->err : ""; }
+const char *tl_ctx_error(const tl_ctx *ctx)
+{
+    if (!ctx)
+        return "";
+    tl_ctx *c = (tl_ctx *)ctx; /* the lock is not part of the context's value */
+    pthread_mutex_lock(&c->lock);
+    tli_msg_slot *s = find_slot(c, false);
+    pthread_mutex_unlock(&c->lock);
+    return s ? s->msg : c->err;
+}
 
 int tl_ctx_has_device(const tl_ctx *ctx) { return ctx && ctx->has_device; }
 
@@ -447,7 +555,10 @@ tl_status tl_runtime_versions(int *driver, int *nvrtc_major, int *nvrtc_minor, c
         *driver = dv;
     tl_status nst = tli_load_nvrtc(NULL, nmsg, sizeof nmsg);
     tli_nvrtc_version(nvrtc_major, nvrtc_minor);
-    tli_fmt(msg, msg_len, "%s%s%s", dmsg, dmsg[0] && nmsg[0] ? "; " : "", nmsg);
+    if (dmsg[0] || nmsg[0])
+        tli_fmt(msg, msg_len, "tl_runtime_versions: %s%s%s", dmsg, dmsg[0] && nmsg[0] ? "; " : "", nmsg);
+    else
+        tli_fmt(msg, msg_len, "%s", "");
     return dst != TL_OK ? dst : nst;
 }
 
@@ -569,8 +680,9 @@ tl_status tl_cache_clear(tl_ctx *ctx)
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     tl_status st = tli_cache_clear(ctx->cache);
-    if (st != TL_OK)
+    tl_cache_stats s;
+    if (st != TL_OK && tli_cache_stats(ctx->cache, &s) == TL_OK)
         return tli_fail(ctx, st, "tl_cache_clear: some entries of the cache in \"%s\" could not "
-                        "be removed (%s)", tli_cache_dir(ctx->cache), tl_status_name(st));
-    return TL_OK;
+                        "be removed (%s)", s.dir, tl_status_name(st));
+    return st == TL_OK ? TL_OK : tli_fail(ctx, st, "tl_cache_clear: %s", tl_status_name(st));
 }

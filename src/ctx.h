@@ -1,13 +1,21 @@
 /*
  * ctx.h - the context: the device (or none), the loaded driver and NVRTC
- * tables, the cubin cache, the last error message and the programs the
- * prebuilt ops keep.
+ * tables, the cubin cache, the last error message of each thread and the
+ * programs the prebuilt ops keep.
+ *
+ * Several threads may use one context at once (tilec.h says for what), so
+ * what they share is guarded: `lock` covers the message slots and the
+ * kernel tags (nothing that fails is called under it), `ops_lock` the op
+ * programs (held while one is built, so each is compiled once) and the
+ * timing scratch buffer, and the cubin cache has its own lock.
  */
 #ifndef TILEC_CTX_H
 #define TILEC_CTX_H
 
 #include "cuda_api.h"
 #include "internal.h"
+
+#include <pthread.h>
 
 typedef struct tli_cache tli_cache;
 typedef struct tli_tune_db tli_tune_db;
@@ -18,6 +26,17 @@ typedef struct tli_op_entry {
     tl_program *prog;
     struct tli_op_entry *next;
 } tli_op_entry;
+
+#define TLI_MSG_MAX 4096
+
+/* The last failure message of one thread on a context: a failing call
+ * writes only its own thread's slot, so a message a thread holds is never
+ * rewritten by another. */
+typedef struct tli_msg_slot {
+    pthread_t thread;
+    struct tli_msg_slot *next;
+    char msg[TLI_MSG_MAX];
+} tli_msg_slot;
 
 struct tl_ctx {
     const tli_driver_api *cu;   /* NULL on an offline context            */
@@ -37,13 +56,32 @@ struct tl_ctx {
     struct tli_baseline *baseline; /* cuBLAS(Lt) handles, workspace, plans
                                       of tl_baseline_gemm (baseline.c; lazy) */
     tli_tune_db *tunedb;        /* the tuning database as read (tune_db.c;
-                                   lazy)                                  */
-    char err[4096];             /* message of the last failed call       */
+                                   lazy; under ops_lock)                  */
+    pthread_mutex_t lock;       /* msgs, next_kernel_tag                 */
+    pthread_mutex_t ops_lock;   /* ops, scratch, tunedb (recursive)      */
+    tli_msg_slot *msgs;         /* one per thread that failed a call     */
+    char err[TLI_MSG_MAX];      /* a thread's message when no slot could
+                                   be allocated for it (out of memory)   */
 };
 
-/* Records msg as the context's last error and returns st (for `return
- * tli_fail(ctx, TL_ERR_X, "...")`). ctx may be NULL. */
+/* Records msg as the calling thread's last error on the context and
+ * returns st (for `return tli_fail(ctx, TL_ERR_X, "...")`). ctx may be
+ * NULL. */
 tl_status tli_fail(tl_ctx *ctx, tl_status st, const char *fmt, ...) TLI_PRINTF(3, 4);
+/* Failures recorded by the calling thread so far (on any context): taken
+ * before a call, it tells whether the call left a message of its own. */
+unsigned tli_fail_count(void);
+/* For a public call `api` that failed with st (TL_OK: nothing to do) after
+ * the thread's fail count was `since`: makes the thread's message start
+ * with "api: " (a leading "tl_other: " is replaced, as the inner call is a
+ * detail of api; any other message is prefixed), or, when the call left
+ * none, says that api failed with st. Returns st. */
+tl_status tli_fail_as(tl_ctx *ctx, tl_status st, const char *api, unsigned since);
+/* The calling thread's message buffer on ctx (TLI_MSG_MAX bytes), made on
+ * first use: only this thread writes it. */
+char *tli_ctx_msg(tl_ctx *ctx);
+/* The next kernel tag of ctx (never 0). */
+uint32_t tli_ctx_next_tag(tl_ctx *ctx);
 /* Sends a message to the context's log callback, if any. */
 void tli_log(tl_ctx *ctx, tl_log_level level, const char *fmt, ...) TLI_PRINTF(3, 4);
 /* Makes the context's CUcontext current on this thread. TL_ERR_NO_DEVICE

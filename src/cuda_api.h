@@ -238,6 +238,9 @@ typedef struct tli_nvrtc_api {
     nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram prog, size_t *size);
     nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram prog, char *cubin);
     const char *(*nvrtcGetErrorString)(nvrtcResult r);
+    /* optional (NVRTC 11.2 and later): the sm_XY numbers it compiles for */
+    nvrtcResult (*nvrtcGetNumSupportedArchs)(int *count);
+    nvrtcResult (*nvrtcGetSupportedArchs)(int *archs);
 } tli_nvrtc_api;
 
 /* Loads NVRTC. Search: $TILEC_NVRTC (when set and not empty, the only path

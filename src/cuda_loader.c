@@ -225,6 +225,8 @@ static const sym_spec nvrtc_syms[] = {
     RTC(nvrtcCompileProgram),    RTC(nvrtcGetProgramLogSize), RTC(nvrtcGetProgramLog),
     RTC(nvrtcGetPTXSize),        RTC(nvrtcGetPTX),         RTC(nvrtcGetCUBINSize),
     RTC(nvrtcGetCUBIN),          RTC(nvrtcGetErrorString),
+    {"nvrtcGetNumSupportedArchs", NULL, offsetof(tli_nvrtc_api, nvrtcGetNumSupportedArchs), true},
+    {"nvrtcGetSupportedArchs", NULL, offsetof(tli_nvrtc_api, nvrtcGetSupportedArchs), true},
 };
 
 static pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;

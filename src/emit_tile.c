@@ -247,25 +247,6 @@ static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx
     }
 }
 
-/* Whether two fragments have the same layout (a loop over one indexes the
- * other's registers directly). */
-static bool same_layout(emitter *E, int32_t a, int32_t b)
-{
-    const tli_frag_layout *x = lay(E, a), *y = lay(E, b);
-    if (a == b)
-        return true;
-    if (x->kind != y->kind)
-        return false;
-    switch (x->kind) {
-    case FRAG_MMA:
-    case FRAG_WGMMA:
-        return x->w.wgm == y->w.wgm && x->w.wgn == y->w.wgn && x->w.wm == y->w.wm && x->w.wn == y->w.wn;
-    case FRAG_ROWS: return memcmp(&x->rows, &y->rows, sizeof x->rows) == 0;
-    case FRAG_SLICE: return x->dim == y->dim && same_layout(E, x->parent, y->parent);
-    default: return false;
-    }
-}
-
 /* The register text of fragment buf inside the loop over fragment
  * E->frag_loop's registers (tl_r). */
 static const char *frag_reg(emitter *E, int32_t buf)
@@ -275,11 +256,11 @@ static const char *frag_reg(emitter *E, int32_t buf)
         tli_e_fail(E, "fragment '%s' touched outside its layout loop", buf_of(E, buf)->name);
         return "0";
     }
-    if (same_layout(E, buf, owner))
+    if (tli_layout_equal(E->L, buf, owner))
         return "tl_r";
     const tli_frag_layout *f = lay(E, buf);
-    if (f->kind == FRAG_SLICE && same_layout(E, f->parent, owner))
-        return slice_reg(E, f->parent, f->dim, "tl_r");
+    if (tli_slice_of_alike(E->L, buf, owner))
+        return slice_reg(E, owner, f->dim, "tl_r");
     tli_e_fail(E, "fragment '%s' does not follow the layout of '%s'", buf_of(E, buf)->name, buf_of(E, owner)->name);
     return "0";
 }
@@ -418,8 +399,12 @@ static void tile_global_idx(emitter *E, int32_t region, const int64_t *ext, int 
     int grank = buf_of(E, r->buf)->rank, lead = grank - rank;
     for (int d = 0; d < grank; d++) {
         const char *t = tli_e_single(E, r->idx[d]);
+        int64_t c;
+        bool zero = tli_expr_const_int(E->ir, r->idx[d], &c) && c == 0;
         if (d < lead)
             out[d] = t;
+        else if (zero)
+            out[d] = local[d - lead];
         else
             out[d] = tli_e_add(E, tli_e_fmt(E, "(%s) * %lldLL", t, (long long)ext[d - lead]), local[d - lead]);
     }
@@ -1027,7 +1012,7 @@ static void emit_reduce_frag(emitter *E, const tli_snode *s)
     E->indent++;
     const char *idx[TL_MAX_RANK], *guard;
     frag_coords(E, src, "tl_r", idx, &guard);
-    const char *j = slice_reg(E, sl->parent, sl->dim, "tl_r");
+    const char *j = slice_reg(E, src, sl->dim, "tl_r");
     const char *upd = tli_e_fmt(E, "tl_red[%s] = %s;", j,
                                 red_combine(E, op, tli_e_fmt(E, "tl_red[%s]", j), tli_e_fmt(E, "tl_f32(%s[tl_r])", sb->name), true));
     if (guard)

@@ -3,12 +3,21 @@
  * block, each parallel loop's iterations in order.
  *
  * It computes what the generated CUDA computes: f32 operations rounded to
- * f32, f16/bf16 operations done in f32 and rounded back, i32 wrapping,
- * loads outside a tensor reading 0 and stores outside it dropped. Integer
- * division by zero gives 0 instead of trapping.
+ * f32, f16/bf16 operations done in f32 and rounded back, loads outside a
+ * tensor reading 0 and stores outside it dropped. Integer arithmetic is
+ * defined everywhere: + - * neg abs wrap around (two's complement, 32 or 64
+ * bits), MIN / -1 wraps to MIN, and division or remainder by zero gives 0.
+ *
+ * Expressions form a DAG that users build with shared subexpressions
+ * (x = x + x, twenty times over), and chains as deep as they like. So an
+ * expression is evaluated without recursion, by an explicit stack, and each
+ * node once per statement: its value is kept, stamped with the statement's
+ * evaluation, until the next statement (a store may change what a load
+ * reads, and loop variables move between statements).
  */
 #include "interp.h"
 
+#include "checked.h"
 #include "half.h"
 #include "lower.h"
 
@@ -25,13 +34,69 @@ typedef struct tensor_view {
     int64_t dim[TL_MAX_RANK], st[TL_MAX_RANK];
 } tensor_view;
 
+/* Memory of one evaluation context (see tli_evalmem_new). */
+struct tli_evalmem {
+    tli_value *val;   /* value of each expression node ...              */
+    uint64_t *stamp;  /* ... valid while stamp[e] == now                 */
+    uint64_t now;
+    int32_t *stack;   /* pending nodes: a path down the DAG, so at most one
+                         entry per node                                  */
+};
+
 typedef struct interp {
     const tli_ir *ir;
     const tli_bound *b;
+    tli_evalmem *mem;
     int64_t block[3];
     int64_t *var;        /* value of each loop-variable node, by expr id */
     tensor_view *t;      /* by buffer id */
+    uint64_t steps, budget; /* work done; budget 0: unlimited           */
+    bool exhausted;         /* the budget ran out: stop                   */
 } interp;
+
+tli_evalmem *tli_evalmem_new(const tli_ir *ir)
+{
+    tli_evalmem *m = calloc(1, sizeof *m);
+    size_t n = (size_t)ir->e.n;
+    if (m) {
+        m->val = calloc(n, sizeof *m->val);
+        m->stamp = calloc(n, sizeof *m->stamp);
+        m->stack = calloc(n, sizeof *m->stack);
+        m->now = 1; /* stamps start at 0: nothing is valid */
+    }
+    if (m && (!m->val || !m->stamp || !m->stack)) {
+        tli_evalmem_free(m);
+        m = NULL;
+    }
+    return m;
+}
+
+void tli_evalmem_free(tli_evalmem *m)
+{
+    if (!m)
+        return;
+    free(m->val);
+    free(m->stamp);
+    free(m->stack);
+    free(m);
+}
+
+/* Counts work against the budget (statements, and the elements that tile
+ * operations touch). */
+static void charge(interp *I, uint64_t work)
+{
+    I->steps += work;
+    if (I->budget && I->steps > I->budget)
+        I->exhausted = true;
+}
+
+/* Forgets every value: the next statement sees memory and loop variables
+ * as they are now. */
+static void new_statement(interp *I)
+{
+    I->mem->now++;
+    charge(I, 1);
+}
 
 /* ------------------------------------------------------------ rounding */
 
@@ -66,25 +131,32 @@ static int64_t float_to_int(tl_dtype dt, double x)
 
 /* ---------------------------------------------------------- evaluation */
 
-static tli_value eval(interp *I, int32_t e);
-
 static double as_double(const tli_ir *ir, int32_t e, tli_value v)
 {
     tl_dtype dt = (tl_dtype)tli_E(ir, e)->dtype;
     return tli_dtype_is_float(dt) ? v.f : (double)v.i;
 }
 
+/* x / y and x % y as the interpreter defines them (see the top). */
+static int64_t int_divide(tl_dtype dt, int64_t x, int64_t y, bool rem)
+{
+    if (y == 0)
+        return 0;
+    if (y == -1) /* x % -1 is 0; x / -1 is -x, wrapping at MIN */
+        return rem ? 0 : wrap_int(dt, 0 - (uint64_t)x);
+    return rem ? x % y : x / y;
+}
+
 static int64_t int_binary(tli_eop op, tl_dtype dt, int64_t x, int64_t y)
 {
     uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
-    bool bad_div = y == 0 || (y == -1 && x == (dt == TL_I32 ? INT32_MIN : INT64_MIN));
     switch (op) {
     case E_ADD: return wrap_int(dt, ux + uy);
     case E_SUB: return wrap_int(dt, ux - uy);
     case E_MUL: return wrap_int(dt, ux * uy);
-    case E_DIV: return bad_div ? 0 : x / y;
-    case E_MOD: return bad_div ? 0 : x % y;
-    case E_CEILDIV: return y == 0 ? 0 : wrap_int(dt, (ux + uy - 1)) / y;
+    case E_DIV: return int_divide(dt, x, y, false);
+    case E_MOD: return int_divide(dt, x, y, true);
+    case E_CEILDIV: return int_divide(dt, wrap_int(dt, ux + uy - 1), y, false);
     case E_MAX: return x > y ? x : y;
     case E_MIN: return x < y ? x : y;
     case E_LT: return x < y;
@@ -119,7 +191,7 @@ static tli_value float_binary(tli_eop op, tl_dtype dt, double x, double y)
     }
     /* f32 arithmetic in double then rounded once is exactly f32 arithmetic
      * for + - * / (double holds more than twice f32's precision). */
-    r.f = round_float(dt == TL_F64 ? TL_F64 : (dt == TL_F32 ? TL_F32 : dt), r.f);
+    r.f = round_float(dt, r.f);
     return r;
 }
 
@@ -170,6 +242,7 @@ static tli_value cast(const tli_ir *ir, const tli_enode *n, tli_value a)
 
 static bool in_bounds(const tensor_view *t, int rank, const int64_t *idx, int64_t *off)
 {
+    /* The launch checks made every in-bounds offset fit in int64_t. */
     *off = 0;
     for (int d = 0; d < rank; d++) {
         if ((uint64_t)idx[d] >= (uint64_t)t->dim[d])
@@ -179,30 +252,37 @@ static bool in_bounds(const tensor_view *t, int rank, const int64_t *idx, int64_
     return true;
 }
 
-static void eval_indices(interp *I, int32_t buf, int32_t idx, int64_t *out)
+/* Integer elements of a tile keep their exact 64-bit value in the tile's
+ * 8-byte slots (a double would round values beyond 2^53). */
+static int64_t tile_int(const tensor_view *t, int64_t off)
 {
-    for (int d = 0; d < tli_B(I->ir, buf)->rank; d++)
-        out[d] = eval(I, I->ir->pool.v[idx + d]).i;
+    int64_t v;
+    memcpy(&v, (const double *)t->base + off, sizeof v);
+    return v;
 }
+
+static void set_tile_int(const tensor_view *t, int64_t off, int64_t v) { memcpy((double *)t->base + off, &v, sizeof v); }
+
+static const int32_t *load_indices(const interp *I, const tli_enode *n) { return &I->ir->pool.v[n->idx]; }
 
 static tli_value load(interp *I, const tli_enode *n)
 {
+    const tli_evalmem *m = I->mem;
+    const int32_t *ids = load_indices(I, n);
     int64_t idx[TL_MAX_RANK], off;
     tli_value r = {0, 0};
-    eval_indices(I, n->buf, n->idx, idx);
-    const tensor_view *t = &I->t[n->buf];
-    if (!in_bounds(t, tli_B(I->ir, n->buf)->rank, idx, &off))
+    int rank = tli_B(I->ir, n->buf)->rank;
+    for (int d = 0; d < rank; d++)
+        idx[d] = m->val[ids[d]].i;
+    const tensor_view *t = I->t ? &I->t[n->buf] : NULL;
+    if (!t || !in_bounds(t, rank, idx, &off))
         return r;
     tl_dtype dt = (tl_dtype)n->dtype;
-    if (t->tile) {
-        double v = ((const double *)t->base)[off];
-        if (tli_dtype_is_int(dt))
-            r.i = (int64_t)v;
-        else
-            r.f = v;
-        return r;
-    }
-    if (dt == TL_I64)
+    if (t->tile && tli_dtype_is_int(dt))
+        r.i = tile_int(t, off);
+    else if (t->tile)
+        r.f = ((const double *)t->base)[off];
+    else if (dt == TL_I64)
         memcpy(&r.i, (const char *)t->base + off * 8, 8);
     else if (dt == TL_I32)
         r.i = (int64_t)((const int32_t *)t->base)[off];
@@ -211,13 +291,41 @@ static tli_value load(interp *I, const tli_enode *n)
     return r;
 }
 
-static tli_value eval(interp *I, int32_t e)
+/* An operand of e whose value is still needed, or 0 when all that e uses
+ * are known. A select needs its condition, then only the chosen branch. */
+static int32_t missing_operand(const interp *I, int32_t e)
+{
+    const tli_evalmem *m = I->mem;
+    const tli_enode *n = tli_E(I->ir, e);
+    if (n->op == E_SELECT) {
+        if (m->stamp[n->a[0]] != m->now)
+            return n->a[0];
+        int32_t pick = m->val[n->a[0]].i ? n->a[1] : n->a[2];
+        return m->stamp[pick] != m->now ? pick : 0;
+    }
+    if (n->op == E_LOAD) {
+        const int32_t *ids = load_indices(I, n);
+        for (int d = 0; d < tli_B(I->ir, n->buf)->rank; d++)
+            if (m->stamp[ids[d]] != m->now)
+                return ids[d];
+        return 0;
+    }
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        if (m->stamp[n->a[i]] != m->now)
+            return n->a[i];
+    return 0;
+}
+
+/* The value of e, whose operands are known. */
+static tli_value compute(interp *I, int32_t e)
 {
     const tli_ir *ir = I->ir;
     const tli_enode *n = tli_E(ir, e);
+    const tli_value *val = I->mem->val;
     tl_dtype dt = (tl_dtype)n->dtype;
+    tli_eop op = (tli_eop)n->op;
     tli_value r = {0, 0};
-    switch ((tli_eop)n->op) {
+    switch (op) {
     case E_CONST_INT: r.i = n->ival; return r;
     case E_CONST_FLOAT: r.f = round_float(dt, n->fval); return r;
     case E_PARAM:
@@ -229,21 +337,20 @@ static tli_value eval(interp *I, int32_t e)
     case E_BLOCK_IDX: r.i = I->block[n->ival]; return r;
     case E_LOOP_VAR: r.i = I->var ? I->var[e] : 0; return r;
     case E_LOAD: return load(I, n);
-    case E_SELECT: return eval(I, n->a[0]).i ? eval(I, n->a[1]) : eval(I, n->a[2]);
-    case E_CAST: return cast(ir, n, eval(I, n->a[0]));
-    case E_NOT: r.i = !eval(I, n->a[0]).i; return r;
+    case E_SELECT: return val[n->a[0]].i ? val[n->a[1]] : val[n->a[2]];
+    case E_CAST: return cast(ir, n, val[n->a[0]]);
+    case E_NOT: r.i = !val[n->a[0]].i; return r;
     default: break;
     }
-    tli_eop op = (tli_eop)n->op;
     if (tli_eop_arity(op) == 2) {
         tl_dtype at = (tl_dtype)tli_E(ir, n->a[0])->dtype;
-        tli_value a = eval(I, n->a[0]), b = eval(I, n->a[1]);
+        tli_value a = val[n->a[0]], b = val[n->a[1]];
         if (tli_dtype_is_float(at))
             return float_binary(op, dt == TL_BOOL ? at : dt, a.f, b.f);
         r.i = int_binary(op, dt == TL_BOOL ? TL_I64 : dt, a.i, b.i);
         return r;
     }
-    tli_value a = eval(I, n->a[0]);
+    tli_value a = val[n->a[0]];
     if (tli_dtype_is_int(dt)) {
         uint64_t u = (uint64_t)a.i;
         r.i = wrap_int(dt, op == E_NEG || (op == E_ABS && a.i < 0) ? 0 - u : u);
@@ -253,9 +360,34 @@ static tli_value eval(interp *I, int32_t e)
     return r;
 }
 
+/* The value of expression root in the current statement: operands first,
+ * by a stack rather than recursion, each node computed once. */
+static tli_value eval(interp *I, int32_t root)
+{
+    tli_evalmem *m = I->mem;
+    int32_t sp = 0;
+    m->stack[sp++] = root;
+    while (sp > 0) {
+        int32_t e = m->stack[sp - 1];
+        if (m->stamp[e] == m->now) {
+            sp--;
+            continue;
+        }
+        int32_t need = missing_operand(I, e);
+        if (need) {
+            m->stack[sp++] = need;
+            continue;
+        }
+        m->val[e] = compute(I, e);
+        m->stamp[e] = m->now;
+        sp--;
+    }
+    return m->val[root];
+}
+
 tli_value tli_interp_eval_host(const tli_ir *ir, const tli_bound *b, int32_t e)
 {
-    interp I = {.ir = ir, .b = b};
+    interp I = {.ir = ir, .b = b, .mem = b->mem};
     return eval(&I, e);
 }
 
@@ -263,17 +395,24 @@ tli_value tli_interp_eval_host(const tli_ir *ir, const tli_bound *b, int32_t e)
 
 static void run_stmts(interp *I, int32_t first);
 
+/* A statement's own expressions: evaluated once, before it acts. */
+static int64_t eval_int(interp *I, int32_t e) { return eval(I, e).i; }
+
 static void store(interp *I, const tli_snode *s)
 {
+    const tli_bnode *b = tli_B(I->ir, s->buf);
     int64_t idx[TL_MAX_RANK], off;
-    eval_indices(I, s->buf, s->idx, idx);
+    for (int d = 0; d < b->rank; d++)
+        idx[d] = eval_int(I, I->ir->pool.v[s->idx + d]);
     tli_value v = eval(I, s->value);
     const tensor_view *t = &I->t[s->buf];
-    if (!in_bounds(t, tli_B(I->ir, s->buf)->rank, idx, &off))
+    if (!in_bounds(t, b->rank, idx, &off))
         return;
-    tl_dtype dt = (tl_dtype)tli_B(I->ir, s->buf)->dtype;
-    if (t->tile)
-        ((double *)t->base)[off] = tli_dtype_is_int(dt) ? (double)v.i : v.f;
+    tl_dtype dt = (tl_dtype)b->dtype;
+    if (t->tile && tli_dtype_is_int(dt))
+        set_tile_int(t, off, v.i);
+    else if (t->tile)
+        ((double *)t->base)[off] = v.f;
     else if (dt == TL_I64)
         memcpy((char *)t->base + off * 8, &v.i, 8);
     else if (dt == TL_I32)
@@ -287,7 +426,7 @@ static void run_parallel(interp *I, const tli_snode *s)
     int64_t total = 1;
     for (int d = 0; d < s->rank; d++)
         total *= s->extents[d];
-    for (int64_t f = 0; f < total; f++) {
+    for (int64_t f = 0; f < total && !I->exhausted; f++) {
         int64_t rem = f;
         for (int d = s->rank - 1; d >= 0; d--) {
             I->var[s->vars[d]] = rem % s->extents[d];
@@ -299,24 +438,33 @@ static void run_parallel(interp *I, const tli_snode *s)
 
 /* ---------------------------------------------------------------- tiles */
 
+/* Where a region starts: tile indices times the tile's extents for a tile
+ * of a global tensor (wrapping like the device's 64-bit registers; a tile
+ * beyond the tensor is then masked), 0 for a whole buffer. A tile of a
+ * tensor of higher rank has extents of 1 in the tensor's leading
+ * dimensions: origin[] covers all of the operand buffer's dimensions. */
+static void region_origin(interp *I, int32_t operand, const int64_t *ext, int rank, int64_t *origin)
+{
+    int32_t buf = tli_copy_buf(I->ir, operand);
+    int grank = tli_B(I->ir, buf)->rank, lead = grank - rank;
+    for (int d = 0; d < grank; d++)
+        origin[d] = operand > 0 ? tli_wrap_mul(eval_int(I, tli_R(I->ir, operand)->idx[d]), d < lead ? 1 : ext[d - lead])
+                                : 0;
+}
+
 /* Element (flat index e of a tile of the given extents) of a region: its
  * offset in the buffer, false when it falls outside a global tensor. */
-static bool region_elem(interp *I, int32_t operand, const int64_t *ext, int rank, int64_t e, int64_t *off)
+static bool region_elem(interp *I, int32_t buf, const int64_t *origin, const int64_t *ext, int rank, int64_t e,
+                        int64_t *off)
 {
-    const tli_ir *ir = I->ir;
-    int32_t buf = tli_copy_buf(ir, operand);
-    const tensor_view *t = &I->t[buf];
+    int grank = tli_B(I->ir, buf)->rank, lead = grank - rank;
     int64_t idx[TL_MAX_RANK];
-    for (int d = rank - 1; d >= 0; d--) {
-        idx[d] = e % ext[d];
-        e /= ext[d];
+    for (int d = grank - 1; d >= 0; d--) {
+        idx[d] = d < lead ? origin[d] : tli_wrap_add(origin[d], e % ext[d - lead]);
+        if (d >= lead)
+            e /= ext[d - lead];
     }
-    if (operand > 0) { /* a tile of a global tensor */
-        const tli_rnode *r = tli_R(ir, operand);
-        for (int d = 0; d < rank; d++)
-            idx[d] += eval(I, r->idx[d]).i * ext[d];
-    }
-    return in_bounds(t, rank, idx, off);
+    return in_bounds(&I->t[buf], grank, idx, off);
 }
 
 static double read_elem(interp *I, int32_t buf, int64_t off)
@@ -340,11 +488,14 @@ static void run_copy(interp *I, const tli_snode *s)
     const tli_ir *ir = I->ir;
     int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
     const tli_bnode *tile = tli_B(ir, tli_B(ir, sb)->scope == B_GLOBAL ? db : sb);
-    int64_t n = tli_buf_elems(tile), soff, doff;
+    int64_t n = tli_buf_elems(tile), soff, doff, so[TL_MAX_RANK], dor[TL_MAX_RANK];
+    region_origin(I, s->a0, tile->cshape, tile->rank, so);
+    region_origin(I, s->a1, tile->cshape, tile->rank, dor);
+    charge(I, (uint64_t)n);
     for (int64_t e = 0; e < n; e++) {
-        bool in = region_elem(I, s->a0, tile->cshape, tile->rank, e, &soff);
+        bool in = region_elem(I, sb, so, tile->cshape, tile->rank, e, &soff);
         double v = in ? read_elem(I, sb, soff) : 0.0;
-        if (region_elem(I, s->a1, tile->cshape, tile->rank, e, &doff))
+        if (region_elem(I, db, dor, tile->cshape, tile->rank, e, &doff))
             write_elem(I, db, doff, v);
     }
 }
@@ -352,14 +503,19 @@ static void run_copy(interp *I, const tli_snode *s)
 static void run_fill(interp *I, const tli_snode *s)
 {
     const tli_bnode *b = tli_B(I->ir, s->buf);
-    double v = 0;
-    if (s->value) {
-        tli_value x = eval(I, s->value);
-        v = tli_dtype_is_int((tl_dtype)b->dtype) ? (double)x.i : x.f;
-    }
+    const tensor_view *t = &I->t[s->buf];
+    tli_value x = {0, 0};
+    if (s->value)
+        x = eval(I, s->value);
     int64_t n = tli_buf_elems(b);
-    for (int64_t e = 0; e < n; e++)
-        ((double *)I->t[s->buf].base)[e] = v;
+    charge(I, (uint64_t)n);
+    bool ints = tli_dtype_is_int((tl_dtype)b->dtype);
+    for (int64_t e = 0; e < n; e++) {
+        if (ints)
+            set_tile_int(t, e, x.i);
+        else
+            ((double *)t->base)[e] = x.f;
+    }
 }
 
 /* C += A B with the transposes of the flags, each product summed in double
@@ -373,6 +529,7 @@ static void run_gemm(interp *I, const tli_snode *s)
     double *C = I->t[s->gemm[2]].base;
     bool ta = s->a1 & TL_GEMM_TRANS_A, tb = s->a1 & TL_GEMM_TRANS_B;
     int64_t M = c->cshape[0], N = c->cshape[1], K = ta ? a->cshape[0] : a->cshape[1];
+    charge(I, (uint64_t)M * (uint64_t)N * (uint64_t)K);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             double acc = C[i * N + j];
@@ -399,6 +556,7 @@ static void run_reduce(interp *I, const tli_snode *s)
     for (int d = s->rank + 1; d < src->rank; d++)
         inner *= src->cshape[d];
     static const double identity[] = {[R_MAX] = -INFINITY, [R_SUM] = 0, [R_MIN] = INFINITY, [R_ABSMAX] = 0};
+    charge(I, (uint64_t)outer * (uint64_t)inner * (uint64_t)n);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
             double acc = s->a1 & TLI_REDUCE_ACCUM ? D[o * inner + in] : identity[op];
@@ -413,28 +571,31 @@ static void run_reduce(interp *I, const tli_snode *s)
         }
 }
 
+static void run_loop(interp *I, const tli_snode *s)
+{
+    int64_t n = eval_int(I, s->a0);
+    for (int64_t v = 0; v < n && !I->exhausted; v++) {
+        I->var[s->vars[0]] = v;
+        run_stmts(I, s->body);
+    }
+}
+
+/* Statement bodies nest at most TLI_MAX_DEPTH deep (the builder's limit),
+ * so this recursion is bounded whatever the kernel. */
 static void run_stmts(interp *I, int32_t first)
 {
-    for (int32_t sid = first; sid; sid = tli_S(I->ir, sid)->next) {
+    for (int32_t sid = first; sid && !I->exhausted; sid = tli_S(I->ir, sid)->next) {
         const tli_snode *s = tli_S(I->ir, sid);
+        new_statement(I);
         switch ((tli_sop)s->op) {
         case S_STORE: store(I, s); break;
-        case S_IF:
-            run_stmts(I, eval(I, s->a0).i ? s->body : s->orelse);
-            break;
+        case S_IF: run_stmts(I, eval_int(I, s->a0) ? s->body : s->orelse); break;
         case S_COPY: run_copy(I, s); break;
         case S_FILL: run_fill(I, s); break;
         case S_GEMM: run_gemm(I, s); break;
         case S_REDUCE: run_reduce(I, s); break;
         case S_PIPELINED: /* in order: the pipelining changes only timing */
-        case S_SERIAL: {
-            int64_t n = eval(I, s->a0).i;
-            for (int64_t v = 0; v < n; v++) {
-                I->var[s->vars[0]] = v;
-                run_stmts(I, s->body);
-            }
-            break;
-        }
+        case S_SERIAL: run_loop(I, s); break;
         case S_PARALLEL: run_parallel(I, s); break;
         default: break;
         }
@@ -464,11 +625,17 @@ static bool bind_view(const tli_ir *ir, const tli_bound *b, int32_t i, tensor_vi
     return true;
 }
 
-static void clear_tiles(const tli_ir *ir, tensor_view *t)
+/* Zeroes every tile; returns the elements cleared. */
+static uint64_t clear_tiles(const tli_ir *ir, tensor_view *t)
 {
+    uint64_t n = 0;
     for (int32_t i = 1; i < ir->b.n; i++)
-        if (t[i].tile)
-            memset(t[i].base, 0, sizeof(double) * (size_t)tli_buf_elems(tli_B(ir, i)));
+        if (t[i].tile) {
+            int64_t e = tli_buf_elems(tli_B(ir, i));
+            memset(t[i].base, 0, sizeof(double) * (size_t)e);
+            n += (uint64_t)e;
+        }
+    return n;
 }
 
 static void free_views(const tli_ir *ir, tensor_view *t)
@@ -481,34 +648,37 @@ static void free_views(const tli_ir *ir, tensor_view *t)
 
 tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t errlen)
 {
+    return tli_interp_run_budget(ir, b, 0, err, errlen);
+}
+
+tl_status tli_interp_run_budget(const tli_ir *ir, const tli_bound *b, uint64_t budget, char *err, size_t errlen)
+{
     int64_t grid[3];
     if (!tli_eval_grid(ir, b, grid, err, errlen))
         return TL_ERR_LAUNCH_ARGS;
-    interp I = {.ir = ir, .b = b};
+    interp I = {.ir = ir, .b = b, .mem = b->mem, .budget = budget};
     I.var = calloc((size_t)ir->e.n, sizeof *I.var);
     I.t = calloc((size_t)ir->b.n, sizeof *I.t);
-    if (!I.var || !I.t) {
-        free(I.var);
-        free(I.t);
-        tli_fmt(err, errlen, "out of host memory");
-        return TL_ERR_OUT_OF_MEMORY;
-    }
-    bool ok = true;
-    for (int32_t i = 1; i < ir->b.n; i++)
-        ok = ok && bind_view(ir, b, i, &I.t[i]);
+    bool ok = I.var && I.t;
+    for (int32_t i = 1; ok && i < ir->b.n; i++)
+        ok = bind_view(ir, b, i, &I.t[i]);
     if (!ok) {
         free_views(ir, I.t);
         free(I.var);
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
-    for (I.block[2] = 0; I.block[2] < grid[2]; I.block[2]++)
-        for (I.block[1] = 0; I.block[1] < grid[1]; I.block[1]++)
-            for (I.block[0] = 0; I.block[0] < grid[0]; I.block[0]++) {
-                clear_tiles(ir, I.t); /* tiles start undefined: zero here */
+    for (I.block[2] = 0; I.block[2] < grid[2] && !I.exhausted; I.block[2]++)
+        for (I.block[1] = 0; I.block[1] < grid[1] && !I.exhausted; I.block[1]++)
+            for (I.block[0] = 0; I.block[0] < grid[0] && !I.exhausted; I.block[0]++) {
+                charge(&I, clear_tiles(ir, I.t)); /* tiles start undefined: zero here */
                 run_stmts(&I, ir->body);
             }
     free_views(ir, I.t);
     free(I.var);
+    if (I.exhausted) {
+        tli_fmt(err, errlen, "the work budget of %llu steps ran out", (unsigned long long)budget);
+        return TL_ERR_UNSUPPORTED;
+    }
     return TL_OK;
 }

@@ -11,12 +11,25 @@ typedef struct tli_value {
     double f;
 } tli_value;
 
-/* Evaluates an expression that needs no block, loop or memory. */
+/* Scratch memory for evaluating the expressions of one graph: a value and
+ * a validity stamp per node, and the evaluation stack. One per launch or
+ * interpretation (tli_bind_args makes it), never shared between threads.
+ * NULL on OOM. */
+tli_evalmem *tli_evalmem_new(const tli_ir *ir);
+void tli_evalmem_free(tli_evalmem *m);
+
+/* Evaluates an expression that needs no block, loop or memory (b->mem
+ * keeps the values of its nodes). */
 tli_value tli_interp_eval_host(const tli_ir *ir, const tli_bound *b, int32_t e);
 
 /* Runs the whole grid on host buffers (b bound with TL_ARG_HOST_PTR).
  * Errors: TL_ERR_LAUNCH_ARGS (bad grid, explained in err),
  * TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t errlen);
+/* The same, stopping with TL_ERR_UNSUPPORTED once `budget` units of work
+ * (statements run, elements moved by tile operations) are spent; 0 means
+ * no limit. For the fuzzer, which must not wait on a kernel that loops
+ * 2^40 times. */
+tl_status tli_interp_run_budget(const tli_ir *ir, const tli_bound *b, uint64_t budget, char *err, size_t errlen);
 
 #endif

@@ -140,6 +140,8 @@ typedef struct tli_bnode {
     int32_t param;   /* index into params (B_GLOBAL) */
     int64_t cshape[TL_MAX_RANK]; /* constant shape (B_SHARED, B_FRAGMENT, B_LOCAL) */
     bool written, read;
+    int32_t at;      /* expressions the kernel had when the buffer was made:
+                        where a replay of the builder calls makes it (repro.c) */
 } tli_bnode;
 
 /* A region of a buffer: the whole of it, or the tile of a global tensor at

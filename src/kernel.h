@@ -16,6 +16,9 @@ struct tl_kernel {
     int32_t tail[TLI_MAX_DEPTH + 1]; /* last statement of each open body (0: empty) */
     int depth;
     int ncalls;                     /* builder calls so far, for messages */
+    uint8_t *device_only;           /* per expression: needs the device (a
+                                       load, block index or loop variable) */
+    int32_t device_only_cap;
     tl_status status;               /* first error */
     char err[512];
 };
@@ -29,6 +32,8 @@ bool tli_klive(tl_kernel *k);
 /* Resolves handles, or records why not and returns 0. */
 int32_t tli_kexpr(tl_kernel *k, tl_expr e, const char *api, const char *what);
 int32_t tli_kbuf(tl_kernel *k, tl_buf b, const char *api);
+/* true when loop statement `loop` is open (0, no loop, always is). */
+bool tli_kscope_open(const tl_kernel *k, int32_t loop);
 /* The deeper of two open loop scopes. */
 int32_t tli_kinner_scope(const tl_kernel *k, int32_t a, int32_t b);
 /* Appends a statement to the innermost open body; its id or 0. */

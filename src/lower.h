@@ -38,6 +38,14 @@ void tli_pass_smem(tli_lowered *L);     /* shared-memory offsets and stages */
 void tli_pass_sync(tli_lowered *L);     /* barriers, deferred copy waits, wgmma waits */
 void tli_pass_launch(tli_lowered *L);   /* threads, grid, block indices, TMA maps, launch bounds */
 
+/* Whether fragments a and b have the same layout (a loop over one indexes
+ * the other's registers directly). */
+bool tli_layout_equal(const tli_lowered *L, int32_t a, int32_t b);
+/* Whether fragment `slice` is a slice of a layout that keeps its elements
+ * where `owner`'s layout does (a loop over owner reads it at the slice's
+ * register of owner's register). */
+bool tli_slice_of_alike(const tli_lowered *L, int32_t slice, int32_t owner);
+
 /* Text of the graph (builder form or lowered), for dumps and tests. */
 void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out);
 

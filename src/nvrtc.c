@@ -11,18 +11,61 @@
  * the message); the whole log is in *log. */
 #define LOG_IN_ERR 3000
 
-int tli_target_valid(const char *target)
+/* "sm_" digits and an optional "a", shorter than 16 characters; the
+ * number in *arch. */
+static bool target_syntax(const char *target, int *arch)
 {
     if (!target || strncmp(target, "sm_", 3) != 0 || strlen(target) >= 16)
-        return 0;
+        return false;
     const char *p = target + 3;
     if (*p < '0' || *p > '9')
-        return 0;
+        return false;
+    *arch = 0;
     while (*p >= '0' && *p <= '9')
-        p++;
+        *arch = *arch * 10 + (*p++ - '0');
     if (*p == 'a')
         p++;
     return *p == '\0';
+}
+
+/* The architectures NVRTC compiles for: its own list when it can say, else
+ * every real architecture from Maxwell to Blackwell. */
+static int supported_archs(int *archs, int max)
+{
+    static const int known[] = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121};
+    const tli_nvrtc_api *rtc;
+    int n = 0;
+    if (tli_load_nvrtc(&rtc, NULL, 0) == TL_OK && rtc->nvrtcGetNumSupportedArchs && rtc->nvrtcGetSupportedArchs &&
+        rtc->nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= max &&
+        rtc->nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS)
+        return n;
+    n = (int)(sizeof known / sizeof known[0]);
+    memcpy(archs, known, sizeof known);
+    return n;
+}
+
+const char *tli_target_problem(const char *target, char *buf, size_t n)
+{
+    int arch = 0, archs[128];
+    if (!target_syntax(target, &arch))
+        return "is not sm_ and a number, optionally followed by 'a' (e.g. sm_80, sm_90a)";
+    if (target[strlen(target) - 1] == 'a' && arch < 90)
+        return "has the 'a' suffix of architecture-specific features, which start at sm_90a";
+    int count = supported_archs(archs, (int)(sizeof archs / sizeof archs[0]));
+    for (int i = 0; i < count; i++)
+        if (archs[i] == arch)
+            return NULL;
+    tli_fmt(buf, n, "is not an architecture NVRTC compiles for (it knows");
+    for (int i = 0; i < count; i++)
+        tli_fmt(buf + strlen(buf), n - strlen(buf), "%s sm_%d", i ? "," : "", archs[i]);
+    tli_fmt(buf + strlen(buf), n - strlen(buf), ")");
+    return buf;
+}
+
+int tli_target_valid(const char *target)
+{
+    char buf[512];
+    return tli_target_problem(target, buf, sizeof buf) == NULL;
 }
 
 tl_status tli_nvrtc_version(int *major, int *minor)
@@ -126,10 +169,10 @@ static tl_status check_args(tl_ctx *ctx, const char *src, const char *target,
     for (int i = 0; i < n_extra; i++)
         if (!extra_opts[i])
             return tli_fail(ctx, TL_ERR_INVALID_ARG, "tli_nvrtc_compile: option %d is NULL", i);
-    if (!tli_target_valid(target))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG,
-                        "invalid target \"%s\": expected sm_ and a number, optionally followed "
-                        "by 'a' (e.g. sm_80, sm_90a)", target);
+    char why[512];
+    const char *problem = tli_target_problem(target, why, sizeof why);
+    if (problem)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "invalid target \"%s\": it %s", target, problem);
     return TL_OK;
 }
 

@@ -41,7 +41,12 @@ tl_status tli_nvrtc_compile(tl_ctx *ctx, const char *src, const char *prog_name,
 tl_status tli_nvrtc_version(int *major, int *minor);
 
 /* 1 when `target` is a name NVRTC targets we accept: "sm_" digits, then an
- * optional "a" (e.g. "sm_80", "sm_90a", "sm_100a"), shorter than 16 chars. */
+ * optional "a" (e.g. "sm_80", "sm_90a", "sm_100a"), shorter than 16 chars,
+ * whose number the loaded NVRTC compiles for (without NVRTC, or one too old
+ * to list them: a real architecture, sm_50 to sm_121), "a" from sm_90 on. */
 int tli_target_valid(const char *target);
+/* NULL when target is valid; else why not, completing "target X ..."
+ * (static text or buf). */
+const char *tli_target_problem(const char *target, char *buf, size_t n);
 
 #endif

@@ -34,9 +34,27 @@ typedef struct layouter {
 
 static const char *buf_name(layouter *Y, int32_t b) { return tli_B(Y->ir, b)->name; }
 
-static bool same_layout(const tli_lowered *L, int32_t a, int32_t b, int depth)
+/* Whether the layouts x and y put the elements they keep along the
+ * dimension other than `dim` in the same registers of the same threads:
+ * two accumulators whose warps split the rows alike have the same row
+ * slices whatever their widths. */
+static bool kept_alike(const tli_frag_layout *x, const tli_frag_layout *y, int dim)
 {
-    const tli_frag_layout *x = &L->frag[a], *y = &L->frag[b];
+    if (x->kind != y->kind)
+        return false;
+    if (x->kind == FRAG_ROWS)
+        return dim == 1 ? x->rows.tr == y->rows.tr && x->rows.tc == y->rows.tc && x->rows.rows == y->rows.rows
+                        : x->rows.tr == y->rows.tr && x->rows.tc == y->rows.tc && x->rows.v == y->rows.v &&
+                              x->rows.cols == y->rows.cols;
+    if (x->kind != FRAG_MMA && x->kind != FRAG_WGMMA)
+        return false;
+    if (dim == 1)
+        return x->w.wgm == y->w.wgm && x->w.wgn == y->w.wgn && x->w.wm == y->w.wm;
+    return x->w.wgm == y->w.wgm && x->w.wgn == y->w.wgn && x->w.wn == y->w.wn;
+}
+
+static bool layouts_equal(const tli_lowered *L, const tli_frag_layout *x, const tli_frag_layout *y, int depth)
+{
     if (x->kind != y->kind || depth > 8)
         return false;
     switch (x->kind) {
@@ -46,9 +64,26 @@ static bool same_layout(const tli_lowered *L, int32_t a, int32_t b, int depth)
     case FRAG_ROWS:
         return memcmp(&x->rows, &y->rows, sizeof x->rows) == 0;
     case FRAG_SLICE:
-        return x->dim == y->dim && (x->parent == y->parent || same_layout(L, x->parent, y->parent, depth + 1));
+        return x->dim == y->dim &&
+               (x->parent == y->parent || kept_alike(&L->frag[x->parent], &L->frag[y->parent], x->dim));
     default: return true;
     }
+}
+
+bool tli_layout_equal(const tli_lowered *L, int32_t a, int32_t b)
+{
+    return a == b || layouts_equal(L, &L->frag[a], &L->frag[b], 0);
+}
+
+bool tli_slice_of_alike(const tli_lowered *L, int32_t slice, int32_t owner)
+{
+    const tli_frag_layout *f = &L->frag[slice];
+    return f->kind == FRAG_SLICE && (f->parent == owner || kept_alike(&L->frag[f->parent], &L->frag[owner], f->dim));
+}
+
+static bool same_layout(const tli_lowered *L, int32_t a, int32_t b, int depth)
+{
+    return layouts_equal(L, &L->frag[a], &L->frag[b], depth);
 }
 
 /* Registers per thread of layout f (of fragment b). */

@@ -57,7 +57,7 @@ static bool chunkable(piper *P, int32_t s)
     const tli_bnode *g = B(P, tli_copy_buf(P->ir, n->a0)), *t = B(P, tli_copy_buf(P->ir, n->a1));
     int per = 16 / esize(t);
     return !P->L->safe && tli_target_has_copy(&P->L->target, COPY_ENGINE_CP_ASYNC) && g->dtype == t->dtype &&
-           t->rank <= 2 && g->rank == t->rank && t->cshape[t->rank - 1] % per == 0;
+           t->rank <= 2 && g->rank >= t->rank && t->cshape[t->rank - 1] % per == 0;
 }
 
 /* Whether producer s can be TMA boxes: a 2-D tile of 16-bit elements into
@@ -659,6 +659,8 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
  * its own, at stage tl_wg. */
 static int32_t private_buffers(piper *P, const pipe_info *pi, int32_t body, int groups)
 {
+    if (groups < 2)
+        return body;
     tli_snode n = {.op = S_STAGE, .a0 = tli_low_thread(P->L, TH_WG), .body = body};
     for (int32_t b = 1; b < P->ir->b.n; b++) {
         bool staged = false;

@@ -18,14 +18,6 @@
 
 #include <string.h>
 
-static int log2i(int64_t x)
-{
-    int l = 0;
-    while (((int64_t)1 << l) < x)
-        l++;
-    return l;
-}
-
 /* The bits of the thread index (within the block) that vary among the
  * threads holding one element of the slice of `src` along `dim`. */
 static unsigned varying_bits(const tli_lowered *L, int32_t src, int dim)
@@ -64,7 +56,7 @@ static void lower_reduce(tli_lowered *L, int32_t s)
     int32_t src = n->gemm[0], dst = n->gemm[1];
     if (tli_B(ir, src)->scope != B_FRAGMENT)
         return; /* shared source: per-thread walks, nothing to decide */
-    if (L->frag[dst].kind != FRAG_SLICE || L->frag[dst].parent != src) {
+    if (!tli_slice_of_alike(L, dst, src) || L->frag[dst].dim != (tli_B(ir, src)->rank == 1 ? 1 : n->rank)) {
         tli_low_fail(L, TL_ERR_SHAPE,
                      "tl_reduce: fragment layout conflict: '%s' is also used where it cannot be the reduction of '%s'",
                      tli_B(ir, dst)->name, tli_B(ir, src)->name);
@@ -99,7 +91,6 @@ static void lower_reduce(tli_lowered *L, int32_t s)
         return;
     ir->s.v[id].next = ir->s.v[s].next;
     ir->s.v[s].next = id;
-    (void)log2i;
 }
 
 static void walk(tli_lowered *L, int32_t first)

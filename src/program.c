@@ -279,11 +279,17 @@ static tl_status new_program(tl_ctx *ctx, const tli_ir *ir, const tli_target *t,
     return TL_OK;
 }
 
+/* The description of target `name`, which NVRTC must compile for and the
+ * library generate code for (sm_70 or later). */
 static tl_status resolve_target(tl_ctx *ctx, const char *name, const char *api, tli_target *t)
 {
+    char why[512];
+    const char *problem = name ? tli_target_problem(name, why, sizeof why) : "is missing";
+    if (problem)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' %s", api, name ? name : "(null)", problem);
     if (!tli_target_get(name, t))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' is not of the form sm_XY or sm_XYa (sm_70 or later)",
-                        api, name ? name : "(null)");
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' is older than sm_70, which the library does not "
+                        "generate code for", api, name);
     return TL_OK;
 }
 
@@ -321,10 +327,11 @@ TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_prog
     tl_status st = tli_program_prepare(k, opt, "tl_compile", &p);
     if (st != TL_OK)
         return st;
+    unsigned since = tli_fail_count();
     st = finish_program(k->ctx, p, opt, out);
     if (st == TL_OK && (*out)->from_cache)
         (*out)->compile_ms = 0;
-    return st;
+    return tli_fail_as(k->ctx, st, "tl_compile", since); /* NVRTC's and the driver's messages name tl_compile */
 }
 
 tl_status tli_program_from_source(tl_ctx *ctx, const char *src, const char *kname, int threads,
@@ -357,7 +364,7 @@ TL_API const void *tl_program_cubin(const tl_program *p, size_t *size)
 TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out)
 {
     if (!p || !out)
-        return TL_ERR_INVALID_ARG;
+        return p ? tli_fail(p->ctx, TL_ERR_INVALID_ARG, "tl_program_get_info: out is NULL") : TL_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
     tli_fmt(out->name, sizeof out->name, "%s", p->kname);
     tli_fmt(out->target, sizeof out->target, "%s", p->target);
@@ -374,7 +381,9 @@ TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out)
 TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out)
 {
     if (!p || !out || !p->has_ir || i < 0 || i >= p->ir.p.n - 1)
-        return TL_ERR_INVALID_ARG;
+        return p ? tli_fail(p->ctx, TL_ERR_INVALID_ARG, "tl_program_param: %s", !out ? "out is NULL" :
+                            !p->has_ir ? "the program has no parameter list" : "no parameter of that index")
+                 : TL_ERR_INVALID_ARG;
     const tli_param *q = &p->ir.p.v[i + 1];
     out->name = q->name;
     out->kind = (tl_param_kind)q->kind;
@@ -387,7 +396,7 @@ TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out
 TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
 {
     if (!k || !src)
-        return TL_ERR_INVALID_ARG;
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_source: src is NULL") : TL_ERR_INVALID_ARG;
     *src = NULL;
     tl_status st = tli_kernel_verify(k, "tl_kernel_source");
     if (st != TL_OK)
@@ -407,12 +416,13 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
 TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
 {
     if (!k || !ptx)
-        return TL_ERR_INVALID_ARG;
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_ptx: ptx is NULL") : TL_ERR_INVALID_ARG;
     *ptx = NULL;
     char *src;
+    unsigned since = tli_fail_count();
     tl_status st = tl_kernel_source(k, target, &src);
     if (st != TL_OK)
-        return st;
+        return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
     target = pick_target(k->ctx, target);
     char *full = with_device_header(src, k->ir.name);
     size_t len;
@@ -420,7 +430,7 @@ TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
               : TL_ERR_OUT_OF_MEMORY;
     free(full);
     free(src);
-    return st;
+    return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
 }
 
 TL_API void tl_free_host(void *p) { free(p); }
@@ -664,26 +674,38 @@ static const tl_program *find_op(tl_ctx *ctx, const char *key)
     return NULL;
 }
 
+/* Both hold ctx->ops_lock from the lookup to the insertion, so threads
+ * asking for one op at once compile it once. */
 tl_status tli_op_program(tl_ctx *ctx, const char *key, tli_build_fn build, const void *user,
                          const tl_program **out)
 {
-    if ((*out = find_op(ctx, key)))
-        return TL_OK;
-    tl_kernel *k = NULL;
-    tl_status st = build(ctx, user, &k);
-    tl_program *p = NULL;
-    if (st == TL_OK)
-        st = tl_compile(k, NULL, &p);
-    tl_kernel_destroy(k);
-    return st == TL_OK ? remember(ctx, key, p, out) : st;
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = TL_OK;
+    if (!(*out = find_op(ctx, key))) {
+        tl_kernel *k = NULL;
+        tl_program *p = NULL;
+        st = build(ctx, user, &k);
+        if (st == TL_OK)
+            st = tl_compile(k, NULL, &p);
+        tl_kernel_destroy(k);
+        if (st == TL_OK)
+            st = remember(ctx, key, p, out);
+    }
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
 }
 
 tl_status tli_op_program_source(tl_ctx *ctx, const char *key, const char *src, const char *kname,
                                 int threads, const tl_program **out)
 {
-    if ((*out = find_op(ctx, key)))
-        return TL_OK;
-    tl_program *p = NULL;
-    tl_status st = tli_program_from_source(ctx, src, kname, threads, &p);
-    return st == TL_OK ? remember(ctx, key, p, out) : st;
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = TL_OK;
+    if (!(*out = find_op(ctx, key))) {
+        tl_program *p = NULL;
+        st = tli_program_from_source(ctx, src, kname, threads, &p);
+        if (st == TL_OK)
+            st = remember(ctx, key, p, out);
+    }
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
 }

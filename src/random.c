@@ -34,7 +34,7 @@ static const char random_src[] =
     "        case 1: ((float *)out)[i] = x; break;\n"
     "        case 2: ((tl_f16 *)out)[i] = tl_to_f16(x); break;\n"
     "        case 3: ((tl_bf16 *)out)[i] = tl_to_bf16(x); break;\n"
-    "        case 4: ((int *)out)[i] = (int)lo + (int)floor((hi - lo) * ud); break;\n"
+    "        case 4: ((int *)out)[i] = (int)((long long)lo + (long long)floor((hi - lo) * ud)); break;\n"
     "        case 6: ((double *)out)[i] = __dadd_rn(lo, __dmul_rn(hi - lo, ud)); break;\n"
     "        }\n"
     "    }\n"
@@ -52,9 +52,19 @@ static bool dtype_supported(tl_dtype dt)
     return dt == TL_F32 || dt == TL_F16 || dt == TL_BF16 || dt == TL_I32 || dt == TL_F64;
 }
 
+/* A range the dtype can hold: finite, lo <= hi, and for i32 within
+ * [-2^31, 2^31] (the integers drawn are in [lo, hi)), so that no
+ * conversion overflows (hi = 1e30 used to give negative values). */
+static bool range_ok(tl_dtype dtype, double lo, double hi)
+{
+    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi) || !isfinite(hi - lo))
+        return false;
+    return dtype != TL_I32 || (lo >= -2147483648.0 && hi <= 2147483648.0);
+}
+
 TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t seed, double lo, double hi)
 {
-    if ((!dst && n > 0) || n < 0 || !dtype_supported(dtype) || !(lo <= hi))
+    if ((!dst && n > 0) || n < 0 || !dtype_supported(dtype) || !range_ok(dtype, lo, hi))
         return TL_ERR_INVALID_ARG;
     const float lo_f = (float)lo, span_f = (float)(hi - lo);
     for (int64_t i = 0; i < n; i++) {
@@ -66,7 +76,7 @@ TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t s
         case TL_F32: ((float *)dst)[i] = x; break;
         case TL_F16: ((uint16_t *)dst)[i] = tl_f32_to_f16(x); break;
         case TL_BF16: ((uint16_t *)dst)[i] = tl_f32_to_bf16(x); break;
-        case TL_I32: ((int32_t *)dst)[i] = (int32_t)lo + (int32_t)floor((hi - lo) * ud); break;
+        case TL_I32: ((int32_t *)dst)[i] = (int32_t)((int64_t)lo + (int64_t)floor((hi - lo) * ud)); break;
         case TL_F64: ((double *)dst)[i] = lo + (hi - lo) * ud; break;
         default: break;
         }
@@ -79,19 +89,24 @@ TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int6
 {
     if (!ctx)
         return TL_ERR_INVALID_ARG;
-    if ((!dptr && n > 0) || n < 0 || !dtype_supported(dtype) || !(lo <= hi))
+    if ((!dptr && n > 0) || n < 0 || !dtype_supported(dtype) || !range_ok(dtype, lo, hi))
         return tli_fail(ctx, TL_ERR_INVALID_ARG,
-                        "tl_random_fill: need a pointer, n >= 0, lo <= hi and dtype f32/f16/bf16/i32/f64");
+                        "tl_random_fill: need a pointer, n >= 0, dtype f32/f16/bf16/i32/f64 and a finite "
+                        "range lo <= hi (for i32 within [-2^31, 2^31])");
+    if (dptr % tl_dtype_size(dtype))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_random_fill: dptr = 0x%llx is not aligned to its %zu-byte "
+                        "elements", (unsigned long long)dptr, tl_dtype_size(dtype));
     if (!ctx->has_device)
         return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_random_fill: the context has no device");
     const tl_program *p;
+    unsigned since = tli_fail_count();
     tl_status st = tli_op_program_source(ctx, "random_fill", random_src, "tl_random_fill", 256, &p);
     if (st != TL_OK || n == 0)
-        return st;
+        return tli_fail_as(ctx, st, "tl_random_fill", since);
     int64_t blocks = (n + 255) / 256, cap = (int64_t)ctx->info.sm_count * 16;
     int64_t grid[3] = {blocks < cap ? blocks : cap, 1, 1};
     long long nn = n;
     int dt = (int)dtype;
     void *params[] = {&dptr, &nn, &dt, &seed, &lo, &hi};
-    return tli_launch_raw(p, grid, params, stream);
+    return tli_fail_as(ctx, tli_launch_raw(p, grid, params, stream), "tl_random_fill", since);
 }

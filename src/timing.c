@@ -46,7 +46,7 @@ static tl_status read_options(timing_run *t, const tl_timing_options *opt)
 }
 
 /* The flush buffer lives on the context and is made on first use. */
-static tl_status ensure_scratch(tl_ctx *ctx)
+static tl_status ensure_scratch_locked(tl_ctx *ctx)
 {
     size_t want = ctx->info.l2_bytes > 0 ? 2 * (size_t)ctx->info.l2_bytes : FLUSH_BYTES_UNKNOWN_L2;
     if (ctx->scratch && ctx->scratch_bytes >= want)
@@ -57,6 +57,16 @@ static tl_status ensure_scratch(tl_ctx *ctx)
     tl_status st = tl_malloc(ctx, want, &ctx->scratch);
     if (st == TL_OK)
         ctx->scratch_bytes = want;
+    return st;
+}
+
+/* Timings on several threads share the one flush buffer (what it holds
+ * does not matter). */
+static tl_status ensure_scratch(tl_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = ensure_scratch_locked(ctx);
+    pthread_mutex_unlock(&ctx->ops_lock);
     return st;
 }
 
@@ -86,15 +96,15 @@ static void destroy_events(timing_run *t)
  * fn leaves the context's previous message as it was. */
 static tl_status call_work(timing_run *t, int j)
 {
-    char saved = t->ctx->err[0];
-    t->ctx->err[0] = '\0';
+    char *msg = tli_ctx_msg(t->ctx), saved = msg[0];
+    msg[0] = '\0';
     tl_status st = t->fns[j](t->users[j], t->stream);
     if (st == TL_OK) {
-        if (!t->ctx->err[0])
-            t->ctx->err[0] = saved;
+        if (!msg[0])
+            msg[0] = saved;
         return TL_OK;
     }
-    if (!t->ctx->err[0])
+    if (!msg[0])
         return tli_fail(t->ctx, st, "%s: timed work %d failed with %s", t->api, j, tl_status_name(st));
     return st;
 }
@@ -242,5 +252,7 @@ tl_status tl_time_launch(const tl_program *p, void *stream, int nargs, const tl_
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     launch_work w = {p, nargs, args};
-    return tl_time(ctx, stream, launch_once, &w, opt, out);
+    tl_work_fn fn = launch_once;
+    void *user = &w;
+    return time_works(ctx, stream, 1, &fn, &user, opt, out, "tl_time_launch");
 }

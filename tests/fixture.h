@@ -1,7 +1,7 @@
 /* fixture.h - the cmocka group fixtures the test files share. `ctx` is an
  * offline context for the CPU tier (offline_setup), or the GPU's context for
  * the GPU tier (gpu_setup): NULL when there is none, and NEED_GPU() then
- * skips the test, saying why. TILEC_TEST_SMALL=1 sets `small` (small sizes,
+ * skips the test, saying why in one short line (tests/run.sh shows it). TILEC_TEST_SMALL=1 sets `small` (small sizes,
  * for compute-sanitizer runs). */
 #ifndef TILEC_TEST_FIXTURE_H
 #define TILEC_TEST_FIXTURE_H
@@ -30,8 +30,7 @@ static inline int gpu_setup(void **state)
     tl_status st = tl_ctx_create(NULL, &ctx, msg, sizeof msg);
     if (st != TL_OK) {
         ctx = NULL;
-        snprintf(skip_reason, sizeof skip_reason, "no GPU: %s: %s", tl_status_name(st), msg);
-        printf("GPU tier skipped: %s\n", skip_reason);
+        snprintf(skip_reason, sizeof skip_reason, "no GPU (%s: %s)", tl_status_name(st), test_first_clause(msg));
     }
     return 0;
 }

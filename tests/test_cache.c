@@ -1,7 +1,9 @@
 /*
  * test_cache.c - SHA-256 against the FIPS 180 test vectors, and the cubin
  * cache: memory and disk hits, damaged entries, unwritable directories,
- * several processes on one directory, clear, and how the directory is found.
+ * hostile directory contents (FIFOs, symlinks, directories and foreign
+ * files at the cache's paths), several processes on one directory, clear,
+ * and how the directory is found.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -438,8 +440,10 @@ static void test_dir_under_a_file(void **state)
 static void test_read_only_dir(void **state)
 {
     (void)state;
-    if (geteuid() == 0)
-        skip(); /* root writes through mode 0555; see test_dir_under_a_file */
+    if (geteuid() == 0) { /* root writes through mode 0555; see test_dir_under_a_file */
+        print_message("  skip: root can write to a read-only directory\n");
+        skip();
+    }
     char dir[256], ro[512];
     log_capture lc = {0};
     make_tmpdir(dir, sizeof dir);
@@ -511,6 +515,197 @@ static void test_clear(void **state)
     get_expect(c, 3, 1);
     assert_int_equal(stats_of(c).disk_entries, 1);
     assert_int_equal(lc.warns, 0);
+    tli_cache_close(c);
+    rm_rf(dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hostile directory contents: the directory may be shared, so anything can  */
+/* sit at a path the cache owns                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A test that would hang (open() of a FIFO) is killed, which fails it. */
+#define HANG_GUARD_SECONDS 20
+
+static void shard_dir(const char *dir, const uint8_t key[32], char *out, size_t n)
+{
+    char hex[65];
+    tli_hex(key, 32, hex);
+    snprintf(out, n, "%s/%.2s", dir, hex);
+}
+
+static tli_cache *open_with_shard(const char *dir, int i, log_capture *lc, char *entry, size_t n)
+{
+    uint8_t key[32];
+    char shard[1024];
+    key_of(i, key);
+    shard_dir(dir, key, shard, sizeof shard);
+    assert_int_equal(mkdir(shard, 0755), 0);
+    entry_file(dir, key, entry, n);
+    return open_ok(dir, 1, lc);
+}
+
+/* Another cache on the same directory finds i on disk. */
+static void expect_on_disk(const char *dir, int i)
+{
+    tli_cache *other = open_ok(dir, 1, NULL);
+    get_expect(other, i, 2);
+    tli_cache_close(other);
+}
+
+/* A FIFO at an entry's path blocked tl_compile forever in open(). */
+static void test_fifo_at_entry(void **state)
+{
+    (void)state;
+    char dir[256], entry[1024], fifo[1024], link[1024];
+    log_capture lc = {0};
+    make_tmpdir(dir, sizeof dir);
+    alarm(HANG_GUARD_SECONDS);
+    tli_cache *c = open_with_shard(dir, 5, &lc, entry, sizeof entry);
+    assert_int_equal(mkfifo(entry, 0644), 0);
+    get_expect(c, 5, 0);
+    put_ok(c, 5); /* the entry replaces the FIFO */
+    expect_on_disk(dir, 5);
+    /* a symlink to a FIFO elsewhere: the same */
+    uint8_t key[32];
+    key_of(6, key);
+    entry_file(dir, key, link, sizeof link);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    char shard[1024];
+    shard_dir(dir, key, shard, sizeof shard);
+    mkdir(shard, 0755);
+    assert_int_equal(symlink(fifo, link), 0);
+    get_expect(c, 6, 0);
+    assert_int_equal(tli_cache_clear(c), TL_OK);
+    assert_true(exists(fifo)); /* the link went, not what it points to */
+    assert_int_equal(lc.warns, 0);
+    alarm(0);
+    tli_cache_close(c);
+    rm_rf(dir);
+}
+
+/* A directory at an entry's path turned the disk off for every process;
+ * now it costs that entry its disk copy, once warned, and clear removes it. */
+static void test_dir_at_entry(void **state)
+{
+    (void)state;
+    char dir[256], entry[1024], inside[1100];
+    log_capture lc = {0};
+    make_tmpdir(dir, sizeof dir);
+    tli_cache *c = open_with_shard(dir, 7, &lc, entry, sizeof entry);
+    assert_int_equal(mkdir(entry, 0755), 0);
+    snprintf(inside, sizeof inside, "%s/x", entry);
+    assert_int_equal(mkdir(inside, 0755), 0);
+    get_expect(c, 7, 0);
+    put_ok(c, 7);
+    put_ok(c, 7);
+    get_expect(c, 7, 1);
+    assert_int_equal(lc.warns, 1);
+    assert_non_null(strstr(lc.last, entry));
+    assert_string_equal(tli_cache_dir(c), dir); /* the disk stays on */
+    put_ok(c, 8);
+    expect_on_disk(dir, 8);
+    assert_int_equal(tli_cache_clear(c), TL_OK);
+    assert_false(exists(entry));
+    put_ok(c, 7);
+    expect_on_disk(dir, 7);
+    tli_cache_close(c);
+    rm_rf(dir);
+}
+
+/* A file where a shard directory goes. */
+static void test_file_at_shard(void **state)
+{
+    (void)state;
+    char dir[256], shard[1024];
+    log_capture lc = {0};
+    make_tmpdir(dir, sizeof dir);
+    uint8_t key[32];
+    key_of(9, key);
+    shard_dir(dir, key, shard, sizeof shard);
+    FILE *f = fopen(shard, "w");
+    assert_non_null(f);
+    fclose(f);
+    tli_cache *c = open_ok(dir, 1, &lc);
+    put_ok(c, 9);
+    get_expect(c, 9, 1);
+    assert_int_equal(lc.warns, 1);
+    assert_non_null(strstr(lc.last, shard));
+    assert_string_equal(tli_cache_dir(c), dir);
+    put_ok(c, 10);
+    expect_on_disk(dir, 10);
+    assert_int_equal(tli_cache_clear(c), TL_OK);
+    assert_false(exists(shard));
+    put_ok(c, 9);
+    expect_on_disk(dir, 9);
+    tli_cache_close(c);
+    rm_rf(dir);
+}
+
+/* clear removed any file named like an entry; now only those that start
+ * as entries do. */
+static void test_clear_checks_headers(void **state)
+{
+    (void)state;
+    char dir[256], foreign[1024], outside[512];
+    make_tmpdir(dir, sizeof dir);
+    tli_cache *c = open_ok(dir, 1, NULL);
+    put_ok(c, 11);
+    uint8_t key[32];
+    key_of(12, key);
+    char shard[1024];
+    shard_dir(dir, key, shard, sizeof shard);
+    mkdir(shard, 0755);
+    entry_file(dir, key, foreign, sizeof foreign);
+    FILE *f = fopen(foreign, "w");
+    assert_non_null(f);
+    fputs("somebody else's data, not a cubin", f);
+    fclose(f);
+    /* a symlink named like an entry: removed, its target kept */
+    snprintf(outside, sizeof outside, "%s/outside.tlc", dir);
+    f = fopen(outside, "w");
+    assert_non_null(f);
+    fputs("TLCUBIN1 but outside the shards", f);
+    fclose(f);
+    char link[1024];
+    key_of(13, key);
+    shard_dir(dir, key, shard, sizeof shard);
+    mkdir(shard, 0755);
+    entry_file(dir, key, link, sizeof link);
+    assert_int_equal(symlink(outside, link), 0);
+    assert_int_equal(tli_cache_clear(c), TL_OK);
+    assert_true(exists(foreign));
+    assert_true(exists(outside));
+    struct stat st;
+    assert_int_not_equal(lstat(link, &st), 0);
+    assert_int_equal(stats_of(c).disk_entries, 1); /* the foreign file counts; it is named like one */
+    tli_cache_close(c);
+    rm_rf(dir);
+}
+
+/* TL_DISK_CACHE_IF_EXISTS (tilec cache stats) never creates the directory. */
+static void test_if_exists_mode(void **state)
+{
+    (void)state;
+    char dir[256], missing[512];
+    log_capture lc = {0};
+    make_tmpdir(dir, sizeof dir);
+    snprintf(missing, sizeof missing, "%s/not/there", dir);
+    tli_cache *c = open_ok(missing, TL_DISK_CACHE_IF_EXISTS, &lc);
+    assert_false(exists(missing));
+    assert_string_equal(tli_cache_dir(c), "");
+    assert_int_equal(stats_of(c).disk_enabled, 0);
+    assert_int_equal(tli_cache_clear(c), TL_OK);
+    assert_false(exists(missing));
+    assert_int_equal(lc.warns, 0);
+    tli_cache_close(c);
+    c = open_ok(dir, 1, NULL);
+    put_ok(c, 14);
+    tli_cache_close(c);
+    c = open_ok(dir, TL_DISK_CACHE_IF_EXISTS, &lc);
+    assert_string_equal(tli_cache_dir(c), dir);
+    assert_int_equal(stats_of(c).disk_entries, 1);
     tli_cache_close(c);
     rm_rf(dir);
 }
@@ -695,6 +890,11 @@ int main(void)
         cmocka_unit_test(test_read_only_dir),
         cmocka_unit_test(test_dir_removed_later),
         cmocka_unit_test(test_clear),
+        cmocka_unit_test(test_fifo_at_entry),
+        cmocka_unit_test(test_dir_at_entry),
+        cmocka_unit_test(test_file_at_shard),
+        cmocka_unit_test(test_clear_checks_headers),
+        cmocka_unit_test(test_if_exists_mode),
         cmocka_unit_test(test_processes),
         cmocka_unit_test(test_env_resolution),
     };

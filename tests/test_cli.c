@@ -397,6 +397,26 @@ static void test_compile_and_cache(void **state)
     run_free(&r);
 }
 
+/* Looking at a cache does not make one: stats and clear on a directory
+ * that does not exist leave it so (stats used to create it). */
+static void test_cache_stats_creates_nothing(void **state)
+{
+    (void)state;
+    char dir[128];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s/no-cache-here", workdir);
+    run_result r = run("cache stats --cache-dir '%s'", dir);
+    expect_status(&r, 0);
+    expect_out(&r, "does not exist");
+    expect(&r, stats_entries(r.out) == 0, "entries of a cache that does not exist");
+    run_free(&r);
+    r = run("cache clear --cache-dir '%s'", dir);
+    expect_status(&r, 0);
+    expect_out(&r, "nothing to remove");
+    run_free(&r);
+    assert_int_not_equal(stat(dir, &st), 0);
+}
+
 /* Without --cache-dir the library's default applies: $TILEC_CACHE_DIR
  * (set by setup_all). */
 static void test_cache_dir_from_env(void **state)
@@ -487,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_cache_dir_from_env),
         cmocka_unit_test(test_tune_list_and_clear),
         cmocka_unit_test(test_tune_usage),
+        cmocka_unit_test(test_cache_stats_creates_nothing),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -583,7 +583,8 @@ static tl_ctx *gpu_ctx_or_skip(void)
     char msg[1024];
     tl_status st = tl_ctx_create(&o, &ctx, msg, sizeof msg);
     if (st == TL_ERR_NO_DRIVER || st == TL_ERR_NO_DEVICE) {
-        print_message("GPU tier skipped: %s: %s\n", tl_status_name(st), msg);
+        msg[strcspn(msg, "(")] = '\0'; /* the first clause: a one-line skip reason */
+        print_message("  skip: no GPU (%s: %s)\n", tl_status_name(st), msg);
         return NULL;
     }
     if (st != TL_OK)

@@ -169,7 +169,7 @@ static void expect_desc_error(const tl_softmax_desc *d, tl_status want, const ch
         fail_msg("message '%s' does not name tl_op_softmax_build or lacks '%s'", msg, fragment);
     const tl_program *p;
     assert_status(tl_op_softmax_program(ctx, d, &p), want);
-    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_softmax: "));
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_softmax_program: "));
 }
 
 static void test_descriptor_errors(void **state)

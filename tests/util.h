@@ -90,6 +90,18 @@ static inline void test_check_golden(const char *path, const char *src, const ch
     free(golden);
 }
 
+/* Cuts a library message to its first clause (up to " (" or ". "), for a
+ * one-line skip reason. */
+static inline char *test_first_clause(char *msg)
+{
+    for (char *p = msg; *p; p++)
+        if ((p[0] == ' ' && p[1] == '(') || (p[0] == '.' && p[1] == ' ')) {
+            *p = '\0';
+            break;
+        }
+    return msg;
+}
+
 #define assert_status(expr, want)                                                                  \
     do {                                                                                           \
         tl_status st_ = (expr);                                                                    \

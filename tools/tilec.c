@@ -16,6 +16,7 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,7 @@ static const char usage_text[] =
     "options:\n"
     "  --arch sm_XX      compile target, e.g. sm_80 or sm_90a (default: the GPU's,\n"
     "                    or sm_90a without a GPU)\n"
-    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm)\n"
+    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm, flash_attn)\n"
     "  --device N        GPU ordinal (default 0)\n"
     "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
     "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
@@ -183,7 +184,9 @@ static int build_op(const cli *c, int disk_cache, tl_ctx **ctx, tl_kernel **k)
     if (rc)
         return rc;
     /* each op's natural element type unless --dtype says otherwise */
-    tl_dtype dt = c->dtype_given ? c->dtype : (strcmp(op, "gemm") == 0 ? TL_BF16 : TL_F32);
+    /* the ops on tensor cores default to bf16, the rest to f32 */
+    bool tensor_core = strcmp(op, "gemm") == 0 || strcmp(op, "flash_attn") == 0;
+    tl_dtype dt = c->dtype_given ? c->dtype : (tensor_core ? TL_BF16 : TL_F32);
     tl_status st = tl_op_build(*ctx, op, dt, k);
     if (st != TL_OK) {
         rc = ctx_error(*ctx, st);
@@ -386,12 +389,14 @@ static int cmd_compile(const cli *c)
 /* cache                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* The cache needs no GPU: an offline context opens the same directory. */
+/* The cache needs no GPU: an offline context opens the same directory,
+ * without creating it (looking at a cache must not make one). */
 static int open_cache_context(const cli *c, tl_ctx **ctx)
 {
     tl_ctx_options o = tl_ctx_default_options();
     o.device = TL_NO_DEVICE;
     o.cache_dir = c->cache_dir;
+    o.disk_cache = TL_DISK_CACHE_IF_EXISTS;
     o.log = log_warning;
     char msg[1024];
     tl_status st = tl_ctx_create(&o, ctx, msg, sizeof msg);
@@ -405,7 +410,7 @@ static int cache_stats(tl_ctx *ctx)
     if (st != TL_OK)
         return ctx_error(ctx, st);
     printf("directory:    %s\n", s.disk_enabled ? s.dir : "(none)");
-    printf("disk cache:   %s\n", s.disk_enabled ? "enabled" : "disabled (memory only)");
+    printf("disk cache:   %s\n", s.disk_enabled ? "enabled" : "no directory (it does not exist yet)");
     printf("entries:      %lld\n", (long long)s.disk_entries);
     printf("bytes:        %lld (%.1f KiB)\n", (long long)s.disk_bytes, s.disk_bytes / 1024.0);
     printf("this process: %lld memory hits, %lld disk hits, %lld misses, %lld stores, "
@@ -426,7 +431,7 @@ static int cache_clear(tl_ctx *ctx)
         printf("removed %lld entries (%lld bytes) from %s\n", (long long)s.disk_entries,
                (long long)s.disk_bytes, s.dir);
     else
-        printf("the disk cache is disabled: nothing to remove\n");
+        printf("there is no cache directory: nothing to remove\n");
     return 0;
 }
 

@@ -11,6 +11,7 @@
  * loads.
  */
 #include "ctx.h"
+#include "ops.h"
 #include "program.h"
 
 #define TILE_COLS 256
@@ -78,9 +79,10 @@ TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi,
         return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act_build: NULL argument") : TL_ERR_INVALID_ARG;
     *out = NULL;
     if (!dtype_ok(dtype))
-        return tli_fail(ctx, TL_ERR_DTYPE, "tl_bias_act: dtype %s is not f32, f16 or bf16", tl_dtype_name(dtype));
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_bias_act_build: dtype %s is not f32, f16 or bf16",
+                        tl_dtype_name(dtype));
     if (!epi_ok(epi))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act: unknown epilogue %d", (int)epi);
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act_build: unknown epilogue %d", (int)epi);
     char name[64];
     tli_fmt(name, sizeof name, "bias_act_%s_%s%s", tl_dtype_name(dtype), epi_name(epi), has_bias ? "_bias" : "");
     tl_kernel *k = tl_kernel_new(ctx, name);
@@ -134,8 +136,10 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     if (m < 0 || n < 0)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act: m = %lld, n = %lld must not be negative",
                         (long long)m, (long long)n);
-    if (m > 0 && n > 0 && !c)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act: c is 0");
+    tl_status st;
+    if ((st = tli_op_check_dptr(ctx, "tl_bias_act", "c", c, dtype, m > 0 && n > 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, "tl_bias_act", "bias", bias, dtype, bias != 0)) != TL_OK)
+        return st;
     if (!ctx->has_device)
         return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_bias_act: the context has no device (it was created "
                         "with TL_NO_DEVICE)");
@@ -145,9 +149,10 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     char name[64];
     tli_fmt(name, sizeof name, "bias_act:%s:%s:%d", tl_dtype_name(dtype), epi_name(epi), key.has_bias);
     const tl_program *p;
-    tl_status st = tli_op_program(ctx, name, build_cached, &key, &p);
+    unsigned since = tli_fail_count();
+    st = tli_op_program(ctx, name, build_cached, &key, &p);
     if (st != TL_OK)
-        return st;
+        return tli_fail_as(ctx, st, "tl_bias_act", since);
     tl_arg args[5];
     int nargs = 0;
     args[nargs++] = tl_arg_int(m);
@@ -156,5 +161,5 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     if (bias)
         args[nargs++] = tl_arg_dptr(bias);
     args[nargs++] = tl_arg_dptr(c);
-    return tl_launch(p, stream, nargs, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, nargs, args), "tl_bias_act", since);
 }

@@ -57,6 +57,10 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
                         tl_dtype_name(d->out_dtype));
     if ((unsigned)d->epilogue > TL_EPI_GELU_TANH)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: unknown epilogue %d", api, (int)d->epilogue);
+    unsigned wp = d->schedule.warp_policy;
+    if (wp != TL_GEMM_WARP_SQUARE && wp != TL_GEMM_WARP_ROWS && wp != TL_GEMM_WARP_COLS)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG,
+                        "%s: unknown schedule.warp_policy 0x%x (TL_GEMM_WARP_SQUARE, _ROWS or _COLS)", api, wp);
     return TL_OK;
 }
 
@@ -183,12 +187,13 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_s
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out)
 {
     if (!ctx || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: NULL argument") : TL_ERR_INVALID_ARG;
-    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm");
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_program: NULL argument") : TL_ERR_INVALID_ARG;
+    unsigned since = tli_fail_count();
+    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm_program");
     if (st != TL_OK)
         return st;
     tl_gemm_schedule s = effective_schedule(ctx, d);
-    st = program_for(ctx, d, &s, out);
+    st = tli_fail_as(ctx, program_for(ctx, d, &s, out), "tl_op_gemm_program", since);
     if (st == TL_OK || !schedule_is_zero(&d->schedule))
         return st;
     /* A tuning record whose schedule no longer compiles (another NVRTC, an
@@ -198,47 +203,40 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
         return st;
     tli_log(ctx, TL_LOG_WARN, "tl_op_gemm: the tuned schedule failed (%s: %s); using the heuristic's",
             tl_status_name(st), tl_ctx_error(ctx));
-    return program_for(ctx, d, &h, out);
+    return tli_fail_as(ctx, program_for(ctx, d, &h, out), "tl_op_gemm_program", since);
 }
 
 /* Pointers must hold whole elements; 16-byte alignment only picks the fast
  * copy path inside the kernel. */
 static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
 {
-    const struct { const char *name; uint64_t p; size_t align; bool used; } ptrs[] = {
-        {"a", a, tl_dtype_size(d->in_dtype), true},
-        {"b", b, tl_dtype_size(d->in_dtype), true},
-        {"bias", bias, tl_dtype_size(d->in_dtype), d->has_bias != 0},
-        {"c", c, tl_dtype_size(d->out_dtype), true},
-    };
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        if (!ptrs[i].used)
-            continue;
-        if (!ptrs[i].p)
-            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: %s is a null device pointer", ptrs[i].name);
-        if (ptrs[i].p % ptrs[i].align)
-            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm: %s = 0x%llx is not aligned to its %zu-byte elements",
-                            ptrs[i].name, (unsigned long long)ptrs[i].p, ptrs[i].align);
-    }
+    static const char api[] = "tl_op_gemm";
+    tl_status st;
+    if ((st = tli_op_check_dptr(ctx, api, "a", a, d->in_dtype, true)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "b", b, d->in_dtype, true)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "bias", bias, d->in_dtype, d->has_bias != 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "c", c, d->out_dtype, true)) != TL_OK)
+        return st;
     return TL_OK;
 }
 
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c,
                             void *stream)
 {
-    tl_gemm_desc fallback;
-    if (ctx && d && (a % 16 || b % 16 || !tli_gemm_tma_rows(d)) && effective_schedule(ctx, d).pingpong) {
-        /* the ping-pong kernel has no cp.async path: the classic one has */
-        fallback = *d;
-        fallback.schedule = tli_gemm_generic_schedule(tl_ctx_target(ctx));
-        d = &fallback;
-    }
-    const tl_program *p;
-    tl_status st = tl_op_gemm_program(ctx, d, &p);
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    unsigned since = tli_fail_count();
+    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm");
     if (st == TL_OK)
         st = check_pointers(ctx, d, a, b, bias, c);
     if (st != TL_OK)
         return st;
+    /* tensors TMA or 16-byte copies cannot take (misaligned pointers,
+     * rows of a length not a multiple of 16 bytes) run the program's safe
+     * variant: tl_launch picks it */
+    const tl_program *p;
+    if ((st = tl_op_gemm_program(ctx, d, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, "tl_op_gemm", since);
     tl_arg args[7];
     int n = 0;
     args[n++] = tl_arg_int(d->m);
@@ -249,5 +247,5 @@ TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint
     if (d->has_bias)
         args[n++] = tl_arg_dptr(bias);
     args[n++] = tl_arg_dptr(c);
-    return tl_launch(p, stream, n, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_gemm", since);
 }

@@ -70,4 +70,10 @@ tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
  * ld_out, X, Y. Returns how many it wrote (6). */
 int tli_rows_args(const tli_rows_desc *d, uint64_t x, uint64_t y, tl_arg *args);
 
+/* TL_OK when device pointer p of element type dtype may be used: not null
+ * and aligned to the element size, or not needed (no element is touched);
+ * else TL_ERR_INVALID_ARG with "api: name ..." on ctx. */
+tl_status tli_op_check_dptr(tl_ctx *ctx, const char *api, const char *name, uint64_t p, tl_dtype dtype,
+                            bool needed);
+
 #endif

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-static const char *const op_names[] = {"vadd", "gemm", "softmax", "rmsnorm", NULL};
+static const char *const op_names[] = {"vadd", "gemm", "softmax", "rmsnorm", "flash_attn", NULL};
 
 TL_API const char *const *tl_op_names(void) { return op_names; }
 
@@ -36,6 +36,14 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
     if (strcmp(op, "rmsnorm") == 0) {
         tl_rmsnorm_desc d = {.rows = 1, .cols = 1024, .in_dtype = dtype, .out_dtype = dtype, .eps = 1e-6};
         return tl_op_rmsnorm_build(ctx, &d, out);
+    }
+    if (strcmp(op, "flash_attn") == 0) { /* head_dim 128, not causal, the target's default schedule */
+        if (dtype != TL_F16 && dtype != TL_BF16)
+            return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: flash_attn takes bf16 or f16, not %s",
+                            tl_dtype_name(dtype));
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = 128,
+                                .dtype = dtype};
+        return tl_op_flash_attn_build(ctx, &d, out);
     }
     char known[256] = "";
     for (int i = 0; op_names[i]; i++)

@@ -137,13 +137,15 @@ static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
 
 TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out)
 {
+    static const char api[] = "tl_op_rmsnorm_program";
     if (!ctx || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_rmsnorm: NULL argument") : TL_ERR_INVALID_ARG;
-    tl_status st = check(ctx, d, "tl_op_rmsnorm");
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    tl_status st = check(ctx, d, api);
     if (st != TL_OK)
         return st;
     tli_rows_desc r = rows_of(d);
-    return tli_rows_program(ctx, "rmsnorm", &r, build_for_op, d, out);
+    unsigned since = tli_fail_count();
+    return tli_fail_as(ctx, tli_rows_program(ctx, "rmsnorm", &r, build_for_op, d, out), api, since);
 }
 
 TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x, uint64_t w, uint64_t y,
@@ -157,12 +159,14 @@ TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x
     tli_rows_desc r = rows_of(d);
     const tli_rows_ptr ptrs[] = {{"x", x, d->in_dtype}, {"w", w, d->in_dtype}, {"y", y, d->out_dtype}};
     const tl_program *p;
-    if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_rmsnorm", 3, ptrs)) != TL_OK ||
-        (st = tl_op_rmsnorm_program(ctx, d, &p)) != TL_OK)
+    if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_rmsnorm", 3, ptrs)) != TL_OK)
         return st;
+    unsigned since = tli_fail_count();
+    if ((st = tl_op_rmsnorm_program(ctx, d, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, "tl_op_rmsnorm", since);
     tl_arg args[8];
     int n = tli_rows_args(&r, x, y, args);
     args[n++] = tl_arg_dptr(w);
     args[n++] = tl_arg_float(d->eps);
-    return tl_launch(p, stream, n, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_rmsnorm", since);
 }

@@ -190,13 +190,15 @@ static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
 
 TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out)
 {
+    static const char api[] = "tl_op_softmax_program";
     if (!ctx || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_softmax: NULL argument") : TL_ERR_INVALID_ARG;
-    tl_status st = check(ctx, d, "tl_op_softmax");
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    tl_status st = check(ctx, d, api);
     if (st != TL_OK)
         return st;
     tli_rows_desc r = rows_of(d);
-    return tli_rows_program(ctx, "softmax", &r, build_for_op, d, out);
+    unsigned since = tli_fail_count();
+    return tli_fail_as(ctx, tli_rows_program(ctx, "softmax", &r, build_for_op, d, out), api, since);
 }
 
 TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x, uint64_t y, void *stream)
@@ -209,10 +211,12 @@ TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x
     tli_rows_desc r = rows_of(d);
     const tli_rows_ptr ptrs[] = {{"x", x, d->in_dtype}, {"y", y, d->out_dtype}};
     const tl_program *p;
-    if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_softmax", 2, ptrs)) != TL_OK ||
-        (st = tl_op_softmax_program(ctx, d, &p)) != TL_OK)
+    if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_softmax", 2, ptrs)) != TL_OK)
         return st;
+    unsigned since = tli_fail_count();
+    if ((st = tl_op_softmax_program(ctx, d, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, "tl_op_softmax", since);
     tl_arg args[6];
     int n = tli_rows_args(&r, x, y, args);
-    return tl_launch(p, stream, n, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_softmax", since);
 }

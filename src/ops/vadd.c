@@ -64,26 +64,33 @@ static tl_status build_default(tl_ctx *ctx, const void *user, tl_kernel **out)
 TL_API tl_status tl_op_vadd_program(tl_ctx *ctx, const tl_vadd_desc *d, const tl_program **out)
 {
     if (!ctx || !d || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_vadd: NULL argument") : TL_ERR_INVALID_ARG;
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_vadd_program: NULL argument") : TL_ERR_INVALID_ARG;
     if (!vadd_dtype_ok(d->dtype))
-        return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_vadd: dtype %s is not f32, f16 or bf16",
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_vadd_program: dtype %s is not f32, f16 or bf16",
                         tl_dtype_name(d->dtype));
     char key[32];
     tli_fmt(key, sizeof key, "vadd:%s", tl_dtype_name(d->dtype));
-    return tli_op_program(ctx, key, build_default, &d->dtype, out);
+    unsigned since = tli_fail_count();
+    return tli_fail_as(ctx, tli_op_program(ctx, key, build_default, &d->dtype, out), "tl_op_vadd_program", since);
 }
 
 TL_API tl_status tl_op_vadd(tl_ctx *ctx, const tl_vadd_desc *d, uint64_t a, uint64_t b, uint64_t c,
                             void *stream)
 {
-    const tl_program *p;
-    tl_status st = tl_op_vadd_program(ctx, d, &p);
-    if (st != TL_OK)
-        return st;
+    static const char api[] = "tl_op_vadd";
+    if (!ctx || !d)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: d is NULL", api) : TL_ERR_INVALID_ARG;
     if (d->n < 0)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_vadd: n = %lld is negative", (long long)d->n);
-    if (d->n > 0 && (!a || !b || !c))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_vadd: a null device pointer");
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: n = %lld is negative", api, (long long)d->n);
+    tl_status st;
+    if ((st = tli_op_check_dptr(ctx, api, "a", a, d->dtype, d->n > 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "b", b, d->dtype, d->n > 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, api, "c", c, d->dtype, d->n > 0)) != TL_OK)
+        return st;
+    const tl_program *p;
+    unsigned since = tli_fail_count();
+    if ((st = tl_op_vadd_program(ctx, d, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, api, since);
     tl_arg args[] = {tl_arg_int(d->n), tl_arg_dptr(a), tl_arg_dptr(b), tl_arg_dptr(c)};
-    return tl_launch(p, stream, 4, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, 4, args), api, since);
 }

@@ -1103,8 +1103,9 @@ typedef struct tl_compile_job {
  * once) are compiled by `threads` threads at once (the calling thread and
  * threads - 1 others; 0: $TILEC_COMPILE_THREADS when set, else the online
  * CPUs), then stored in the cache and loaded in turn. The worker threads
- * touch only NVRTC; the context, as always, must not be used by another
- * thread during the call. A kernel that fails gets its own status and
+ * touch only NVRTC; other threads may use the context meanwhile, as with
+ * tl_compile (a kernel by one thread at a time: not the batch's kernels
+ * during the call). A kernel that fails gets its own status and
  * message and does not stop the others. Returns TL_OK when every job
  * succeeded; otherwise the status of the first failed job, with
  * "tl_compile_many: F of n kernels failed; job i: ..." on the context.

@@ -151,6 +151,13 @@ const tli_tune_op *tli_tune_op_find(const char *name);
 /* "a, b": the tunable ops, for messages, into buf. Returns buf. */
 char *tli_tune_op_names(char *buf, size_t len);
 
+/* How many copies of a problem's operands (set_bytes each) make one pass
+ * over them move more than twice the L2, so that a timed run never finds
+ * its inputs there; at most max (tune_ops.c). */
+int tli_tune_copies(tl_ctx *ctx, size_t set_bytes, int max);
+/* A size's shape-class bucket, e.g. "m4096", "m<=64" (tune_ops.c). */
+void tli_tune_bucket(char axis, int64_t x, char *out, size_t len);
+
 /* Parses "name=value ..." with the given names into *out (missing names
  * give 0); false on an unknown name, a bad number or a repeat. */
 bool tli_tune_config_parse(const char *const *names, const char *text, tl_tune_config *out);
@@ -209,5 +216,14 @@ tl_status tli_gemm_tune_problem(tl_ctx *ctx, const void *desc, double tol, tli_t
 extern const tli_tune_op tli_gemm_tune_op;
 /* tl_op_gemm's checks of a descriptor (message on ctx). */
 tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api);
+
+/* ------------------------------------------------------------------------ */
+/* The row softmax (ops/softmax_tune.c)                                      */
+/* ------------------------------------------------------------------------ */
+
+extern const tli_tune_op tli_softmax_tune_op;
+/* The tuning record's schedule for d on ctx's GPU when there is a usable
+ * one: true and *out set; else false (the op's default table applies). */
+bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out);
 
 #endif

@@ -720,6 +720,64 @@ static void test_runner_compile_offline(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The softmax as a tunable op                                               */
+/* ------------------------------------------------------------------------ */
+
+static void test_softmax_space_and_record(void **state)
+{
+    (void)state;
+    const tli_tune_op *op = tli_tune_op_find("softmax");
+    assert_non_null(op);
+    tl_softmax_desc d = {.rows = 4000, .cols = 1000, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tli_tune_key key;
+    op->key(&d, &key);
+    assert_string_equal(key.shape_class, "r4096,c<=1024");
+    assert_string_equal(key.dtypes, "f16->f16");
+    tl_tune_config cfg[64];
+    int n = op->space(ctx, &d, cfg, 64);
+    assert_int_equal(n, 12); /* one pass: 8, 16, 32 elements per thread x 4 thread counts */
+    for (int i = 0; i < n; i++) {
+        tl_softmax_desc one = d;
+        one.schedule = (tl_softmax_schedule){cfg[i].v[0], cfg[i].v[1], cfg[i].v[2]};
+        assert_int_equal(one.schedule.width, 1024);
+        tl_kernel *k;
+        assert_status(op->build(ctx, &d, &cfg[i], &k), TL_OK); /* every candidate builds */
+        tl_kernel_destroy(k);
+    }
+    d.cols = 100000; /* too long for one pass: chunks only */
+    n = op->space(ctx, &d, cfg, 64);
+    assert_true(n >= 6);
+    for (int i = 0; i < n; i++)
+        assert_true(cfg[i].v[0] < 100000 && cfg[i].v[1] == 1);
+    /* the op follows a record, and ignores one it cannot use (once) */
+    log_capture lc = {0};
+    char dir[] = "/tmp/tilec-tune-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tl_ctx *c = disk_ctx(dir, &lc);
+    d.cols = 1000;
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8); /* rows.c's default for 1024 */
+    op->key(&d, &key);
+    tl_tune_record r;
+    tli_tune_record_init(c, &key, &r);
+    snprintf(r.config, sizeof r.config, "width=1024 rows=2 threads=128");
+    r.ms = 1;
+    snprintf(r.shape, sizeof r.shape, "4000x1000");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    tl_softmax_schedule got = tl_op_softmax_schedule(c, &d), want = {1024, 2, 128};
+    assert_memory_equal(&got, &want, sizeof got);
+    tl_softmax_desc other = d;
+    other.rows = 64; /* another class */
+    assert_int_equal(tl_op_softmax_schedule(c, &other).rows, 8);
+    snprintf(r.config, sizeof r.config, "width=1000 rows=2 threads=128");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8);
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8);
+    assert_int_equal(lc.warns, 1);
+    tl_ctx_destroy(c);
+    rm_rf(dir);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The request                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -738,7 +796,7 @@ static void test_request_errors(void **state)
     assert_status(tl_autotune(ctx, NULL, &res), TL_ERR_INVALID_ARG);
     assert_status(tl_autotune(ctx, &(tl_tune_request){.op = "gemm", .desc = &d}, NULL), TL_ERR_INVALID_ARG);
     struct { tl_tune_request q; tl_status st; const char *msg; } cases[] = {
-        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm"},
+        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm, softmax"},
         {{.op = "gemm"}, TL_ERR_INVALID_ARG, "descriptor"},
         {{.op = "gemm", .desc = &(tl_gemm_desc){.m = 0, .n = 1, .k = 1, .in_dtype = TL_BF16}}, TL_ERR_INVALID_ARG,
          "M, N, K"},
@@ -776,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_shape_classes),
         cmocka_unit_test(test_gemm_space),
         cmocka_unit_test(test_runner_compile_offline),
+        cmocka_unit_test(test_softmax_space_and_record),
         cmocka_unit_test(test_request_errors),
     };
     return cmocka_run_group_tests_name("tune", tests, offline_setup, ctx_teardown);

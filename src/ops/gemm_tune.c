@@ -40,10 +40,7 @@ static int copies_needed(tl_ctx *ctx, const tl_gemm_desc *d)
 {
     size_t in = tl_dtype_size(d->in_dtype), out = tl_dtype_size(d->out_dtype);
     size_t set = (size_t)(d->m * d->k + d->k * d->n) * in + (size_t)(d->m * d->n) * out;
-    tl_device_info info;
-    size_t l2 = tl_ctx_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0 ? (size_t)info.l2_bytes : 64u << 20;
-    size_t n = set > 2 * l2 ? 1 : 2 * l2 / (set ? set : 1) + 1;
-    return n > MAX_COPIES ? MAX_COPIES : (int)n;
+    return tli_tune_copies(ctx, set, MAX_COPIES);
 }
 
 static tl_status launch(gemm_problem *g, const tl_program *p, int i, void *stream)

@@ -939,7 +939,9 @@ TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi,
  * width] spread over `threads` threads. cols <= width: one pass with the
  * rows in registers (one program per width serves every cols up to it);
  * cols > width: the online path, a loop over chunks of width columns that
- * reads each row twice. An all-zero schedule is the default, from a table
+ * reads each row twice. An all-zero schedule is tl_op_softmax's choice: a
+ * tuning record for this GPU and the problem's class (see tl_autotune),
+ * else the default, from a table
  * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
  * (one pass), else the online path in chunks of 8192 columns. In any
  * other schedule, zero fields take the default's values for that width.
@@ -1123,7 +1125,8 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
 /* A configuration to try: integers whose meaning the op gives (a custom
  * kernel's builder gives its own). For "gemm" they are the fields of
  * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
- * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp). */
+ * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp); for
+ * "softmax" those of tl_softmax_schedule: width, rows, threads. */
 typedef struct tl_tune_config {
     int v[TL_TUNE_MAX_PARAMS];
 } tl_tune_config;
@@ -1174,8 +1177,9 @@ typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_con
 
 typedef struct tl_tune_request {
     /* What to tune: a prebuilt op ... */
-    const char *op;             /* "gemm"; NULL: a custom kernel             */
-    const void *desc;           /* the op's descriptor (const tl_gemm_desc *) */
+    const char *op;             /* "gemm", "softmax"; NULL: a custom kernel  */
+    const void *desc;           /* the op's descriptor (const tl_gemm_desc *,
+                                   const tl_softmax_desc *)                  */
     /* ... or a custom kernel (op NULL) */
     tl_tune_build_fn build;     /* required for a custom kernel              */
     void *build_user;
@@ -1282,6 +1286,13 @@ typedef struct tl_tune_result {
  * not offer the epilogue or is missing, the op's heuristic schedule with
  * an f32 output; the baseline is cuBLAS(Lt) with the descriptor's output.
  * Rates in TFLOP/s (2 M N K per run).
+ *   "softmax": the descriptor's rows and columns (contiguous) of random
+ * values in [-4, 4), rotated over copies as for the GEMM; the reference a
+ * float64 softmax computed on the host from the same random bits; the
+ * baseline a device-to-device copy of the input; rates in GB/s (the input
+ * read and the output written once). The space: one-pass widths holding
+ * 8, 16 or 32 elements per thread at 128 to 1024 threads, and chunks of
+ * 2048 to 8192 columns narrower than the row.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the

@@ -1079,8 +1079,8 @@ TL_API const char *const *tl_op_names(void);
 /* Parallel compilation, autotuning and the tuning database                 */
 /* ------------------------------------------------------------------------ */
 
-/* One kernel of a batch for tl_compile_many. The caller sets `kernel`; the
- * call fills the rest. The kernel stays the caller's: it is neither
+/* One kernel of a batch for tl_compile_many. The caller sets `kernel` and
+ * `safe_variant` (zero-initialise the rest); the call fills the rest. The kernel stays the caller's: it is neither
  * destroyed nor changed, except that a verification error is recorded on
  * it exactly as tl_compile records it. */
 typedef struct tl_compile_job {
@@ -1090,7 +1090,7 @@ typedef struct tl_compile_job {
                               it assumes, see tl_copy), which tl_launch
                               would otherwise compile at the first such
                               launch; a program that assumes nothing has
-                              none                                          */
+                              none. If it fails, the job fails            */
     tl_program *program;   /* out: a new program the caller destroys; NULL
                               when status is not TL_OK                      */
     tl_status status;      /* out: what tl_compile would have returned      */

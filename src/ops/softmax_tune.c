@@ -278,6 +278,14 @@ static tl_status build(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg,
     return tl_op_softmax_build(ctx, &d, out);
 }
 
+/* Contiguous rows whose length is not whole 16-byte units make every launch
+ * take the programs' safe variants, then compiled with the candidates. */
+static bool unaligned_rows(const void *desc)
+{
+    const tl_softmax_desc *d = desc;
+    return d->cols % (int64_t)(16 / tl_dtype_size(d->in_dtype)) || d->cols % (int64_t)(16 / tl_dtype_size(d->out_dtype));
+}
+
 const tli_tune_op tli_softmax_tune_op = {
     .name = "softmax",
     .param_names = param_names,
@@ -286,4 +294,5 @@ const tli_tune_op tli_softmax_tune_op = {
     .build = build,
     .problem = problem,
     .key = key,
+    .unaligned = unaligned_rows,
 };

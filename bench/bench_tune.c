@@ -10,8 +10,11 @@
  *            choice (now the record), the tuner's best schedule given
  *            explicitly, the heuristic's schedule, and cuBLAS; the op
  *            should run as fast as the best of the sweep
+ *   softmax  the same for the row softmax at the shapes of ANCHORS.md
+ *            (fp16): the op after tuning, its untuned default, and a copy
+ *            of the input, in GB/s
  *
- * Usage: bench_tune [cold] [anchors] [nt|nn|both] [--budget SECONDS]
+ * Usage: bench_tune [cold] [anchors] [softmax] [nt|nn|both] [--budget SECONDS]
  *   (default: cold anchors both, 120 s per tuning run)
  */
 #define _XOPEN_SOURCE 700
@@ -213,15 +216,78 @@ static void anchors(tl_ctx *ctx, int nt, int nn, double budget)
     tl_ctx_destroy(plain);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The softmax after tuning                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct softmax_work {
+    tl_ctx *ctx;
+    tl_softmax_desc d;
+    uint64_t x, y;
+    int copy;
+} softmax_work;
+
+static tl_status run_softmax(void *user, void *stream)
+{
+    softmax_work *w = user;
+    size_t bytes = (size_t)(w->d.rows * w->d.cols) * tl_dtype_size(w->d.in_dtype);
+    return w->copy ? tl_memcpy_dtod(w->ctx, w->y, w->x, bytes, stream)
+                   : tl_op_softmax(w->ctx, &w->d, w->x, w->y, stream);
+}
+
+static void softmax_shapes(tl_ctx *ctx, tl_ctx *plain, double budget)
+{
+    const int64_t shapes[][2] = {{16384, 1024}, {8192, 4096}, {4096, 8192}, {32768, 2048}, {2048, 32768}};
+    printf("\nRow softmax fp16 after tuning: GB/s (input read + output written once)\n");
+    printf("%-14s %9s %9s %9s %8s  %s\n", "rows x cols", "tuned", "default", "copy", "t/dflt", "tuned schedule");
+    for (int i = 0; i < 5; i++) {
+        tl_softmax_desc d = {.rows = shapes[i][0], .cols = shapes[i][1], .in_dtype = TL_F16, .out_dtype = TL_F16};
+        tl_tune_request q = {.op = "softmax", .desc = &d, .budget_s = budget, .save = 1,
+                             .progress = tl_tune_progress_stderr};
+        tl_tune_result *r = NULL;
+        BENCH_CHECK(tl_autotune(ctx, &q, &r));
+        print_ranking(r);
+        size_t bytes = (size_t)(d.rows * d.cols) * 2;
+        softmax_work w[3] = {{ctx, d, 0, 0, 0}, {ctx, d, 0, 0, 0}, {ctx, d, 0, 0, 1}};
+        w[1].d.schedule = tl_op_softmax_schedule(plain, &d); /* the untuned default */
+        BENCH_CHECK(tl_malloc(ctx, bytes, &w[0].x));
+        BENCH_CHECK(tl_malloc(ctx, bytes, &w[0].y));
+        BENCH_CHECK(tl_random_fill(ctx, w[0].x, TL_F16, d.rows * d.cols, 9, -4, 4, NULL));
+        for (int j = 1; j < 3; j++)
+            w[j].x = w[0].x, w[j].y = w[0].y;
+        tl_work_fn fns[3] = {run_softmax, run_softmax, run_softmax};
+        void *users[3] = {&w[0], &w[1], &w[2]};
+        tl_timing t[3];
+        tl_timing_options opt = {.warmup = 3, .reps = 30, .flush_l2 = 1};
+        BENCH_CHECK(tl_time_interleaved(ctx, NULL, 3, fns, users, &opt, t));
+        double gbs[3];
+        for (int j = 0; j < 3; j++)
+            gbs[j] = 2.0 * (double)bytes / (t[j].median_ms * 1e-3) / 1e9;
+        char shape[48];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)d.rows, (long long)d.cols);
+        bench_csv_baseline("softmax_tuned", shape, "f16", "copy", t[2].median_ms, gbs[2], "GB/s");
+        bench_csv("softmax_tuned", shape, "f16", "tl_op_softmax (tuned)", t[0].median_ms, gbs[0], "GB/s",
+                  gbs[0] / gbs[2], 0);
+        bench_csv("softmax_tuned", shape, "f16", "tl_op_softmax (default)", t[1].median_ms, gbs[1], "GB/s",
+                  gbs[1] / gbs[2], 0);
+        printf("%-14s %9.1f %9.1f %9.1f %8.3f  %s\n", shape, gbs[0], gbs[1], gbs[2], gbs[0] / gbs[1],
+               r->passed ? r->entries[0].text : "(none passed)");
+        tl_free(ctx, w[0].x), tl_free(ctx, w[0].y);
+        tl_tune_result_destroy(r);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    int do_cold = 0, do_anchors = 0, nt = 1, nn = 1;
+    int do_cold = 0, do_anchors = 0, do_softmax = 0, nt = 1, nn = 1;
     double budget = 120;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "cold") == 0)
             do_cold = 1;
         else if (strcmp(argv[i], "anchors") == 0)
             do_anchors = 1;
+        else if (strcmp(argv[i], "softmax") == 0)
+            do_softmax = 1;
         else if (strcmp(argv[i], "nt") == 0)
             nn = 0;
         else if (strcmp(argv[i], "nn") == 0)
@@ -231,11 +297,11 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc)
             budget = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_tune [cold] [anchors] [nt|nn|both] [--budget SECONDS]\n");
+            fprintf(stderr, "usage: bench_tune [cold] [anchors] [softmax] [nt|nn|both] [--budget SECONDS]\n");
             return 2;
         }
     }
-    if (!do_cold && !do_anchors)
+    if (!do_cold && !do_anchors && !do_softmax)
         do_cold = do_anchors = 1;
     /* a cache of its own: cold for (a), and the user's records untouched */
     if (!mkdtemp(cache_dir))
@@ -248,6 +314,14 @@ int main(int argc, char **argv)
         cold(ctx, budget);
     if (do_anchors)
         anchors(ctx, nt, nn, budget);
+    if (do_softmax) {
+        tl_ctx_options o = tl_ctx_default_options();
+        o.disk_cache = 0;
+        tl_ctx *plain;
+        BENCH_CHECK(tl_ctx_create(&o, &plain, NULL, 0));
+        softmax_shapes(ctx, plain, budget);
+        tl_ctx_destroy(plain);
+    }
     tl_ctx_destroy(ctx);
     return 0;
 }

@@ -13,8 +13,10 @@
 #   tune-anchors-nn  then tl_op_gemm against the best schedule of that sweep,
 #                    the heuristic's and cuBLAS, timed together; the same
 #                    with B as [K, N] (each step under 10 minutes)
+#   tune-softmax     the row softmax tuned at the ANCHORS shapes (fp16), then
+#                    the op against its untuned default and a copy, in GB/s
 #   bench            make bench: bench/results/<gpu>-<date>.{csv,md,log}
 # cmocka comes from CMOCKA_DIR, as for tools/gpu-run.sh.
 OUT=${1:?usage: sh bench/tune_gpu.sh OUTDIR [steps...]}
 shift
-OUT=$OUT exec sh tools/gpu-run.sh ${*:-build test-cold tune-cold tune-anchors-nt tune-anchors-nn}
+OUT=$OUT exec sh tools/gpu-run.sh ${*:-build test-cold tune-cold tune-anchors-nt tune-anchors-nn tune-softmax}

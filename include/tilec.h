@@ -945,7 +945,9 @@ TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi,
  * width] spread over `threads` threads. cols <= width: one pass with the
  * rows in registers (one program per width serves every cols up to it);
  * cols > width: the online path, a loop over chunks of width columns that
- * reads each row twice. An all-zero schedule is the default, from a table
+ * reads each row twice. An all-zero schedule is tl_op_softmax's choice: a
+ * tuning record for this GPU and the problem's class (see tl_autotune),
+ * else the default, from a table
  * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
  * (one pass), else the online path in chunks of 8192 columns. In any
  * other schedule, zero fields take the default's values for that width.
@@ -1083,12 +1085,18 @@ TL_API const char *const *tl_op_names(void);
 /* Parallel compilation, autotuning and the tuning database                 */
 /* ------------------------------------------------------------------------ */
 
-/* One kernel of a batch for tl_compile_many. The caller sets `kernel`; the
- * call fills the rest. The kernel stays the caller's: it is neither
+/* One kernel of a batch for tl_compile_many. The caller sets `kernel` and
+ * `safe_variant` (zero-initialise the rest); the call fills the rest. The kernel stays the caller's: it is neither
  * destroyed nor changed, except that a verification error is recorded on
  * it exactly as tl_compile records it. */
 typedef struct tl_compile_job {
     tl_kernel *kernel;     /* in: a kernel of the context                   */
+    int safe_variant;      /* in: 1: also compile the program's safe variant
+                              (for tensors that miss the 16-byte alignment
+                              it assumes, see tl_copy), which tl_launch
+                              would otherwise compile at the first such
+                              launch; a program that assumes nothing has
+                              none. If it fails, the job fails            */
     tl_program *program;   /* out: a new program the caller destroys; NULL
                               when status is not TL_OK                      */
     tl_status status;      /* out: what tl_compile would have returned      */
@@ -1103,8 +1111,9 @@ typedef struct tl_compile_job {
  * once) are compiled by `threads` threads at once (the calling thread and
  * threads - 1 others; 0: $TILEC_COMPILE_THREADS when set, else the online
  * CPUs), then stored in the cache and loaded in turn. The worker threads
- * touch only NVRTC; the context, as always, must not be used by another
- * thread during the call. A kernel that fails gets its own status and
+ * touch only NVRTC; other threads may use the context meanwhile, as with
+ * tl_compile (a kernel by one thread at a time: not the batch's kernels
+ * during the call). A kernel that fails gets its own status and
  * message and does not stop the others. Returns TL_OK when every job
  * succeeded; otherwise the status of the first failed job, with
  * "tl_compile_many: F of n kernels failed; job i: ..." on the context.
@@ -1122,7 +1131,8 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
 /* A configuration to try: integers whose meaning the op gives (a custom
  * kernel's builder gives its own). For "gemm" they are the fields of
  * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
- * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp). */
+ * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp); for
+ * "softmax" those of tl_softmax_schedule: width, rows, threads. */
 typedef struct tl_tune_config {
     int v[TL_TUNE_MAX_PARAMS];
 } tl_tune_config;
@@ -1173,8 +1183,9 @@ typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_con
 
 typedef struct tl_tune_request {
     /* What to tune: a prebuilt op ... */
-    const char *op;             /* "gemm"; NULL: a custom kernel             */
-    const void *desc;           /* the op's descriptor (const tl_gemm_desc *) */
+    const char *op;             /* "gemm", "softmax"; NULL: a custom kernel  */
+    const void *desc;           /* the op's descriptor (const tl_gemm_desc *,
+                                   const tl_softmax_desc *)                  */
     /* ... or a custom kernel (op NULL) */
     tl_tune_build_fn build;     /* required for a custom kernel              */
     void *build_user;
@@ -1251,7 +1262,8 @@ typedef struct tl_tune_result {
                                the others follow in space order             */
     int compiled;           /* candidates that compiled                     */
     tl_tune_entry *entries;
-    double compile_s;       /* building and compiling every candidate       */
+    double compile_s;       /* building and compiling every candidate, and
+                               setting up the problem (operands, reference) */
     double total_s;         /* the whole run                                */
     int saved;              /* 1: entries[0] went into the tuning database  */
 } tl_tune_result;
@@ -1280,6 +1292,13 @@ typedef struct tl_tune_result {
  * not offer the epilogue or is missing, the op's heuristic schedule with
  * an f32 output; the baseline is cuBLAS(Lt) with the descriptor's output.
  * Rates in TFLOP/s (2 M N K per run).
+ *   "softmax": the descriptor's rows and columns (contiguous) of random
+ * values in [-4, 4), rotated over copies as for the GEMM; the reference a
+ * float64 softmax computed on the host from the same random bits; the
+ * baseline a device-to-device copy of the input; rates in GB/s (the input
+ * read and the output written once). The space: one-pass widths holding
+ * 8, 16 or 32 elements per thread at 128 to 1024 threads, and chunks of
+ * 2048 to 8192 columns narrower than the row.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the

@@ -8,7 +8,9 @@
  * go to a pool of threads that pull them from a shared counter; then the
  * cubins are stored and the modules loaded on the calling thread again.
  * The NVRTC phase (tli_program_nvrtc) touches neither the context nor the
- * cache, which is what makes it safe off the calling thread.
+ * cache, which is what makes it safe off the calling thread. A job that
+ * asks for its program's safe variant gets a second item in the batch,
+ * compiled alongside and attached to the program at the end.
  */
 #include "program.h"
 
@@ -25,7 +27,8 @@
 #define MAX_THREADS 256
 
 typedef struct batch_item {
-    tl_compile_job *job;
+    tl_compile_job *job;  /* a safe variant's item shares its program's job */
+    int variant_of;       /* -1, or the item whose safe variant this is    */
     tl_program *p;      /* prepared; NULL when preparing failed            */
     uint8_t key[32];    /* cache key of its cubin                          */
     int same_as;        /* -1, or an earlier item with the same key        */
@@ -36,7 +39,7 @@ typedef struct batch_item {
 
 typedef struct batch {
     batch_item *items;
-    int n;
+    int n;              /* items: the jobs', then the safe variants'       */
     int *todo;          /* indices of the items to compile                 */
     int ntodo;
     atomic_int next;    /* the next entry of todo to take                  */
@@ -70,6 +73,15 @@ static void nvrtc_failure(batch_item *it)
 /* Phase 1: prepare and look up, on the calling thread                       */
 /* ------------------------------------------------------------------------ */
 
+/* A prepared item's cubin from the cache, or a place in the NVRTC pool. */
+static void look_up(tl_ctx *ctx, batch_item *it, const tl_compile_options *opt)
+{
+    if (tli_program_cache_lookup(ctx, it->p, opt))
+        return;
+    tli_program_cache_key(it->p, opt, it->key);
+    it->compile = true;
+}
+
 static void prepare_item(tl_ctx *ctx, batch_item *it, const tl_compile_options *opt)
 {
     tl_kernel *k = it->job->kernel;
@@ -87,10 +99,26 @@ static void prepare_item(tl_ctx *ctx, batch_item *it, const tl_compile_options *
         job_fail(it->job, st, "%s", tl_ctx_error(ctx));
         return;
     }
-    if (tli_program_cache_lookup(ctx, it->p, opt))
+    look_up(ctx, it, opt);
+}
+
+/* The safe variant of item `of`, when its job asks and the program has one. */
+static void prepare_variant(tl_ctx *ctx, batch *b, int of)
+{
+    batch_item *parent = &b->items[of];
+    if (!parent->job->safe_variant || !parent->p)
         return;
-    tli_program_cache_key(it->p, opt, it->key);
-    it->compile = true;
+    batch_item *it = &b->items[b->n];
+    *it = (batch_item){.job = parent->job, .variant_of = of, .same_as = -1};
+    tl_status st = tli_program_prepare_safe(parent->p, "tl_compile_many", &it->p);
+    if (st != TL_OK) {
+        job_fail(it->job, st, "tl_compile_many: the safe variant: %s", tl_ctx_error(ctx));
+        return;
+    }
+    if (!it->p)
+        return; /* the program assumes no alignment */
+    look_up(ctx, it, b->opt);
+    b->n++;
 }
 
 typedef struct sized {
@@ -223,26 +251,47 @@ static void share_results(batch *b)
     }
 }
 
-static void finish_item(tl_ctx *ctx, batch *b, batch_item *it)
+/* Stores and loads an item's program; false (the job says why) on failure. */
+static bool store_and_load(tl_ctx *ctx, batch *b, batch_item *it)
 {
-    if (!it->p || it->job->status != TL_OK)
-        return;
     if (it->compile) {
         if (it->st != TL_OK) {
             nvrtc_failure(it);
-            return;
+            return false;
         }
         tli_program_cache_store(ctx, it->p, b->opt);
     }
     tl_status st = tli_program_load(ctx, it->p);
     if (st != TL_OK) {
         job_fail(it->job, st, "%s", tl_ctx_error(ctx));
-        return;
+        return false;
     }
     if (it->p->from_cache)
         it->p->compile_ms = 0;
+    return true;
+}
+
+static void finish_item(tl_ctx *ctx, batch *b, batch_item *it)
+{
+    if (!it->p || it->job->status != TL_OK || !store_and_load(ctx, b, it))
+        return;
     it->job->program = it->p;
     it->p = NULL;
+}
+
+/* A safe variant joins its program; when it fails, so does the job. */
+static void finish_variant(tl_ctx *ctx, batch *b, batch_item *it)
+{
+    tl_compile_job *job = it->job;
+    if (!it->p || !job->program)
+        return;
+    if (job->status == TL_OK && store_and_load(ctx, b, it)) {
+        job->program->safe_variant = it->p;
+        it->p = NULL;
+        return;
+    }
+    tl_program_destroy(job->program);
+    job->program = NULL;
 }
 
 /* The context's message names the first failure and how many there were. */
@@ -278,8 +327,8 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
     if (st != TL_OK || n == 0)
         return st;
     batch b = {.n = n, .opt = opt};
-    b.items = calloc((size_t)n, sizeof *b.items);
-    b.todo = calloc((size_t)n, sizeof *b.todo);
+    b.items = calloc(2 * (size_t)n, sizeof *b.items); /* room for the safe variants */
+    b.todo = calloc(2 * (size_t)n, sizeof *b.todo);
     if (!b.items || !b.todo) {
         free(b.items);
         free(b.todo);
@@ -289,18 +338,24 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
         jobs[i].program = NULL;
         jobs[i].status = TL_OK;
         jobs[i].message[0] = '\0';
-        b.items[i] = (batch_item){.job = &jobs[i], .same_as = -1};
+        b.items[i] = (batch_item){.job = &jobs[i], .variant_of = -1, .same_as = -1};
         prepare_item(ctx, &b.items[i], opt);
     }
+    for (int i = 0; i < n; i++)
+        prepare_variant(ctx, &b, i);
     find_duplicates(&b);
     order_todo(&b);
     if (nvrtc_present(&b)) {
         run_pool(&b, threads);
         share_results(&b);
     }
-    for (int i = 0; i < n; i++)
-        finish_item(ctx, &b, &b.items[i]);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < b.n; i++)
+        if (b.items[i].variant_of < 0)
+            finish_item(ctx, &b, &b.items[i]);
+    for (int i = 0; i < b.n; i++)
+        if (b.items[i].variant_of >= 0)
+            finish_variant(ctx, &b, &b.items[i]);
+    for (int i = 0; i < b.n; i++) {
         tl_program_destroy(b.items[i].p); /* those that did not make it */
         free(b.items[i].log);
     }

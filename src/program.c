@@ -306,6 +306,17 @@ tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const
     return new_program(ctx, &k->ir, &t, false, opt, api, out);
 }
 
+tl_status tli_program_prepare_safe(const tl_program *p, const char *api, tl_program **out)
+{
+    *out = NULL;
+    tli_target t;
+    if (p->safe || p->launch.nalign == 0)
+        return TL_OK;
+    if (!tli_target_get(p->target, &t))
+        return tli_fail(p->ctx, TL_ERR_INTERNAL, "%s: target '%s' vanished", api, p->target);
+    return new_program(p->ctx, &p->ir, &t, true, &p->opt, api, out);
+}
+
 TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out)
 {
     if (out)

@@ -48,6 +48,11 @@ struct tl_program {
  *   load     load the module when the context's device runs the target.
  * Only nvrtc may run concurrently with other phases of the same context. */
 tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const char *api, tl_program **out);
+/* Prepares the safe variant of a prepared program p (the one tl_launch
+ * compiles when a launch's tensors miss the alignment p assumes), for a
+ * batch compile to make ahead of time. *out NULL (TL_OK) when p assumes
+ * nothing, or is itself a safe variant. */
+tl_status tli_program_prepare_safe(const tl_program *p, const char *api, tl_program **out);
 bool tli_program_cache_lookup(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt);
 tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char **log);
 void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_options *opt);

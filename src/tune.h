@@ -93,6 +93,8 @@ tl_status tli_tune_custom_problem(tl_ctx *ctx, const tl_program *p, const tl_tun
 /* The real runner                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* Builds a candidate's kernel. On failure a kernel left in *out (one with
+ * an error recorded on it) is destroyed by the runner. */
 typedef tl_status (*tli_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out);
 /* Makes the problem once the candidates are compiled; first is the first
  * program that compiled (NULL when none did). */
@@ -108,6 +110,8 @@ typedef struct tli_tune_setup {
     tli_tune_problem_fn problem;
     void *problem_user;
     int compile_threads;
+    int safe_variants;  /* compile the candidates' safe variants too: the
+                           problem's rows miss the alignment they assume */
     void *stream;
 } tli_tune_setup;
 
@@ -137,12 +141,22 @@ typedef struct tli_tune_op {
     /* operands, reference and baseline for desc */
     tl_status (*problem)(tl_ctx *ctx, const void *desc, double tol, tli_tune_problem **out);
     void (*key)(const void *desc, tli_tune_key *out);
+    /* whether desc's rows miss the 16-byte alignment the programs assume,
+     * so that every candidate runs its safe variant (NULL: never) */
+    bool (*unaligned)(const void *desc);
 } tli_tune_op;
 
 /* The row of op name; NULL when it is not tunable. */
 const tli_tune_op *tli_tune_op_find(const char *name);
 /* "a, b": the tunable ops, for messages, into buf. Returns buf. */
 char *tli_tune_op_names(char *buf, size_t len);
+
+/* How many copies of a problem's operands (set_bytes each) make one pass
+ * over them move more than twice the L2, so that a timed run never finds
+ * its inputs there; at most max (tune_ops.c). */
+int tli_tune_copies(tl_ctx *ctx, size_t set_bytes, int max);
+/* A size's shape-class bucket, e.g. "m4096", "m<=64" (tune_ops.c). */
+void tli_tune_bucket(char axis, int64_t x, char *out, size_t len);
 
 /* Parses "name=value ..." with the given names into *out (missing names
  * give 0); false on an unknown name, a bad number or a repeat. */
@@ -202,5 +216,14 @@ tl_status tli_gemm_tune_problem(tl_ctx *ctx, const void *desc, double tol, tli_t
 extern const tli_tune_op tli_gemm_tune_op;
 /* tl_op_gemm's checks of a descriptor (message on ctx). */
 tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api);
+
+/* ------------------------------------------------------------------------ */
+/* The row softmax (ops/softmax_tune.c)                                      */
+/* ------------------------------------------------------------------------ */
+
+extern const tli_tune_op tli_softmax_tune_op;
+/* The tuning record's schedule for d on ctx's GPU when there is a usable
+ * one: true and *out set; else false (the op's default table applies). */
+bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out);
 
 #endif

@@ -30,6 +30,7 @@
 #include "ctx.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -418,7 +419,7 @@ void tli_tune_record_init(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *
     tli_fmt(out->version, sizeof out->version, "%s", tl_version());
 }
 
-bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
+static bool find_locked(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
 {
     if (!ctx->info.name[0])
         return false;
@@ -436,7 +437,7 @@ bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
     return false;
 }
 
-void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key)
+static void forget_locked(tl_ctx *ctx, const tli_tune_key *key)
 {
     tli_tune_db *db = ctx->tunedb;
     if (!db)
@@ -450,7 +451,7 @@ void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key)
     db->n = kept;
 }
 
-tl_status tli_tune_db_save(tl_ctx *ctx, const tl_tune_record *rec)
+static tl_status save_locked(tl_ctx *ctx, const tl_tune_record *rec)
 {
     tli_tune_db *db = db_of(ctx);
     if (!db)
@@ -468,22 +469,47 @@ tl_status tli_tune_db_save(tl_ctx *ctx, const tl_tune_record *rec)
     return oom ? tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tuning database: out of host memory") : TL_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Entry points: several threads may share a context, so each holds the     */
+/* context's ops_lock (recursive) while it reads or changes its records     */
+/* ------------------------------------------------------------------------ */
+
+bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
+{
+    pthread_mutex_lock(&ctx->ops_lock);
+    bool found = find_locked(ctx, key, out);
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return found;
+}
+
+void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key)
+{
+    pthread_mutex_lock(&ctx->ops_lock);
+    forget_locked(ctx, key);
+    pthread_mutex_unlock(&ctx->ops_lock);
+}
+
+tl_status tli_tune_db_save(tl_ctx *ctx, const tl_tune_record *rec)
+{
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = save_locked(ctx, rec);
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
+}
+
+/* The path is set when the context's database is made and never changes. */
 TL_API const char *tl_tune_db_path(tl_ctx *ctx)
 {
     if (!ctx)
         return "";
+    pthread_mutex_lock(&ctx->ops_lock);
     tli_tune_db *db = db_of(ctx);
+    pthread_mutex_unlock(&ctx->ops_lock);
     return db ? db->path : "";
 }
 
-TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n)
+static tl_status list_locked(tl_ctx *ctx, tl_tune_record **out, int *n)
 {
-    if (!ctx)
-        return TL_ERR_INVALID_ARG;
-    if (!out || !n)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_tune_db_list: out or n is NULL");
-    *out = NULL;
-    *n = 0;
     tli_tune_db *db = db_of(ctx);
     if (!db)
         return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_tune_db_list: out of host memory");
@@ -500,10 +526,8 @@ TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n)
     return TL_OK;
 }
 
-TL_API tl_status tl_tune_db_clear(tl_ctx *ctx)
+static tl_status clear_locked(tl_ctx *ctx)
 {
-    if (!ctx)
-        return TL_ERR_INVALID_ARG;
     tli_tune_db *db = db_of(ctx);
     if (!db)
         return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_tune_db_clear: out of host memory");
@@ -512,4 +536,28 @@ TL_API tl_status tl_tune_db_clear(tl_ctx *ctx)
     if (*db->path && tli_tune_file_clear(db_dir(ctx)) != TL_OK)
         return tli_fail(ctx, TL_ERR_IO, "tl_tune_db_clear: %s cannot be removed", db->path);
     return TL_OK;
+}
+
+TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n)
+{
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    if (!out || !n)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_tune_db_list: out or n is NULL");
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = list_locked(ctx, out, n);
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
+}
+
+TL_API tl_status tl_tune_db_clear(tl_ctx *ctx)
+{
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ctx->ops_lock);
+    tl_status st = clear_locked(ctx);
+    pthread_mutex_unlock(&ctx->ops_lock);
+    return st;
 }

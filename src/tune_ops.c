@@ -18,6 +18,7 @@
 
 static const tli_tune_op *const tune_ops[] = {
     &tli_gemm_tune_op,
+    &tli_softmax_tune_op,
     NULL,
 };
 
@@ -35,6 +36,36 @@ char *tli_tune_op_names(char *buf, size_t len)
     for (int i = 0; tune_ops[i]; i++)
         tli_fmt(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "", tune_ops[i]->name);
     return buf;
+}
+
+/* A size's bucket: the nearest power of two on a log scale (2^p when
+ * x < 2^(p + 1/2)), with everything up to 64 in one bucket (and 65..127
+ * in 128's): a block tile
+ * is 64 to 256 wide, so below that one size is as good as another, and
+ * M <= 64 is the decode class (a few tokens against a weight matrix). */
+void tli_tune_bucket(char axis, int64_t x, char *out, size_t len)
+{
+    if (x <= 64) {
+        tli_fmt(out, len, "%c<=64", axis);
+        return;
+    }
+    int p = 0;
+    while (p < 62 && ((int64_t)1 << (p + 1)) <= x)
+        p++;
+    /* x >= 2^(p + 1/2)  <=>  x^2 >= 2^(2p + 1); x < 2^31 keeps x^2 exact */
+    if (x < ((int64_t)1 << 31) ? (uint64_t)x * (uint64_t)x >= (uint64_t)1 << (2 * p + 1) : false)
+        p++;
+    if (p < 7) /* 65..90 would round to 64, which names the bucket below */
+        p = 7;
+    tli_fmt(out, len, "%c%lld", axis, (long long)((int64_t)1 << p));
+}
+
+int tli_tune_copies(tl_ctx *ctx, size_t set_bytes, int max)
+{
+    tl_device_info info;
+    size_t l2 = tl_ctx_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0 ? (size_t)info.l2_bytes : 64u << 20;
+    size_t n = set_bytes > 2 * l2 ? 1 : 2 * l2 / (set_bytes ? set_bytes : 1) + 1;
+    return n > (size_t)max ? max : (int)n;
 }
 
 TL_API char *tl_tune_config_text(const char *op, const tl_tune_config *c, char *buf, size_t len)
@@ -131,17 +162,9 @@ typedef struct request_ctx {
 static tl_status build_candidate(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out)
 {
     const request_ctx *r = user;
-    *out = NULL;
     if (r->op)
         return r->op->build(ctx, r->q->desc, cfg, out);
-    tl_status st = r->q->build(r->q->build_user, ctx, cfg, out);
-    if (st == TL_OK && !*out)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_autotune: the build callback returned no kernel");
-    if (st != TL_OK && *out) {
-        tl_kernel_destroy(*out);
-        *out = NULL;
-    }
-    return st;
+    return r->q->build(r->q->build_user, ctx, cfg, out);
 }
 
 static tl_status make_problem(void *user, tl_ctx *ctx, const tl_program *first, tli_tune_problem **out)
@@ -192,7 +215,8 @@ TL_API tl_status tl_autotune(tl_ctx *ctx, const tl_tune_request *q, tl_tune_resu
     if (st == TL_OK) {
         tli_tune_setup setup = {.ctx = ctx, .n = n, .configs = configs, .build = build_candidate, .build_user = &r,
                                 .problem = make_problem, .problem_user = &r,
-                                .compile_threads = q->compile_threads, .stream = q->stream};
+                                .compile_threads = q->compile_threads, .stream = q->stream,
+                                .safe_variants = r.op && r.op->unaligned && r.op->unaligned(q->desc)};
         tli_tune_plan plan = {.n = n, .configs = configs, .param_names = r.op ? r.op->param_names : q->param_names,
                               .budget_s = q->budget_s, .screen_reps = q->screen_reps ? q->screen_reps : 10,
                               .final_reps = q->final_reps ? q->final_reps : 20,

@@ -43,9 +43,13 @@ static void build_all(runner *r, int n, tl_tune_entry *e, tl_compile_job *jobs)
 {
     const tli_tune_setup *s = r->setup;
     for (int i = 0; i < n; i++) {
+        jobs[i].kernel = NULL;
         tl_status st = s->build(s->build_user, s->ctx, &s->configs[i], &jobs[i].kernel);
+        if (st == TL_OK && !jobs[i].kernel)
+            st = tli_fail(s->ctx, TL_ERR_INVALID_ARG, "tl_autotune: the builder returned no kernel");
         if (st == TL_OK)
             continue;
+        tl_kernel_destroy(jobs[i].kernel); /* a builder may hand back a kernel with an error on it */
         jobs[i].kernel = NULL;
         e[i].outcome = TL_TUNE_REJECTED;
         e[i].status = st;
@@ -97,8 +101,10 @@ static void compile_all(void *self, int n, tl_tune_entry *e)
         if (jobs[i].kernel)
             batch[m++] = &jobs[i];
     tl_compile_job *dense = calloc((size_t)(m ? m : 1), sizeof *dense);
-    for (int j = 0; dense && j < m; j++)
+    for (int j = 0; dense && j < m; j++) {
         dense[j].kernel = batch[j]->kernel;
+        dense[j].safe_variant = r->setup->safe_variants;
+    }
     if (dense)
         tl_compile_many(r->setup->ctx, dense, m, NULL, r->setup->compile_threads);
     for (int j = 0; j < m; j++) {

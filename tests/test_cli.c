@@ -475,7 +475,8 @@ static void test_tune_usage(void **state)
     (void)state;
     const char *bad[] = {"tune", "tune conv", "tune --list gemm", "tune --list --clear", "tune gemm --epilogue x",
                          "tune gemm --budget -1", "tune --list --shape 8x8x8", "tune gemm extra",
-                         "bench gemm --bias", "compile vadd --budget 3"};
+                         "bench gemm --bias", "compile vadd --budget 3", "tune softmax --shape 8x8x8",
+                         "tune softmax --bias"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_result r = run("%s", bad[i]);
         expect_status(&r, 2);

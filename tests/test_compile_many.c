@@ -5,6 +5,8 @@
  * fills the cache that a later context reads; argument errors. */
 #include "fixture.h"
 
+#include "program.h" /* white box: a program's safe variant */
+
 #include <ftw.h>
 #include <unistd.h>
 
@@ -199,6 +201,31 @@ static void test_fills_the_cache(void **state)
     nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A job may ask for its program's safe variant (for tensors that miss the
+ * alignment the program assumes): it comes compiled with the program, as
+ * the one tl_launch would otherwise compile at the first such launch. */
+static void test_safe_variant(void **state)
+{
+    (void)state;
+    tl_kernel *k[2];
+    k[0] = gemm_kernel(ctx, &batch_schedules[0], 0);
+    k[1] = gemm_kernel(ctx, &batch_schedules[0], 0);
+    tl_compile_job jobs[2] = {{.kernel = k[0], .safe_variant = 1}, {.kernel = k[1]}};
+    assert_status(tl_compile_many(ctx, jobs, 2, &(tl_compile_options){.no_cache = 1}, 2), TL_OK);
+    const tl_program *safe = jobs[0].program->safe_variant;
+    assert_non_null(safe);
+    assert_null(jobs[1].program->safe_variant);
+    assert_true(safe->safe && !jobs[0].program->safe);
+    assert_string_not_equal(tl_program_source(safe), tl_program_source(jobs[0].program));
+    size_t n;
+    assert_non_null(tl_program_cubin(safe, &n));
+    assert_true(n > 0);
+    for (int i = 0; i < 2; i++) {
+        tl_program_destroy(jobs[i].program);
+        tl_kernel_destroy(k[i]);
+    }
+}
+
 static void test_argument_errors(void **state)
 {
     (void)state;
@@ -219,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_nvrtc_failure),
         cmocka_unit_test(test_same_source_twice),
         cmocka_unit_test(test_fills_the_cache),
+        cmocka_unit_test(test_safe_variant),
         cmocka_unit_test(test_argument_errors),
     };
     return cmocka_run_group_tests_name("compile_many", tests, offline_setup, ctx_teardown);

@@ -360,59 +360,78 @@ static void test_large_against_cublas(void **state)
 
 typedef struct precompile {
     tl_gemm_desc d[MAX_PRECOMPILE];
+    int safe[MAX_PRECOMPILE]; /* its safe variant too (unaligned rows)   */
     int n;
 } precompile;
 
 /* Adds d with the schedule tl_op_gemm will compile for it, once per
- * distinct kernel (the sizes matter only through that schedule). */
-static void plan_add(precompile *pc, tl_gemm_desc d)
+ * distinct kernel (the sizes matter only through that schedule), noting
+ * whether a test runs it on rows TMA and cp.async cannot take whole (K
+ * or N not a multiple of 8, or operands off by an element): those launch
+ * the program's safe variant, which the batch then compiles as well. */
+static void plan_add(precompile *pc, tl_gemm_desc d, int off)
 {
+    int safe = d.n % 8 || d.k % 8 || off;
     d.schedule = tl_op_gemm_schedule(ctx, &d);
     if (d.schedule.block_m == 0)
         return;
     for (int i = 0; i < pc->n; i++) {
         const tl_gemm_desc *e = &pc->d[i];
         if (e->in_dtype == d.in_dtype && e->out_dtype == d.out_dtype && e->trans_b == d.trans_b &&
-            e->has_bias == d.has_bias && e->epilogue == d.epilogue && !memcmp(&e->schedule, &d.schedule, sizeof d.schedule))
+            e->has_bias == d.has_bias && e->epilogue == d.epilogue && !memcmp(&e->schedule, &d.schedule, sizeof d.schedule)) {
+            pc->safe[i] |= safe;
             return;
+        }
     }
-    if (pc->n < MAX_PRECOMPILE)
+    if (pc->n < MAX_PRECOMPILE) {
+        pc->safe[pc->n] = safe;
         pc->d[pc->n++] = d;
+    }
+}
+
+/* Every combination of test_all_combinations at one size. */
+static void plan_combinations(precompile *pc, const int64_t size[3], int off)
+{
+    for (int i = 0; i < 2; i++)
+        for (int o = 0; o < 3; o++)
+            for (int t = 0; t < 2; t++)
+                for (int e = 0; e < 4; e++)
+                    for (int b = 0; b < 2; b++) {
+                        tl_gemm_desc d = {.m = size[0], .n = size[1], .k = size[2], .in_dtype = in_types[i],
+                                          .out_dtype = out_types[o], .trans_b = t, .has_bias = b,
+                                          .epilogue = epis[e]};
+                        plan_add(pc, d, off);
+                        /* misaligned operands run the classic kernel instead of a ping-pong one */
+                        if (off && tl_op_gemm_schedule(ctx, &d).pingpong) {
+                            d.schedule = tl_op_gemm_schedule(
+                                ctx, &(tl_gemm_desc){.m = 8192, .n = 8192, .k = 8192, .in_dtype = d.in_dtype,
+                                                     .out_dtype = d.out_dtype});
+                            plan_add(pc, d, off);
+                        }
+                    }
 }
 
 /* The descriptors of the tests below; a program missed here is compiled
  * on first use as before, only slower. */
 static void plan_tests(precompile *pc)
 {
-    const int64_t sizes[][3] = {{1, 1, 1}, {127, 255, 33}, {64, 64, 64}, {200, 264, 136}, {1024, 1024, 1024},
+    const int64_t sizes[][3] = {{1, 1, 1}, {8, 8, 8}, {127, 255, 33}, {127, 255, 40}, {64, 64, 64}, {257, 129, 72},
                                 {4096, 4096, 4096}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-        for (int i = 0; i < 2; i++)
-            for (int o = 0; o < 3; o++)
-                for (int t = 0; t < 2; t++)
-                    for (int e = 0; e < 4; e++)
-                        for (int b = 0; b < 2; b++) {
-                            tl_gemm_desc d = {.m = sizes[s][0], .n = sizes[s][1], .k = sizes[s][2],
-                                              .in_dtype = in_types[i], .out_dtype = out_types[o], .trans_b = t,
-                                              .has_bias = b, .epilogue = epis[e]};
-                            plan_add(pc, d);
-                            /* unaligned operands take the schedule for any shape */
-                            d.schedule = tl_op_gemm_schedule(ctx, &(tl_gemm_desc){.m = 8192, .n = 8192, .k = 8192,
-                                                                                .in_dtype = d.in_dtype,
-                                                                                .out_dtype = d.out_dtype});
-                            if (d.schedule.pingpong == 0)
-                                plan_add(pc, d);
-                        }
-    for (size_t c = 0; c < sizeof scheds / sizeof scheds[0]; c++)
-        for (int t = 0; t < 2; t++) {
-            tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = t,
-                              .schedule = scheds[c]};
-            plan_add(pc, d);
-            d.out_dtype = TL_F32;
-            d.has_bias = 1;
-            d.epilogue = TL_EPI_GELU_TANH;
-            plan_add(pc, d);
-        }
+        plan_combinations(pc, sizes[s], 0);
+    plan_combinations(pc, (const int64_t[]){127, 136, 40}, 1); /* test_unaligned_operands */
+    const int64_t sched_sizes[][3] = {{257, 129, 72}, {200, 264, 136}, {1024, 1024, 1024}};
+    for (size_t z = 0; z < 3; z++)
+        for (size_t c = 0; c < sizeof scheds / sizeof scheds[0]; c++)
+            for (int t = 0; t < 2; t++) {
+                tl_gemm_desc d = {.m = sched_sizes[z][0], .n = sched_sizes[z][1], .k = sched_sizes[z][2],
+                                  .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = t, .schedule = scheds[c]};
+                plan_add(pc, d, 0);
+                d.out_dtype = TL_F32;
+                d.has_bias = 1;
+                d.epilogue = TL_EPI_GELU_TANH;
+                plan_add(pc, d, 0);
+            }
 }
 
 static int gemm_setup(void **state)
@@ -423,20 +442,26 @@ static int gemm_setup(void **state)
     static precompile pc;
     plan_tests(&pc);
     static tl_compile_job jobs[MAX_PRECOMPILE];
-    int n = 0;
+    int n = 0, safe = 0;
     for (int i = 0; i < pc.n; i++)
-        if (tl_op_gemm_build(ctx, &pc.d[i], &jobs[n].kernel) == TL_OK)
+        if (tl_op_gemm_build(ctx, &pc.d[i], &jobs[n].kernel) == TL_OK) {
+            jobs[n].safe_variant = pc.safe[i];
+            safe += pc.safe[i];
             n++;
-    double t0 = (double)clock() / CLOCKS_PER_SEC;
+        }
+    struct timespec t0, t1;
+    timespec_get(&t0, TIME_UTC);
     tl_status st = tl_compile_many(ctx, jobs, n, NULL, 0);
+    timespec_get(&t1, TIME_UTC);
     int failed = 0;
     for (int i = 0; i < n; i++) {
         failed += jobs[i].status != TL_OK;
         tl_program_destroy(jobs[i].program); /* the cubins stay in the context's cache */
         tl_kernel_destroy(jobs[i].kernel);
     }
-    printf("precompiled %d GEMM programs (%d failed: %s), %.1f s of CPU\n", n, failed,
-           st == TL_OK ? "-" : tl_ctx_error(ctx), (double)clock() / CLOCKS_PER_SEC - t0);
+    printf("precompiled %d GEMM programs and %d safe variants in %.1f s (%d failed%s%s)\n", n, safe,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, failed,
+           st == TL_OK ? "" : ": ", st == TL_OK ? "" : tl_ctx_error(ctx));
     return 0;
 }
 

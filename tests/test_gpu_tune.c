@@ -3,10 +3,12 @@
  * memory, records the best, and tl_op_gemm runs it on the next call and in
  * a new process (this program again, with --child); a custom kernel's
  * candidates checked against the interpreter, a wrong one caught; a budget
- * too small to measure anything is no error. Skips without a GPU. */
+ * too small to measure anything is no error; the softmax tuned, recorded
+ * and run. Skips without a GPU. */
 #include "fixture.h"
 
 #include <ftw.h>
+#include <math.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,6 +212,61 @@ static void test_budget_spent(void **state)
     tl_tune_result_destroy(r);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The row softmax                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The tuned softmax is recorded, the op takes it, and its output matches
+ * a float64 softmax of the same random rows. */
+static void test_tune_softmax_then_use(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tl_softmax_desc d = {.rows = 2048, .cols = 1000, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tl_tune_request q = {.op = "softmax", .desc = &d, .save = 1};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    for (int i = 0; i < r->n; i++)
+        printf("  %-36s %-14s %8.4f ms %7.1f GB/s %s\n", r->entries[i].text,
+               tl_tune_outcome_name(r->entries[i].outcome), r->entries[i].ms, r->entries[i].rate, r->entries[i].note);
+    assert_true(r->passed > 0);
+    assert_true(r->saved);
+    assert_string_equal(r->unit, "GB/s");
+    tl_softmax_schedule want = {r->entries[0].config.v[0], r->entries[0].config.v[1], r->entries[0].config.v[2]};
+    tl_softmax_schedule got = tl_op_softmax_schedule(ctx, &d);
+    assert_memory_equal(&got, &want, sizeof got);
+    tl_tune_result_destroy(r);
+    int64_t n = d.rows * d.cols;
+    uint64_t x, y;
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &x), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &y), TL_OK);
+    assert_status(tl_random_fill(ctx, x, TL_F16, n, 77, -4, 4, NULL), TL_OK);
+    assert_status(tl_memset_u8(ctx, y, 0xFF, (size_t)n * 2, NULL), TL_OK);
+    assert_status(tl_op_softmax(ctx, &d, x, y, NULL), TL_OK);
+    assert_status(tl_synchronize(ctx), TL_OK);
+    uint16_t *hx = malloc((size_t)n * 2);
+    double *ref = malloc((size_t)n * sizeof *ref);
+    assert_true(hx && ref);
+    assert_status(tl_random_host(hx, TL_F16, n, 77, -4, 4), TL_OK);
+    for (int64_t i = 0; i < d.rows; i++) {
+        double m = -INFINITY, sum = 0, *row = ref + i * d.cols;
+        for (int64_t j = 0; j < d.cols; j++)
+            m = fmax(m, row[j] = tl_f16_to_f32(hx[i * d.cols + j]));
+        for (int64_t j = 0; j < d.cols; j++) {
+            row[j] = exp(row[j] - m);
+            sum += row[j];
+        }
+        for (int64_t j = 0; j < d.cols; j++)
+            row[j] /= sum;
+    }
+    tl_span o = {.dtype = TL_F16, .n = n, .dptr = y}, rs = {.dtype = TL_F64, .n = n, .host = ref};
+    tl_check_result res;
+    assert_status(tl_check(ctx, &o, &rs, 1e-2, &res), TL_OK);
+    assert_true(res.pass);
+    free(hx), free(ref);
+    tl_free(ctx, x), tl_free(ctx, y);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
@@ -241,6 +298,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tune_gemm_then_use),
         cmocka_unit_test(test_tune_custom_kernel),
         cmocka_unit_test(test_budget_spent),
+        cmocka_unit_test(test_tune_softmax_then_use),
     };
     return cmocka_run_group_tests_name("gpu_tune", tests, setup, teardown);
 }

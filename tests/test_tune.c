@@ -629,6 +629,155 @@ static void test_gemm_space(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The real runner's compile step, offline                                   */
+/* ------------------------------------------------------------------------ */
+
+/* v = {elements per block, threads, shared tile of floats (0: none)}. */
+static tl_status build_offline(void *user, tl_ctx *c, const tl_tune_config *cfg, tl_kernel **out)
+{
+    (void)user;
+    if (cfg->v[0] == 0)
+        return tli_fail(c, TL_ERR_INVALID_ARG, "no kernel for an empty tile");
+    tl_kernel *k = tl_kernel_new(c, "offline");
+    tl_expr n = tl_dim(k, "N");
+    tl_buf a = tl_param_tensor(k, "A", TL_F32, 1, &n, NULL);
+    tl_buf o = tl_param_tensor(k, "C", TL_F32, 1, &n, NULL);
+    tl_grid(k, tl_ceildiv(k, n, tl_int(k, cfg->v[0])), TL_NONE_EXPR, TL_NONE_EXPR, cfg->v[1]);
+    if (cfg->v[2]) { /* a shared tile, to go over the shared-memory limit */
+        tl_buf sh = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){cfg->v[2]});
+        tl_copy(k, tl_tile(k, a, tl_block_idx(k, 0)), tl_all(sh));
+        tl_copy(k, tl_all(sh), tl_tile(k, o, tl_block_idx(k, 0)));
+    } else {
+        tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, cfg->v[0])), tl_parallel1(k, cfg->v[0]));
+        tl_store(k, o, &i, tl_load(k, a, &i));
+        tl_end(k);
+    }
+    *out = k;
+    return tl_kernel_status(k);
+}
+
+typedef struct offline_problem {
+    tli_tune_problem base;
+    const tl_program *first;
+} offline_problem;
+
+static tl_status offline_check(tli_tune_problem *pb, const tl_program *p, void *stream, tl_check_result *res)
+{
+    (void)pb, (void)p, (void)stream;
+    memset(res, 0, sizeof *res);
+    res->pass = 1;
+    return TL_OK;
+}
+
+static tl_status offline_run(tli_tune_problem *pb, const tl_program *p, void *stream)
+{
+    (void)pb, (void)p, (void)stream;
+    return TL_OK;
+}
+
+static void offline_destroy(tli_tune_problem *pb) { free(pb); }
+
+static tl_status offline_problem_fn(void *user, tl_ctx *c, const tl_program *first, tli_tune_problem **out)
+{
+    (void)c;
+    offline_problem *o = calloc(1, sizeof *o);
+    o->base = (tli_tune_problem){.run = offline_run, .check = offline_check, .destroy = offline_destroy};
+    o->first = first;
+    *(const tl_program **)user = first;
+    *out = &o->base;
+    return TL_OK;
+}
+
+/* Building, the lowering and NVRTC sort the candidates before anything
+ * runs: a builder's refusal and a shared-memory overflow are REJECTED with
+ * their messages, the rest compile in one batch; timing them then fails
+ * (no device), which is a RUN_FAILED per candidate, not an error. */
+static void test_runner_compile_offline(void **state)
+{
+    (void)state;
+    const tl_tune_config cfg[] = {{{1024, 256}}, {{0, 256}}, {{1024, 256, 1 << 17}}, {{512, 128}}, {{1024, 100}}};
+    const tl_program *first = NULL;
+    tli_tune_setup setup = {.ctx = ctx, .n = 5, .configs = cfg, .build = build_offline,
+                            .problem = offline_problem_fn, .problem_user = &first};
+    tli_tune_plan plan = {.n = 5, .configs = cfg, .screen_reps = 10, .final_reps = 20, .finalists = 4};
+    tl_tune_result *res = tli_tune_result_new(5);
+    assert_status(tli_tune_with_programs(&setup, &plan, res), TL_OK);
+    assert_non_null(first);
+    assert_int_equal(res->compiled, 2);
+    assert_int_equal(res->passed, 0);
+    const struct { int index; tl_tune_outcome o; const char *note; } want[] = {
+        {0, TL_TUNE_RUN_FAILED, "no device"},     {1, TL_TUNE_REJECTED, "empty tile"},
+        {2, TL_TUNE_REJECTED, "shared memory"},   {3, TL_TUNE_RUN_FAILED, "no device"},
+        {4, TL_TUNE_REJECTED, "multiple of 32"},
+    };
+    for (int i = 0; i < 5; i++) {
+        const tl_tune_entry *e = &res->entries[i];
+        assert_int_equal(e->index, want[i].index);
+        if (e->outcome != want[i].o || !strstr(e->note, want[i].note))
+            fail_msg("candidate %d: %s: %s", i, tl_tune_outcome_name(e->outcome), e->note);
+    }
+    tl_tune_result_destroy(res);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The softmax as a tunable op                                               */
+/* ------------------------------------------------------------------------ */
+
+static void test_softmax_space_and_record(void **state)
+{
+    (void)state;
+    const tli_tune_op *op = tli_tune_op_find("softmax");
+    assert_non_null(op);
+    tl_softmax_desc d = {.rows = 4000, .cols = 1000, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tli_tune_key key;
+    op->key(&d, &key);
+    assert_string_equal(key.shape_class, "r4096,c<=1024");
+    assert_string_equal(key.dtypes, "f16->f16");
+    tl_tune_config cfg[64];
+    int n = op->space(ctx, &d, cfg, 64);
+    assert_int_equal(n, 12); /* one pass: 8, 16, 32 elements per thread x 4 thread counts */
+    for (int i = 0; i < n; i++) {
+        tl_softmax_desc one = d;
+        one.schedule = (tl_softmax_schedule){cfg[i].v[0], cfg[i].v[1], cfg[i].v[2]};
+        assert_int_equal(one.schedule.width, 1024);
+        tl_kernel *k;
+        assert_status(op->build(ctx, &d, &cfg[i], &k), TL_OK); /* every candidate builds */
+        tl_kernel_destroy(k);
+    }
+    d.cols = 100000; /* too long for one pass: chunks only */
+    n = op->space(ctx, &d, cfg, 64);
+    assert_true(n >= 6);
+    for (int i = 0; i < n; i++)
+        assert_true(cfg[i].v[0] < 100000 && cfg[i].v[1] == 1);
+    /* the op follows a record, and ignores one it cannot use (once) */
+    log_capture lc = {0};
+    char dir[] = "/tmp/tilec-tune-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tl_ctx *c = disk_ctx(dir, &lc);
+    d.cols = 1000;
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8); /* rows.c's default for 1024 */
+    op->key(&d, &key);
+    tl_tune_record r;
+    tli_tune_record_init(c, &key, &r);
+    snprintf(r.config, sizeof r.config, "width=1024 rows=2 threads=128");
+    r.ms = 1;
+    snprintf(r.shape, sizeof r.shape, "4000x1000");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    tl_softmax_schedule got = tl_op_softmax_schedule(c, &d), want = {1024, 2, 128};
+    assert_memory_equal(&got, &want, sizeof got);
+    tl_softmax_desc other = d;
+    other.rows = 64; /* another class */
+    assert_int_equal(tl_op_softmax_schedule(c, &other).rows, 8);
+    snprintf(r.config, sizeof r.config, "width=1000 rows=2 threads=128");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8);
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8);
+    assert_int_equal(lc.warns, 1);
+    tl_ctx_destroy(c);
+    rm_rf(dir);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The request                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -647,7 +796,7 @@ static void test_request_errors(void **state)
     assert_status(tl_autotune(ctx, NULL, &res), TL_ERR_INVALID_ARG);
     assert_status(tl_autotune(ctx, &(tl_tune_request){.op = "gemm", .desc = &d}, NULL), TL_ERR_INVALID_ARG);
     struct { tl_tune_request q; tl_status st; const char *msg; } cases[] = {
-        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm"},
+        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm, softmax"},
         {{.op = "gemm"}, TL_ERR_INVALID_ARG, "descriptor"},
         {{.op = "gemm", .desc = &(tl_gemm_desc){.m = 0, .n = 1, .k = 1, .in_dtype = TL_BF16}}, TL_ERR_INVALID_ARG,
          "M, N, K"},
@@ -684,6 +833,8 @@ int main(void)
         cmocka_unit_test(test_heuristic_table),
         cmocka_unit_test(test_shape_classes),
         cmocka_unit_test(test_gemm_space),
+        cmocka_unit_test(test_runner_compile_offline),
+        cmocka_unit_test(test_softmax_space_and_record),
         cmocka_unit_test(test_request_errors),
     };
     return cmocka_run_group_tests_name("tune", tests, offline_setup, ctx_teardown);

@@ -76,6 +76,7 @@ for s in $steps; do
     tune-cold) TAIL=40 run tune-cold build/bench/bench_tune cold ;;
     tune-anchors-nt) TAIL=24 run tune-anchors-nt build/bench/bench_tune anchors nt --budget 60 ;;
     tune-anchors-nn) TAIL=24 run tune-anchors-nn build/bench/bench_tune anchors nn --budget 60 ;;
+    tune-softmax) TAIL=12 run tune-softmax build/bench/bench_tune softmax --budget 60 ;;
     demo) TAIL=40 run demo make demo ;;
     esac
 done

@@ -75,6 +75,9 @@ static const char usage_text[] =
     "            [--device N] [--cache-dir DIR]\n"
     "                             autotune the op for this problem on the GPU and\n"
     "                             record the best schedule for its shape class\n"
+    "  tune softmax [--shape ROWSxCOLS] [--dtype f32|f16|bf16] [--budget SECONDS]\n"
+    "            [--no-save] [--device N] [--cache-dir DIR]\n"
+    "                             the same for the row softmax (default 16384x1024 f16)\n"
     "  tune --list [--cache-dir DIR]   the tuning database's records\n"
     "  tune --clear [--cache-dir DIR]  remove them all\n"
     "  help                       this text\n"
@@ -525,15 +528,31 @@ static void print_result(const tl_tune_result *r, const char *what, const char *
         printf("best: none (no candidate passed its check)\n");
 }
 
-/* Tunes the GEMM of the command line; save 0: a sweep, nothing recorded. */
-static int run_gemm_tuning(const cli *c, const char *what, int save)
+/* The softmax of the command line (--shape ROWSxCOLS, default
+ * 16384x1024, f16). */
+static int softmax_problem(const cli *c, tl_softmax_desc *d)
 {
-    tl_gemm_desc d;
-    int rc = gemm_problem(c, &d);
+    tl_dtype dt = c->dtype_given ? c->dtype : TL_F16;
+    long long v[2] = {16384, 1024};
+    char tail;
+    if (c->shape && (sscanf(c->shape, "%lldx%lld%c", &v[0], &v[1], &tail) != 2 || v[0] < 1 || v[1] < 1))
+        return usage_error("bad shape '%s' for softmax (expected ROWSxCOLS, e.g. 16384x1024)", c->shape);
+    if (c->trans_b || c->bias || c->epilogue)
+        return usage_error("--trans-b, --bias and --epilogue are GEMM options");
+    *d = (tl_softmax_desc){.rows = v[0], .cols = v[1], .in_dtype = dt, .out_dtype = dt};
+    return 0;
+}
+
+/* Tunes op on desc (title names the problem); save 0: a sweep, nothing
+ * recorded. */
+static int run_tuning(const cli *c, const char *what, const char *op, const void *desc, const char *title,
+                      const char *csv_op, const char *dtype, int save)
+{
     tl_ctx *ctx = NULL;
-    if (rc || (rc = open_gpu_context(c, what, &ctx)) || !ctx)
+    int rc = open_gpu_context(c, what, &ctx);
+    if (rc || !ctx)
         return rc;
-    tl_tune_request q = {.op = "gemm", .desc = &d, .budget_s = c->budget_s, .save = save,
+    tl_tune_request q = {.op = op, .desc = desc, .budget_s = c->budget_s, .save = save,
                          .progress = tl_tune_progress_stderr};
     tl_tune_result *r = NULL;
     tl_status st = tl_autotune(ctx, &q, &r);
@@ -542,22 +561,39 @@ static int run_gemm_tuning(const cli *c, const char *what, int save)
         tl_ctx_destroy(ctx);
         return rc;
     }
-    char title[128], csv_op[32];
-    snprintf(title, sizeof title, "%s gemm %s %s%s", what, tl_dtype_name(d.in_dtype), d.trans_b ? "nt" : "nn",
-             d.has_bias || d.epilogue ? " + epilogue" : "");
-    snprintf(csv_op, sizeof csv_op, "gemm_%s%s", d.trans_b ? "nt" : "nn", d.has_bias || d.epilogue ? "_epi" : "");
-    print_result(r, title, csv_op, tl_dtype_name(d.in_dtype));
-    tl_gemm_schedule used = tl_op_gemm_schedule(ctx, &d);
-    tl_tune_config uc = tl_gemm_schedule_to_config(&used);
-    char text[160];
+    print_result(r, title, csv_op, dtype);
     if (r->saved)
-        printf("recorded in %s: tl_op_gemm now runs %s for this shape class on this GPU\n",
-               *tl_tune_db_path(ctx) ? tl_tune_db_path(ctx) : "this process only",
-               tl_tune_config_text("gemm", &uc, text, sizeof text));
+        printf("recorded in %s: the op now runs %s for this problem's class on this GPU\n",
+               *tl_tune_db_path(ctx) ? tl_tune_db_path(ctx) : "this process only", r->entries[0].text);
     rc = r->passed > 0 ? 0 : EXIT_LIB;
     tl_tune_result_destroy(r);
     tl_ctx_destroy(ctx);
     return rc;
+}
+
+/* Tunes the GEMM of the command line; save 0: a sweep, nothing recorded. */
+static int run_gemm_tuning(const cli *c, const char *what, int save)
+{
+    tl_gemm_desc d;
+    int rc = gemm_problem(c, &d);
+    if (rc)
+        return rc;
+    char title[128], csv_op[32];
+    snprintf(title, sizeof title, "%s gemm %s %s%s", what, tl_dtype_name(d.in_dtype), d.trans_b ? "nt" : "nn",
+             d.has_bias || d.epilogue ? " + epilogue" : "");
+    snprintf(csv_op, sizeof csv_op, "gemm_%s%s", d.trans_b ? "nt" : "nn", d.has_bias || d.epilogue ? "_epi" : "");
+    return run_tuning(c, what, "gemm", &d, title, csv_op, tl_dtype_name(d.in_dtype), save);
+}
+
+static int run_softmax_tuning(const cli *c)
+{
+    tl_softmax_desc d;
+    int rc = softmax_problem(c, &d);
+    if (rc)
+        return rc;
+    char title[64];
+    snprintf(title, sizeof title, "tune softmax %s", tl_dtype_name(d.in_dtype));
+    return run_tuning(c, "tune", "softmax", &d, title, "softmax", tl_dtype_name(d.in_dtype), !c->no_save);
 }
 
 /* The GEMM sweep on the GPU: every schedule of the tuner's space, ranked
@@ -625,9 +661,11 @@ static int cmd_tune(const cli *c)
         return rc;
     }
     if (c->nargs != 1)
-        return usage_error("'tune' takes an op (gemm), or --list, or --clear");
+        return usage_error("'tune' takes an op (gemm, softmax), or --list, or --clear");
+    if (strcmp(c->args[0], "softmax") == 0)
+        return run_softmax_tuning(c);
     if (strcmp(c->args[0], "gemm") != 0)
-        return usage_error("op '%s' cannot be tuned (tunable: gemm)", c->args[0]);
+        return usage_error("op '%s' cannot be tuned (tunable: gemm, softmax)", c->args[0]);
     return run_gemm_tuning(c, "tune", !c->no_save);
 }
 

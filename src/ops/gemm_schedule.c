@@ -121,28 +121,6 @@ tl_gemm_schedule tli_gemm_generic_schedule(const char *target)
 /* The database's view of a GEMM                                             */
 /* ------------------------------------------------------------------------ */
 
-/* A size's bucket: the nearest power of two on a log scale (2^p when
- * x < 2^(p + 1/2)), with everything up to 64 in one bucket (and 65..127
- * in 128's): a block tile
- * is 64 to 256 wide, so below that one size is as good as another, and
- * M <= 64 is the decode class (a few tokens against a weight matrix). */
-static void bucket(char axis, int64_t x, char *out, size_t len)
-{
-    if (x <= 64) {
-        tli_fmt(out, len, "%c<=64", axis);
-        return;
-    }
-    int p = 0;
-    while (p < 62 && ((int64_t)1 << (p + 1)) <= x)
-        p++;
-    /* x >= 2^(p + 1/2)  <=>  x^2 >= 2^(2p + 1); x < 2^31 keeps x^2 exact */
-    if (x < ((int64_t)1 << 31) ? (uint64_t)x * (uint64_t)x >= (uint64_t)1 << (2 * p + 1) : false)
-        p++;
-    if (p < 7) /* 65..90 would round to 64, which names the bucket below */
-        p = 7;
-    tli_fmt(out, len, "%c%lld", axis, (long long)((int64_t)1 << p));
-}
-
 static const char *epilogue_name(tl_epilogue e)
 {
     switch (e) {
@@ -163,9 +141,9 @@ void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out)
     tli_fmt(out->layout, sizeof out->layout, "%s%s%s", d->trans_b ? "nt" : "nn", d->has_bias ? "+bias" : "",
             epilogue_name(d->epilogue));
     char m[32], n[32], k[32];
-    bucket('m', d->m, m, sizeof m);
-    bucket('n', d->n, n, sizeof n);
-    bucket('k', d->k, k, sizeof k);
+    tli_tune_bucket('m', d->m, m, sizeof m);
+    tli_tune_bucket('n', d->n, n, sizeof n);
+    tli_tune_bucket('k', d->k, k, sizeof k);
     tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,%s%s", m, n, k,
             tli_gemm_tma_rows(d) ? "" : ",unaligned");
 }

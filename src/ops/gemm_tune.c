@@ -40,10 +40,7 @@ static int copies_needed(tl_ctx *ctx, const tl_gemm_desc *d)
 {
     size_t in = tl_dtype_size(d->in_dtype), out = tl_dtype_size(d->out_dtype);
     size_t set = (size_t)(d->m * d->k + d->k * d->n) * in + (size_t)(d->m * d->n) * out;
-    tl_device_info info;
-    size_t l2 = tl_ctx_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0 ? (size_t)info.l2_bytes : 64u << 20;
-    size_t n = set > 2 * l2 ? 1 : 2 * l2 / (set ? set : 1) + 1;
-    return n > MAX_COPIES ? MAX_COPIES : (int)n;
+    return tli_tune_copies(ctx, set, MAX_COPIES);
 }
 
 static tl_status launch(gemm_problem *g, const tl_program *p, int i, void *stream)
@@ -238,6 +235,15 @@ static void key_for_tuner(const void *desc, tli_tune_key *out)
     tli_gemm_tune_key(desc, out);
 }
 
+/* The problem's operands come from tl_malloc (aligned); rows of K or N
+ * elements that are not whole 16-byte units make every launch take the
+ * safe variant, which is then compiled with the candidates. */
+static bool unaligned_rows(const void *desc)
+{
+    const tl_gemm_desc *d = desc;
+    return d->k % 8 || d->n % 8;
+}
+
 const tli_tune_op tli_gemm_tune_op = {
     .name = "gemm",
     .param_names = tli_gemm_param_names,
@@ -246,4 +252,5 @@ const tli_tune_op tli_gemm_tune_op = {
     .build = build_for_tuner,
     .problem = tli_gemm_tune_problem,
     .key = key_for_tuner,
+    .unaligned = unaligned_rows,
 };

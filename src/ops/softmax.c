@@ -18,6 +18,7 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "tune.h"
 
 #include <float.h>
 #include <math.h>
@@ -140,17 +141,22 @@ static void online(const tli_rows_kernel *rk, tl_dtype out)
     tl_end(k);
 }
 
-static tli_rows_desc rows_of(const tl_softmax_desc *d)
+/* An all-zero schedule takes the tuning record for this GPU and class
+ * when there is one (softmax_tune.c), else rows.c's default table. */
+static tli_rows_desc rows_of(tl_ctx *ctx, const tl_softmax_desc *d)
 {
-    return (tli_rows_desc){.rows = d->rows, .cols = d->cols, .ld_in = d->ld_in, .ld_out = d->ld_out,
-                           .in_dtype = d->in_dtype, .out_dtype = d->out_dtype, .schedule = d->schedule};
+    tli_rows_desc r = {.rows = d->rows, .cols = d->cols, .ld_in = d->ld_in, .ld_out = d->ld_out,
+                       .in_dtype = d->in_dtype, .out_dtype = d->out_dtype, .schedule = d->schedule};
+    if (!r.schedule.width && !r.schedule.rows && !r.schedule.threads)
+        tli_softmax_pick(ctx, d, &r.schedule);
+    return r;
 }
 
 static tl_status check(tl_ctx *ctx, const tl_softmax_desc *d, const char *api)
 {
     if (!d)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL descriptor", api);
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     return tli_rows_check(ctx, &r, api);
 }
 
@@ -159,7 +165,7 @@ TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_
     tl_softmax_schedule zero = {0};
     if (!ctx || check(ctx, d, "tl_op_softmax_schedule") != TL_OK)
         return zero;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     return tli_rows_schedule(&r);
 }
 
@@ -172,7 +178,7 @@ TL_API tl_status tl_op_softmax_build(tl_ctx *ctx, const tl_softmax_desc *d, tl_k
     tl_status st = check(ctx, d, api);
     if (st != TL_OK)
         return st;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     tli_rows_kernel rk;
     if ((st = tli_rows_begin(ctx, "softmax", &r, &rk)) != TL_OK)
         return st;
@@ -196,7 +202,7 @@ TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, co
     tl_status st = check(ctx, d, api);
     if (st != TL_OK)
         return st;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     unsigned since = tli_fail_count();
     return tli_fail_as(ctx, tli_rows_program(ctx, "softmax", &r, build_for_op, d, out), api, since);
 }
@@ -208,7 +214,7 @@ TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x
     tl_status st = check(ctx, d, "tl_op_softmax");
     if (st != TL_OK)
         return st;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     const tli_rows_ptr ptrs[] = {{"x", x, d->in_dtype}, {"y", y, d->out_dtype}};
     const tl_program *p;
     if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_softmax", 2, ptrs)) != TL_OK)

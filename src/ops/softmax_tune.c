@@ -1,0 +1,298 @@
+/*
+ * softmax_tune.c - the row softmax as a tunable op: its schedules as
+ * configurations (width, rows, threads), the space the tuner tries, its
+ * place in the tuning database, its problem (random rows rotated over
+ * copies, a float64 reference computed on the host from the same random
+ * bits, a device-to-device copy of the input as the baseline), and the
+ * record the op consults for an all-zero schedule.
+ */
+#include "ops.h"
+
+#include "ctx.h"
+#include "tune.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COPIES 32
+#define MAX_ONE_PASS 32768   /* widest one-pass row of the default table  */
+#define MAX_TILE (1 << 24)   /* rows x width of a block (rows.c)          */
+
+static const char *const param_names[] = {"width", "rows", "threads", NULL};
+
+static tl_softmax_schedule schedule_of(const tl_tune_config *c)
+{
+    return (tl_softmax_schedule){.width = c->v[0], .rows = c->v[1], .threads = c->v[2]};
+}
+
+static int pow2_at_least(int64_t x)
+{
+    int w = 1;
+    while (w < x && w < (1 << 20))
+        w *= 2;
+    return w;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Space, key, record                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* One-pass schedules hold the row in registers: E = width x rows /
+ * threads elements per thread, of which 8 to 32 fit (the default table
+ * uses 32). The online path takes chunks narrower than the row. */
+static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
+{
+    (void)ctx;
+    const tl_softmax_desc *d = desc;
+    int n = 0;
+    const int per_thread[] = {8, 16, 32};
+    if (d->cols <= MAX_ONE_PASS) {
+        int w = pow2_at_least(d->cols);
+        for (int e = 0; e < 3; e++)
+            for (int t = 128; t <= 1024; t *= 2) {
+                int64_t rows = (int64_t)per_thread[e] * t / w;
+                if (rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w && n < max)
+                    out[n++] = (tl_tune_config){{w, (int)rows, t}};
+            }
+    }
+    for (int w = 2048; w <= 8192 && w < d->cols; w *= 2)
+        for (int e = 0; e < 3; e++) {
+            int t = w / per_thread[e];
+            if (t >= 32 && t <= 1024 && n < max)
+                out[n++] = (tl_tune_config){{w, 1, t}};
+        }
+    return n;
+}
+
+/* Rows round to the nearest power of two; columns to the one-pass width
+ * they need (the next power of two), since a schedule's width decides
+ * whether a row fits in one pass. */
+static void key(const void *desc, tli_tune_key *out)
+{
+    const tl_softmax_desc *d = desc;
+    memset(out, 0, sizeof *out);
+    tli_fmt(out->op, sizeof out->op, "softmax");
+    tli_fmt(out->dtypes, sizeof out->dtypes, "%s->%s", tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype));
+    tli_fmt(out->layout, sizeof out->layout, "rows");
+    char r[32];
+    tli_tune_bucket('r', d->rows, r, sizeof r);
+    tli_fmt(out->shape_class, sizeof out->shape_class, "%s,c<=%d", r, pow2_at_least(d->cols));
+}
+
+/* The checks rows.c makes of a schedule, so that a record (a line of a
+ * file) can never make the op fail. */
+static bool valid(const tl_softmax_schedule *s)
+{
+    bool pow2 = s->width >= 1 && s->width <= (1 << 20) && (s->width & (s->width - 1)) == 0;
+    return pow2 && s->rows >= 1 && (int64_t)s->rows * s->width <= MAX_TILE && s->threads >= 32 &&
+           s->threads <= 1024 && s->threads % 32 == 0;
+}
+
+bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out)
+{
+    tli_tune_key k;
+    key(d, &k);
+    tl_tune_record rec;
+    tl_tune_config c;
+    if (!tli_tune_db_find(ctx, &k, &rec))
+        return false;
+    if (tli_tune_config_parse(param_names, rec.config, &c) && valid(&(tl_softmax_schedule){c.v[0], c.v[1], c.v[2]})) {
+        *out = schedule_of(&c);
+        return true;
+    }
+    tli_log(ctx, TL_LOG_WARN, "tuning database: the record for softmax %s %s names a schedule the op cannot use "
+            "(%s); using the default", k.dtypes, k.shape_class, rec.config);
+    tli_tune_db_forget(ctx, &k);
+    return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The problem                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct softmax_problem {
+    tli_tune_problem base;
+    tl_ctx *ctx;
+    tl_softmax_desc d;      /* contiguous rows; the schedule ignored       */
+    double tol;
+    uint64_t x[MAX_COPIES], y[MAX_COPIES];
+    uint64_t copy;          /* where the baseline copies x to              */
+    int copies, turn;
+    double *ref;            /* [rows cols], softmax of x[0] in float64     */
+} softmax_problem;
+
+static size_t bytes_of(const softmax_problem *s, tl_dtype dt)
+{
+    return (size_t)(s->d.rows * s->d.cols) * tl_dtype_size(dt);
+}
+
+static tl_status launch(softmax_problem *s, const tl_program *p, int i, void *stream)
+{
+    tl_arg args[6];
+    tli_rows_desc r = {.rows = s->d.rows, .cols = s->d.cols, .in_dtype = s->d.in_dtype,
+                       .out_dtype = s->d.out_dtype};
+    int n = tli_rows_args(&r, s->x[i], s->y[i], args);
+    return tl_launch(p, stream, n, args);
+}
+
+static int next_turn(softmax_problem *s)
+{
+    int i = s->turn;
+    s->turn = (s->turn + 1) % s->copies;
+    return i;
+}
+
+static tl_status run_softmax(tli_tune_problem *pb, const tl_program *p, void *stream)
+{
+    softmax_problem *s = (softmax_problem *)pb;
+    return launch(s, p, next_turn(s), stream);
+}
+
+static tl_status run_copy(tli_tune_problem *pb, void *stream)
+{
+    softmax_problem *s = (softmax_problem *)pb;
+    return tl_memcpy_dtod(s->ctx, s->copy, s->x[next_turn(s)], bytes_of(s, s->d.in_dtype), stream);
+}
+
+static tl_status check_softmax(tli_tune_problem *pb, const tl_program *p, void *stream, tl_check_result *res)
+{
+    softmax_problem *s = (softmax_problem *)pb;
+    tl_status st = tl_memset_u8(s->ctx, s->y[0], 0xFF, bytes_of(s, s->d.out_dtype), stream);
+    if (st == TL_OK)
+        st = launch(s, p, 0, stream);
+    if (st == TL_OK)
+        st = tl_synchronize(s->ctx);
+    tl_span out = {.dtype = s->d.out_dtype, .n = s->d.rows * s->d.cols, .dptr = s->y[0]};
+    tl_span ref = {.dtype = TL_F64, .n = s->d.rows * s->d.cols, .host = s->ref};
+    return st == TL_OK ? tl_check(s->ctx, &out, &ref, s->tol, res) : st;
+}
+
+static void destroy_softmax(tli_tune_problem *pb)
+{
+    softmax_problem *s = (softmax_problem *)pb;
+    for (int i = 0; i < MAX_COPIES; i++) {
+        tl_free(s->ctx, s->x[i]);
+        tl_free(s->ctx, s->y[i]);
+    }
+    tl_free(s->ctx, s->copy);
+    free(s->ref);
+    free(s);
+}
+
+/* The reference: the same random bits as copy 0 on the device, in f64. */
+static tl_status reference(softmax_problem *s, uint64_t seed)
+{
+    int64_t n = s->d.rows * s->d.cols, cols = s->d.cols;
+    void *raw = malloc(bytes_of(s, s->d.in_dtype) + 1);
+    s->ref = malloc((size_t)n * sizeof *s->ref);
+    if (!raw || !s->ref) {
+        free(raw);
+        return tli_fail(s->ctx, TL_ERR_OUT_OF_MEMORY, "out of host memory for the reference");
+    }
+    tl_status st = tl_random_host(raw, s->d.in_dtype, n, seed, -4, 4);
+    for (int64_t r = 0; st == TL_OK && r < s->d.rows; r++) {
+        double *row = s->ref + r * cols, m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            int64_t i = r * cols + j;
+            row[j] = s->d.in_dtype == TL_F32   ? ((const float *)raw)[i]
+                     : s->d.in_dtype == TL_F16 ? tl_f16_to_f32(((const uint16_t *)raw)[i])
+                                               : tl_bf16_to_f32(((const uint16_t *)raw)[i]);
+            m = fmax(m, row[j]);
+        }
+        for (int64_t j = 0; j < cols; j++)
+            sum += row[j] = exp(row[j] - m);
+        for (int64_t j = 0; j < cols; j++)
+            row[j] /= sum;
+    }
+    free(raw);
+    return st;
+}
+
+static tl_status setup(softmax_problem *s)
+{
+    size_t in = bytes_of(s, s->d.in_dtype), out = bytes_of(s, s->d.out_dtype);
+    s->copies = tli_tune_copies(s->ctx, in + out, MAX_COPIES);
+    tl_status st = tl_malloc(s->ctx, in, &s->copy);
+    for (int i = 0; i < s->copies && st == TL_OK; i++) {
+        st = tl_malloc(s->ctx, in, &s->x[i]);
+        if (st == TL_OK)
+            st = tl_malloc(s->ctx, out, &s->y[i]);
+        if (st == TL_OK)
+            st = tl_random_fill(s->ctx, s->x[i], s->d.in_dtype, s->d.rows * s->d.cols, 500 + (uint64_t)i, -4, 4,
+                                NULL);
+    }
+    if (st == TL_OK)
+        st = tl_synchronize(s->ctx);
+    return st == TL_OK ? reference(s, 500) : st;
+}
+
+static tl_status problem(tl_ctx *ctx, const void *desc, double tol, tli_tune_problem **out)
+{
+    *out = NULL;
+    softmax_problem *s = calloc(1, sizeof *s);
+    if (!s)
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tl_autotune: out of host memory");
+    s->base = (tli_tune_problem){.run = run_softmax, .check = check_softmax, .baseline = run_copy,
+                                 .destroy = destroy_softmax, .unit = "GB/s"};
+    tli_fmt(s->base.baseline_name, sizeof s->base.baseline_name, "copy of the input");
+    s->ctx = ctx;
+    s->d = *(const tl_softmax_desc *)desc;
+    s->d.ld_in = s->d.ld_out = 0;
+    memset(&s->d.schedule, 0, sizeof s->d.schedule);
+    s->tol = tol > 0 ? tol : 1e-2;
+    s->base.work = (double)(bytes_of(s, s->d.in_dtype) + bytes_of(s, s->d.out_dtype));
+    tli_fmt(s->base.shape, sizeof s->base.shape, "%lldx%lld", (long long)s->d.rows, (long long)s->d.cols);
+    tl_status st = setup(s);
+    if (st != TL_OK) {
+        char why[512];
+        tli_fmt(why, sizeof why, "%s", tl_ctx_error(ctx));
+        destroy_softmax(&s->base);
+        return tli_fail(ctx, st, "tl_autotune: setting up the softmax: %s", why);
+    }
+    *out = &s->base;
+    return TL_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The row in the table of tunable ops                                       */
+/* ------------------------------------------------------------------------ */
+
+static tl_status check_desc(tl_ctx *ctx, const void *desc, const char *api)
+{
+    const tl_softmax_desc *d = desc;
+    tl_softmax_desc plain = *d;
+    memset(&plain.schedule, 0, sizeof plain.schedule);
+    tl_kernel *k = NULL;
+    tl_status st = d->rows < 1 ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: softmax with no rows", api)
+                               : tl_op_softmax_build(ctx, &plain, &k);
+    tl_kernel_destroy(k);
+    return st;
+}
+
+static tl_status build(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg, tl_kernel **out)
+{
+    tl_softmax_desc d = *(const tl_softmax_desc *)desc;
+    d.ld_in = d.ld_out = 0;
+    d.schedule = schedule_of(cfg);
+    return tl_op_softmax_build(ctx, &d, out);
+}
+
+/* Contiguous rows whose length is not whole 16-byte units make every launch
+ * take the programs' safe variants, then compiled with the candidates. */
+static bool unaligned_rows(const void *desc)
+{
+    const tl_softmax_desc *d = desc;
+    return d->cols % (int64_t)(16 / tl_dtype_size(d->in_dtype)) || d->cols % (int64_t)(16 / tl_dtype_size(d->out_dtype));
+}
+
+const tli_tune_op tli_softmax_tune_op = {
+    .name = "softmax",
+    .param_names = param_names,
+    .check_desc = check_desc,
+    .space = space,
+    .build = build,
+    .problem = problem,
+    .key = key,
+    .unaligned = unaligned_rows,
+};

@@ -108,7 +108,11 @@ $(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) $(TEST_LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+# test_alloc_fail counts and fails the allocations of the library linked
+# into it (the library itself is not changed for the test).
+$(BUILD)/tests/test_alloc_fail: TEST_LDFLAGS := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
 
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh
@@ -121,7 +125,7 @@ test: test-build
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.
 asan:
-	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:verify_asan_link_order=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(MAKE) BUILD=build-asan LIBDIR=build-asan/lib BINDIR=build-asan/bin SANITIZE=address,undefined test
 
 # The tests that run threads, under ThreadSanitizer (its own tree too).

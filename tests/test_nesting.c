@@ -48,16 +48,7 @@ static void test_serial_inside_parallel(void **state)
             want += x[r * N + j];
         assert_true(s[r] == (want < 0 ? 0.0f : want));
     }
-    char *ptx = NULL;
-    tl_status st = tl_kernel_ptx(k, "sm_80", &ptx);
-    tl_free_host(ptx);
-    tl_kernel_destroy(k);
-    if (st == TL_ERR_NO_NVRTC) {
-        printf("  skip: NVRTC is missing: the source was not compiled\n");
-        skip();
-    }
-    if (st != TL_OK)
-        fail_msg("%s", tl_ctx_error(ctx));
+    test_ptx_or_skip(ctx, k);
 }
 
 int main(void)

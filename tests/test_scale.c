@@ -31,15 +31,26 @@ typedef struct scale_case {
     tl_kernel *k;     /* between the stages */
 } scale_case;
 
+/* A kernel "name" with N, X[N] and OUT[N] (f64), one block of 32 threads,
+ * and a parallel loop whose variable is *i (closed by the caller). */
+static tl_kernel *elementwise(const char *name, tl_buf *x, tl_buf *out, tl_expr *i)
+{
+    tl_kernel *k = tl_kernel_new(ctx, name);
+    tl_expr n = tl_dim(k, "N");
+    *x = tl_param_tensor(k, "X", TL_F64, 1, &n, NULL);
+    *out = tl_param_tensor(k, "OUT", TL_F64, 1, &n, NULL);
+    tl_grid(k, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    *i = tl_parallel1(k, 32);
+    return k;
+}
+
 /* OUT[i] = a chain of CHAIN additions and multiplications on X[i] (exact
  * in f64: adds of 1 and multiplies by 1). */
 static tl_kernel *build_chain(void)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "chain");
-    tl_expr n = tl_dim(k, "N");
-    tl_buf x = tl_param_tensor(k, "X", TL_F64, 1, &n, NULL), out = tl_param_tensor(k, "OUT", TL_F64, 1, &n, NULL);
-    tl_grid(k, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 32);
-    tl_expr i = tl_parallel1(k, 32);
+    tl_buf x, out;
+    tl_expr i;
+    tl_kernel *k = elementwise("chain", &x, &out, &i);
     tl_expr v = tl_load(k, x, &i), one = tl_float(k, 1.0, TL_F64);
     for (int s = 0; s < CHAIN; s++)
         v = s % 2 ? tl_mul(k, v, one) : tl_add(k, v, one);
@@ -52,11 +63,9 @@ static tl_kernel *build_chain(void)
  * loop (every iteration evaluates the DAG). */
 static tl_kernel *build_doublings(void)
 {
-    tl_kernel *k = tl_kernel_new(ctx, "doublings");
-    tl_expr n = tl_dim(k, "N");
-    tl_buf x = tl_param_tensor(k, "X", TL_F64, 1, &n, NULL), out = tl_param_tensor(k, "OUT", TL_F64, 1, &n, NULL);
-    tl_grid(k, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 32);
-    tl_expr i = tl_parallel1(k, 32);
+    tl_buf x, out;
+    tl_expr i;
+    tl_kernel *k = elementwise("doublings", &x, &out, &i);
     tl_expr v = tl_load(k, x, &i);
     for (int s = 0; s < DOUBLINGS; s++)
         v = tl_add(k, v, v);

@@ -53,7 +53,8 @@ EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
 BENCH_SRC   := $(wildcard bench/bench_*.c)
 BENCH_BIN   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-# The GEMM sweep (no main): linked into the benchmarks and the tool.
+# The GEMM sweep (no main): linked into the benchmarks only; the tool
+# takes what it needs from the library.
 GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 
 .PHONY: all lib test test-build demo bench asan tsan fuzz install uninstall clean check-cmocka
@@ -93,9 +94,9 @@ $(GEMM_SWEEP): bench/gemm_sweep.c bench/gemm_sweep.h include/tilec.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) -c -o $@ $<
 
-$(TOOL): tools/tilec.c $(GEMM_SWEEP) $(STATIC_LIB)
+$(TOOL): tools/tilec.c $(STATIC_LIB)
 	@mkdir -p $(BINDIR)
-	$(CC) $(CFLAGS_BASE) -Ibench $(LDFLAGS) -o $@ $< $(GEMM_SWEEP) $(STATIC_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -109,7 +110,12 @@ $(BUILD)/bench/%: bench/%.c $(GEMM_SWEEP) $(STATIC_LIB) $(wildcard bench/*.h)
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(LDFLAGS) $(TEST_LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(TEST_DEFS) $(LDFLAGS) $(TEST_LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+# The reproducer test compiles C programs against this build's library,
+# with this build's compiler and sanitizer flags.
+$(BUILD)/tests/test_repro: TEST_DEFS = -DTILEC_TEST_CC='"$(CC)"' -DTILEC_TEST_LIB='"$(STATIC_LIB)"' \
+                                       -DTILEC_TEST_LDFLAGS='"$(strip $(LDFLAGS))"'
 
 # test_alloc_fail counts and fails the allocations of the library linked
 # into it (the library itself is not changed for the test).

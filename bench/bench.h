@@ -59,11 +59,29 @@ static inline tl_ctx *bench_open(const char *what)
     return bench_ctx;
 }
 
-/* One CSV line: op, shape, dtype, impl, ms, rate, unit, ratio, rel_err. */
+/* One CSV line: op, shape, dtype, impl, ms, rate, unit, ratio, rel_err.
+ * Every benchmark writes this format and `make bench` (bench/run.sh,
+ * bench/report.py) gathers it: the line of the baseline an op is measured
+ * against has an impl starting with "baseline:" (bench_csv_baseline) and
+ * ratio 1; the others carry their ratio to it. unit: "TFLOP/s" for
+ * compute-bound ops (plotted against size), "GB/s" for memory-bound ones
+ * (plotted against the copy ceiling; a line of op "copy" with the same
+ * shape and dtype also serves as the ceiling of a group without a
+ * baseline line). Adding a benchmark to the report is a matter of printing
+ * these lines. */
 static inline void bench_csv(const char *op, const char *shape, const char *dtype, const char *impl, double ms,
                              double rate, const char *unit, double ratio, double rel)
 {
     printf("csv,%s,%s,%s,%s,%.4f,%.1f,%s,%.3f,%.2e\n", op, shape, dtype, impl, ms, rate, unit, ratio, rel);
+}
+
+/* The baseline's line of a measurement group (op, shape, dtype). */
+static inline void bench_csv_baseline(const char *op, const char *shape, const char *dtype, const char *impl,
+                                      double ms, double rate, const char *unit)
+{
+    char name[128];
+    snprintf(name, sizeof name, "baseline:%s", impl);
+    bench_csv(op, shape, dtype, name, ms, rate, unit, 1.0, 0);
 }
 
 #endif

@@ -228,8 +228,11 @@ static void report(const bench *b, int trans_b)
     for (int i = 0; i < NM; i++) {
         if (!ms[i].ran)
             continue;
-        bench_csv(op, shape, "bf16", variants[i].name, ms[i].ms, ms[i].tflops, "TFLOP/s", ms[i].tflops / base,
-                  ms[i].rel);
+        if (i == (b->have_lt ? E : D))
+            bench_csv_baseline(op, shape, "bf16", variants[i].name, ms[i].ms, ms[i].tflops, "TFLOP/s");
+        else
+            bench_csv(op, shape, "bf16", variants[i].name, ms[i].ms, ms[i].tflops, "TFLOP/s", ms[i].tflops / base,
+                      ms[i].rel);
         printf("  %-42s %9.4f %9.1f %9.3f %9.1e%s\n", variants[i].name, ms[i].ms, ms[i].tflops,
                ms[i].tflops / base, ms[i].rel, ms[i].pass ? "" : "  CHECK FAILED");
     }

@@ -1,7 +1,7 @@
 /*
  * gemm_sweep.h - a schedule sweep of the prebuilt GEMM against cuBLAS
- * measured in the same run, shared by bench_gemm, bench_epilogue and the
- * tilec tool ("tilec bench gemm"). Public API of libtilec only.
+ * measured in the same run, and rotated operands, shared by bench_gemm and
+ * bench_epilogue. Public API of libtilec only.
  */
 #ifndef TILEC_GEMM_SWEEP_H
 #define TILEC_GEMM_SWEEP_H
@@ -15,45 +15,38 @@
 /* What one configuration of a sweep gave. */
 typedef struct gemm_sweep_entry {
     tl_gemm_schedule schedule;
-    int ok;            /* built, compiled, ran and passed its check        */
-    int ran;           /* it was timed (ok, or timed but failed its check) */
+    int ok;            /* compiled, passed its check, timed                 */
+    int ran;           /* the same (kept for callers)                       */
     double ms;         /* median                                            */
     double tflops;     /* 2 m n k / time                                    */
     double rel_err;    /* against cuBLAS with an f32 output                 */
     double ratio;      /* tflops / cuBLAS's tflops                          */
-    char note[256];    /* why it was skipped or failed; "" when ok          */
+    char note[600];    /* why it was skipped or failed; "" when ok          */
 } gemm_sweep_entry;
 
 typedef struct gemm_sweep_result {
-    double cublas_ms, cublas_tflops, cublas_rel_err;
+    double cublas_ms, cublas_tflops;
     int best;                  /* index of the fastest passing config; -1 */
-    gemm_sweep_entry *entries; /* the caller's array of nconfigs, or NULL */
+    gemm_sweep_entry *entries; /* the caller's array of nconfigs          */
 } gemm_sweep_result;
 
 /* Sweeps `configs` for C = A B (row-major; B [N, K] when trans_b), inputs
- * of `in` (bf16 or f16), output of the same type, and prints one CSV line
- * per measurement (bench.h's format) and a readable table to `out`.
- * cuBLAS (tl_baseline_gemm) is timed in the same run and, with an f32
- * output, is the reference every configuration is checked against (output
- * poisoned first). A configuration that does not build, compile or launch
- * is reported and skipped. Returns the index of the fastest configuration
- * that passed its check, -1 when none did, -2 when the sweep could not run
- * at all (no device, no cuBLAS, out of memory: the message is on stderr).
- * gemm_sweep_ex also fills *res (may be NULL). */
-int gemm_sweep(tl_ctx *ctx, int64_t m, int64_t n, int64_t k, tl_dtype in, int trans_b,
-               const tl_gemm_schedule *configs, int nconfigs, FILE *out);
+ * of `in` (bf16 or f16), output of the same type, with tl_autotune (no
+ * database record), and prints one CSV line per measurement (bench.h's
+ * format; cuBLAS as "baseline:cuBLAS") and a readable table to `out`, in
+ * the order of configs; progress goes to stderr. Fills res (entries in the
+ * order of configs). Returns the index of the fastest configuration that
+ * passed its check, -1 when none did, -2 when the sweep could not run at
+ * all (no device, out of memory: the message is on stderr). */
 int gemm_sweep_ex(tl_ctx *ctx, int64_t m, int64_t n, int64_t k, tl_dtype in, int trans_b,
                   const tl_gemm_schedule *configs, int nconfigs, FILE *out, gemm_sweep_result *res);
 
-/* A default list of schedules (static storage; *n gets its length): block
- * tiles of 64, 128 and 256, K steps of 32 and 64, 2 to 4 stages, 128 or 256
- * threads, swizzle off or 8; none over 227 KiB of shared memory. */
+/* The tuner's GEMM space, unfiltered (tl_gemm_candidates; static storage,
+ * *n gets its length). */
 const tl_gemm_schedule *gemm_default_sweep(int *n);
 
-/* "bm=128 bn=128 bk=32 st=3 th=256 sw=8" (zero fields as given). */
+/* "bm=128 bn=128 bk=32 st=3 th=256 sw=8 wp=0 pp=0" (tl_tune_config_text). */
 void gemm_schedule_text(const tl_gemm_schedule *s, char *buf, size_t len);
-/* Shared memory of the pipelined tiles: stages (bm bk + bk bn) elements. */
-size_t gemm_schedule_smem(const tl_gemm_schedule *s, tl_dtype in);
 /* Parses "MxNxK" (positive sizes); 0 on success, -1 otherwise. */
 int gemm_parse_shape(const char *text, int64_t *m, int64_t *n, int64_t *k);
 

@@ -1,6 +1,7 @@
 /*
  * tutorial.c - the walk-through that `make demo` runs, one chapter per step
- * of docs/tutorial.md. Without a GPU it does everything that needs none
+ * of docs/tutorial.md (chapters 1 to 6; `tutorial softmax`: chapter 9).
+ * Without a GPU it does everything that needs none
  * (environment check, building, lowering, compiling for sm_90a, running in
  * the CPU interpreter) and says what it skipped.
  */
@@ -24,6 +25,23 @@ static tl_ctx *ctx;
 
 static void chapter(const char *title) { printf("\n==== %s ====\n\n", title); }
 
+/* A context on device 0 (returns 1), or an offline one for sm_90a (0);
+ * msg says why there is no GPU. */
+static int create_context(char *msg, size_t len)
+{
+    if (tl_ctx_create(NULL, &ctx, msg, len) == TL_OK)
+        return 1;
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = TL_NO_DEVICE;
+    o.target = "sm_90a";
+    char why[256];
+    if (tl_ctx_create(&o, &ctx, why, sizeof why) != TL_OK) {
+        fprintf(stderr, "cannot create an offline context: %s\n", why);
+        exit(1);
+    }
+    return 0;
+}
+
 /* Chapter 1: what machine is this? A context on device 0, or an offline one. */
 static int open_context(void)
 {
@@ -32,7 +50,7 @@ static int open_context(void)
     char msg[512];
     tl_runtime_versions(&drv, &nv_major, &nv_minor, msg, sizeof msg);
     printf("libtilec %s, CUDA driver %d, NVRTC %d.%d\n", tl_version(), drv, nv_major, nv_minor);
-    if (tl_ctx_create(NULL, &ctx, msg, sizeof msg) == TL_OK) {
+    if (create_context(msg, sizeof msg)) {
         tl_device_info d;
         CHECK(tl_ctx_device_info(ctx, &d));
         printf("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB, L2 %d MiB,\n"
@@ -44,13 +62,6 @@ static int open_context(void)
     printf("No GPU here (%s).\nContinuing offline: kernels are built, lowered to CUDA C, compiled for sm_90a\n"
            "with NVRTC and run in the CPU interpreter; the GPU chapters are skipped.\n",
            msg);
-    tl_ctx_options o = tl_ctx_default_options();
-    o.device = TL_NO_DEVICE;
-    o.target = "sm_90a";
-    if (tl_ctx_create(&o, &ctx, msg, sizeof msg) != TL_OK) {
-        fprintf(stderr, "cannot create an offline context: %s\n", msg);
-        exit(1);
-    }
     return 0;
 }
 
@@ -244,8 +255,207 @@ static void gemm_chapter(int gpu)
         exit(1);
 }
 
-int main(void)
+/* Chapter 9: the row softmax from fragment reductions. First the one-pass
+ * kernel of docs/tutorial.md, written with the builder as printed there. */
+static tl_kernel *build_softmax_by_hand(void)
 {
+    enum { R = 8, W = 1024, THREADS = 256 };
+    tl_kernel *k = tl_kernel_new(ctx, "softmax");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F16, 2, (tl_expr[]){M, N}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F16, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, M, tl_int(k, R)), TL_NONE_EXPR, TL_NONE_EXPR, THREADS);
+    tl_expr row0 = tl_mul(k, tl_block_idx(k, 0), tl_int(k, R));
+    tl_buf x = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){R, W});
+    tl_buf m = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){R});
+    tl_buf s = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){R});
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){R, W}, v); /* x = the rows, -inf past N */
+    tl_expr at[2] = {tl_add(k, row0, v[0]), v[1]};
+    tl_expr xv = tl_cast(k, tl_load(k, X, at), TL_F32);
+    tl_store(k, x, v, tl_select(k, tl_lt(k, v[1], N), xv, tl_f32(k, -INFINITY)));
+    tl_end(k);
+    tl_reduce_max(k, x, m, 1, 1); /* m[i] = max_j x[i, j] */
+    tl_parallel(k, 2, (int64_t[]){R, W}, v); /* x = exp(x - m) */
+    tl_expr d = tl_sub(k, tl_load(k, x, v), tl_load(k, m, &v[0]));
+    tl_store(k, x, v, tl_exp2(k, tl_mul(k, d, tl_f32(k, 1.44269504f))));
+    tl_end(k);
+    tl_reduce_sum(k, x, s, 1, 1); /* s[i] = sum_j x[i, j] */
+    tl_parallel(k, 2, (int64_t[]){R, W}, v); /* Y = x / s */
+    tl_expr at2[2] = {tl_add(k, row0, v[0]), v[1]};
+    tl_store(k, Y, at2, tl_cast(k, tl_div(k, tl_load(k, x, v), tl_load(k, s, &v[0])), TL_F16));
+    tl_end(k);
+    CHECK(tl_kernel_status(k));
+    return k;
+}
+
+/* The row-wise ops of each f16 row in double: softmax (a row of -inf gives
+ * zeros), or RMSNorm with weights w when w is not NULL. */
+static double *row_reference(const uint16_t *x, const uint16_t *w, int64_t rows, int64_t cols, double eps)
+{
+    double *ref = malloc(8 * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows; i++) {
+        const uint16_t *r = x + i * cols;
+        double m = -INFINITY, sum = 0, sq = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = tl_f16_to_f32(r[j]);
+            m = fmax(m, v);
+            sq += v * v;
+        }
+        for (int64_t j = 0; j < cols; j++)
+            sum += m == -INFINITY ? 0 : exp(tl_f16_to_f32(r[j]) - m);
+        for (int64_t j = 0; j < cols; j++) {
+            double v = tl_f16_to_f32(r[j]);
+            if (w)
+                ref[i * cols + j] = v / sqrt(sq / (double)cols + eps) * tl_f16_to_f32(w[j]);
+            else
+                ref[i * cols + j] = m == -INFINITY ? 0 : exp(v - m) / sum;
+        }
+    }
+    return ref;
+}
+
+/* Interprets softmax kernel k on f16 rows (row 1 around 1e4: its exp
+ * overflows f32) against the reference. The op's kernels (op = 1) take row
+ * strides, M, N, ld_in, ld_out, X, Y, and have the guards for a row of
+ * -inf, which row 0 then is; the hand-written one takes M, N, X, Y. */
+static int interpret_softmax(tl_kernel *k, const char *what, int64_t rows, int64_t cols, int op)
+{
+    size_t n = (size_t)(rows * cols);
+    uint16_t *x = malloc(2 * n), *y = malloc(2 * n);
+    tl_random_host(x, TL_F16, (int64_t)n, 21, -5, 5);
+    for (int64_t j = 0; j < cols; j++) {
+        if (op)
+            x[j] = tl_f32_to_f16(-INFINITY);
+        x[cols + j] = tl_f32_to_f16(1e4f - (float)(j % 9));
+    }
+    memset(y, 0xFF, 2 * n);
+    tl_arg args[6] = {tl_arg_int(rows), tl_arg_int(cols), tl_arg_int(cols), tl_arg_int(cols)};
+    args[op ? 4 : 2] = tl_arg_hptr(x);
+    args[op ? 5 : 3] = tl_arg_hptr(y);
+    CHECK(tl_interpret(k, op ? 6 : 4, args));
+    double *ref = row_reference(x, NULL, rows, cols, 0);
+    tl_span out = {.dtype = TL_F16, .n = (int64_t)n, .host = y}, r = {.dtype = TL_F64, .n = (int64_t)n, .host = ref};
+    tl_check_result res;
+    CHECK(tl_check(NULL, &out, &r, 2e-3, &res));
+    int zeros = 1;
+    for (int64_t j = 0; op && j < cols; j++)
+        zeros = zeros && tl_f16_to_f32(y[j]) == 0.0f;
+    printf("  %-40s %3lld x %-5lld rel err %.2e, %lld NaN%s -> %s\n", what, (long long)rows, (long long)cols,
+           res.rel_err, (long long)res.nonfinite, !op ? "" : zeros ? ", the -inf row all 0" : ", the -inf row NOT 0",
+           res.pass && zeros ? "PASS" : "FAIL");
+    free(x), free(y), free(ref);
+    return res.pass && zeros;
+}
+
+typedef struct rows_work {
+    int op; /* 0: copy, 1: softmax, 2: rmsnorm */
+    tl_softmax_desc sd;
+    tl_rmsnorm_desc rd;
+    uint64_t x, w, y;
+} rows_work;
+
+static tl_status run_rows(void *user, void *stream)
+{
+    rows_work *r = user;
+    size_t bytes = (size_t)(r->sd.rows * r->sd.cols) * 2;
+    if (r->op == 0)
+        return tl_memcpy_dtod(ctx, r->y, r->x, bytes, stream);
+    if (r->op == 1)
+        return tl_op_softmax(ctx, &r->sd, r->x, r->y, stream);
+    return tl_op_rmsnorm(ctx, &r->rd, r->x, r->w, r->y, stream);
+}
+
+/* tl_op_softmax and tl_op_rmsnorm at 16384 x 1024 fp16, each checked
+ * against float64 and timed interleaved with a copy of the same bytes. */
+static int rows_on_gpu(void)
+{
+    const int64_t rows = 16384, cols = 1024;
+    size_t n = (size_t)(rows * cols);
+    rows_work w[3];
+    w[0] = (rows_work){.sd = {.rows = rows, .cols = cols, .in_dtype = TL_F16, .out_dtype = TL_F16}};
+    w[0].rd = (tl_rmsnorm_desc){.rows = rows, .cols = cols, .in_dtype = TL_F16, .out_dtype = TL_F16, .eps = 1e-6};
+    CHECK(tl_malloc(ctx, 2 * n, &w[0].x));
+    CHECK(tl_malloc(ctx, 2 * n, &w[0].y));
+    CHECK(tl_malloc(ctx, 2 * (size_t)cols, &w[0].w));
+    CHECK(tl_random_fill(ctx, w[0].x, TL_F16, (int64_t)n, 31, -5, 5, NULL));
+    CHECK(tl_random_fill(ctx, w[0].w, TL_F16, cols, 32, 0.5, 1.5, NULL));
+    w[1] = w[0], w[2] = w[0];
+    w[1].op = 1, w[2].op = 2;
+    uint16_t *hx = malloc(2 * n), *hw = malloc(2 * (size_t)cols);
+    tl_random_host(hx, TL_F16, (int64_t)n, 31, -5, 5);
+    tl_random_host(hw, TL_F16, cols, 32, 0.5, 1.5);
+    int pass = 1;
+    for (int op = 1; op <= 2; op++) {
+        CHECK(tl_memset_u8(ctx, w[op].y, 0xFF, 2 * n, NULL));
+        CHECK(run_rows(&w[op], NULL));
+        CHECK(tl_synchronize(ctx));
+        double *ref = row_reference(hx, op == 2 ? hw : NULL, rows, cols, 1e-6);
+        tl_span out = {.dtype = TL_F16, .n = (int64_t)n, .dptr = w[op].y};
+        tl_span r = {.dtype = TL_F64, .n = (int64_t)n, .host = ref};
+        tl_check_result res;
+        CHECK(tl_check(ctx, &out, &r, 2e-3, &res));
+        printf("  GPU %-8s vs float64: rel err %.2e -> %s\n", op == 1 ? "softmax" : "rmsnorm", res.rel_err,
+               res.pass ? "PASS" : "FAIL");
+        pass = pass && res.pass;
+        free(ref);
+    }
+    tl_work_fn fns[3] = {run_rows, run_rows, run_rows};
+    void *users[3] = {&w[0], &w[1], &w[2]};
+    tl_timing t[3];
+    tl_timing_options opt = {.warmup = 10, .reps = 30};
+    CHECK(tl_time_interleaved(ctx, NULL, 3, fns, users, &opt, t));
+    double bytes = 4.0 * (double)n, copy = bytes / t[0].median_ms / 1e6;
+    printf("  16384 x 1024 fp16, read once + written once: copy %.0f GB/s; softmax %.0f GB/s = %.2f x copy; "
+           "rmsnorm %.0f GB/s = %.2f x copy\n", copy, bytes / t[1].median_ms / 1e6, t[0].median_ms / t[1].median_ms,
+           bytes / t[2].median_ms / 1e6, t[0].median_ms / t[2].median_ms);
+    tl_free(ctx, w[0].x), tl_free(ctx, w[0].y), tl_free(ctx, w[0].w);
+    free(hx), free(hw);
+    return pass;
+}
+
+static void softmax_chapter(int gpu)
+{
+    chapter("9. Softmax with fragment reductions");
+    printf("    tl_parallel(k, 2, (int64_t[]){R, W}, v);         // x = the rows, -inf past N\n"
+           "    ...\n"
+           "    tl_reduce_max(k, x, m, 1, 1);                      // m[i] = max_j x[i, j]\n"
+           "    tl_parallel(k, 2, (int64_t[]){R, W}, v);         // x = exp2((x - m[i]) log2 e)\n"
+           "    ...\n"
+           "    tl_reduce_sum(k, x, s, 1, 1);                      // s[i] = sum_j x[i, j]\n"
+           "    tl_parallel(k, 2, (int64_t[]){R, W}, v);         // Y = x / s[i]\n"
+           "    ...\n\n"
+           "In the interpreter, against float64:\n");
+    tl_kernel *k = build_softmax_by_hand();
+    int pass = interpret_softmax(k, "by hand (8 rows x 1024 per block)", 100, 1000, 0);
+    tl_kernel_destroy(k);
+    tl_softmax_desc d = {.rows = 37, .cols = 1000, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    CHECK(tl_op_softmax_build(ctx, &d, &k));
+    pass = interpret_softmax(k, "tl_op_softmax, one pass", d.rows, d.cols, 1) && pass;
+    tl_kernel_destroy(k);
+    d = (tl_softmax_desc){.rows = 3, .cols = 5000, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                          .schedule = {.width = 1024}};
+    CHECK(tl_op_softmax_build(ctx, &d, &k));
+    pass = interpret_softmax(k, "tl_op_softmax, online (1024-col chunks)", d.rows, d.cols, 1) && pass;
+    tl_kernel_destroy(k);
+    if (gpu)
+        pass = rows_on_gpu() && pass;
+    else
+        printf("\n(The GPU part, tl_op_softmax and tl_op_rmsnorm against a device copy, skipped: no GPU.)\n");
+    if (!pass)
+        exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    /* `tutorial softmax` runs chapter 9 alone: make demo runs it after the
+     * GEMM benchmarks (chapters 7 and 8, other programs) */
+    if (argc > 1 && strcmp(argv[1], "softmax") == 0) {
+        char msg[512];
+        softmax_chapter(create_context(msg, sizeof msg));
+        tl_ctx_destroy(ctx);
+        return 0;
+    }
     int gpu = open_context();
     tl_kernel *k = build_vadd();
     tl_program *p = compile_vadd(k);

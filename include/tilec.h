@@ -446,13 +446,18 @@ template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf,
 
 /* Copies src to dst element by element (converting the element type when
  * they differ), where both have the same extents. Global tiles are masked at
- * the tensor's edges (reads give 0, writes are dropped). Lowered to 16-byte
- * cp.async for global -> shared, vector stores for fragment -> global.
- * Supported: global -> shared, shared -> global, fragment -> global,
- * fragment -> shared, shared -> fragment, global -> fragment; elements
- * f32, f16 or bf16 on both sides. Errors: TL_ERR_UNSUPPORTED (direction),
- * TL_ERR_DTYPE, TL_ERR_SHAPE, TL_ERR_SCOPE (inside tl_parallel, or a tile
- * region whose loop has closed), TL_ERR_INVALID_ARG. */
+ * the tensor's edges (reads give 0, writes are dropped). A tile may have
+ * fewer dimensions than its tensor: its leading extents are then 1 (a
+ * [S, D] tile of one head of a [B, H, S, D] tensor). Lowered to TMA or
+ * 16-byte cp.async for global -> shared (the launch checks the tensor's
+ * alignment and runs a safe variant of the program when it is missing),
+ * vector accesses for fragments <-> global, register moves for fragment ->
+ * fragment (same layout). Supported: global -> shared, shared -> global,
+ * fragment -> global, fragment -> shared, shared -> fragment, global ->
+ * fragment, fragment -> fragment; elements f32, f16 or bf16 on both sides.
+ * Errors: TL_ERR_UNSUPPORTED (direction), TL_ERR_DTYPE, TL_ERR_SHAPE,
+ * TL_ERR_SCOPE (inside tl_parallel, or a tile region whose loop has
+ * closed), TL_ERR_INVALID_ARG. */
 TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst);
 /* Sets every element of a shared, fragment or local buffer to 0 / value. */
 TL_API void tl_clear(tl_kernel *k, tl_buf buf);
@@ -475,36 +480,132 @@ enum {
     TL_GEMM_WARP_ROWS = 1u << 4,
     TL_GEMM_WARP_COLS = 1u << 5
 };
-/* C += A * B on the tensor cores: A and B bf16 or f16 (the same) in shared
- * memory, C an f32 fragment [M, N]. The block's warps must split C into
- * warp tiles whose sides are multiples of 16, and K into steps of 16. Errors: TL_ERR_SHAPE (the sizes
- * disagree or the MMA layout cannot tile them), TL_ERR_DTYPE,
- * TL_ERR_UNSUPPORTED (A in a fragment, transposed A), TL_ERR_INVALID_ARG
- * (unknown flag bits, both warp policies, before tl_grid, operands that
- * are not shared tiles and an f32 fragment). */
+/* C += A * B on the tensor cores: A and B bf16 or f16 (the same), B in
+ * shared memory, A in shared memory or in registers (a 16-bit fragment
+ * copied from an accumulator whose warps split the rows as C's do, e.g.
+ * FlashAttention's P = softmax(S)), C an f32 fragment [M, N]. The block's
+ * warps must split C into warp tiles whose sides are multiples of 16, and K
+ * into steps of 16. The lowering picks the target's best tensor-core atom
+ * (wgmma on sm_90a when the tiles allow it: M a multiple of 64 per
+ * warpgroup, N a multiple of 16 up to 256, A's K a multiple of 64 in shared
+ * memory; mma.sync otherwise). Errors: TL_ERR_SHAPE (the sizes disagree or
+ * no MMA layout can tile them), TL_ERR_DTYPE, TL_ERR_INVALID_ARG (operand
+ * kinds, unknown flag bits, both warp policies, tl_grid not called yet),
+ * TL_ERR_UNSUPPORTED (transposed A). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
+
+/* Reductions along one dimension, after TileLang's T.reduce_*: for every
+ * index of dst, dst[rest] = op over i of src[..., i, ...], i at position
+ * `dim` of src. dst has src's shape without dimension dim (src [R, C] with
+ * dim 1 gives dst [R]; a rank-1 src reduces into a fragment of shape [1]).
+ * src is a fragment or a shared tile, dst a fragment; each of them f32,
+ * f16 or bf16, in any mix. The arithmetic is f32 and the result is rounded
+ * to dst's dtype. clear != 0 overwrites dst; clear == 0 combines the result
+ * with dst's old values (a running max or sum over the iterations of a
+ * loop). Each op folds the elements into its identity, or into dst's old
+ * value when clear is 0:
+ *   tl_reduce_max     the largest element     (identity -inf)
+ *   tl_reduce_min     the smallest element    (identity +inf)
+ *   tl_reduce_sum     the sum of the elements (identity 0), added in f32 in
+ *                     an order of the library's (the CPU interpreter adds
+ *                     exactly and rounds once: results differ by rounding)
+ *   tl_reduce_absmax  the largest |element|   (identity 0)
+ * max, min and absmax skip NaN elements as fmaxf and fminf do (a row of
+ * NaN gives the identity); sum propagates them.
+ * A tile statement: the whole block runs it, so it may stand at the top
+ * level or inside tl_serial, tl_pipelined and tl_if, not inside
+ * tl_parallel. The reduced fragment is used in tl_parallel loops over its
+ * own shape, or over the full shape of the tile it was reduced from,
+ * indexed by the loop variables of its remaining dimensions: broadcast
+ * along the reduced one. With m the row maxima (dim 1) of x [R, C]:
+ *     tl_expr v[2];
+ *     tl_parallel(k, 2, (int64_t[]){R, C}, v);        // x[i, j] -= m[i]
+ *     tl_store(k, x, v, tl_sub(k, tl_load(k, x, v), tl_load(k, m, &v[0])));
+ *     tl_end(k);
+ * (a [1] fragment reduced from a rank-1 tile is read at index tl_int(k, 0)).
+ * Errors: TL_ERR_INVALID_ARG (dim not a dimension of src; src not a
+ * fragment or shared tile, dst not a fragment, src and dst the same
+ * buffer), TL_ERR_SHAPE (dst's shape, which the message spells out),
+ * TL_ERR_SCOPE (inside tl_parallel). Whether the lowering can reduce a
+ * fragment's layout is checked by tl_compile. */
+TL_API void tl_reduce_max(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_sum(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
 
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
  * `panel` block rows (gridDim.y) before moving along the row. The kernel
  * sees the remapped tl_block_idx. 0 or 1: off. */
 TL_API void tl_use_swizzle(tl_kernel *k, int panel);
 
-/* Lowers k as a persistent, warp-specialised kernel (sm_90a): each CTA has
- * a producer warpgroup, which issues every TMA copy of the tl_pipelined
- * loop, and two consumer warpgroups that take turns, each running the
- * block body for its own blocks (tiles), so that one's epilogue (the
- * statements after the loop) overlaps the other's main loop on the tensor
- * cores. The grid becomes persistent: min(ceil(blocks / 2), SMs) CTAs of
- * 384 threads walk the blocks in order (tl_block_idx and tl_use_swizzle
- * keep their meaning). Requirements, checked by tl_compile
- * (TL_ERR_UNSUPPORTED, naming the one not met): target sm_90a; 128
- * threads per block (one warpgroup); a 2-D grid; exactly one tl_pipelined
- * loop, at the top of the body, of at least 3 stages, whose copies can be
- * TMA boxes and whose compute is one wgmma tl_gemm. At launch the tensors
- * the loop copies must suit TMA (16-byte aligned base and rows), else
- * tl_launch returns TL_ERR_UNSUPPORTED. Shared buffers outside the
- * pipeline are private to each consumer (twice the memory). on: 1 or 0. */
+/* Warp specialisation: one more warpgroup joins each block as the producer
+ * of the kernel's tl_pipelined loop: it issues every copy into shared
+ * memory of every iteration (TMA boxes from one thread when the tiles allow
+ * it, else cp.async or plain copies from its 128 threads) into a ring of
+ * `stages` slots, each slot's readiness an mbarrier; the block's own
+ * threads run everything else the loop holds (any number of tl_gemm,
+ * element-wise loops, reductions) and the rest of the body. On sm_90a the
+ * producer gives its registers to the consumers (setmaxnreg). Requirements,
+ * checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one not met): the
+ * block is whole warpgroups (a multiple of 128 threads); the body holds
+ * exactly one tl_pipelined loop, at its top level, of at least 2 stages,
+ * starting with at least one copy into shared memory, its trip count not
+ * read from memory; mbarriers (sm_80 or later). on: 1 or 0. */
+TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
+
+/* Ping-pong: warp specialisation where two consumer warpgroups take turns
+ * on the tensor cores. The kernel becomes persistent: min(ceil(blocks /
+ * 2), SMs) CTAs of 384 threads (a producer and two consumer warpgroups,
+ * each running the whole block body for its own blocks, tl_block_idx and
+ * tl_use_swizzle keeping their meaning), and one consumer's epilogue (the
+ * statements after the loop) overlaps the other's main loop. Requirements:
+ * those of tl_use_warp_specialize, blocks of 128 threads, a pipelined loop
+ * of at least 3 stages whose trip count is the same for every block.
+ * Shared buffers outside the pipeline are private to each consumer (twice
+ * the memory). on: 1 or 0. */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
+
+/* Names a shared, fragment or local buffer in the generated code, dumps and
+ * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
+ * follows the rules of parameter names: an identifier of at most 63
+ * characters, not a C++ keyword, not starting with tl_ or __ (reserved for
+ * the names the library generates), not already a parameter's or another
+ * buffer's. Errors: TL_ERR_INVALID_ARG. */
+TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting a kernel                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The kernel's graph as text: parameters, buffers, then every statement
+ * with its id, nested bodies indented. *text is malloc'ed (tl_free_host).
+ * Works on a kernel with a recorded error too (it shows what was built).
+ * Errors: TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY. */
+TL_API tl_status tl_kernel_dump(tl_kernel *k, char **text);
+
+/* The kernel lowered for target (NULL: the context's) as text after pass
+ * `pass` ("verify", "layout", "threads", "reduce", "pipeline", "smem",
+ * "sync", "launch"), or after each of them ("all"): what every pass decided
+ * (layouts, copy engines, pipeline structure, barriers, the launch plan).
+ * Setting the environment variable TILEC_DUMP to a pass name or "all"
+ * prints the same on stderr whenever a kernel is compiled. *text is
+ * malloc'ed. Errors: TL_ERR_INVALID_ARG (unknown pass), the kernel's
+ * recorded error, and those of lowering (as tl_compile). */
+TL_API tl_status tl_kernel_lower_dump(tl_kernel *k, const char *target, const char *pass, char **text);
+
+/* A C program that rebuilds k with the same builder calls and prints its
+ * generated source: a bug report in one file (compile it against
+ * libtilec: cc repro.c -ltilec -ldl -lpthread -lm). It needs no GPU: run
+ * without arguments, it prints tl_kernel_source for the target of k's
+ * context; a target name as an argument picks another; the argument
+ * "dump" prints tl_kernel_dump instead. The rebuilt kernel is the same
+ * graph, ids included, so what it prints is byte for byte what k gives (a
+ * kernel that does not compile, for a scope left open, fails the same
+ * way). *c_source is malloc'ed; free it with tl_free_host. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY, the kernel's recorded error (a
+ * kernel with one has no reproducer; tl_compile records the errors of an
+ * incomplete kernel on it). */
+TL_API tl_status tl_kernel_reproducer(tl_kernel *k, char **c_source);
 
 /* ------------------------------------------------------------------------ */
 /* Compilation                                                               */
@@ -522,10 +623,13 @@ typedef struct tl_compile_options {
 /* Verifies k, lowers it to CUDA C, compiles it with NVRTC (or takes the
  * cubin from the cache) and, on a context with a device whose architecture
  * matches the target, loads it. `opt` may be NULL. *out is a new program the
- * caller destroys. Errors: the kernel's recorded error; TL_ERR_SCOPE
- * (unclosed scope), TL_ERR_INVALID_ARG (empty kernel, no tl_grid);
- * TL_ERR_NO_NVRTC; TL_ERR_COMPILE (the NVRTC log is on the context and in
- * tl_program_log is not available since no program is made); TL_ERR_CUDA. */
+ * caller destroys. Compiling is verify -> lower (the passes of
+ * tl_kernel_lower_dump) -> emit CUDA C -> NVRTC (or the cache). Errors: the
+ * kernel's recorded error; TL_ERR_SCOPE (unclosed scope), TL_ERR_INVALID_ARG
+ * (empty kernel, no tl_grid, a bad target); TL_ERR_SHAPE, TL_ERR_UNSUPPORTED
+ * (the lowering's, naming the builder call at fault); TL_ERR_NO_NVRTC;
+ * TL_ERR_COMPILE (NVRTC's log is in the context's message: tl_ctx_error);
+ * TL_ERR_CUDA. */
 TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out);
 TL_API void tl_program_destroy(tl_program *p);
 
@@ -734,14 +838,20 @@ typedef enum tl_epilogue {
 } tl_epilogue;
 
 /* A schedule: the block tile, K step, pipeline depth, threads and L2
- * swizzle panel. An all-zero schedule is the target's default: on sm_90a,
- * for a GEMM with a bias or an activation, the ping-pong kernel with
- * 128x128x64 blocks, 4 stages, 128 threads, swizzle 8 when TMA can read
- * the operands (K, and N for B as [K, N], multiples of 8; 16-byte aligned
- * pointers); otherwise the classic wgmma kernel with 128x256x64 blocks, 4
- * stages, 256 threads; elsewhere mma.sync with 128x256x32, 3 stages, 256
- * threads. In any other schedule zero fields take the classic default's
- * values and swizzle 0 is off. */
+ * swizzle panel. An all-zero schedule leaves the choice to the op: the
+ * tuning database's record for the context's GPU and this problem's class
+ * (see tl_autotune), else a heuristic table chosen from measurements
+ * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: with a bias or an
+ * activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
+ * threads, swizzle 8 when TMA can read the operands (K, and N for B as
+ * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
+ * tiles of 128x256, the classic wgmma kernel with 128x128x64 blocks, 4
+ * stages, 256 threads; else, for K <= 2048 and TMA-readable rows, the
+ * ping-pong kernel with 5 stages; else the classic kernel with 128x256x64
+ * blocks, 4 stages, 256 threads. Elsewhere mma.sync with 128x256x32, 3
+ * stages, 256 threads. In any other schedule zero fields take the values
+ * of the target's schedule for large shapes (the last rows) and swizzle 0
+ * is off. */
 typedef struct tl_gemm_schedule {
     int block_m, block_n, block_k;
     int stages;
@@ -781,9 +891,11 @@ typedef struct tl_gemm_desc {
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The schedule tl_op_gemm_program compiles for d: d->schedule with the
- * target's defaults filled in (see tl_gemm_schedule). tl_op_gemm itself
- * runs the classic default instead of a ping-pong schedule when a or b is
- * not 16-byte aligned. A NULL ctx or d, or an invalid d, gives zeros. */
+ * op's choices filled in (see tl_gemm_schedule: a tuning record, else the
+ * heuristic). tl_op_gemm itself runs the target's schedule for large
+ * shapes instead of a ping-pong schedule when a or b is not 16-byte
+ * aligned, and the heuristic's when a recorded schedule fails to compile
+ * (with a warning). A NULL ctx or d, or an invalid d, gives zeros. */
 TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
 /* The compiled program tl_op_gemm uses for d (owned by the context). Its
  * launch arguments: M, N, K, A, B, [bias,] C. */
@@ -828,12 +940,388 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
  * TL_ERR_DTYPE, TL_ERR_INVALID_ARG (unknown epilogue). */
 TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
+/* The schedule of a row-wise op (tl_op_softmax, tl_op_rmsnorm): a block
+ * holds `rows` rows of `width` columns as an f32 register fragment [rows,
+ * width] spread over `threads` threads. cols <= width: one pass with the
+ * rows in registers (one program per width serves every cols up to it);
+ * cols > width: the online path, a loop over chunks of width columns that
+ * reads each row twice. An all-zero schedule is the default, from a table
+ * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
+ * (one pass), else the online path in chunks of 8192 columns. In any
+ * other schedule, zero fields take the default's values for that width.
+ * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
+ * threads a multiple of 32 in 32..1024. How many registers a thread may
+ * hold is checked by tl_compile (TL_ERR_SHAPE). */
+typedef struct tl_softmax_schedule {
+    int width;
+    int rows;
+    int threads;
+} tl_softmax_schedule;
+
+/* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
+ * y_ij = exp(x_ij - m_i) / sum_j exp(x_ij - m_i), m_i the row's maximum,
+ * computed in f32 (as exp2((x - m) log2 e)). Row-major with row strides
+ * ld_in and ld_out in elements (0: cols). Subtracting the maximum keeps
+ * every exponent <= 0, so no input overflows. A row whose elements are
+ * all -inf gives zeros (never NaN); a NaN, or +inf, in a row makes that
+ * row NaN. */
+typedef struct tl_softmax_desc {
+    int64_t rows, cols;             /* rows >= 0, cols >= 1            */
+    int64_t ld_in, ld_out;          /* >= cols; 0: cols (contiguous)   */
+    tl_dtype in_dtype, out_dtype;   /* f32, f16 or bf16 each           */
+    tl_softmax_schedule schedule;   /* zeros: the default              */
+} tl_softmax_desc;
+
+/* Runs the softmax on stream: x and y are device pointers aligned to their
+ * element sizes that do not overlap (rows that start 16-byte aligned are
+ * read and written in 16-byte vectors). rows = 0 does nothing. The program
+ * is compiled on first use and kept in the context, one per dtypes and
+ * effective schedule (one-pass width, or online): the sizes are launch
+ * arguments. Errors: TL_ERR_INVALID_ARG (NULL descriptor, sizes, strides,
+ * a schedule field, a null or misaligned pointer: the message names it),
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x, uint64_t y, void *stream);
+/* The schedule tl_op_softmax runs for d: d->schedule with the defaults
+ * filled in. Zeros for a NULL ctx or d, or an invalid d. */
+TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_desc *d);
+/* The compiled program tl_op_softmax uses for d (owned by the context).
+ * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers). */
+TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out);
+/* Builds the softmax kernel of d (schedule included) for inspection, the
+ * interpreter or a sweep. *out is a new kernel the caller destroys. */
+TL_API tl_status tl_op_softmax_build(tl_ctx *ctx, const tl_softmax_desc *d, tl_kernel **out);
+
+/* Y[i, j] = X[i, j] / sqrt(mean_j(X[i, j]^2) + eps) * w[j], RMSNorm over
+ * the rows of X [rows, cols], in f32; w has cols elements of in_dtype.
+ * Strides, dtypes and schedules (defaults included) as for
+ * tl_softmax_desc. eps >= 0 (a row of zeros with eps = 0 gives NaN, as the
+ * formula does). */
+typedef struct tl_rmsnorm_desc {
+    int64_t rows, cols;
+    int64_t ld_in, ld_out;
+    tl_dtype in_dtype, out_dtype;
+    double eps;
+    tl_softmax_schedule schedule;
+} tl_rmsnorm_desc;
+
+/* Runs RMSNorm on stream; x, w, y as for tl_op_softmax. Errors as
+ * tl_op_softmax, and TL_ERR_INVALID_ARG for a negative or non-finite eps. */
+TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x, uint64_t w, uint64_t y,
+                               void *stream);
+/* The schedule, the program and the kernel of tl_op_rmsnorm, as those of
+ * tl_op_softmax. The program's launch arguments: M, N, ld_in, ld_out
+ * (integers), X, Y, W (pointers), eps (a float). */
+TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_desc *d);
+TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
+TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
+
+/* FlashAttention forward: O = softmax(scale Q K^T [+ causal mask]) V per
+ * (batch, head), never materialising the scores in global memory. Q and O
+ * are [batch, heads, seq_q, head_dim], K and V [batch, kv_heads, seq_kv,
+ * head_dim], each given by its pointer and its strides in elements for
+ * batch, head and sequence (the head_dim stride is 1): [B, H, S, D] and
+ * [B, S, H, D] tensors are both just strides. heads must be a multiple of
+ * kv_heads (grouped-query attention; kv_heads 1 is multi-query): head h
+ * reads K/V head h / (heads / kv_heads). seq_q and seq_kv may differ; with
+ * causal, query i attends key j when j <= i + seq_kv - seq_q (the mask is
+ * aligned to the bottom-right corner, as PyTorch and FlashAttention do), so
+ * a query row with no key to attend (seq_q > seq_kv) gets zeros, and its
+ * log-sum-exp is -inf. */
+typedef struct tl_flash_attn_schedule {
+    int block_m;           /* query rows per block (64, 128) */
+    int block_n;           /* keys per iteration (64, 128, 176 ...) */
+    int stages;            /* K/V tiles in flight */
+    int threads;           /* consumer threads per block (128 per 64 rows on sm_90a) */
+    int warp_specialize;   /* 1: a producer warpgroup loads K and V (tl_use_warp_specialize) */
+    int pingpong;          /* 1: the consumer warpgroups take turns on the tensor cores */
+} tl_flash_attn_schedule;
+
+typedef struct tl_flash_attn_desc {
+    int64_t batch, heads, kv_heads;
+    int64_t seq_q, seq_kv;
+    int64_t head_dim;          /* 64, 128 or 256 */
+    tl_dtype dtype;            /* bf16 or f16: Q, K, V and O */
+    int causal;
+    double scale;              /* 0: 1 / sqrt(head_dim) */
+    /* strides in elements of batch, head and sequence; all zero: contiguous
+     * [B, H, S, D] */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    int lse;                   /* 1: also write the rows' natural-log
+                                  log-sum-exp, f32 [batch, heads, seq_q]
+                                  contiguous */
+    tl_flash_attn_schedule schedule; /* zeros: the target's default */
+} tl_flash_attn_desc;
+
+/* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device
+ * pointers aligned to their elements (TMA and 16-byte copies are used when
+ * the strides and pointers allow them, a slower safe path otherwise).
+ * Errors: TL_ERR_INVALID_ARG (sizes, strides, heads not a multiple of
+ * kv_heads, pointers, which one), TL_ERR_DTYPE, TL_ERR_UNSUPPORTED
+ * (head_dim), those of tl_compile and tl_launch. */
+TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
+                                  uint64_t o, uint64_t lse, void *stream);
+/* The schedule tl_op_flash_attn runs for d (zeros for an invalid d). */
+TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d);
+/* The compiled program for d (owned by the context); its launch arguments:
+ * B, H, HKV, SQ, SKV (dims), the strides of Q, K, V, O (4 x 3 dims), Q, K,
+ * V, O, [LSE] (pointers), scale_log2 (a float: scale * log2(e)). */
+TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_program **out);
+/* The kernel of d, for inspection; the caller destroys it. */
+TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
+
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
- * schedule for `dtype`. *out is a new kernel the caller destroys.
- * Errors: TL_ERR_INVALID_ARG (unknown op), TL_ERR_DTYPE. */
+ * schedule for `dtype` (for "gemm", the target's schedule for large
+ * shapes: there is no problem to choose for). *out is a new kernel the
+ * caller destroys. "softmax" and "rmsnorm" are the one-pass programs for
+ * rows of 1024 columns, dtype in and out. Errors: TL_ERR_INVALID_ARG
+ * (unknown op), TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);
+
+/* ------------------------------------------------------------------------ */
+/* Parallel compilation, autotuning and the tuning database                 */
+/* ------------------------------------------------------------------------ */
+
+/* One kernel of a batch for tl_compile_many. The caller sets `kernel`; the
+ * call fills the rest. The kernel stays the caller's: it is neither
+ * destroyed nor changed, except that a verification error is recorded on
+ * it exactly as tl_compile records it. */
+typedef struct tl_compile_job {
+    tl_kernel *kernel;     /* in: a kernel of the context                   */
+    tl_program *program;   /* out: a new program the caller destroys; NULL
+                              when status is not TL_OK                      */
+    tl_status status;      /* out: what tl_compile would have returned      */
+    char message[1024];    /* out: why it failed ("" on success); a long
+                              NVRTC log is cut to fit                       */
+} tl_compile_job;
+
+/* Compiles n kernels of ctx, as n calls of tl_compile(jobs[i].kernel, opt,
+ * &jobs[i].program) would, but with NVRTC running on several threads:
+ * every kernel is verified and lowered in turn on the calling thread, the
+ * cubins missing from the cache (kernels with the same source compile
+ * once) are compiled by `threads` threads at once (the calling thread and
+ * threads - 1 others; 0: $TILEC_COMPILE_THREADS when set, else the online
+ * CPUs), then stored in the cache and loaded in turn. The worker threads
+ * touch only NVRTC; the context, as always, must not be used by another
+ * thread during the call. A kernel that fails gets its own status and
+ * message and does not stop the others. Returns TL_OK when every job
+ * succeeded; otherwise the status of the first failed job, with
+ * "tl_compile_many: F of n kernels failed; job i: ..." on the context.
+ * Errors of the call itself (nothing is compiled): TL_ERR_INVALID_ARG
+ * (ctx NULL, n < 0, jobs NULL with n > 0, threads < 0). Per job:
+ * TL_ERR_INVALID_ARG (kernel NULL or of another context) and the errors of
+ * tl_compile. n = 0 does nothing. */
+TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const tl_compile_options *opt,
+                                 int threads);
+
+/* --- configurations --- */
+
+#define TL_TUNE_MAX_PARAMS 12
+
+/* A configuration to try: integers whose meaning the op gives (a custom
+ * kernel's builder gives its own). For "gemm" they are the fields of
+ * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
+ * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp). */
+typedef struct tl_tune_config {
+    int v[TL_TUNE_MAX_PARAMS];
+} tl_tune_config;
+
+/* Conversions between a GEMM schedule and its configuration. */
+TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s);
+TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c);
+
+/* The schedules tl_autotune tries for d on the context's target when the
+ * request gives no space: block tiles of 64 to 256, K steps of 32 and 64,
+ * 2 to 6 stages, 128 or 256 threads, swizzle 0 or 8, and on sm_90a the
+ * ping-pong kernel when TMA can read the rows. Writes at most max of them
+ * to out (out may be NULL when max is 0) and returns how many there are.
+ * ctx or d NULL: every schedule of the list, unfiltered. */
+TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max);
+
+/* Writes the configuration as "name=value ..." text (the op's parameter
+ * names; NULL or an unknown op: p0=... up to the last non-zero value).
+ * Returns buf. */
+TL_API char *tl_tune_config_text(const char *op, const tl_tune_config *c, char *buf, size_t len);
+
+/* --- tl_autotune --- */
+
+/* Progress of a tuning run, for a tl_tune_progress_fn. */
+typedef struct tl_tune_progress {
+    const char *phase;     /* "compile", "measure", "final" or "done"       */
+    int done, total;       /* candidates measured (compiled in "compile")   */
+    int passed;            /* candidates that passed their check so far     */
+    double best_ms;        /* the fastest so far; 0 while none passed       */
+    const char *best;      /* its configuration as text; "" while none      */
+    double elapsed_s;
+    double left_s;         /* estimated time left; < 0 when unknown         */
+} tl_tune_progress;
+typedef void (*tl_tune_progress_fn)(void *user, const tl_tune_progress *p);
+
+/* A ready progress reporter: `user` is a FILE * (NULL: stderr). On a
+ * terminal it redraws one bar ("[#####.....] 12/23  best 0.1959 ms ...
+ * 3 s left") and ends it with a newline at "done"; otherwise it writes a
+ * plain line per event. The library prints nothing unless given this. */
+TL_API void tl_tune_progress_stderr(void *user, const tl_tune_progress *p);
+
+/* A generator of candidates: fills *out with candidate i and returns 1, or
+ * returns 0 when there are no more (at most 4096 candidates). */
+typedef int (*tl_tune_space_fn)(void *user, int i, tl_tune_config *out);
+/* Builds the kernel of a custom candidate; *out is a new kernel that the
+ * tuner destroys. A failure rejects this candidate only. */
+typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_config *cfg, tl_kernel **out);
+
+typedef struct tl_tune_request {
+    /* What to tune: a prebuilt op ... */
+    const char *op;             /* "gemm"; NULL: a custom kernel             */
+    const void *desc;           /* the op's descriptor (const tl_gemm_desc *) */
+    /* ... or a custom kernel (op NULL) */
+    tl_tune_build_fn build;     /* required for a custom kernel              */
+    void *build_user;
+    int nargs;                  /* its launch arguments, with device        */
+    const tl_arg *args;         /* pointers for tensors                      */
+    tl_ref_fn ref;              /* reference on host copies (see
+                                   tl_program_check); NULL: the CPU
+                                   interpreter of the first candidate that
+                                   compiled (small problems only)            */
+    void *ref_user;
+    double flop, bytes;         /* work of one launch, for the rate in
+                                   TFLOP/s (flop) or GB/s (bytes); 0: none   */
+    const char *const *param_names; /* names of v[0], v[1], ... in reports,
+                                   NULL-terminated; NULL: p0, p1, ...        */
+    /* The space: a list, else a generator, else (ops) the op's own space */
+    const tl_tune_config *configs;
+    int nconfigs;
+    tl_tune_space_fn space;
+    void *space_user;
+    /* How */
+    double tol;                 /* relative error allowed; 0: 1e-2          */
+    double budget_s;            /* wall-clock budget for compiling and
+                                   measuring; 0: none (see tl_autotune)      */
+    int screen_reps;            /* timed runs per candidate; 0: 10           */
+    int final_reps;             /* timed runs in the final round; 0: 20      */
+    int finalists;              /* candidates in the final round; 0: 4       */
+    int compile_threads;        /* as tl_compile_many's threads              */
+    int save;                   /* 1: record the best in the tuning database
+                                   (prebuilt ops only)                       */
+    void *stream;               /* where candidates run (NULL: default)      */
+    tl_tune_progress_fn progress; /* NULL: silent                            */
+    void *progress_user;
+} tl_tune_request;
+
+typedef enum tl_tune_outcome {
+    TL_TUNE_PASSED = 0,     /* compiled, passed its check, timed             */
+    TL_TUNE_REJECTED,       /* the builder or the lowering refused it: a
+                               resource limit (shared memory), a shape the
+                               target cannot tile, a feature it lacks       */
+    TL_TUNE_COMPILE_FAILED, /* NVRTC failed (ptxas limits included)          */
+    TL_TUNE_RUN_FAILED,     /* loading, launching or timing failed (e.g.
+                               more registers or threads than the device
+                               has)                                          */
+    TL_TUNE_WRONG,          /* ran, but its output failed the check         */
+    TL_TUNE_SKIPPED         /* not measured: the time budget was spent       */
+} tl_tune_outcome;
+
+/* "passed", "rejected", "compile failed", "run failed", "wrong", "skipped". */
+TL_API const char *tl_tune_outcome_name(tl_tune_outcome o);
+
+typedef struct tl_tune_entry {
+    int index;              /* position of the candidate in the space       */
+    tl_tune_config config;
+    char text[160];         /* the configuration as text                    */
+    tl_tune_outcome outcome;
+    tl_status status;       /* of the step that failed; TL_OK otherwise     */
+    int finalist;           /* 1: its time is from the final round          */
+    double ms;              /* median time; 0 when not timed                */
+    double rate;            /* in the result's unit; 0 without a work size  */
+    double ratio;           /* baseline_ms / ms: above 1 is faster than the
+                               baseline; 0 without one                       */
+    double rel_err;         /* of its check; 0 when not checked             */
+    char note[512];         /* why it failed or was skipped; "" if passed   */
+} tl_tune_entry;
+
+typedef struct tl_tune_result {
+    char op[32];            /* "gemm", or "custom"                          */
+    char shape[64];         /* the problem, e.g. "4096x4096x4096"           */
+    char unit[16];          /* "TFLOP/s", "GB/s" or ""                      */
+    char baseline[64];      /* e.g. "cuBLAS"; "" when there is none         */
+    double baseline_ms, baseline_rate;
+    int n;                  /* entries: one per candidate                   */
+    int passed;             /* entries[0 .. passed-1] passed, fastest first;
+                               the others follow in space order             */
+    int compiled;           /* candidates that compiled                     */
+    tl_tune_entry *entries;
+    double compile_s;       /* building and compiling every candidate       */
+    double total_s;         /* the whole run                                */
+    int saved;              /* 1: entries[0] went into the tuning database  */
+} tl_tune_result;
+
+/* Tunes a prebuilt op for one descriptor or a custom kernel for one set of
+ * arguments: builds every candidate of the space and compiles them all with
+ * tl_compile_many; then, in space order, checks each one that compiled
+ * against the reference (outputs poisoned first; a tensor the kernel also
+ * reads is restored to its original contents instead) and times it
+ * (tl_time, screen_reps runs after 2 warm-up runs), until the budget is
+ * spent (the candidate under way finishes; the rest are SKIPPED); then
+ * times the `finalists` fastest together with the baseline, interleaved
+ * (tl_time_interleaved, 3 warm-up and final_reps runs each), so that the
+ * ranking at the top is taken under the same clocks; the final round is
+ * not cut by the budget. Ranks the candidates that passed (finalists first
+ * by their final time, then the others by their screening time) and, with
+ * save, records the best in the tuning database (see tl_tune_db_path) so
+ * that the op runs it from then on, in this and in new processes.
+ * A candidate that is refused, fails to compile, load or run, or computes
+ * a wrong result is reported in its entry and skipped; it is never fatal.
+ * A kernel that faults on the device (an illegal address) leaves the CUDA
+ * context unusable, so every later candidate fails to run.
+ *   "gemm": the descriptor's problem on random operands in [-1, 1), rotated
+ * over enough copies that no run finds them in L2; the reference is cuBLAS
+ * (cuBLASLt with the epilogue) with an f32 output, or, where cuBLAS does
+ * not offer the epilogue or is missing, the op's heuristic schedule with
+ * an f32 output; the baseline is cuBLAS(Lt) with the descriptor's output.
+ * Rates in TFLOP/s (2 M N K per run).
+ *   Custom: every candidate must take the same arguments.
+ * On success *out is a new result the caller frees with
+ * tl_tune_result_destroy, also when no candidate passed (passed == 0; the
+ * database is then left alone). Errors (no result): TL_ERR_INVALID_ARG (no
+ * op and no build, an unknown op, an empty or over-long space, bad
+ * numbers), the descriptor's errors, TL_ERR_NO_DEVICE (an offline
+ * context), TL_ERR_OUT_OF_MEMORY, and the failures of setting up the
+ * problem (allocating, filling, computing the reference), which say what
+ * failed. */
+TL_API tl_status tl_autotune(tl_ctx *ctx, const tl_tune_request *req, tl_tune_result **out);
+TL_API void tl_tune_result_destroy(tl_tune_result *r);
+
+/* --- the tuning database --- */
+
+/* One record: the best configuration for an op on a class of problems, a
+ * GPU and a library version, and what it was measured at. */
+typedef struct tl_tune_record {
+    char op[32];            /* "gemm"                                       */
+    char dtypes[32];        /* e.g. "bf16->bf16"                            */
+    char layout[64];        /* e.g. "nt", "nn+bias+gelu_tanh"               */
+    char shape_class[64];   /* e.g. "m4096,n4096,k4096", "m<=64,n4096,k4096" */
+    char gpu[128];          /* the device's name, e.g. "NVIDIA H200"        */
+    char version[32];       /* libtilec's version                           */
+    char config[160];       /* the configuration as text                    */
+    double ms;              /* its time at `shape`                          */
+    double ratio;           /* against the baseline; 0 without one          */
+    char shape[64];         /* the problem it was tuned on                  */
+    int64_t when;           /* seconds since 1970                           */
+} tl_tune_record;
+
+/* The database file: tune.db in the cubin cache's directory (see
+ * tl_ctx_options.cache_dir); "" when the context's disk cache is off, in
+ * which case records live in the context only. Owned by the context. */
+TL_API const char *tl_tune_db_path(tl_ctx *ctx);
+/* Every record of the database (all ops, GPUs and versions). *out is
+ * malloc'ed (free it with tl_free_host; NULL when *n is 0). A damaged or
+ * foreign file is rebuilt from its valid lines, with a warning through the
+ * log callback. Errors: TL_ERR_INVALID_ARG, TL_ERR_OUT_OF_MEMORY, TL_ERR_IO. */
+TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n);
+/* Removes every record, from the file and from the context. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_IO. */
+TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
 
 #ifdef __cplusplus
 }

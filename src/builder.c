@@ -197,24 +197,40 @@ TL_API const char *tl_kernel_error(const tl_kernel *k) { return k ? k->err : "nu
 
 /* ---------------------------------------------------------- parameters */
 
-/* A new parameter: a free name, and room for it. */
-static bool param_ok(tl_kernel *k, const char *name, const char *api)
+/* Names users give (parameters, buffers) appear verbatim in the generated
+ * source: an identifier, not reserved (C++ keywords and the spellings of
+ * names.c; the tl_ prefix, which every name the library generates has),
+ * and not taken by a parameter or another buffer of the kernel. */
+bool tli_kname_free(tl_kernel *k, const char *name, const char *api)
 {
     if (!tli_valid_ident(name)) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' is not an identifier of at most %d characters",
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is not an identifier of at most %d characters",
                   name ? name : "(null)", TLI_NAME_MAX);
         return false;
     }
     const char *why = tli_name_reserved(name);
     if (why) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter name '%s' %s; choose another name", name, why);
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' %s; choose another name", name, why);
         return false;
     }
     for (int32_t i = 1; i < k->ir.p.n; i++)
         if (strcmp(k->ir.p.v[i].name, name) == 0) {
-            tli_kfail(k, TL_ERR_INVALID_ARG, api, "parameter '%s' is declared twice", name);
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is already a parameter", name);
             return false;
         }
+    for (int32_t i = 1; i < k->ir.b.n; i++)
+        if (k->ir.b.v[i].scope != B_GLOBAL && strcmp(k->ir.b.v[i].name, name) == 0) {
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "name '%s' is already a buffer's", name);
+            return false;
+        }
+    return true;
+}
+
+/* A new parameter: a free name, and room for it. */
+static bool param_ok(tl_kernel *k, const char *name, const char *api)
+{
+    if (!tli_kname_free(k, name, api))
+        return false;
     if (k->ir.p.n - 1 >= TL_MAX_PARAMS) {
         tli_kfail(k, TL_ERR_UNSUPPORTED, api, "'%s' would be parameter %d: a kernel takes at most %d", name,
                   k->ir.p.n, TL_MAX_PARAMS);
@@ -222,6 +238,7 @@ static bool param_ok(tl_kernel *k, const char *name, const char *api)
     }
     return true;
 }
+
 
 static tl_expr scalar_param(tl_kernel *k, const char *name, tl_dtype dt, tl_param_kind kind,
                             const char *api)
@@ -352,7 +369,7 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", shown);
         return TL_NONE_BUF;
     }
-    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank};
+    tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank, .at = k->ir.e.n};
     if (!param_ok(k, name, api) || !tensor_layout(k, &b, shape, strides, api))
         return TL_NONE_BUF;
     tli_fmt(b.name, sizeof b.name, "%s", name);

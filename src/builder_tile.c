@@ -24,7 +24,7 @@ static tl_buf alloc_tile(tl_kernel *k, tli_bscope scope, tl_dtype dt, int rank, 
         tli_kfail(k, TL_ERR_SHAPE, api, "rank %d is not in 1..%d (or shape is NULL)", rank, TL_MAX_RANK);
         return TL_NONE_BUF;
     }
-    tli_bnode b = {.scope = (uint8_t)scope, .dtype = (uint8_t)dt, .rank = rank};
+    tli_bnode b = {.scope = (uint8_t)scope, .dtype = (uint8_t)dt, .rank = rank, .at = k->ir.e.n};
     /* The running product stays within 2^24 * 2^20: no overflow (a 2^80
      * element tile used to wrap to 0 and pass). */
     int64_t total = 1;
@@ -40,8 +40,10 @@ static tl_buf alloc_tile(tl_kernel *k, tli_bscope scope, tl_dtype dt, int rank, 
             return TL_NONE_BUF;
         }
     }
-    static const char *prefix[] = {"", "", "S", "F", "L"};
-    tli_fmt(b.name, sizeof b.name, "%s%d", prefix[scope], k->ir.b.n);
+    /* a name of the library's own (tl_ prefix, which user names cannot have)
+     * until tl_name gives it one */
+    static const char *prefix[] = {"", "", "smem", "frag", "local"};
+    tli_fmt(b.name, sizeof b.name, "tl_%s%d", prefix[scope], k->ir.b.n);
     int32_t id = tli_ir_add_buf(&k->ir, &b);
     if (!id) {
         tli_koom(k, api);
@@ -148,7 +150,7 @@ static bool copy_kinds_ok(tl_kernel *k, const tli_bnode *s, const tli_bnode *d, 
     static const char *names[] = {"", "global", "shared", "fragment", "local"};
     bool ok = (s->scope == B_GLOBAL && (d->scope == B_SHARED || d->scope == B_FRAGMENT)) ||
               (s->scope == B_SHARED && (d->scope == B_GLOBAL || d->scope == B_FRAGMENT)) ||
-              (s->scope == B_FRAGMENT && (d->scope == B_GLOBAL || d->scope == B_SHARED));
+              (s->scope == B_FRAGMENT && (d->scope == B_GLOBAL || d->scope == B_SHARED || d->scope == B_FRAGMENT));
     if (!ok)
         tli_kfail(k, TL_ERR_UNSUPPORTED, api, "copies from %s to %s memory are not supported", names[s->scope],
                   names[d->scope]);
@@ -172,8 +174,13 @@ TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst)
                   tl_dtype_name((tl_dtype)s->dtype), tl_dtype_name((tl_dtype)d->dtype));
         return;
     }
-    if (s->rank != d->rank) {
-        tli_kfail(k, TL_ERR_SHAPE, api, "ranks differ: %d and %d", s->rank, d->rank);
+    /* a tile of a global tensor may have fewer dimensions than the tensor:
+     * its leading extents are then 1 (one head of a [B, H, S, D] tensor) */
+    int grank = s->scope == B_GLOBAL ? s->rank : d->scope == B_GLOBAL ? d->rank : 0;
+    int trank = s->scope == B_GLOBAL ? d->rank : s->rank;
+    if (grank ? trank > grank : s->rank != d->rank) {
+        tli_kfail(k, TL_ERR_SHAPE, api, "ranks differ: %d and %d%s", s->rank, d->rank,
+                  grank ? " (a tile may have fewer dimensions than its tensor, not more)" : "");
         return;
     }
     if (s->scope != B_GLOBAL && d->scope != B_GLOBAL)
@@ -283,12 +290,21 @@ static bool gemm_operands_ok(tl_kernel *k, const tli_bnode *a, const tli_bnode *
         tli_kfail(k, TL_ERR_SHAPE, api, "A, B and C must be 2-D tiles");
         return false;
     }
-    if (a->scope == B_FRAGMENT || (flags & TL_GEMM_TRANS_A)) {
-        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "A from a fragment, and transposed A, are not supported yet");
+    if (flags & ~(unsigned)(TL_GEMM_TRANS_A | TL_GEMM_TRANS_B | TL_GEMM_WARP_ROWS | TL_GEMM_WARP_COLS)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "unknown flag bits 0x%x", flags & ~(unsigned)(TL_GEMM_TRANS_A |
+                  TL_GEMM_TRANS_B | TL_GEMM_WARP_ROWS | TL_GEMM_WARP_COLS));
         return false;
     }
-    if (a->scope != B_SHARED || b->scope != B_SHARED || c->scope != B_FRAGMENT) {
-        tli_kfail(k, TL_ERR_INVALID_ARG, api, "A and B must be shared tiles and C a fragment");
+    if ((flags & TL_GEMM_WARP_ROWS) && (flags & TL_GEMM_WARP_COLS)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "TL_GEMM_WARP_ROWS and TL_GEMM_WARP_COLS together");
+        return false;
+    }
+    if (flags & TL_GEMM_TRANS_A) {
+        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "transposed A is not supported");
+        return false;
+    }
+    if ((a->scope != B_SHARED && a->scope != B_FRAGMENT) || b->scope != B_SHARED || c->scope != B_FRAGMENT) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "A must be a shared tile or a fragment, B a shared tile, C a fragment");
         return false;
     }
     if (a->dtype != b->dtype || (a->dtype != TL_BF16 && a->dtype != TL_F16) || c->dtype != TL_F32) {
@@ -329,6 +345,10 @@ TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags)
         return;
     const tli_bnode *a = tli_B(&k->ir, ia), *b = tli_B(&k->ir, ib), *c = tli_B(&k->ir, ic);
     int64_t mnk[3];
+    if (!k->ir.threads) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "call tl_grid first: the warp split depends on the block's threads");
+        return;
+    }
     if (!gemm_operands_ok(k, a, b, c, flags, api) || !gemm_shapes(k, a, b, c, flags, mnk, api))
         return;
     tli_warp_layout wl;
@@ -339,7 +359,7 @@ TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags)
     }
     tli_snode n = {.op = S_GEMM, .a1 = (int32_t)flags, .gemm = {ia, ib, ic}};
     if (tli_kappend(k, &n, api))
-        k->ir.b.v[ic].written = true;
+        k->ir.b.v[ic].written = true, k->ir.b.v[ia].read = true, k->ir.b.v[ib].read = true;
 }
 
 TL_API void tl_use_swizzle(tl_kernel *k, int panel)
@@ -357,4 +377,27 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on)
 {
     if (tli_klive(k))
         k->ir.pingpong = on != 0;
+}
+
+TL_API void tl_use_warp_specialize(tl_kernel *k, int on)
+{
+    if (tli_klive(k))
+        k->ir.warp_specialize = on != 0;
+}
+
+TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name)
+{
+    static const char api[] = "tl_name";
+    if (!tli_klive(k))
+        return;
+    int32_t bid = tli_kbuf(k, buf, api);
+    if (!bid)
+        return;
+    if (tli_B(&k->ir, bid)->scope == B_GLOBAL) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s' is a tensor parameter: its name is given by tl_param_tensor",
+                  tli_B(&k->ir, bid)->name);
+        return;
+    }
+    if (tli_kname_free(k, name, api))
+        tli_fmt(k->ir.b.v[bid].name, sizeof k->ir.b.v[bid].name, "%s", name);
 }

@@ -8,6 +8,7 @@
 #include "baseline.h"
 #include "cache.h"
 #include "nvrtc.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,6 +494,7 @@ void tl_ctx_destroy(tl_ctx *ctx)
     if (ctx->scratch && tli_ctx_bind(ctx) == TL_OK)
         ctx->cu->cuMemFree(ctx->scratch);
     tli_cache_close(ctx->cache);
+    tli_tune_db_free(ctx->tunedb);
     if (ctx->owns_primary) {
         /* Leave no released context current on the thread. */
         CUcontext cur = NULL;

@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 typedef struct tli_cache tli_cache;
+typedef struct tli_tune_db tli_tune_db;
 
 /* One compiled program of a prebuilt op, kept for reuse (ops.c). */
 typedef struct tli_op_entry {
@@ -54,8 +55,10 @@ struct tl_ctx {
     size_t scratch_bytes;
     struct tli_baseline *baseline; /* cuBLAS(Lt) handles, workspace, plans
                                       of tl_baseline_gemm (baseline.c; lazy) */
+    tli_tune_db *tunedb;        /* the tuning database as read (tune_db.c;
+                                   lazy; under ops_lock)                  */
     pthread_mutex_t lock;       /* msgs, next_kernel_tag                 */
-    pthread_mutex_t ops_lock;   /* ops, scratch (recursive)              */
+    pthread_mutex_t ops_lock;   /* ops, scratch, tunedb (recursive)      */
     tli_msg_slot *msgs;         /* one per thread that failed a call     */
     char err[TLI_MSG_MAX];      /* a thread's message when no slot could
                                    be allocated for it (out of memory)   */

@@ -1,24 +1,24 @@
 /*
- * emit_cuda.c - lowers a verified kernel graph to CUDA C.
+ * emit_cuda.c - prints a lowered kernel as CUDA C.
  *
  * The output includes only "tl_device.cuh" (the library's embedded device
- * runtime) and is meant to be read: one extern "C" kernel, tensor shapes and
- * strides named after their tensors, loops named after their statements,
- * a comment on every lowered loop saying how it was mapped onto threads.
+ * runtime) and is meant to be read: one extern "C" kernel, buffers under
+ * their names, every lowered loop with a comment saying how it maps onto
+ * the threads. Every identifier the printer makes starts with "tl_", which
+ * the builder refuses in user names, so generated names can never shadow a
+ * user's. The printer decides nothing: barriers, waits, copy engines,
+ * layouts and the launch shape all come from the passes.
  */
 #include "emit.h"
 #include "emit_internal.h"
 
 #include "half.h"
-#include "lower.h"
 #include "sha256.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-
 
 /* ------------------------------------------------------------ strings */
 
@@ -43,7 +43,6 @@ char *tli_e_keep(emitter *E, char *s)
     return s;
 }
 
-char *tli_e_fmt(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
 char *tli_e_fmt(emitter *E, const char *fmt, ...)
 {
     va_list ap;
@@ -55,7 +54,6 @@ char *tli_e_fmt(emitter *E, const char *fmt, ...)
     return tli_e_keep(E, tli_str_take(&s));
 }
 
-void tli_e_line(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
 void tli_e_line(emitter *E, const char *fmt, ...)
 {
     for (int i = 0; i < E->indent; i++)
@@ -65,6 +63,17 @@ void tli_e_line(emitter *E, const char *fmt, ...)
     tli_str_vappendf(&E->out, fmt, ap);
     va_end(ap);
     tli_str_append(&E->out, "\n");
+}
+
+void tli_e_fail(emitter *E, const char *fmt, ...)
+{
+    if (E->st != TL_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(E->err, sizeof E->err, fmt, ap);
+    va_end(ap);
+    E->st = TL_ERR_INTERNAL;
 }
 
 const char *tli_dtype_ctype(tl_dtype dt)
@@ -83,6 +92,71 @@ const char *tli_dtype_ctype(tl_dtype dt)
 
 static bool is_half(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16; }
 
+static bool is_number(const char *s, long long *v)
+{
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (end == s || (*end && strcmp(end, "LL") != 0))
+        return false;
+    *v = x;
+    return true;
+}
+
+const char *tli_e_add(emitter *E, const char *a, const char *b)
+{
+    long long x;
+    if (is_number(b, &x) && x == 0)
+        return a;
+    if (is_number(a, &x) && x == 0)
+        return b;
+    return tli_e_fmt(E, "%s + %s", a, b);
+}
+
+const char *tli_e_mul(emitter *E, const char *a, int64_t k)
+{
+    long long x;
+    if (k == 1)
+        return a;
+    if (k == 0 || (is_number(a, &x) && x == 0))
+        return "0";
+    return tli_e_fmt(E, "(%s) * %lld", a, (long long)k);
+}
+
+/* ------------------------------------------------------------- names */
+
+const char *tli_e_buf(emitter *E, int32_t buf) { return tli_B(E->ir, buf)->name; }
+
+const char *tli_e_dim(emitter *E, int32_t buf, int d) { return tli_e_fmt(E, "tl_%s_d%d", tli_e_buf(E, buf), d); }
+
+const char *tli_e_stride(emitter *E, int32_t buf, int d)
+{
+    int64_t st;
+    if (tli_expr_const_int(E->ir, tli_B(E->ir, buf)->stride[d], &st) && st == 1)
+        return "1";
+    return tli_e_fmt(E, "tl_%s_s%d", tli_e_buf(E, buf), d);
+}
+
+/* The name of let statement s: its own, with the statement's id for names
+ * that end in '#' (lets made once per pipeline or block). */
+static const char *let_name(emitter *E, int32_t s)
+{
+    const char *n = tli_str_at(E->ir, tli_S(E->ir, s)->name);
+    size_t len = strlen(n);
+    if (len && n[len - 1] == '#')
+        return tli_e_fmt(E, "%.*s%d", (int)(len - 1), n, s);
+    return n;
+}
+
+static const char *thread_name(int v)
+{
+    static const char *const names[] = {[TH_TID] = "tl_tid",         [TH_WARP] = "tl_warp",    [TH_LANE] = "tl_lane",
+                                        [TH_WG] = "tl_wg",           [TH_RAW_TID] = "threadIdx.x",
+                                        [TH_RAW_BX] = "blockIdx.x",  [TH_RAW_BY] = "blockIdx.y",
+                                        [TH_RAW_BZ] = "blockIdx.z",  [TH_GRID_X] = "gridDim.x",
+                                        [TH_GRID_Y] = "gridDim.y",   [TH_TILE] = "tl_t"};
+    return v >= 0 && v <= TH_TILE ? names[v] : "?";
+}
+
 /* ---------------------------------------------------------- constants */
 
 static char *float_literal(emitter *E, double v, tl_dtype dt)
@@ -96,21 +170,16 @@ static char *float_literal(emitter *E, double v, tl_dtype dt)
         return tli_e_fmt(E, dt == TL_F64 ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fffffff)");
     if (isinf(v))
         return tli_e_fmt(E, dt == TL_F64 ? "__longlong_as_double(0x%s)" : "__int_as_float(0x%s)",
-                    dt == TL_F64 ? (v > 0 ? "7ff0000000000000LL" : "fff0000000000000LL")
-                                 : (v > 0 ? "7f800000" : "ff800000"));
+                         dt == TL_F64 ? (v > 0 ? "7ff0000000000000LL" : "fff0000000000000LL")
+                                      : (v > 0 ? "7f800000" : "ff800000"));
     char buf[64];
     tli_fmt(buf, sizeof buf, dt == TL_F64 ? "%.17g" : "%.9g", dt == TL_F64 ? v : (double)(float)v);
-    if (!strpbrk(buf, ".e"))
+    if (!strpbrk(buf, ".en"))
         strcat(buf, ".0");
     return tli_e_fmt(E, "%s%s", buf, dt == TL_F64 ? "" : "f");
 }
 
 /* -------------------------------------------------------- expressions */
-
-const char *tli_e_expr(emitter *E, int32_t id);
-
-/* The name the parameter, tensor or loop variable has in the source. */
-static const char *param_name(emitter *E, int32_t p) { return E->ir->p.v[p].name; }
 
 /* The device function computing op; fast: the approximate f32 form
  * (tl_use_fast_math), for the functions that have one. */
@@ -219,7 +288,6 @@ static char *unary_text(emitter *E, const tli_enode *n)
     return is_half(dt) ? round_to(E, dt, r) : r;
 }
 
-/* Offset and in-bounds test of a tensor access, given index texts. */
 void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)
 {
     const tli_bnode *b = tli_B(E->ir, buf);
@@ -227,13 +295,12 @@ void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char *
     tli_str_init(&o);
     tli_str_init(&c);
     for (int d = 0; d < b->rank; d++) {
-        int64_t st;
-        bool unit = tli_expr_const_int(E->ir, b->stride[d], &st) && st == 1;
-        if (unit)
+        const char *st = tli_e_stride(E, buf, d);
+        if (strcmp(st, "1") == 0)
             tli_str_appendf(&o, "%s%s", d ? " + " : "", idx[d]);
         else /* index texts need not be parenthesised: they may be sums */
-            tli_str_appendf(&o, "%s(%s) * %s_s%d", d ? " + " : "", idx[d], b->name, d);
-        tli_str_appendf(&c, "%stl_in(%s, %s_d%d)", d ? " && " : "", idx[d], b->name, d);
+            tli_str_appendf(&o, "%s(%s) * %s", d ? " + " : "", idx[d], st);
+        tli_str_appendf(&c, "%stl_in(%s, %s)", d ? " && " : "", idx[d], tli_e_dim(E, buf, d));
     }
     *off = tli_e_keep(E, tli_str_take(&o));
     *ok = tli_e_keep(E, tli_str_take(&c));
@@ -251,7 +318,15 @@ static char *load_text(emitter *E, const tli_enode *n)
     char *off, *ok;
     index_texts(E, n->buf, n->idx, idx);
     tli_e_global_access(E, n->buf, idx, &off, &ok);
-    return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", tli_B(E->ir, n->buf)->name, off, ok);
+    return tli_e_fmt(E, "tl_ld(%s + (%s), %s)", tli_e_buf(E, n->buf), off, ok);
+}
+
+static const char *loop_var_name(emitter *E, const tli_enode *n)
+{
+    const tli_snode *l = tli_S(E->ir, n->loop);
+    if (l->op == S_TILE_LOOP)
+        return "tl_p";
+    return l->rank > 1 ? tli_e_fmt(E, "tl_i%d_%d", n->loop, (int)n->ival) : tli_e_fmt(E, "tl_i%d", n->loop);
 }
 
 static char *expr_text(emitter *E, int32_t id)
@@ -261,12 +336,13 @@ static char *expr_text(emitter *E, int32_t id)
     case E_CONST_INT:
         return n->dtype == TL_I32 ? tli_e_fmt(E, "%d", (int)n->ival) : tli_e_fmt(E, "%lldLL", (long long)n->ival);
     case E_CONST_FLOAT: return float_literal(E, n->fval, (tl_dtype)n->dtype);
-    case E_PARAM: return (char *)param_name(E, n->param);
+    case E_PARAM: return E->ir->p.v[n->param].name;
     case E_BLOCK_IDX: return tli_e_fmt(E, "tl_b%c", "xyz"[n->ival]);
-    case E_LOOP_VAR:
-        if (E->var_text[id])
-            return E->var_text[id];
-        return tli_e_fmt(E, "i%d_%d", n->loop, (int)n->ival);
+    case E_LOOP_VAR: return E->var_text[id] ? E->var_text[id] : (char *)loop_var_name(E, n);
+    case E_LET: return (char *)let_name(E, n->loop);
+    case E_THREAD: /* blockIdx and gridDim are unsigned: products of them in 64 bits */
+        return n->dtype == TL_I64 && n->ival != TH_TILE ? tli_e_fmt(E, "(long long)%s", thread_name((int)n->ival))
+                                                       : (char *)thread_name((int)n->ival);
     case E_LOAD:
         if (E->load_text[id])
             return E->load_text[id];
@@ -280,8 +356,23 @@ static char *expr_text(emitter *E, int32_t id)
 
 static bool is_leaf(const tli_enode *n)
 {
-    return n->op == E_CONST_INT || n->op == E_CONST_FLOAT || n->op == E_PARAM ||
-           n->op == E_BLOCK_IDX || n->op == E_LOOP_VAR;
+    return n->op == E_CONST_INT || n->op == E_CONST_FLOAT || n->op == E_PARAM || n->op == E_BLOCK_IDX ||
+           n->op == E_LOOP_VAR || n->op == E_LET || n->op == E_THREAD;
+}
+
+static void touch(emitter *E, int32_t id)
+{
+    if (E->ntouched == E->captouched) {
+        int32_t cap = E->captouched ? E->captouched * 2 : 256;
+        int32_t *t = realloc(E->touched, (size_t)cap * sizeof *t);
+        if (!t) {
+            E->oom = true;
+            return;
+        }
+        E->touched = t;
+        E->captouched = cap;
+    }
+    E->touched[E->ntouched++] = id;
 }
 
 /* The text of expression id; a subexpression used more than once in the
@@ -294,8 +385,7 @@ const char *tli_e_expr(emitter *E, int32_t id)
     if (E->load_text[id] || is_leaf(n) || E->uses[id] < 2 || !E->pre)
         return expr_text(E, id);
     char *text = expr_text(E, id);
-    /* every temporary gets a fresh name: statements share scopes */
-    char *name = tli_e_fmt(E, "t%d", ++E->ntemp);
+    char *name = tli_e_fmt(E, "tl_t%d", ++E->ntemp); /* fresh: statements share scopes */
     for (int i = 0; i < E->indent; i++)
         tli_str_append(E->pre, "    ");
     tli_str_appendf(E->pre, "const %s %s = %s;\n", tli_dtype_ctype((tl_dtype)n->dtype), name, text);
@@ -303,12 +393,13 @@ const char *tli_e_expr(emitter *E, int32_t id)
     return name;
 }
 
-/* Counts how often each node is reached from expression id (first visit
- * recurses), to find the shared subexpressions. */
+/* Counts how often each node is reached from expression id (the first
+ * visit recurses), to find the shared subexpressions. */
 static void count_uses(emitter *E, int32_t id)
 {
     if (E->uses[id]++ > 0)
         return;
+    touch(E, id);
     const tli_enode *n = tli_E(E->ir, id);
     for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
         count_uses(E, n->a[i]);
@@ -319,8 +410,11 @@ static void count_uses(emitter *E, int32_t id)
 
 static void reset_temps(emitter *E)
 {
-    memset(E->uses, 0, sizeof(int) * (size_t)E->ir->e.n);
-    memset(E->temp, 0, sizeof(char *) * (size_t)E->ir->e.n);
+    for (int32_t i = 0; i < E->ntouched; i++) {
+        E->uses[E->touched[i]] = 0;
+        E->temp[E->touched[i]] = NULL;
+    }
+    E->ntouched = 0;
 }
 
 /* Prepares temporaries for the expressions of one statement: exprs[0..n). */
@@ -341,9 +435,25 @@ static void flush_pre(emitter *E, tli_str *pre)
     E->pre = NULL;
 }
 
-/* --------------------------------------------------------- statements */
+const char *tli_e_single(emitter *E, int32_t id)
+{
+    tli_str pre;
+    tli_str_init(&pre);
+    begin_statement(E, &id, 1, &pre);
+    const char *t = tli_e_expr(E, id);
+    flush_pre(E, &pre);
+    return t;
+}
 
-void tli_e_stmts(emitter *E, int32_t first);
+/* An expression as plain text, with no temporaries (for comments). */
+static const char *plain_expr(emitter *E, int32_t id)
+{
+    reset_temps(E);
+    E->pre = NULL;
+    return tli_e_expr(E, id);
+}
+
+/* --------------------------------------------------------- statements */
 
 static int store_exprs(const tli_ir *ir, const tli_snode *s, int32_t *out)
 {
@@ -354,7 +464,7 @@ static int store_exprs(const tli_ir *ir, const tli_snode *s, int32_t *out)
     return n;
 }
 
-/*   if (tl_in(i, C_d0)) C[i] = value;   (by thread 0 alone outside loops) */
+/*   if (tl_in(i, tl_C_d0)) C[i] = value;   (by thread 0 alone outside loops) */
 static void emit_store(emitter *E, const tli_snode *s)
 {
     int32_t ex[TL_MAX_RANK + 1];
@@ -373,42 +483,61 @@ static void emit_store(emitter *E, const tli_snode *s)
     char *off, *ok;
     tli_e_global_access(E, s->buf, idx, &off, &ok);
     const char *who = E->inside_parallel ? "" : "tl_tid == 0 && ";
-    tli_e_line(E, "if (%s%s) %s[%s] = %s;", who, ok, tli_B(E->ir, s->buf)->name, off, val);
+    tli_e_line(E, "if (%s%s) %s[%s] = %s;", who, ok, tli_e_buf(E, s->buf), off, val);
 }
 
-const char *tli_e_single(emitter *E, int32_t id)
-{
-    tli_str pre;
-    tli_str_init(&pre);
-    begin_statement(E, &id, 1, &pre);
-    const char *t = tli_e_expr(E, id);
-    flush_pre(E, &pre);
-    return t;
-}
-
-/*   for (long long iS_0 = 0; iS_0 < extent; ++iS_0) { ... } */
+/*   for (long long tl_iS = 0; tl_iS < extent; ++tl_iS) { ... } */
 static void emit_serial(emitter *E, int32_t sid, const tli_snode *s)
 {
     const char *ext = tli_e_single(E, s->a0);
-    tli_e_line(E, "for (long long i%d_0 = 0; i%d_0 < %s; ++i%d_0) {", sid, sid, ext, sid);
+    const char *v = loop_var_name(E, tli_E(E->ir, s->vars[0]));
+    int64_t n;
+    if (tli_expr_const_int(E->ir, s->a0, &n) && n == 1) { /* one iteration: no loop */
+        tli_e_line(E, "{");
+        E->indent++;
+        tli_e_line(E, "const long long %s = 0;", v);
+        tli_e_stmts(E, s->body);
+        E->indent--;
+        tli_e_line(E, "}");
+        return;
+    }
+    if (s->x[TLI_X_SERIAL_UNROLL])
+        tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (long long %s = 0; %s < %s; ++%s) {", v, v, ext, v);
     E->indent++;
     tli_e_stmts(E, s->body);
-    /* The next iteration may read what this one stored: a barrier at the end
-     * of the body too (the loop is uniform over the block here). */
-    if (!E->inside_parallel && tli_stmt_stores(E->ir, sid))
-        tli_e_sync(E);
     E->indent--;
     tli_e_line(E, "}");
+    (void)sid;
+}
+
+/* A condition text without the parentheses its outermost operator added. */
+static const char *bare(emitter *E, const char *t)
+{
+    size_t n = strlen(t);
+    if (n < 2 || t[0] != '(' || t[n - 1] != ')')
+        return t;
+    int depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        depth += t[i] == '(' ? 1 : t[i] == ')' ? -1 : 0;
+        if (depth == 0 && i + 1 < n)
+            return t; /* "(a) + (b)": the first parenthesis closes early */
+    }
+    return tli_e_fmt(E, "%.*s", (int)(n - 2), t + 1);
 }
 
 static void emit_if(emitter *E, const tli_snode *s)
 {
-    tli_e_line(E, "if (%s) {", tli_e_single(E, s->a0));
+    const char *cond = bare(E, tli_e_single(E, s->a0));
+    if (s->x[TLI_X_IF_ROLES])
+        tli_e_line(E, "if (%s) { // the producer warpgroup: every copy of the pipelined loop", cond);
+    else
+        tli_e_line(E, "if (%s) {", cond);
     E->indent++;
     tli_e_stmts(E, s->body);
     E->indent--;
     if (s->orelse) {
-        tli_e_line(E, "} else {");
+        tli_e_line(E, s->x[TLI_X_IF_ROLES] ? "} else { // the consumers: everything else" : "} else {");
         E->indent++;
         tli_e_stmts(E, s->orelse);
         E->indent--;
@@ -416,47 +545,53 @@ static void emit_if(emitter *E, const tli_snode *s)
     tli_e_line(E, "}");
 }
 
-/* Declares the loop variables of parallel loop sid for flat index `flat`
- * (text), naming them i<sid>_<d><suffix>. */
-void tli_e_decompose(emitter *E, int32_t sid, const char *flat, const char *suffix)
+/* Declares the loop variables of parallel loop sid for flat index `flat`,
+ * naming them as loop_var_name does with `suffix` appended. */
+static void decompose(emitter *E, int32_t sid, const char *flat, const char *suffix)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     int64_t inner = 1;
     for (int d = s->rank - 1; d >= 0; d--) {
-        const char *q = inner == 1 ? flat : tli_e_fmt(E, "(%s / %lldLL)", flat, (long long)inner);
+        const char *v = loop_var_name(E, tli_E(E->ir, s->vars[d]));
+        const char *q = inner == 1 ? flat : tli_e_fmt(E, "%s / %lldLL", flat, (long long)inner);
         if (d > 0)
-            tli_e_line(E, "const long long i%d_%d%s = %s %% %lldLL;", sid, d, suffix, q, (long long)s->extents[d]);
+            tli_e_line(E, "const long long %s%s = %s %% %lldLL;", v, suffix, q, (long long)s->extents[d]);
         else
-            tli_e_line(E, "const long long i%d_%d%s = %s;", sid, d, suffix, q);
+            tli_e_line(E, "const long long %s%s = %s;", v, suffix, q);
         inner *= s->extents[d];
     }
 }
 
 /*   for (long long tl_f = tl_tid; tl_f < TOTAL; tl_f += THREADS) { ... } */
-static void emit_parallel_scalar(emitter *E, int32_t sid, const tli_par_plan *p, int threads)
+static void emit_parallel_scalar(emitter *E, int32_t sid, int threads)
 {
     const tli_snode *s = tli_S(E->ir, sid);
-    if (p->per_thread <= 16)
+    int64_t total = 1;
+    for (int d = 0; d < s->rank; d++)
+        total *= s->extents[d];
+    if (s->x[TLI_X_PAR_PER_THREAD] <= 16)
         tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (long long tl_f%d = tl_tid; tl_f%d < %lldLL; tl_f%d += %d) {", sid, sid,
-         (long long)p->total, sid, threads);
+    if (total <= threads)
+        tli_e_line(E, "if (tl_tid < %lld) {", (long long)total);
+    else
+        tli_e_line(E, "for (long long tl_f%d = tl_tid; tl_f%d < %lldLL; tl_f%d += %d) {", sid, sid, (long long)total, sid,
+                   threads);
     E->indent++;
-    tli_e_decompose(E, sid, tli_e_fmt(E, "tl_f%d", sid), "");
+    decompose(E, sid, total <= threads ? "(long long)tl_tid" : tli_e_fmt(E, "tl_f%d", sid), "");
     tli_e_stmts(E, s->body);
     E->indent--;
     tli_e_line(E, "}");
 }
 
 /* Index texts of an access for one lane of chunk u: the last loop variable
- * becomes (i<sid>_<last>_c<u> + lane). */
+ * becomes (its chunk value + lane). */
 static void set_lane_vars(emitter *E, int32_t sid, int u, int lane)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     for (int d = 0; d < s->rank; d++) {
         int32_t v = s->vars[d];
-        bool last = d == s->rank - 1;
-        E->var_text[v] = (last && lane > 0) ? tli_e_fmt(E, "(i%d_%d_c%d + %d)", sid, d, u, lane)
-                                            : tli_e_fmt(E, "i%d_%d_c%d", sid, d, u);
+        const char *name = tli_e_fmt(E, "%s_c%d", loop_var_name(E, tli_E(E->ir, v)), u);
+        E->var_text[v] = (d == s->rank - 1 && lane > 0) ? tli_e_fmt(E, "(%s + %d)", name, lane) : (char *)name;
     }
 }
 
@@ -468,39 +603,44 @@ static char *chunk_args(emitter *E, int32_t buf, const char **idx, const char *l
     int last = b->rank - 1;
     char *off, *ok;
     tli_e_global_access(E, buf, idx, &off, &ok);
-    int64_t st;
-    bool unit = tli_expr_const_int(E->ir, b->stride[last], &st) && st == 1;
     tli_str c;
     tli_str_init(&c);
-    tli_str_appendf(&c, "%s + (%s), %s, %s, %s_d%d, ", b->name, off,
-                    unit ? "1" : tli_e_fmt(E, "%s_s%d", b->name, last), idx[last], b->name, last);
+    tli_str_appendf(&c, "%s + (%s), %s, %s, %s, ", tli_e_buf(E, buf), off, tli_e_stride(E, buf, last), idx[last],
+                    tli_e_dim(E, buf, last));
     tli_str_append(&c, live ? live : "true");
     for (int d = 0; d < last; d++)
-        tli_str_appendf(&c, " && tl_in(%s, %s_d%d)", idx[d], b->name, d);
+        tli_str_appendf(&c, " && tl_in(%s, %s)", idx[d], tli_e_dim(E, buf, d));
     return tli_e_keep(E, tli_str_take(&c));
-}
-
-/* Collects the loads of parallel loop sid that load whole chunks. */
-static void collect_vector_loads(emitter *E, int32_t sid, int32_t e, int lanes, int32_t *list, int *n, int max)
-{
-    const tli_enode *nd = tli_E(E->ir, e);
-    if (nd->scope == 0)
-        return;
-    for (int i = 0; i < tli_eop_arity((tli_eop)nd->op); i++)
-        collect_vector_loads(E, sid, nd->a[i], lanes, list, n, max);
-    if (nd->op != E_LOAD || !tli_access_vectorizable(E->ir, sid, nd->buf, nd->idx, lanes, true))
-        return;
-    for (int i = 0; i < *n; i++)
-        if (list[i] == e)
-            return;
-    if (*n < max)
-        list[(*n)++] = e;
 }
 
 #define MAX_VLOADS 32
 
-/*   tl_vec<float, 4> L7_c0;
- *   tl_ld_chunk(L7_c0, A + (off), 1, i, A_d0, tl_live_c0);   one chunk of a load */
+/* The loads of the loop's store values that pass_threads marked as whole
+ * chunks, each once. */
+static void vector_loads(emitter *E, int32_t root, int32_t *list, int *n)
+{
+    int32_t stack[256];
+    int sp = 0;
+    stack[sp++] = root;
+    while (sp) {
+        int32_t e = stack[--sp];
+        const tli_enode *nd = tli_E(E->ir, e);
+        if (!e || nd->scope == 0)
+            continue;
+        if (nd->op == E_LOAD && nd->vec) {
+            bool seen = false;
+            for (int i = 0; i < *n; i++)
+                seen |= list[i] == e;
+            if (!seen && *n < MAX_VLOADS)
+                list[(*n)++] = e;
+        }
+        for (int i = 0; i < tli_eop_arity((tli_eop)nd->op) && sp < 256; i++)
+            stack[sp++] = nd->a[i];
+    }
+}
+
+/*   tl_vec<float, 4> tl_L7_c0;
+ *   tl_ld_chunk(tl_L7_c0, A + (off), 1, i, tl_A_d0, tl_live_c0);   one chunk of a load */
 static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *loads, int nloads, int lanes,
                              bool need_live)
 {
@@ -510,29 +650,28 @@ static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *load
     E->pre = NULL;
     for (int i = 0; i < nloads; i++) {
         const tli_enode *n = tli_E(E->ir, loads[i]);
-        const tli_bnode *b = tli_B(E->ir, n->buf);
-        const char *vname = tli_e_fmt(E, "L%d_c%d", loads[i], u);
+        const char *vname = tli_e_fmt(E, "tl_L%d_c%d", loads[i], u);
         const char *idx[TL_MAX_RANK];
         index_texts(E, n->buf, n->idx, idx);
-        tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, vname);
+        tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), lanes, vname);
         tli_e_line(E, "tl_ld_chunk(%s, %s);", vname, chunk_args(E, n->buf, idx, live));
     }
 }
 
 /* Values of store st for every lane of chunk u, then one chunk store (or,
- * for an access that cannot move whole chunks, lane-by-lane stores). */
-static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st, int lanes,
-                             const int32_t *loads, int nloads)
+ * for a store pass_threads did not mark, lane-by-lane stores). */
+static void emit_chunk_store(emitter *E, int32_t sid, int u, int32_t stid, int lanes, const int32_t *loads, int nloads)
 {
+    const tli_snode *st = tli_S(E->ir, stid);
     const tli_bnode *b = tli_B(E->ir, st->buf);
     int32_t ex[TL_MAX_RANK + 1];
     int nex = store_exprs(E->ir, st, ex);
-    const char *sname = tli_e_fmt(E, "S%d_c%d", (int)(st - E->ir->s.v), u);
+    const char *sname = tli_e_fmt(E, "tl_S%d_c%d", stid, u);
     tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)b->dtype), lanes, sname);
     for (int v = 0; v < lanes; v++) {
         set_lane_vars(E, sid, u, v);
         for (int i = 0; i < nloads; i++)
-            E->load_text[loads[i]] = tli_e_fmt(E, "L%d_c%d.e[%d]", loads[i], u, v);
+            E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d_c%d.e[%d]", loads[i], u, v);
         tli_str pre;
         tli_str_init(&pre);
         begin_statement(E, ex, nex, &pre);
@@ -546,7 +685,7 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st
     char *off, *ok;
     reset_temps(E);
     E->pre = NULL;
-    if (tli_access_vectorizable(E->ir, sid, st->buf, st->idx, lanes, false)) {
+    if (st->x[TLI_X_STORE_VEC]) {
         set_lane_vars(E, sid, u, 0);
         index_texts(E, st->buf, st->idx, idx);
         tli_e_line(E, "tl_st_chunk(%s, %s);", chunk_args(E, st->buf, idx, NULL), sname);
@@ -556,53 +695,56 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, const tli_snode *st
         set_lane_vars(E, sid, u, v);
         index_texts(E, st->buf, st->idx, idx);
         tli_e_global_access(E, st->buf, idx, &off, &ok);
-        tli_e_line(E, "if (%s) %s[%s] = %s.e[%d];", ok, b->name, off, sname, v);
+        tli_e_line(E, "if (%s) %s[%s] = %s.e[%d];", ok, tli_e_buf(E, st->buf), off, sname, v);
     }
 }
 
-static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p, int threads)
+static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
 {
     const tli_snode *s = tli_S(E->ir, sid);
+    int lanes = s->x[TLI_X_PAR_LANES], group = s->x[TLI_X_PAR_GROUP];
+    int64_t per_thread = s->x[TLI_X_PAR_PER_THREAD], total = 1;
+    for (int d = 0; d < s->rank; d++)
+        total *= s->extents[d];
+    int64_t chunks = total / lanes;
     int32_t loads[MAX_VLOADS];
     int nloads = 0;
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
-        collect_vector_loads(E, sid, tli_S(E->ir, st)->value, p->lanes, loads, &nloads, MAX_VLOADS);
-    bool one_group = p->per_thread == p->group;
+        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads);
+    bool one_group = per_thread == group;
     if (!one_group) {
         tli_e_line(E, "#pragma unroll 1");
-        tli_e_line(E, "for (long long tl_g = 0; tl_g < %lldLL; tl_g += %d) {", (long long)p->per_thread, p->group);
+        tli_e_line(E, "for (long long tl_g = 0; tl_g < %lldLL; tl_g += %d) {", (long long)per_thread, group);
         E->indent++;
     }
-    bool ragged_threads = p->chunks % threads != 0;
-    bool ragged_groups = p->per_thread % p->group != 0;
+    bool ragged_threads = chunks % threads != 0;
+    bool ragged_groups = per_thread % group != 0;
     bool need_live = ragged_threads || ragged_groups;
-    for (int u = 0; u < p->group; u++) {
-        if (one_group)
-            tli_e_line(E, "const long long tl_c%d = %dLL + tl_tid;", u, u * threads);
-        else
-            tli_e_line(E, "const long long tl_c%d = (tl_g + %d) * %dLL + tl_tid;", u, u, threads);
+    for (int u = 0; u < group; u++) {
+        const char *c = one_group ? tli_e_add(E, tli_e_fmt(E, "%dLL", u * threads), "tl_tid")
+                                  : tli_e_fmt(E, "(tl_g + %d) * %dLL + tl_tid", u, threads);
+        tli_e_line(E, "const long long tl_c%d = %s;", u, c);
         if (need_live) {
             tli_str live;
             tli_str_init(&live);
-            tli_str_append(&live, "true");
             if (ragged_groups)
-                tli_str_appendf(&live, " && tl_g + %d < %lldLL", u, (long long)p->per_thread);
+                tli_str_appendf(&live, "tl_g + %d < %lldLL", u, (long long)per_thread);
             if (ragged_threads)
-                tli_str_appendf(&live, " && tl_c%d < %lldLL", u, (long long)p->chunks);
+                tli_str_appendf(&live, "%stl_c%d < %lldLL", live.len ? " && " : "", u, (long long)chunks);
             tli_e_line(E, "const bool tl_live_c%d = %s;", u, live.data);
             tli_str_free(&live);
         }
-        tli_e_decompose(E, sid, tli_e_fmt(E, "tl_c%d * %dLL", u, p->lanes), tli_e_fmt(E, "_c%d", u));
+        decompose(E, sid, tli_e_fmt(E, "tl_c%d * %dLL", u, lanes), tli_e_fmt(E, "_c%d", u));
     }
-    for (int u = 0; u < p->group; u++)
-        emit_chunk_loads(E, sid, u, loads, nloads, p->lanes, need_live);
-    for (int u = 0; u < p->group; u++) {
+    for (int u = 0; u < group; u++)
+        emit_chunk_loads(E, sid, u, loads, nloads, lanes, need_live);
+    for (int u = 0; u < group; u++) {
         if (need_live) {
             tli_e_line(E, "if (tl_live_c%d) {", u);
             E->indent++;
         }
         for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
-            emit_chunk_store(E, sid, u, tli_S(E->ir, st), p->lanes, loads, nloads);
+            emit_chunk_store(E, sid, u, st, lanes, loads, nloads);
         if (need_live) {
             E->indent--;
             tli_e_line(E, "}");
@@ -616,81 +758,248 @@ static void emit_parallel_vector(emitter *E, int32_t sid, const tli_par_plan *p,
     }
 }
 
+/* A loop over a blocked-rows fragment, a run of v registers (consecutive
+ * columns) at a time:
+ *   for (tl_q ...) { row, first column of the run;
+ *                    tl_vec loads of the run for each marked load;
+ *                    for (tl_e < v) { the body, marked loads read from the vectors,
+ *                                     marked stores fill vectors }
+ *                    tl_st_chunk of each stored vector } */
+void tli_e_frag_runs(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    int32_t f = s->x[TLI_X_PAR_FRAG];
+    int v = s->x[TLI_X_PAR_LANES], last = s->rank - 1;
+    int64_t count = s->x[TLI_X_PAR_PER_THREAD];
+    const char *lastv = loop_var_name(E, tli_E(E->ir, s->vars[last]));
+    tli_e_line(E, "{ // tl_parallel over fragment %s: %lld registers per thread, in runs of %d columns", tli_e_buf(E, f),
+               (long long)count, v);
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_q = 0; tl_q < %lld; ++tl_q) {", (long long)(count / v));
+    E->indent++;
+    const char *idx[TL_MAX_RANK], *guard;
+    tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
+    for (int d = 0; d < last; d++)
+        tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
+    tli_e_line(E, "const long long %s_run = %s;", lastv, idx[last]);
+    const char *live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
+    if (guard) {
+        tli_e_line(E, "if (%s) {", guard);
+        E->indent++;
+    }
+    int32_t loads[MAX_VLOADS];
+    int nloads = 0;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
+        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads);
+    /* the run's loads: v / lanes vectors each */
+    reset_temps(E);
+    E->pre = NULL;
+    for (int i = 0; i < nloads; i++) {
+        const tli_enode *n = tli_E(E->ir, loads[i]);
+        int ln = n->vec;
+        tli_e_line(E, "tl_vec<%s, %d> tl_L%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), ln, loads[i],
+                   v / ln);
+        for (int c = 0; c < v / ln; c++) {
+            E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
+            const char *li[TL_MAX_RANK];
+            index_texts(E, n->buf, n->idx, li);
+            tli_e_line(E, "tl_ld_chunk(tl_L%d[%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
+        }
+    }
+    E->var_text[s->vars[last]] = NULL;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        if (x->x[TLI_X_STORE_VEC])
+            tli_e_line(E, "tl_vec<%s, %d> tl_S%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, x->buf)->dtype),
+                       x->x[TLI_X_STORE_VEC], st, v / x->x[TLI_X_STORE_VEC]);
+    }
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_e = 0; tl_e < %d; ++tl_e) {", v);
+    E->indent++;
+    tli_e_line(E, "const int tl_r = tl_q * %d + tl_e;", v);
+    tli_e_line(E, "const long long %s = %s_run + tl_e;", lastv, lastv);
+    for (int i = 0; i < nloads; i++) {
+        int ln = tli_E(E->ir, loads[i])->vec;
+        E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
+    }
+    E->inside_parallel = true;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        if (!x->x[TLI_X_STORE_VEC]) {
+            emit_store(E, x);
+            continue;
+        }
+        int32_t ex[TL_MAX_RANK + 1];
+        int nex = store_exprs(E->ir, x, ex);
+        tli_str pre;
+        tli_str_init(&pre);
+        begin_statement(E, ex, nex, &pre);
+        const char *val = tli_e_expr(E, x->value);
+        flush_pre(E, &pre);
+        int ln = x->x[TLI_X_STORE_VEC];
+        tli_e_line(E, "tl_S%d[tl_e / %d].e[tl_e %% %d] = %s;", st, ln, ln, val);
+    }
+    E->inside_parallel = false;
+    for (int i = 0; i < nloads; i++)
+        E->load_text[loads[i]] = NULL;
+    E->indent--;
+    tli_e_line(E, "}");
+    reset_temps(E);
+    E->pre = NULL;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        int ln = x->x[TLI_X_STORE_VEC];
+        for (int c = 0; ln && c < v / ln; c++) {
+            E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
+            const char *si[TL_MAX_RANK];
+            index_texts(E, x->buf, x->idx, si);
+            tli_e_line(E, "tl_st_chunk(%s, tl_S%d[%d]);", chunk_args(E, x->buf, si, live), st, c);
+        }
+    }
+    E->var_text[s->vars[last]] = NULL;
+    if (guard) {
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
 static void emit_parallel(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
-    tli_par_plan p;
-    tli_plan_parallel(E->ir, sid, E->ir->threads, &p);
+    if (s->x[TLI_X_PAR_MODE] == PAR_FRAGMENT) {
+        tli_e_frag_parallel(E, sid);
+        return;
+    }
     tli_str ext;
     tli_str_init(&ext);
     for (int d = 0; d < s->rank; d++)
         tli_str_appendf(&ext, "%s%lld", d ? ", " : "", (long long)s->extents[d]);
-    if (p.vector)
-        tli_e_line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %lld per thread, %d loaded ahead",
-             ext.data, p.lanes, (long long)p.per_thread, p.group);
+    bool vec = s->x[TLI_X_PAR_MODE] == PAR_VECTOR;
+    if (vec)
+        tli_e_line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %d per thread, %d loaded ahead", ext.data,
+                   s->x[TLI_X_PAR_LANES], s->x[TLI_X_PAR_PER_THREAD], s->x[TLI_X_PAR_GROUP]);
     else
-        tli_e_line(E, "{ // tl_parallel [%s]: one iteration at a time, %lld per thread", ext.data,
-             (long long)p.per_thread);
+        tli_e_line(E, "{ // tl_parallel [%s]: one iteration at a time, %d per thread", ext.data,
+                   s->x[TLI_X_PAR_PER_THREAD]);
     tli_str_free(&ext);
     E->indent++;
     E->inside_parallel = true;
-    if (p.vector)
-        emit_parallel_vector(E, sid, &p, E->ir->threads);
+    if (vec)
+        emit_parallel_vector(E, sid, E->ir->threads);
     else
-        emit_parallel_scalar(E, sid, &p, E->ir->threads);
+        emit_parallel_scalar(E, sid, E->ir->threads);
     E->inside_parallel = false;
     E->indent--;
     tli_e_line(E, "}");
 }
 
-void tli_e_sync(emitter *E)
+/* ------------------------------------------ lowered synchronisation */
+
+const char *tli_e_mbar(emitter *E, int32_t buf, int32_t idx)
 {
-    if (E->pingpong)
-        tli_e_line(E, "tl_wg_sync(tl_wg);");
-    else
-        tli_e_line(E, "__syncthreads();");
+    return tli_e_fmt(E, "&%s[%s]", tli_e_buf(E, buf), tli_e_single(E, idx));
 }
 
-/* A body. Outside tl_parallel, a statement that stores is followed by a
- * block barrier when more statements come, so that every thread sees its
- * stores (conditions there are uniform over the block, so this is safe);
- * emit_serial adds one at the end of a loop body that stores. A standalone
- * cp.async copy into shared memory is waited for (wait, barrier) just
- * before the first later statement of the body that touches its buffer,
- * or at the end of the body. */
+static void emit_stage(emitter *E, const tli_snode *s)
+{
+    const char *st = tli_e_single(E, s->a0);
+    const char *saved[TL_MAX_RANK];
+    for (int i = 0; i < s->rank; i++) {
+        saved[i] = E->stage[s->vars[i]];
+        E->stage[s->vars[i]] = st;
+    }
+    tli_e_stmts(E, s->body);
+    for (int i = 0; i < s->rank; i++)
+        E->stage[s->vars[i]] = saved[i];
+}
+
+/*   for (long long tl_p = START;; tl_p += STEP) {
+ *       const long long tl_t = tl_p / K * K * gridDim.x + K * blockIdx.x + tl_p % K;
+ *       if (tl_t >= tl_ntiles) break; ... } */
+static void emit_tile_loop(emitter *E, const tli_snode *s)
+{
+    int k = s->x[TLI_X_TILE_PERSIST];
+    tli_e_line(E, "for (long long tl_p = %s;; tl_p += %d) { // this CTA's blocks, %d at a time", tli_e_single(E, s->a0),
+               s->a1, k);
+    E->indent++;
+    tli_e_line(E, "const long long tl_t = tl_p / %d * %d * gridDim.x + %d * blockIdx.x + tl_p %% %d;", k, k, k, k);
+    tli_e_line(E, "if (tl_t >= tl_ntiles)");
+    tli_e_line(E, "    break;");
+    tli_e_stmts(E, s->body);
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+static void emit_let(emitter *E, int32_t sid, const tli_snode *s)
+{
+    tli_str pre;
+    tli_str_init(&pre);
+    begin_statement(E, &s->a0, 1, &pre);
+    const char *v = tli_e_expr(E, s->a0);
+    flush_pre(E, &pre);
+    tli_e_line(E, "const %s %s = %s;", tli_dtype_ctype((tl_dtype)tli_E(E->ir, s->a0)->dtype), let_name(E, sid), v);
+}
+
+static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
+{
+    switch ((tli_sop)s->op) {
+    case S_BARRIER:
+        if (!s->a0)
+            tli_e_line(E, "__syncthreads();");
+        else
+            tli_e_line(E, "tl_bar_sync(%s, %d);", tli_e_single(E, s->a0), s->a1);
+        break;
+    case S_FENCE_ASYNC: tli_e_line(E, "tl_fence_proxy_async();"); break;
+    case S_CP_COMMIT: tli_e_line(E, "tl_cp_async_commit();"); break;
+    case S_CP_WAIT: tli_e_line(E, "tl_cp_async_wait<%d>();", s->a1); break;
+    case S_WGMMA_WAIT: tli_e_line(E, "tl_wgmma_wait<%d>();", s->a1); break;
+    case S_MBAR_INIT:
+        tli_e_line(E, "if (threadIdx.x == 0) {");
+        tli_e_line(E, "    for (int tl_s = 0; tl_s < %lld; ++tl_s)", (long long)tli_B(E->ir, s->buf)->cshape[0]);
+        tli_e_line(E, "        tl_mbar_init(&%s[tl_s], %d);", tli_e_buf(E, s->buf), s->a1);
+        if (E->L->target.sm >= 90)
+            tli_e_line(E, "    tl_mbar_init_fence();");
+        tli_e_line(E, "}");
+        break;
+    case S_MBAR_WAIT:
+        tli_e_line(E, "tl_mbar_wait(%s, (unsigned)(%s));", tli_e_mbar(E, s->buf, s->a0), tli_e_single(E, s->value));
+        break;
+    case S_MBAR_ARRIVE:
+        tli_e_line(E, "%s(%s);", s->a1 ? "tl_cp_async_mbar_arrive" : "tl_mbar_arrive", tli_e_mbar(E, s->buf, s->a0));
+        break;
+    case S_MBAR_EXPECT: tli_e_line(E, "tl_mbar_expect(%s, %d);", tli_e_mbar(E, s->buf, s->a0), s->a1); break;
+    case S_SETMAXNREG: tli_e_line(E, "tl_setmaxnreg_%s<%d>();", s->a0 ? "inc" : "dec", s->a1); break;
+    case S_LET: emit_let(E, sid, s); break;
+    case S_STAGE: emit_stage(E, s); break;
+    case S_TILE_LOOP: emit_tile_loop(E, s); break;
+    default: tli_e_fail(E, "statement %d of unknown kind %d", sid, s->op); break;
+    }
+}
+
 void tli_e_stmts(emitter *E, int32_t first)
 {
-    const int base = E->npending; /* copies of this body start here */
-    bool barrier = false;          /* the previous statement needs one */
-    for (int32_t sid = first; sid; sid = tli_S(E->ir, sid)->next) {
+    for (int32_t sid = first; sid && E->st == TL_OK; sid = tli_S(E->ir, sid)->next) {
         const tli_snode *s = tli_S(E->ir, sid);
-        bool touched = false;
-        for (int i = base; i < E->npending && !touched; i++)
-            touched = tli_stmt_uses_buf(E->ir, sid, E->pending[i]);
-        if (touched) /* its barrier serves the previous statement too */
-            tli_e_flush_pending(E, base);
-        else if (barrier)
-            tli_e_sync(E);
-        const int before = E->npending;
+        if (s->op != S_LET && s->name) /* what a pass made of it */
+            tli_e_line(E, "// %s", tli_str_at(E->ir, s->name));
         switch ((tli_sop)s->op) {
         case S_STORE: emit_store(E, s); break;
         case S_SERIAL: emit_serial(E, sid, s); break;
         case S_IF: emit_if(E, s); break;
-        case S_PARALLEL:
-            if (!tli_e_frag_parallel(E, sid))
-                emit_parallel(E, sid);
-            break;
+        case S_PARALLEL: emit_parallel(E, sid); break;
         case S_COPY: tli_e_copy(E, sid); break;
         case S_FILL: tli_e_fill(E, sid); break;
         case S_GEMM: tli_e_gemm(E, sid); break;
-        case S_PIPELINED: tli_e_pipelined(E, sid); break;
-        default: break;
+        case S_REDUCE: tli_e_reduce(E, sid); break;
+        case S_PIPELINED: tli_e_fail(E, "a tl_pipelined loop the pipeline pass did not lower"); break;
+        default: emit_lowered(E, sid, s); break;
         }
-        /* a deferred copy gets its barrier when it is waited for */
-        barrier = !E->inside_parallel && s->next && tli_stmt_stores(E->ir, sid) && E->npending == before;
     }
-    if (E->npending > base)
-        tli_e_flush_pending(E, base);
 }
 
 /* ------------------------------------------------------------- kernel */
@@ -703,15 +1012,17 @@ static void emit_signature_params(emitter *E, tli_str *sig)
         const char *sep = i > 1 ? ", " : "";
         if (p->kind == TL_PARAM_TENSOR) {
             const tli_bnode *b = tli_B(ir, p->buf);
-            tli_str_appendf(sig, "%s%s%s *%s", sep, b->written ? "" : "const ",
-                            tli_dtype_ctype((tl_dtype)p->dtype), p->name);
+            tli_str_appendf(sig, "%s%s%s *%s", sep, b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)p->dtype),
+                            p->name);
         } else {
             tli_str_appendf(sig, "%s%s %s", sep, tli_dtype_ctype((tl_dtype)p->dtype), p->name);
         }
     }
+    for (int i = 0; i < E->L->launch.nmaps; i++)
+        tli_str_appendf(sig, "%sconst __grid_constant__ tl_tmap tl_map%d", sig->len ? ", " : "", i);
 }
 
-/*   const long long A_d0 = N, A_s0 = 1LL;  (shape and strides of tensors) */
+/*   const long long tl_A_d0 = N, tl_A_s0 = K;  (extents and non-unit strides of tensors) */
 static void emit_tensor_meta(emitter *E)
 {
     const tli_ir *ir = E->ir;
@@ -720,76 +1031,58 @@ static void emit_tensor_meta(emitter *E)
         if (b->scope != B_GLOBAL)
             continue;
         for (int d = 0; d < b->rank; d++) {
-            tli_e_line(E, "const long long %s_d%d = %s;", b->name, d, tli_e_single(E, b->shape[d]));
-            int64_t st;
-            if (!(tli_expr_const_int(ir, b->stride[d], &st) && st == 1))
-                tli_e_line(E, "const long long %s_s%d = %s;", b->name, d, tli_e_single(E, b->stride[d]));
+            tli_e_line(E, "const long long %s = %s;", tli_e_dim(E, i, d), tli_e_single(E, b->shape[d]));
+            const char *st = tli_e_stride(E, i, d);
+            if (strcmp(st, "1") != 0)
+                tli_e_line(E, "const long long %s = %s;", st, tli_e_single(E, b->stride[d]));
         }
     }
-}
-
-/* An expression as plain text, with no temporaries (for comments). */
-static const char *plain_expr(emitter *E, int32_t id)
-{
-    reset_temps(E);
-    E->pre = NULL;
-    return tli_e_expr(E, id);
 }
 
 static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
 {
     const tli_ir *ir = E->ir;
-    tli_str_appendf(h, "// Generated by libtilec %s for %s: kernel '%s'.\n", tl_version(), E->target, ir->name);
+    const tli_launch_plan *lp = &E->L->launch;
+    tli_str_appendf(h, "// Generated by libtilec %s for %s: kernel '%s'.\n", tl_version(), E->L->target.name, ir->name);
     tli_str_appendf(h, "// Launch: grid (");
     for (int i = 0; i < 3; i++)
-        tli_str_appendf(h, "%s%s", i ? ", " : "", ir->grid[i] ? plain_expr(E, ir->grid[i]) : "1");
-    if (ir->pingpong)
-        tli_str_appendf(h, ") blocks of %d threads, run by min(ceil(blocks / 2), SMs) persistent CTAs of 384 "
-                           "threads (tl_use_pingpong).\n// Arguments:", ir->threads);
-    else
-        tli_str_appendf(h, "), %d threads per block.\n// Arguments:", ir->threads);
+        tli_str_appendf(h, "%s%s", i ? ", " : "", lp->grid[i] ? plain_expr(E, lp->grid[i]) : "1");
+    tli_str_appendf(h, ") blocks of %d threads", lp->block_threads);
+    if (lp->persistent)
+        tli_str_appendf(h, ", run by min(ceil(blocks / %d), SMs) persistent CTAs of %d threads", lp->persistent,
+                        lp->threads);
+    else if (lp->threads != lp->block_threads)
+        tli_str_appendf(h, ", in CTAs of %d threads", lp->threads);
+    if (E->L->warp_specialized)
+        tli_str_appendf(h, " (a producer warpgroup and %d consumer thread%s)", lp->threads - 128,
+                        lp->threads - 128 > 1 ? "s" : "");
+    tli_str_appendf(h, ".\n// Arguments:");
     for (int32_t i = 1; i < ir->p.n; i++) {
         const tli_param *p = &ir->p.v[i];
         static const char *kinds[] = {"tensor", "dim", "scalar"};
         tli_str_appendf(h, "%s %s (%s %s)", i > 1 ? "," : "", p->name, tl_dtype_name((tl_dtype)p->dtype),
                         kinds[p->kind]);
     }
-    if (E->plan.smem_bytes)
-        tli_str_appendf(h, "\n// Shared memory: %lld bytes per block (dynamic)", (long long)E->plan.smem_bytes);
-    tli_str_appendf(h, ".\n#include \"tl_device.cuh\"\n\n%s", E->helpers.data ? E->helpers.data : "");
-    /* wgmma kernels: as many blocks per SM as their shared memory allows (at
-     * most 2, so that one block's copies and barriers overlap the other's
-     * tensor-core work); the register cap follows from it */
-    int min_blocks = 0;
-    if (E->plan.wgmma)
-        min_blocks = E->plan.smem_bytes * 2 <= 227 * 1024 && ir->threads <= 512 ? 2 : 1;
-    if (ir->pingpong) /* persistent: one CTA of three warpgroups per SM */
-        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(384, 1)\n%s(", kname);
-    else if (min_blocks)
-        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d, %d)\n%s(", ir->threads, min_blocks,
+    if (lp->nmaps)
+        tli_str_appendf(h, ", then %d TMA descriptor%s", lp->nmaps, lp->nmaps > 1 ? "s" : "");
+    if (lp->smem_bytes)
+        tli_str_appendf(h, "\n// Shared memory: %lld bytes per CTA (dynamic)", (long long)lp->smem_bytes);
+    tli_str_appendf(h, ".\n#include \"" TLI_DEVICE_HEADER_NAME "\"\n\n%s", E->helpers.data ? E->helpers.data : "");
+    if (lp->min_blocks)
+        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d, %d)\n%s(", lp->threads, lp->min_blocks,
                         kname);
     else
-        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d)\n%s(", ir->threads, kname);
+        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d)\n%s(", lp->threads, kname);
 }
 
-static bool uses_block_axis(const tli_ir *ir, int axis)
-{
-    if (ir->swizzle && axis < 2)
-        return false; /* tli_e_tile_prologue defines the remapped tl_bx, tl_by */
-    for (int32_t i = 1; i < ir->e.n; i++)
-        if (ir->e.v[i].op == E_BLOCK_IDX && ir->e.v[i].ival == axis)
-            return true;
-    return false;
-}
-
-static bool emitter_init(emitter *E, const tli_ir *ir, const char *target)
+static bool emitter_init(emitter *E, const tli_lowered *L)
 {
     memset(E, 0, sizeof *E);
-    E->ir = ir;
-    E->target = target;
-    size_t n = (size_t)ir->e.n;
+    E->L = L;
+    E->ir = &L->ir;
+    size_t n = (size_t)L->ir.e.n;
     E->var_text = calloc(n, sizeof(char *));
-    E->stage = calloc((size_t)ir->b.n, sizeof(char *));
+    E->stage = calloc((size_t)L->ir.b.n, sizeof(char *));
     E->load_text = calloc(n, sizeof(char *));
     E->temp = calloc(n, sizeof(char *));
     E->uses = calloc(n, sizeof(int));
@@ -808,70 +1101,36 @@ static void emitter_free(emitter *E)
     free(E->temp);
     free(E->uses);
     free(E->stage);
+    free(E->touched);
     tli_str_free(&E->helpers);
-    tli_tile_plan_free(&E->plan);
     tli_str_free(&E->out);
 }
 
-tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit, char **src, char *kname,
-                        size_t kname_len, int64_t *smem_bytes, tli_tma_list *tma, char *err, size_t errlen)
+tl_status tli_emit_cuda(const tli_lowered *L, char **src, char *kname, size_t kname_len, char *err, size_t errlen)
 {
     emitter E;
     *src = NULL;
-    tma->n = 0;
-    if (!emitter_init(&E, ir, target)) {
+    if (!emitter_init(&E, L)) {
         emitter_free(&E);
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
-    if (ir->pingpong && strcmp(target, "sm_90a") != 0) { /* before the sizes: they are sm_90a's */
-        emitter_free(&E);
-        tli_fmt(err, errlen, "tl_use_pingpong: it needs the sm_90a target (wgmma, TMA, setmaxnreg), not %s", target);
-        return TL_ERR_UNSUPPORTED;
-    }
-    tl_status st = tli_plan_tiles(ir, target, smem_limit, &E.plan, err, errlen);
-    if (st != TL_OK) {
-        emitter_free(&E);
-        return st;
-    }
-    *smem_bytes = E.plan.smem_bytes;
-    E.tma = tma;
-    /* Body first: the kernel's name carries a hash of what it does. */
+    /* body first: the kernel's name carries a hash of what it does */
     E.indent = 1;
-    char why[256];
-    if (ir->pingpong && !tli_pingpong_ok(&E, why, sizeof why)) {
-        tli_fmt(err, errlen, "tl_use_pingpong: %s", why);
-        emitter_free(&E);
-        return TL_ERR_UNSUPPORTED;
-    }
-    if (ir->pingpong) {
-        /* three warpgroups; the block body sees its own warpgroup's threads */
-        tli_e_line(&E, "const int tl_wg = threadIdx.x / 128, tl_tid = threadIdx.x %% 128;");
-        emit_tensor_meta(&E);
-        tli_e_tile_prologue(&E);
-        tli_e_pingpong_body(&E);
-    } else {
-        tli_e_line(&E, "const int tl_tid = threadIdx.x;");
-        for (int a = 0; a < 3; a++)
-            if (uses_block_axis(ir, a))
-                tli_e_line(&E, "const long long tl_b%c = blockIdx.%c;", "xyz"[a], "xyz"[a]);
-        emit_tensor_meta(&E);
-        tli_e_tile_prologue(&E);
-        tli_e_stmts(&E, ir->body);
-    }
+    emit_tensor_meta(&E);
+    if (L->launch.smem_bytes)
+        tli_e_line(&E, "extern __shared__ __align__(1024) unsigned char tl_smem[];");
+    tli_e_tile_decls(&E);
+    tli_e_stmts(&E, L->ir.body);
     if (E.st != TL_OK) {
         tli_fmt(err, errlen, "%s", E.err);
-        st = E.st;
+        tl_status st = E.st;
         emitter_free(&E);
         return st;
     }
     tli_str sig;
     tli_str_init(&sig);
     emit_signature_params(&E, &sig);
-    for (int i = 0; i < tma->n; i++)
-        tli_str_appendf(&sig, ", const __grid_constant__ tl_tmap tl_map%d", i);
-    if (tma->n)
-        tli_str_append(&sig, ", int tl_tma");
     uint8_t h[32];
     tli_sha256 hs;
     tli_sha256_init(&hs);
@@ -882,13 +1141,13 @@ tl_status tli_emit_cuda(const tli_ir *ir, const char *target, int64_t smem_limit
     tli_sha256_final(&hs, h);
     char hex[65];
     tli_hex(h, 4, hex);
-    tli_fmt(kname, kname_len, "%s_%s", ir->name, hex);
+    tli_fmt(kname, kname_len, "%s_%s", L->ir.name, hex);
     tli_str full;
     tli_str_init(&full);
     emit_comment_header(&E, &full, kname);
     tli_str_appendf(&full, "%s)\n{\n%s}\n", sig.data ? sig.data : "", E.out.data ? E.out.data : "");
+    bool oom = E.oom || E.out.oom || full.oom || sig.oom || E.helpers.oom;
     tli_str_free(&sig);
-    bool oom = E.oom || E.out.oom || full.oom;
     emitter_free(&E);
     *src = tli_str_take(&full);
     if (oom || !*src) {

@@ -1,9 +1,10 @@
 /*
- * emit_tile.c - CUDA for the tile operations on the sm_80 path (which also
- * runs on Hopper): shared tiles in dynamic shared memory with swizzled
- * 16-byte chunks, fragments as per-thread register arrays in the m16n8
- * accumulator layout, cp.async copies in a multi-stage pipeline, and
- * ldmatrix + mma.sync m16n8k16 for tl_gemm.
+ * emit_tile.c - printing the tile statements of a lowered kernel: shared
+ * tiles in the dynamic shared memory (with their swizzle and stages),
+ * fragments as per-thread register arrays in the layout the layout pass
+ * chose, copies by the engine the pipeline pass chose, tl_gemm on the atom
+ * the layout pass chose (mma.sync from ldmatrix, or wgmma from shared
+ * memory or registers), and reductions as the reduce pass split them.
  */
 #include "emit_internal.h"
 
@@ -12,23 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t tli_target_smem_limit(const char *target)
-{
-    int v = target ? atoi(target + 3) : 0;
-    if (v >= 90)
-        return 232448; /* 227 KiB: Hopper and later */
-    if (v == 80 || v == 87)
-        return 166912; /* 163 KiB: A100 */
-    if (v >= 86)
-        return 101376; /* 99 KiB */
-    return 49152;
-}
-
 static const tli_bnode *buf_of(emitter *E, int32_t b) { return tli_B(E->ir, b); }
-
 static int esize(const tli_bnode *b) { return (int)tl_dtype_size((tl_dtype)b->dtype); }
-
-/* ------------------------------------------------------------ prologue */
+static const tli_frag_layout *lay(emitter *E, int32_t b) { return &E->L->frag[b]; }
+static const char *ctype(const tli_bnode *b) { return tli_dtype_ctype((tl_dtype)b->dtype); }
 
 static char *shape_text(emitter *E, const tli_bnode *b)
 {
@@ -39,64 +27,57 @@ static char *shape_text(emitter *E, const tli_bnode *b)
     return tli_e_keep(E, tli_str_take(&s));
 }
 
-/* Blocks of one panel of `panel` block rows run one after another, so the
- * tiles of A and B they share stay in L2:
- *   bid = y * gridDim.x + x;  panel p = bid / (panel * gridDim.x);
- *   by = p * panel + (bid % (panel * gridDim.x)) % rows_in_panel, ... */
-static void emit_block_remap(emitter *E)
+static const char *layout_text(emitter *E, int32_t b)
 {
-    int p = E->ir->swizzle;
-    tli_e_line(E, "// tl_use_swizzle(%d): blocks walk down panels of %d block rows", p, p);
-    tli_e_line(E, "const long long tl_bid = (long long)blockIdx.y * gridDim.x + blockIdx.x;");
-    tli_e_line(E, "const long long tl_panel = %dLL * gridDim.x;", p);
-    tli_e_line(E, "const long long tl_row0 = tl_bid / tl_panel * %dLL;", p);
-    tli_e_line(E, "const long long tl_rows = tl_min(%dLL, (long long)gridDim.y - tl_row0);", p);
-    tli_e_line(E, "const long long tl_by = tl_row0 + tl_bid %% tl_panel %% tl_rows;");
-    tli_e_line(E, "const long long tl_bx = tl_bid %% tl_panel / tl_rows;");
+    const tli_frag_layout *f = lay(E, b);
+    switch (f->kind) {
+    case FRAG_MMA:
+        return tli_e_fmt(E, "m16n8 accumulators, %dx%d warps of %lldx%lld", f->w.wgm, f->w.wgn, (long long)f->w.wm,
+                         (long long)f->w.wn);
+    case FRAG_WGMMA:
+        return tli_e_fmt(E, "m64n%lld accumulators, %d warpgroup%s of %lld rows", (long long)f->w.wn, f->w.wgm,
+                         f->w.wgm > 1 ? "s" : "", (long long)f->w.wm);
+    case FRAG_ROWS:
+        return tli_e_fmt(E, "runs of %d, %dx%d threads over rows x columns", f->rows.v, f->rows.tr, f->rows.tc);
+    case FRAG_SLICE:
+        return tli_e_fmt(E, "%s reduced along dimension %d", buf_of(E, f->parent)->name, f->dim);
+    default: return "?";
+    }
 }
 
-void tli_e_tile_prologue(emitter *E)
+/* ---------------------------------------------------------- declarations */
+
+void tli_e_tile_decls(emitter *E)
 {
     const tli_ir *ir = E->ir;
-    if (ir->swizzle && !ir->pingpong) /* ping-pong: per block, in its loop */
-        emit_block_remap(E);
-    if (E->plan.smem_bytes)
-        tli_e_line(E, "extern __shared__ __align__(128) unsigned char tl_smem[];");
-    bool warps = false;
     for (int32_t i = 1; i < ir->b.n; i++) {
         const tli_bnode *b = buf_of(E, i);
-        const char *ct = tli_dtype_ctype((tl_dtype)b->dtype);
+        const char *ct = ctype(b);
+        const tli_smem_info *si = &E->L->smem[i];
         if (b->scope == B_SHARED) {
-            const tli_smem_info *si = &E->plan.smem[i];
-            tli_e_line(E, "%s *const %s = (%s *)(tl_smem + %lld); // shared %s %s, %d stage%s", ct, b->name, ct,
+            tli_e_line(E, "%s *const %s = (%s *)(tl_smem + %lld); // shared %s %s, %d stage%s%s", ct, b->name, ct,
                        (long long)si->offset, shape_text(E, b), tl_dtype_name((tl_dtype)b->dtype), si->stages,
-                       si->stages > 1 ? "s" : "");
+                       si->stages > 1 ? "s" : "", si->blocked ? ", 64-column blocks" : "");
+        } else if (b->scope == B_MBAR) {
+            tli_e_line(E, "unsigned long long *const %s = (unsigned long long *)(tl_smem + %lld); // %lld mbarriers",
+                       b->name, (long long)si->offset, (long long)b->cshape[0]);
         } else if (b->scope == B_FRAGMENT) {
-            const tli_frag_layout *fl = &E->plan.frag[i];
-            if (fl->mma)
-                tli_e_line(E, "%s %s[%lld]; // fragment %s: m16n8 accumulators, %dx%d warps of %lldx%lld", ct, b->name,
-                           (long long)fl->per_thread, shape_text(E, b), fl->w.wgm, fl->w.wgn, (long long)fl->w.wm,
-                           (long long)fl->w.wn);
-            else
-                tli_e_line(E, "%s %s[%lld]; // fragment %s: element e in thread e %% %d", ct, b->name,
-                           (long long)fl->per_thread, shape_text(E, b), ir->threads);
-            warps = warps || fl->mma;
+            tli_e_line(E, "%s %s[%lld]; // fragment %s: %s", ct, b->name, (long long)lay(E, i)->per_thread,
+                       shape_text(E, b), layout_text(E, i));
         } else if (b->scope == B_LOCAL) {
             tli_e_line(E, "%s %s[%lld]; // local %s", ct, b->name, (long long)tli_buf_elems(b), shape_text(E, b));
         }
     }
-    if (warps)
-        tli_e_line(E, "const int tl_warp = tl_tid / 32, tl_lane = tl_tid %% 32;");
 }
 
 /* ------------------------------------------------------------ accesses */
 
-static char *stage_offset(emitter *E, int32_t buf)
+static const char *stage_base(emitter *E, int32_t buf)
 {
     const char *st = E->stage[buf];
-    if (!st || strcmp(st, "0") == 0)
-        return "";
-    return tli_e_fmt(E, "(%s) * %lld + ", st, (long long)E->plan.smem[buf].stage_elems);
+    if (!st || strcmp(st, "0") == 0 || strcmp(st, "0LL") == 0)
+        return "0";
+    return tli_e_fmt(E, "(%s) * %lld", st, (long long)E->L->smem[buf].stage_elems);
 }
 
 static bool swizzled(const tli_bnode *b)
@@ -109,33 +90,28 @@ static bool swizzled(const tli_bnode *b)
 }
 
 /* Flat row-major offset of constant-shape buffer b. */
-static char *flat_offset(emitter *E, const tli_bnode *b, const char *const *idx)
+static const char *flat_offset(emitter *E, const tli_bnode *b, const char *const *idx)
 {
-    tli_str s;
-    tli_str_init(&s);
+    const char *o = "0";
     int64_t st = 1;
     for (int d = b->rank - 1; d >= 0; d--) {
-        if (st == 1)
-            tli_str_appendf(&s, "%s(%s)", d < b->rank - 1 ? " + " : "", idx[d]);
-        else
-            tli_str_appendf(&s, " + (%s) * %lld", idx[d], (long long)st);
+        o = tli_e_add(E, o, st == 1 ? tli_e_fmt(E, "(%s)", idx[d]) : tli_e_mul(E, idx[d], st));
         st *= b->cshape[d];
     }
-    return tli_e_keep(E, tli_str_take(&s));
+    return o;
 }
 
 /* The in-bounds test of an access to an on-chip buffer: one tl_in per
  * index that the range analysis cannot place inside the shape (ids: the
- * index expressions, or NULL when the indices are generated text); "true"
- * when none is needed. Every test left is a branch per element in a
- * fully unrolled fragment loop, and the registers to hold its address. */
+ * index expressions, or NULL for generated indices, which are in range);
+ * "true" when none is needed. */
 static char *const_bounds(emitter *E, const tli_bnode *b, const char *const *idx, const int32_t *ids)
 {
     tli_str s;
     tli_str_init(&s);
-    for (int d = 0; d < b->rank; d++) {
+    for (int d = 0; ids && d < b->rank; d++) {
         int64_t lo, hi;
-        if (ids && tli_expr_range(E->ir, ids[d], &lo, &hi) && lo >= 0 && hi < b->cshape[d])
+        if (tli_expr_range(E->ir, ids[d], &lo, &hi) && lo >= 0 && hi < b->cshape[d])
             continue;
         tli_str_appendf(&s, "%stl_in(%s, %lld)", s.len ? " && " : "", idx[d], (long long)b->cshape[d]);
     }
@@ -147,24 +123,17 @@ static char *const_bounds(emitter *E, const tli_bnode *b, const char *const *idx
 void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, const int32_t *ids, char **off, char **ok)
 {
     const tli_bnode *b = buf_of(E, buf);
-    const char *base = stage_offset(E, buf);
-    if (E->plan.smem[buf].mn_major) /* [N / 64][K][64] */
-        *off = tli_e_fmt(E, "%s(int)(%s) / 64 * %lld + tl_swz_off<64, %d>((int)(%s), (int)(%s) %% 64)", base, idx[1],
-                         (long long)(64 * b->cshape[0]), esize(b), idx[0], idx[1]);
+    const char *base = stage_base(E, buf);
+    if (E->L->smem[buf].blocked) /* [C / 64][R][64], 128-byte swizzled rows */
+        *off = (char *)tli_e_add(E, base,
+                                 tli_e_fmt(E, "(int)(%s) / 64 * %lld + tl_swz_off<64, %d>((int)(%s), (int)(%s) %% 64)",
+                                           idx[1], (long long)(64 * b->cshape[0]), esize(b), idx[0], idx[1]));
     else if (swizzled(b))
-        *off = tli_e_fmt(E, "%stl_swz_off<%lld, %d>((int)(%s), (int)(%s))", base, (long long)b->cshape[1], esize(b),
-                         idx[0], idx[1]);
+        *off = (char *)tli_e_add(E, base, tli_e_fmt(E, "tl_swz_off<%lld, %d>((int)(%s), (int)(%s))",
+                                                    (long long)b->cshape[1], esize(b), idx[0], idx[1]));
     else
-        *off = tli_e_fmt(E, "%s%s", base, flat_offset(E, b, idx));
+        *off = (char *)tli_e_add(E, base, flat_offset(E, b, idx));
     *ok = const_bounds(E, b, idx, ids);
-}
-
-static void fail_lowering(emitter *E, tl_status st, const char *msg)
-{
-    if (E->st == TL_OK) {
-        E->st = st;
-        tli_fmt(E->err, sizeof E->err, "%s", msg);
-    }
 }
 
 /* A read of an on-chip buffer; a plain one where the indices are known to
@@ -174,18 +143,137 @@ static char *checked_read(emitter *E, const char *name, const char *off, const c
     return strcmp(ok, "true") == 0 ? tli_e_fmt(E, "%s[%s]", name, off) : tli_e_fmt(E, "tl_ld(%s + (%s), %s)", name, off, ok);
 }
 
+/* "if (ok) " before a store, or nothing when ok is "true". */
+static const char *guard_text(emitter *E, const char *ok)
+{
+    return strcmp(ok, "true") == 0 ? "" : tli_e_fmt(E, "if (%s) ", ok);
+}
+
+/* ------------------------------------------------------------ fragments */
+
+/* The register of slice layout (parent p, dimension dim) that holds the
+ * result for parent register r. */
+static const char *slice_reg(emitter *E, int32_t parent, int dim, const char *r)
+{
+    const tli_frag_layout *p = lay(E, parent);
+    if (p->kind == FRAG_ROWS) {
+        int64_t run = p->rows.ncj * p->rows.v;
+        if (buf_of(E, parent)->rank == 1)
+            return "0";
+        return dim == 1 ? tli_e_fmt(E, "(%s) / %lld", r, (long long)run) : tli_e_fmt(E, "(%s) %% %lld", r, (long long)run);
+    }
+    int nt = p->w.nt;
+    return dim == 1 ? tli_e_fmt(E, "(%s) / %d * 2 + (%s) %% 4 / 2", r, 4 * nt, r)
+                    : tli_e_fmt(E, "(%s) / 4 %% %d * 2 + (%s) %% 2", r, nt, r);
+}
+
+/* Coordinates of register r of fragment buf into idx[0..rank); *guard
+ * (NULL when every register holds an element) says whether it does. */
+static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard);
+
+void tli_e_frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
+{
+    frag_coords(E, buf, r, idx, guard);
+}
+
+static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
+{
+    const tli_bnode *b = buf_of(E, buf);
+    const tli_frag_layout *f = lay(E, buf);
+    *guard = NULL;
+    if (f->kind == FRAG_WGMMA || f->kind == FRAG_MMA) {
+        const tli_warp_layout *w = &f->w;
+        if (w->wgmma) {
+            idx[0] = tli_e_fmt(E, "(tl_warp / 4) * %lld + (%s) / %d * 64 + (tl_warp %% 4) * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8",
+                               (long long)w->wm, r, 4 * w->nt, r);
+            idx[1] = tli_e_fmt(E, "(%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", r, w->nt, r);
+        } else {
+            idx[0] = tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / %d * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8", w->wgn,
+                               (long long)w->wm, r, 4 * w->nt, r);
+            idx[1] = tli_e_fmt(E, "(tl_warp %% %d) * %lld + (%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", w->wgn,
+                               (long long)w->wn, r, w->nt, r);
+        }
+        return;
+    }
+    if (f->kind == FRAG_SLICE) {
+        const tli_frag_layout *p = lay(E, f->parent);
+        const char *c;
+        if (p->kind == FRAG_ROWS) {
+            const tli_rows_layout *x = &p->rows;
+            if (buf_of(E, f->parent)->rank == 1) {
+                idx[0] = "0";
+                return;
+            }
+            if (f->dim == 1) {
+                c = tli_e_fmt(E, "(%s) * %d + tl_tid / %d", r, x->tr, x->tc);
+                if (x->nri * x->tr > x->rows)
+                    *guard = tli_e_fmt(E, "%s < %lld", c, (long long)x->rows);
+            } else {
+                c = tli_e_fmt(E, "((%s) / %d * %d + tl_tid %% %d) * %d + (%s) %% %d", r, x->v, x->tc, x->tc, x->v, r, x->v);
+                if (x->ncj * x->tc * x->v > x->cols)
+                    *guard = tli_e_fmt(E, "%s < %lld", c, (long long)x->cols);
+            }
+        } else if (p->w.wgmma) {
+            c = f->dim == 1 ? tli_e_fmt(E, "(tl_warp / 4) * %lld + (%s) / 2 * 64 + (tl_warp %% 4) * 16 + tl_lane / 4 + (%s) %% 2 * 8",
+                                        (long long)p->w.wm, r, r)
+                            : tli_e_fmt(E, "(%s) / 2 * 8 + tl_lane %% 4 * 2 + (%s) %% 2", r, r);
+        } else {
+            c = f->dim == 1 ? tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / 2 * 16 + tl_lane / 4 + (%s) %% 2 * 8", p->w.wgn,
+                                        (long long)p->w.wm, r, r)
+                            : tli_e_fmt(E, "(tl_warp %% %d) * %lld + (%s) / 2 * 8 + tl_lane %% 4 * 2 + (%s) %% 2", p->w.wgn,
+                                        (long long)p->w.wn, r, r);
+        }
+        idx[0] = c;
+        return;
+    }
+    /* blocked rows */
+    const tli_rows_layout *x = &f->rows;
+    int64_t run = x->ncj * x->v;
+    const char *row = tli_e_fmt(E, "(%s) / %lld * %d + tl_tid / %d", r, (long long)run, x->tr, x->tc);
+    const char *col = tli_e_fmt(E, "((%s) / %d %% %lld * %d + tl_tid %% %d) * %d + (%s) %% %d", r, x->v, (long long)x->ncj,
+                                x->tc, x->tc, x->v, r, x->v);
+    if (x->tr == 1 && x->nri == 1)
+        row = "0";
+    bool pad_r = x->nri * x->tr > x->rows, pad_c = x->ncj * x->tc * x->v > x->cols;
+    if (pad_r || pad_c)
+        *guard = tli_e_fmt(E, "%s%s%s", pad_r ? tli_e_fmt(E, "%s < %lld", row, (long long)x->rows) : "",
+                           pad_r && pad_c ? " && " : "", pad_c ? tli_e_fmt(E, "%s < %lld", col, (long long)x->cols) : "");
+    idx[b->rank - 1] = col;
+    int64_t inner = 1;
+    for (int d = b->rank - 2; d >= 0; d--) {
+        idx[d] = d > 0 ? tli_e_fmt(E, "(%s) / %lld %% %lld", row, (long long)inner, (long long)b->cshape[d])
+                       : (inner == 1 ? row : tli_e_fmt(E, "(%s) / %lld", row, (long long)inner));
+        inner *= b->cshape[d];
+    }
+}
+
+/* The register text of fragment buf inside the loop over fragment
+ * E->frag_loop's registers (tl_r). */
+static const char *frag_reg(emitter *E, int32_t buf)
+{
+    int32_t owner = E->frag_loop;
+    if (!owner) {
+        tli_e_fail(E, "fragment '%s' touched outside its layout loop", buf_of(E, buf)->name);
+        return "0";
+    }
+    if (tli_layout_equal(E->L, buf, owner))
+        return "tl_r";
+    const tli_frag_layout *f = lay(E, buf);
+    if (tli_slice_of_alike(E->L, buf, owner))
+        return slice_reg(E, owner, f->dim, "tl_r");
+    tli_e_fail(E, "fragment '%s' does not follow the layout of '%s'", buf_of(E, buf)->name, buf_of(E, owner)->name);
+    return "0";
+}
+
 char *tli_e_tile_load(emitter *E, const tli_enode *n)
 {
     const tli_bnode *b = buf_of(E, n->buf);
     const char *idx[TL_MAX_RANK];
     const int32_t *ids = &E->ir->pool.v[n->idx];
+    if (b->scope == B_FRAGMENT)
+        return tli_e_fmt(E, "%s[%s]", b->name, frag_reg(E, n->buf));
     for (int d = 0; d < b->rank; d++)
         idx[d] = tli_e_expr(E, ids[d]);
-    if (b->scope == B_FRAGMENT) {
-        if (!E->frag_loop)
-            fail_lowering(E, TL_ERR_INTERNAL, "fragment read outside its layout loop");
-        return tli_e_fmt(E, "%s[tl_r]", b->name);
-    }
     if (b->scope == B_LOCAL)
         return checked_read(E, b->name, flat_offset(E, b, idx), const_bounds(E, b, idx, ids));
     char *off, *ok;
@@ -193,10 +281,20 @@ char *tli_e_tile_load(emitter *E, const tli_enode *n)
     return checked_read(E, b->name, off, ok);
 }
 
-/* "if (ok) " before a store, or nothing when ok is "true". */
-static const char *guard_text(emitter *E, const char *ok)
+/* Inside a loop over a layout that several threads share (a slice), only
+ * one of the threads holding an element writes it to memory. */
+static const char *primary_guard(emitter *E)
 {
-    return strcmp(ok, "true") == 0 ? "" : tli_e_fmt(E, "if (%s) ", ok);
+    if (!E->frag_loop || !lay(E, E->frag_loop)->replicated)
+        return NULL;
+    const tli_frag_layout *f = lay(E, E->frag_loop), *p = lay(E, f->parent);
+    if (p->kind == FRAG_ROWS)
+        return buf_of(E, f->parent)->rank == 1 ? "tl_tid == 0"
+               : f->dim == 1                   ? tli_e_fmt(E, "tl_tid %% %d == 0", p->rows.tc)
+                                               : tli_e_fmt(E, "tl_tid / %d == 0", p->rows.tc);
+    if (f->dim == 1)
+        return p->w.wgmma || p->w.wgn == 1 ? "tl_lane % 4 == 0" : tli_e_fmt(E, "tl_lane %% 4 == 0 && tl_warp %% %d == 0", p->w.wgn);
+    return p->w.wgmma ? "tl_lane < 4 && tl_warp % 4 == 0" : tli_e_fmt(E, "tl_lane < 4 && tl_warp / %d == 0", p->w.wgn);
 }
 
 void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const char *const *idx)
@@ -204,9 +302,7 @@ void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const cha
     const tli_bnode *b = buf_of(E, s->buf);
     const int32_t *ids = &E->ir->pool.v[s->idx];
     if (b->scope == B_FRAGMENT) {
-        if (!E->frag_loop)
-            fail_lowering(E, TL_ERR_INTERNAL, "fragment written outside its layout loop");
-        tli_e_line(E, "%s[tl_r] = %s;", b->name, val);
+        tli_e_line(E, "%s[%s] = %s;", b->name, frag_reg(E, s->buf), val);
         return;
     }
     if (b->scope == B_LOCAL) {
@@ -216,113 +312,54 @@ void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const cha
     }
     char *off, *ok;
     tli_e_smem_access(E, s->buf, idx, ids, &off, &ok);
+    const char *prim = primary_guard(E);
+    if (prim)
+        ok = tli_e_fmt(E, "%s && %s", prim, ok);
     if (E->inside_parallel)
         tli_e_line(E, "%s%s[%s] = %s;", guard_text(E, ok), b->name, off, val);
     else
         tli_e_line(E, "if (tl_tid == 0 && %s) %s[%s] = %s;", ok, b->name, off, val);
 }
 
-/* ------------------------------------------------------------ fragments */
-
-/* Coordinates of register tl_r of fragment buf, into idx[0..rank). For the
- * m16n8 layout (rank 2): tile (mi, ni) = (r / (4 nt), r / 4 % nt), and in
- * it rows lane/4 (+8 for c2, c3), columns 2 (lane % 4) (+1 for c1, c3).
- * For the spread layout the flat element is r * threads + tid (*guard says
- * whether it can run past the end). */
-static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
-{
-    const tli_bnode *b = buf_of(E, buf);
-    const tli_frag_layout *fl = &E->plan.frag[buf];
-    *guard = NULL;
-    if (fl->mma && fl->w.wgmma) {
-        const tli_warp_layout *w = &fl->w;
-        idx[0] = tli_e_fmt(E, "(tl_warp / 4) * %lld + (%s) / %d * 64 + (tl_warp %% 4) * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8",
-                           (long long)w->wm, r, 4 * w->nt, r);
-        idx[1] = tli_e_fmt(E, "(%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", r, w->nt, r);
-        return;
-    }
-    if (fl->mma) {
-        const tli_warp_layout *w = &fl->w;
-        idx[0] = tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / %d * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8", w->wgn,
-                           (long long)w->wm, r, 4 * w->nt, r);
-        idx[1] = tli_e_fmt(E, "(tl_warp %% %d) * %lld + (%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", w->wgn,
-                           (long long)w->wn, r, w->nt, r);
-        return;
-    }
-    int64_t total = tli_buf_elems(b);
-    const char *flat = tli_e_fmt(E, "((%s) * %d + tl_tid)", r, E->ir->threads);
-    if (total % E->ir->threads)
-        *guard = tli_e_fmt(E, "%s < %lld", flat, (long long)total);
-    int64_t inner = 1;
-    for (int d = b->rank - 1; d >= 0; d--) {
-        idx[d] = d > 0 ? tli_e_fmt(E, "%s / %lld %% %lld", flat, (long long)inner, (long long)b->cshape[d])
-                       : tli_e_fmt(E, "%s / %lld", flat, (long long)inner);
-        inner *= b->cshape[d];
-    }
-}
-
-/* The first fragment the statements touch (loads or stores), or 0. */
-static int32_t find_fragment_expr(const tli_ir *ir, int32_t e)
-{
-    const tli_enode *n = tli_E(ir, e);
-    if (n->op == E_LOAD && tli_B(ir, n->buf)->scope == B_FRAGMENT)
-        return n->buf;
-    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++) {
-        int32_t f = find_fragment_expr(ir, n->a[i]);
-        if (f)
-            return f;
-    }
-    return 0;
-}
-
-static int32_t find_fragment(const tli_ir *ir, int32_t first)
-{
-    for (int32_t s = first; s; s = tli_S(ir, s)->next) {
-        const tli_snode *n = tli_S(ir, s);
-        int32_t f = 0;
-        if (n->op == S_STORE)
-            f = tli_B(ir, n->buf)->scope == B_FRAGMENT ? n->buf : find_fragment_expr(ir, n->value);
-        else if (n->op == S_IF)
-            f = find_fragment_expr(ir, n->a0);
-        if (!f)
-            f = find_fragment(ir, n->body);
-        if (!f)
-            f = find_fragment(ir, n->orelse);
-        if (f)
-            return f;
-    }
-    return 0;
-}
-
 /*   #pragma unroll
- *   for (int tl_r = 0; tl_r < 64; ++tl_r) { const long long i7_0 = row, i7_1 = col; body }  */
-bool tli_e_frag_parallel(emitter *E, int32_t sid)
+ *   for (int tl_r = 0; tl_r < 64; ++tl_r) { const long long tl_i7_0 = row, tl_i7_1 = col; body }  */
+void tli_e_frag_parallel(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
-    int32_t f = find_fragment(E->ir, s->body);
-    if (!f)
-        return false;
+    int32_t f = s->x[TLI_X_PAR_FRAG];
+    if (s->x[TLI_X_PAR_LANES] > 1) {
+        int32_t saved = E->frag_loop;
+        E->frag_loop = f;
+        tli_e_frag_runs(E, sid);
+        E->frag_loop = saved;
+        return;
+    }
     const tli_bnode *b = buf_of(E, f);
-    int64_t count = E->plan.frag[f].per_thread;
-    tli_e_line(E, "{ // tl_parallel over fragment %s (%s): %lld elements per thread, in registers", b->name,
-               shape_text(E, b), (long long)count);
+    int64_t count = lay(E, f)->per_thread;
+    tli_e_line(E, "{ // tl_parallel over fragment %s (%s): %lld register%s per thread", b->name, shape_text(E, b),
+               (long long)count, count > 1 ? "s" : "");
     E->indent++;
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) {", (long long)count);
     E->indent++;
     const char *idx[TL_MAX_RANK], *guard;
     frag_coords(E, f, "tl_r", idx, &guard);
-    for (int d = 0; d < s->rank; d++)
-        tli_e_line(E, "const long long i%d_%d = %s;", sid, d, idx[d]);
+    for (int d = 0; d < s->rank; d++) {
+        const tli_enode *v = tli_E(E->ir, s->vars[d]);
+        const char *name = v->loop == sid ? (s->rank > 1 ? tli_e_fmt(E, "tl_i%d_%d", sid, d) : tli_e_fmt(E, "tl_i%d", sid))
+                                          : "tl_unused";
+        tli_e_line(E, "const long long %s = %s;", name, idx[d]);
+    }
     if (guard) {
         tli_e_line(E, "if (%s) {", guard);
         E->indent++;
     }
-    E->frag_loop = sid;
+    int32_t saved = E->frag_loop;
+    E->frag_loop = f;
     E->inside_parallel = true;
     tli_e_stmts(E, s->body);
     E->inside_parallel = false;
-    E->frag_loop = 0;
+    E->frag_loop = saved;
     if (guard) {
         E->indent--;
         tli_e_line(E, "}");
@@ -331,35 +368,46 @@ bool tli_e_frag_parallel(emitter *E, int32_t sid)
     tli_e_line(E, "}");
     E->indent--;
     tli_e_line(E, "}");
-    return true;
 }
 
 void tli_e_fill(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
     const tli_bnode *b = buf_of(E, s->buf);
-    const char *ct = tli_dtype_ctype((tl_dtype)b->dtype);
+    const char *ct = ctype(b);
     const char *v = s->value ? tli_e_single(E, s->value) : tli_e_fmt(E, "tl_zero<%s>()", ct);
     if (b->scope == B_SHARED) {
-        tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) %s[%stl_e] = %s;", (long long)tli_buf_elems(b),
-                   E->ir->threads, b->name, stage_offset(E, s->buf), v);
+        tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) %s[%s] = %s;", (long long)tli_buf_elems(b),
+                   E->ir->threads, b->name, tli_e_add(E, stage_base(E, s->buf), "tl_e"), v);
         return;
     }
-    int64_t n = b->scope == B_FRAGMENT ? E->plan.frag[s->buf].per_thread : tli_buf_elems(b);
+    int64_t n = b->scope == B_FRAGMENT ? lay(E, s->buf)->per_thread : tli_buf_elems(b);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) %s[tl_r] = %s;", (long long)n, b->name, v);
 }
 
 /* --------------------------------------------------------------- copies */
 
-/* Index texts of element `local` (texts per axis) of the tile of global
- * tensor `region` with extents ext: origin idx[d] * ext[d] plus local. */
+/* Global index texts of element `local` of the tile of tensor `region`
+ * whose local extents are ext[0..rank): the tile's origin idx[d] * ext[d]
+ * plus local; a tensor of higher rank than the tile has extents of 1 in
+ * its leading dimensions. */
 static void tile_global_idx(emitter *E, int32_t region, const int64_t *ext, int rank, const char *const *local,
                             const char **out)
 {
     const tli_rnode *r = tli_R(E->ir, region);
-    for (int d = 0; d < rank; d++)
-        out[d] = tli_e_fmt(E, "(%s) * %lldLL + (%s)", tli_e_single(E, r->idx[d]), (long long)ext[d], local[d]);
+    int grank = buf_of(E, r->buf)->rank, lead = grank - rank;
+    for (int d = 0; d < grank; d++) {
+        const char *t = tli_e_single(E, r->idx[d]);
+        int64_t c;
+        bool zero = tli_expr_const_int(E->ir, r->idx[d], &c) && c == 0;
+        if (d < lead)
+            out[d] = t;
+        else if (zero)
+            out[d] = local[d - lead];
+        else
+            out[d] = tli_e_add(E, tli_e_fmt(E, "(%s) * %lldLL", t, (long long)ext[d - lead]), local[d - lead]);
+    }
 }
 
 /* Value text converted from type `from` to `to` (through f32). */
@@ -370,131 +418,145 @@ static const char *convert(emitter *E, const char *v, tl_dtype from, tl_dtype to
     return tli_e_fmt(E, "tl_conv<%s>(tl_f32(%s))", tli_dtype_ctype(to), v);
 }
 
-/*   for (int tl_e = tl_tid; tl_e < ELEMS; tl_e += THREADS) {
- *       const int tl_l1 = tl_e / 1 % C1; const int tl_l0 = tl_e / C1 % C0;
- * opens an element-by-element loop over tile t (closed by the caller);
- * loc gets the element's tile indices, gi its global ones (tl_o<d> + loc). */
-static void open_element_loop(emitter *E, const tli_bnode *t, const char **loc, const char **gi)
+/* The threads a copy runs on. */
+static int copy_threads(emitter *E, const tli_snode *s)
 {
-    tli_e_line(E, "for (int tl_e = tl_tid; tl_e < %lld; tl_e += %d) {", (long long)tli_buf_elems(t), E->ir->threads);
-    E->indent++;
-    int64_t inner = 1;
-    for (int d = t->rank - 1; d >= 0; d--) {
-        tli_e_line(E, "const int tl_l%d = tl_e / %lld %% %lld;", d, (long long)inner, (long long)t->cshape[d]);
-        inner *= t->cshape[d];
+    return s->x[TLI_X_COPY_THREADS] ? s->x[TLI_X_COPY_THREADS] : E->ir->threads;
+}
+
+/* Opens "for (int v = tl_tid; v < n; v += T) {", or "if (tl_tid < n) {"
+ * when every thread has at most one iteration. */
+static void open_spread(emitter *E, const char *v, int64_t n, int T, bool unroll)
+{
+    if (n <= T) {
+        tli_e_line(E, "if (tl_tid < %lld) {", (long long)n);
+        tli_e_line(E, "    const int %s = tl_tid;", v);
+    } else {
+        if (unroll)
+            tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int %s = tl_tid; %s < %lld; %s += %d) {", v, v, (long long)n, v, T);
     }
-    for (int d = 0; d < t->rank; d++) {
-        loc[d] = tli_e_fmt(E, "tl_l%d", d);
-        gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
+    E->indent++;
+}
+
+static void close_block(emitter *E)
+{
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+/* tl_o<d>: the global origin of the tile of region `reg` for local tile t. */
+static void tile_origin(emitter *E, int32_t reg, const tli_bnode *t, const char **gi_out, const char *const *loc)
+{
+    const char *zero[TL_MAX_RANK] = {"0", "0", "0", "0"}, *origin[TL_MAX_RANK];
+    tile_global_idx(E, reg, t->cshape, t->rank, zero, origin);
+    int grank = buf_of(E, tli_R(E->ir, reg)->buf)->rank, lead = grank - t->rank;
+    for (int d = 0; d < grank; d++) {
+        tli_e_line(E, "const long long tl_o%d = %s;", d, origin[d]);
+        gi_out[d] = d < lead ? tli_e_fmt(E, "tl_o%d", d) : tli_e_add(E, tli_e_fmt(E, "tl_o%d", d), loc[d - lead]);
     }
 }
 
-/* Global tile -> shared: 16-byte cp.async per chunk when rows are 16-byte
- * aligned (checked at run time, uniformly), element by element otherwise. */
-static void emit_copy_g2s(emitter *E, const tli_snode *s, bool in_pipeline)
+/* Global tile <-> shared, element by element:
+ *   for (tl_e = tl_tid; tl_e < ELEMS; tl_e += T) { tl_l<d> = ...; dst[...] = src[...]; } */
+static void emit_copy_elements(emitter *E, const tli_snode *s)
+{
+    const tli_ir *ir = E->ir;
+    int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
+    bool to_shared = buf_of(E, sb)->scope == B_GLOBAL;
+    int32_t gb = to_shared ? sb : db, tb = to_shared ? db : sb, reg = to_shared ? s->a0 : s->a1;
+    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, tb);
+    tli_e_line(E, "{ // tl_copy %s %s %s (%s), element by element", to_shared ? g->name : t->name, to_shared ? "tile ->" : "->",
+               to_shared ? t->name : tli_e_fmt(E, "%s tile", g->name), shape_text(E, t));
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
+    for (int d = 0; d < t->rank; d++)
+        loc[d] = tli_e_fmt(E, "tl_l%d", d);
+    tile_origin(E, reg, t, gi, loc);
+    open_spread(E, "tl_e", tli_buf_elems(t), copy_threads(E, s), false);
+    int64_t inner = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        const char *q = inner == 1 ? "tl_e" : tli_e_fmt(E, "tl_e / %lld", (long long)inner);
+        tli_e_line(E, "const int tl_l%d = %s%s;", d, q, d > 0 ? tli_e_fmt(E, " %% %lld", (long long)t->cshape[d]) : "");
+        inner *= t->cshape[d];
+    }
+    char *goff, *gok, *soff, *sok;
+    tli_e_global_access(E, gb, gi, &goff, &gok);
+    tli_e_smem_access(E, tb, loc, NULL, &soff, &sok);
+    if (to_shared)
+        tli_e_line(E, "%s[%s] = %s;", t->name, soff,
+                   convert(E, tli_e_fmt(E, "tl_ld(%s + (%s), %s)", g->name, goff, gok), (tl_dtype)g->dtype,
+                           (tl_dtype)t->dtype));
+    else
+        tli_e_line(E, "if (%s) %s[%s] = %s;", gok, g->name, goff,
+                   convert(E, tli_e_fmt(E, "%s[%s]", t->name, soff), (tl_dtype)t->dtype, (tl_dtype)g->dtype));
+    close_block(E);
+    close_block(E);
+}
+
+/* Global tile -> shared in 16-byte cp.async chunks (the launch guarantees
+ * 16-byte aligned rows for this program; the commit is a statement of its
+ * own). */
+static void emit_copy_async16(emitter *E, const tli_snode *s)
 {
     const tli_ir *ir = E->ir;
     int32_t gb = tli_copy_buf(ir, s->a0), sb = tli_copy_buf(ir, s->a1);
     const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
-    int T = ir->threads, per_chunk = 16 / esize(t);
-    int64_t elems = tli_buf_elems(t);
-    const char *zero[TL_MAX_RANK] = {"0", "0", "0", "0"};
-    const char *origin[TL_MAX_RANK];
-    tile_global_idx(E, s->a0, t->cshape, t->rank, zero, origin);
-    tli_e_line(E, "{ // tl_copy %s tile (%s) -> %s", g->name, shape_text(E, t), t->name);
+    int per = 16 / esize(t), last = t->rank - 1;
+    int64_t row_chunks = t->cshape[last] / per, chunks = tli_buf_elems(t) / per;
+    tli_e_line(E, "{ // tl_copy %s tile (%s) -> %s: 16-byte cp.async chunks", g->name, shape_text(E, t), t->name);
     E->indent++;
-    for (int d = 0; d < t->rank; d++)
-        tli_e_line(E, "const long long tl_o%d = %s;", d, origin[d]);
-    int last = t->rank - 1;
-    bool chunkable = g->dtype == t->dtype && t->cshape[last] % per_chunk == 0 && t->rank <= 2;
-    if (chunkable) {
-        int64_t row_chunks = t->cshape[last] / per_chunk, chunks = elems / per_chunk;
-        tli_str cond;
-        tli_str_init(&cond);
-        tli_str_appendf(&cond, "tl_aligned<16>(%s) && %s_d%d %% %d == 0", g->name, g->name, last, per_chunk);
-        if (t->rank == 2)
-            tli_str_appendf(&cond, " && %s_s0 %% %d == 0", g->name, per_chunk);
-        if (g->explicit_strides)
-            tli_str_appendf(&cond, " && %s_s%d == 1", g->name, last);
-        tli_e_line(E, "if (%s) {", cond.data);
-        tli_str_free(&cond);
-        E->indent++;
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_q = tl_tid; tl_q < %lld; tl_q += %d) { // 16-byte chunks", (long long)chunks, T);
-        E->indent++;
-        const char *loc[2];
-        if (t->rank == 2) {
-            loc[0] = tli_e_fmt(E, "tl_q / %lld", (long long)row_chunks);
-            loc[1] = tli_e_fmt(E, "tl_q %% %lld * %d", (long long)row_chunks, per_chunk);
-        } else {
-            loc[0] = tli_e_fmt(E, "tl_q * %d", per_chunk);
-        }
-        const char *gi[2];
-        for (int d = 0; d <= last; d++) {
-            tli_e_line(E, "const int tl_l%d = %s;", d, loc[d]);
-            gi[d] = tli_e_fmt(E, "tl_o%d + tl_l%d", d, d);
-            loc[d] = tli_e_fmt(E, "tl_l%d", d);
-        }
-        char *goff, *gok, *soff, *sok;
-        tli_e_global_access(E, gb, gi, &goff, &gok);
-        tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
-        tli_e_line(E, "tl_cp_async16(%s + (%s), %s + (%s), %s);", t->name, soff, g->name, goff, gok);
-        E->indent--;
-        tli_e_line(E, "}");
-        if (!in_pipeline)
-            tli_e_line(E, "tl_cp_async_commit(); // waited for before %s is next touched", t->name);
-        E->indent--;
-        tli_e_line(E, "} else {");
-        E->indent++;
+    const char *loc[2] = {"tl_l0", "tl_l1"}, *gi[TL_MAX_RANK];
+    if (t->rank == 1)
+        loc[0] = "tl_l0";
+    tile_origin(E, s->a0, t, gi, loc);
+    open_spread(E, "tl_q", chunks, copy_threads(E, s), true);
+    if (t->rank == 2) {
+        tli_e_line(E, "const int tl_l0 = tl_q / %lld;", (long long)row_chunks);
+        tli_e_line(E, "const int tl_l1 = tl_q %% %lld * %d;", (long long)row_chunks, per);
+    } else {
+        tli_e_line(E, "const int tl_l0 = tl_q * %d;", per);
     }
-    const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
-    open_element_loop(E, t, loc, gi);
     char *goff, *gok, *soff, *sok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
     tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
-    const char *v = convert(E, tli_e_fmt(E, "tl_ld(%s + (%s), %s)", g->name, goff, gok), (tl_dtype)g->dtype,
-                            (tl_dtype)t->dtype);
-    tli_e_line(E, "%s[%s] = %s;", t->name, soff, v);
-    E->indent--;
-    tli_e_line(E, "}");
-    if (chunkable) {
-        E->indent--;
-        tli_e_line(E, "}");
-    }
-    E->indent--;
-    tli_e_line(E, "}");
+    tli_e_line(E, "tl_cp_async16(%s + (%s), %s + (%s), %s);", t->name, soff, g->name, goff, gok);
+    close_block(E);
+    close_block(E);
 }
 
-/* Shared -> global tile, element by element over the block's threads. */
-static void emit_copy_s2g(emitter *E, const tli_snode *s)
+/* TMA boxes of a producer: a tile of 64-column blocks is one box per block
+ * ([R][64] each), completing on the copy's mbarrier; coordinates innermost
+ * first, leading dimensions of a higher-rank tensor at the tile's index. */
+static void emit_copy_tma(emitter *E, const tli_snode *s)
 {
     const tli_ir *ir = E->ir;
-    int32_t sb = tli_copy_buf(ir, s->a0), gb = tli_copy_buf(ir, s->a1);
-    const tli_bnode *t = buf_of(E, sb), *g = buf_of(E, gb);
-    const char *zero[TL_MAX_RANK] = {"0", "0", "0", "0"}, *origin[TL_MAX_RANK];
-    tile_global_idx(E, s->a1, t->cshape, t->rank, zero, origin);
-    tli_e_line(E, "{ // tl_copy %s -> %s tile (%s)", t->name, g->name, shape_text(E, t));
-    E->indent++;
-    for (int d = 0; d < t->rank; d++)
-        tli_e_line(E, "const long long tl_o%d = %s;", d, origin[d]);
-    const char *loc[TL_MAX_RANK], *gi[TL_MAX_RANK];
-    open_element_loop(E, t, loc, gi);
-    char *goff, *gok, *soff, *sok;
-    tli_e_global_access(E, gb, gi, &goff, &gok);
-    tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
-    tli_e_line(E, "if (%s) %s[%s] = %s;", gok, g->name, goff,
-               convert(E, tli_e_fmt(E, "%s[%s]", t->name, soff), (tl_dtype)t->dtype, (tl_dtype)g->dtype));
-    E->indent--;
-    tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "}");
+    int32_t gb = tli_copy_buf(ir, s->a0), sb = tli_copy_buf(ir, s->a1);
+    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
+    bool blocked = E->L->smem[sb].blocked;
+    int64_t inner = blocked ? 64 : t->cshape[1], boxes = t->cshape[1] / inner;
+    const char *zero[2] = {"0", "0"}, *origin[TL_MAX_RANK];
+    tile_global_idx(E, s->a0, t->cshape, 2, zero, origin);
+    const char *bar = tli_e_mbar(E, s->x[TLI_X_COPY_BAR], s->x[TLI_X_COPY_BAR_IDX]);
+    const char *base = tli_e_add(E, stage_base(E, sb), "0");
+    for (int64_t j = 0; j < boxes; j++) {
+        tli_str c;
+        tli_str_init(&c);
+        tli_str_appendf(&c, "(int)(%s)", tli_e_add(E, origin[g->rank - 1], tli_e_fmt(E, "%lld", (long long)(j * inner))));
+        for (int d = g->rank - 2; d >= 0; d--)
+            tli_str_appendf(&c, ", (int)(%s)", origin[d]);
+        const char *dst = tli_e_add(E, base, tli_e_fmt(E, "%lld", (long long)(j * inner * t->cshape[0])));
+        tli_e_line(E, "tl_tma_load_%dd(%s + %s, &tl_map%d, %s, %s);", g->rank, t->name, dst, s->x[TLI_X_COPY_MAP],
+                   c.data ? c.data : "", bar);
+        tli_str_free(&c);
+    }
 }
 
 /* tl_v: accumulator registers tl_r and tl_r + 1 of fragment f (adjacent
  * columns) converted to o's type. */
 static void emit_pair_vec(emitter *E, const tli_bnode *f, const tli_bnode *o)
 {
-    tli_e_line(E, "tl_vec<%s, 2> tl_v;", tli_dtype_ctype((tl_dtype)o->dtype));
+    tli_e_line(E, "tl_vec<%s, 2> tl_v;", ctype(o));
     tli_e_line(E, "tl_v.e[0] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), TL_F32, (tl_dtype)o->dtype));
     tli_e_line(E, "tl_v.e[1] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype));
 }
@@ -503,55 +565,70 @@ static void emit_pair_vec(emitter *E, const tli_bnode *f, const tli_bnode *o)
  * inside the tensor with a unit inner stride and an even row stride: every
  * pair of neighbouring elements is one aligned 4- or 8-byte store at a
  * constant offset from one of the thread's row pointers, with no tests.
- * Emits "if (interior) { ... } else" and returns; the masked loop follows
+ * Prints "if (interior) { ... } else" and returns; the masked loop follows
  * as the else branch. Without it each pair cost ~30 instructions of 64-bit
  * index arithmetic, bounds and alignment tests (a tenth of a 4096^3 GEMM). */
-static void emit_frag_pairs_interior(emitter *E, const tli_bnode *f, const tli_bnode *o, int32_t oreg, int32_t fb)
+static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t oreg)
 {
-    const tli_frag_layout *fl = &E->plan.frag[fb];
-    const char *zero[2] = {"0", "0"}, *origin[2];
+    const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob);
+    const char *zero[2] = {"0", "0"}, *origin[TL_MAX_RANK];
     tile_global_idx(E, oreg, f->cshape, 2, zero, origin);
-    tli_e_line(E, "const long long tl_t0 = %s, tl_t1 = %s;", origin[0], origin[1]);
-    const char *oct = tli_dtype_ctype((tl_dtype)o->dtype);
+    int lead = o->rank - 2;
+    tli_e_line(E, "const long long tl_t0 = %s, tl_t1 = %s;", origin[lead], origin[lead + 1]);
+    const char *s0 = tli_e_stride(E, ob, lead), *s1 = tli_e_stride(E, ob, lead + 1);
+    const char *base = "tl_t0 * %s + tl_t1";
+    tli_str pre;
+    tli_str_init(&pre);
+    for (int d = 0; d < lead; d++)
+        tli_str_appendf(&pre, "(%s) * %s + ", origin[d], tli_e_stride(E, ob, d));
+    const char *oct = ctype(o);
     /* offsets within the tile in 32 bits: 64-bit ones cost a register pair
      * per store, which pushed the kernel into spills */
-    tli_e_line(E, "if (tl_t0 + %lldLL <= %s_d0 && tl_t1 + %lldLL <= %s_d1 && %s_s0 %% 2 == 0%s &&",
-               (long long)f->cshape[0], o->name, (long long)f->cshape[1], o->name, o->name,
-               o->explicit_strides ? tli_e_fmt(E, " && %s_s1 == 1", o->name) : "");
-    tli_e_line(E, "    %s_s0 <= 2147483647LL / %lld &&", o->name, (long long)(f->cshape[0] + 1));
+    tli_e_line(E, "if (tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s && %s %% 2 == 0%s &&", (long long)f->cshape[0],
+               tli_e_dim(E, ob, lead), (long long)f->cshape[1], tli_e_dim(E, ob, lead + 1), s0,
+               strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1));
+    tli_e_line(E, "    %s <= 2147483647LL / %lld &&", s0, (long long)(f->cshape[0] + 1));
     tli_e_line(E, "    tl_aligned<%d>(%s)) { // the whole tile inside: unmasked pair stores", 2 * esize(o), o->name);
     E->indent++;
-    tli_e_line(E, "%s *const tl_cb = %s + (tl_t0 * %s_s0 + tl_t1);", oct, o->name, o->name);
+    tli_e_line(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, pre.data ? pre.data : "", tli_e_fmt(E, base, s0));
+    tli_str_free(&pre);
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)fl->per_thread);
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)lay(E, fb)->per_thread);
     E->indent++;
     const char *loc[TL_MAX_RANK], *guard;
     frag_coords(E, fb, "tl_r", loc, &guard);
     tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s;", loc[0], loc[1]);
     emit_pair_vec(E, f, o);
-    tli_e_line(E, "tl_st_vec(tl_cb + (tl_l0 * (int)%s_s0 + tl_l1), tl_v);", o->name);
-    E->indent--;
-    tli_e_line(E, "}");
+    tli_e_line(E, "tl_st_vec(tl_cb + (tl_l0 * (int)%s + tl_l1), tl_v);", s0);
+    close_block(E);
     E->indent--;
     tli_e_line(E, "} else // masked: the tile crosses an edge, or the pointer or stride is odd");
 }
 
-/* Fragment <-> global tile or shared, register by register. Accumulator
- * pairs (c0, c1) are adjacent columns: one 2-element store to global when
- * both are inside and aligned. */
+/* Fragment <-> global tile or shared, or fragment -> fragment of the same
+ * layout, register by register. Accumulator pairs (c0, c1) are adjacent
+ * columns: one 2-element store to global when both are inside and aligned. */
 static void emit_copy_frag(emitter *E, const tli_snode *s)
 {
     const tli_ir *ir = E->ir;
     int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
+    if (buf_of(E, sb)->scope == B_FRAGMENT && buf_of(E, db)->scope == B_FRAGMENT) {
+        const tli_bnode *x = buf_of(E, sb), *y = buf_of(E, db);
+        tli_e_line(E, "#pragma unroll // tl_copy %s -> %s, register by register", x->name, y->name);
+        tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) %s[tl_r] = %s;", (long long)lay(E, db)->per_thread, y->name,
+                   convert(E, tli_e_fmt(E, "%s[tl_r]", x->name), (tl_dtype)x->dtype, (tl_dtype)y->dtype));
+        return;
+    }
     bool from_frag = buf_of(E, sb)->scope == B_FRAGMENT;
     int32_t fb = from_frag ? sb : db, ob = from_frag ? db : sb, oreg = from_frag ? s->a1 : s->a0;
     const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob);
-    const tli_frag_layout *fl = &E->plan.frag[fb];
-    bool pairs = from_frag && fl->mma && o->scope == B_GLOBAL;
+    const tli_frag_layout *fl = lay(E, fb);
+    bool mma = fl->kind == FRAG_MMA || fl->kind == FRAG_WGMMA;
+    bool pairs = from_frag && mma && o->scope == B_GLOBAL;
     tli_e_line(E, "{ // tl_copy %s -> %s (%s)", buf_of(E, sb)->name, buf_of(E, db)->name, shape_text(E, f));
     E->indent++;
-    if (pairs && f->rank == 2 && tli_R(ir, oreg)->tiled)
-        emit_frag_pairs_interior(E, f, o, oreg, fb);
+    if (pairs && f->rank == 2 && oreg > 0 && tli_R(ir, oreg)->tiled)
+        emit_frag_pairs_interior(E, fb, ob, oreg);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)fl->per_thread, pairs ? 2 : 1);
     E->indent++;
@@ -573,147 +650,227 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
         tli_e_smem_access(E, ob, loc, NULL, &off, &ok);
     }
     if (pairs) {
+        int last = o->rank - 1;
+        tli_str rows;
+        tli_str_init(&rows);
+        for (int d = 0; d < last; d++)
+            tli_str_appendf(&rows, "%stl_in(%s, %s)", d ? " && " : "", oi[d], tli_e_dim(E, ob, d));
         emit_pair_vec(E, f, o);
-        tli_e_line(E, "tl_st_chunk(%s + (%s), %s, %s, %s_d1, tl_in(%s, %s_d0), tl_v);", o->name, off,
-                   o->explicit_strides ? tli_e_fmt(E, "%s_s1", o->name) : "1", oi[1], o->name, oi[0], o->name);
+        tli_e_line(E, "tl_st_chunk(%s + (%s), %s, %s, %s, %s, tl_v);", o->name, off, tli_e_stride(E, ob, last), oi[last],
+                   tli_e_dim(E, ob, last), rows.data ? rows.data : "true");
+        tli_str_free(&rows);
     } else if (from_frag) {
         const char *v = convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), (tl_dtype)f->dtype, (tl_dtype)o->dtype);
         tli_e_line(E, "if (%s) %s[%s] = %s;", ok, o->name, off, v);
     } else {
-        const char *v = tli_e_fmt(E, "tl_ld(%s + (%s), %s)", o->name, off, ok);
+        const char *v = o->scope == B_GLOBAL ? tli_e_fmt(E, "tl_ld(%s + (%s), %s)", o->name, off, ok)
+                                             : tli_e_fmt(E, "%s[%s]", o->name, off);
         tli_e_line(E, "%s[tl_r] = %s;", f->name, convert(E, v, (tl_dtype)o->dtype, (tl_dtype)f->dtype));
     }
-    if (guard) {
-        E->indent--;
-        tli_e_line(E, "}");
+    if (guard)
+        close_block(E);
+    close_block(E);
+    close_block(E);
+}
+
+/* Blocked-rows fragment <-> global tile: each run of v elements of a row
+ * is one access (16 bytes when aligned and inside), masked at the edges. */
+static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
+{
+    const tli_ir *ir = E->ir;
+    int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
+    bool from_frag = buf_of(E, sb)->scope == B_FRAGMENT;
+    int32_t fb = from_frag ? sb : db, gb = from_frag ? db : sb, reg = from_frag ? s->a1 : s->a0;
+    const tli_bnode *f = buf_of(E, fb), *g = buf_of(E, gb);
+    const tli_rows_layout *x = &lay(E, fb)->rows;
+    tli_e_line(E, "{ // tl_copy %s -> %s (%s): runs of %d elements", buf_of(E, sb)->name, buf_of(E, db)->name,
+               shape_text(E, f), x->v);
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)lay(E, fb)->per_thread, x->v);
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *guard, *gi[TL_MAX_RANK];
+    frag_coords(E, fb, "tl_r", loc, &guard);
+    for (int d = 0; d < f->rank; d++) {
+        tli_e_line(E, "const long long tl_l%d = %s;", d, loc[d]);
+        loc[d] = tli_e_fmt(E, "tl_l%d", d);
     }
-    E->indent--;
-    tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "}");
+    /* padding registers (past the tile) move nothing: their row is out */
+    tile_global_idx(E, reg, f->cshape, f->rank, loc, gi);
+    int last = g->rank - 1;
+    char *off, *ok;
+    tli_e_global_access(E, gb, gi, &off, &ok);
+    tli_str live;
+    tli_str_init(&live);
+    tli_str_append(&live, guard ? guard : "true");
+    for (int d = 0; d < last; d++)
+        tli_str_appendf(&live, " && tl_in(%s, %s)", gi[d], tli_e_dim(E, gb, d));
+    const char *args = tli_e_fmt(E, "%s + (%s), %s, %s, %s, %s", g->name, off, tli_e_stride(E, gb, last), gi[last],
+                                 tli_e_dim(E, gb, last), live.data);
+    tli_str_free(&live);
+    tli_e_line(E, "tl_vec<%s, %d> tl_v;", ctype(g), x->v);
+    if (from_frag) {
+        for (int e = 0; e < x->v; e++)
+            tli_e_line(E, "tl_v.e[%d] = %s;", e,
+                       convert(E, tli_e_fmt(E, "%s[tl_r + %d]", f->name, e), (tl_dtype)f->dtype, (tl_dtype)g->dtype));
+        tli_e_line(E, "tl_st_chunk(%s, tl_v);", args);
+    } else {
+        tli_e_line(E, "tl_ld_chunk(tl_v, %s);", args);
+        for (int e = 0; e < x->v; e++)
+            tli_e_line(E, "%s[tl_r + %d] = %s;", f->name, e,
+                       convert(E, tli_e_fmt(E, "tl_v.e[%d]", e), (tl_dtype)g->dtype, (tl_dtype)f->dtype));
+    }
+    close_block(E);
+    close_block(E);
 }
 
 void tli_e_copy(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
-    int sa = buf_of(E, tli_copy_buf(E->ir, s->a0))->scope, da = buf_of(E, tli_copy_buf(E->ir, s->a1))->scope;
-    if (sa == B_GLOBAL && da == B_SHARED) {
-        if (E->npending == TLI_MAX_PENDING)
-            tli_e_flush_pending(E, 0);
-        emit_copy_g2s(E, s, false);
-        E->pending[E->npending++] = tli_copy_buf(E->ir, s->a1);
-    } else if (sa == B_SHARED && da == B_GLOBAL)
-        emit_copy_s2g(E, s);
-    else
-        emit_copy_frag(E, s);
-}
-
-void tli_e_flush_pending(emitter *E, int from)
-{
-    tli_e_line(E, "tl_cp_async_wait<0>();");
-    if (E->plan.wgmma) /* wgmma and TMA read shared memory through the async proxy */
-        tli_e_line(E, "tl_fence_proxy_async();");
-    tli_e_sync(E);
-    E->npending = from;
+    switch ((tli_copy_how)s->x[TLI_X_COPY_HOW]) {
+    case CP_ELEMENTS: emit_copy_elements(E, s); break;
+    case CP_ASYNC16: emit_copy_async16(E, s); break;
+    case CP_TMA: emit_copy_tma(E, s); break;
+    case CP_FRAG: emit_copy_frag(E, s); break;
+    case CP_FRAG_ROWS: emit_copy_frag_rows(E, s); break;
+    default: tli_e_fail(E, "a copy without an engine"); break;
+    }
 }
 
 /* ----------------------------------------------------------------- gemm */
 
-/* One k16 step for the warp: A fragments by ldmatrix.x4 (rows of A), B
- * fragments by ldmatrix.x4.trans (B as [K, N]) or ldmatrix.x4 (B as [N, K]),
- * two n8 tiles per load, then mt x nt mma.sync m16n8k16. */
-/* The device function for one wgmma m64nNk16 with f32 accumulators:
- *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d0..d(N/2-1)}, da, db, 1, 1, 1, 0, 0; */
-static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b)
+/* The device function for one wgmma m64nNk16 with f32 accumulators, B from
+ * shared memory (descriptor db) and A from shared memory (descriptor da) or
+ * registers (four 32-bit registers a[0..3] holding two 16-bit values each):
+ *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d...}, da|{a...}, db, p, 1, 1[, 0, tb]; */
+static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs)
 {
     const char *ty = dt == TL_F16 ? "f16" : "bf16";
-    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s", n, ty, trans_b ? "_tb" : "");
-    bool *done = &E->wgmma_n[(dt == TL_F16) * 2 + trans_b][n / 8];
+    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s%s", n, ty, trans_b ? "_tb" : "", a_regs ? "_rs" : "");
+    bool *done = &E->wgmma_fn[(dt == TL_F16) * 2 + trans_b][n / 8][a_regs];
     if (*done)
         return name;
     *done = true;
     tli_str *h = &E->helpers;
-    int regs = n / 2;
-    tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA from shared memory (descriptors da, db).\n", n);
-    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, unsigned long long da, unsigned long long db)\n{\n",
-                    name);
-    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
+    int regs = n / 2, na = a_regs ? 4 : 1;
+    tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA, A from %s, B from shared memory.\n", n,
+                    a_regs ? "registers" : "shared memory");
+    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db)\n{\n", name,
+                    a_regs ? "const unsigned *a" : "unsigned long long da");
+    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + na + 1);
     tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
     for (int i = 0; i < regs; i++)
         tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
-    tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_b ? 1 : 0);
+    if (a_regs) /* the register form takes no transpose flags for A */
+        tli_str_appendf(h, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n        : ", regs, regs + 1,
+                        regs + 2, regs + 3, regs + 4, trans_b ? 1 : 0);
+    else
+        tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_b ? 1 : 0);
     for (int i = 0; i < regs; i++)
         tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
-    tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n\n");
+    if (a_regs)
+        tli_str_appendf(h, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}\n\n");
+    else
+        tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n\n");
     return name;
 }
 
-/* sm_90a: each warpgroup runs its m64 tiles of C with wgmma, A and B read
- * straight from the swizzled shared tiles through descriptors; four k16
- * steps per 64-wide K tile, committed as one group and waited for. */
-void tli_e_gemm_wgmma(emitter *E, const tli_snode *s, int wait)
+/* Registers of the A operand of k16 step `k` (text) for m tile `i` (text)
+ * from a 16-bit fragment in the accumulator layout with nt n8 tiles per
+ * row of tiles: the pairs (c0, c1), (c2, c3) of n8 tiles 2k and 2k + 1. */
+static void pack_a_regs(emitter *E, const char *a, int nt, const char *i, const char *k)
+{
+    const char *t0 = tli_e_fmt(E, "((%s) * %d + 2 * (%s)) * 4", i, nt, k);
+    tli_e_line(E, "const unsigned tl_a[4] = {tl_pack2(%s[%s], %s[%s + 1]), tl_pack2(%s[%s + 2], %s[%s + 3]),", a, t0, a,
+               t0, a, t0, a, t0);
+    tli_e_line(E, "                          tl_pack2(%s[%s + 4], %s[%s + 5]), tl_pack2(%s[%s + 6], %s[%s + 7])};", a, t0,
+               a, t0, a, t0, a, t0);
+}
+
+/* sm_90a: each warpgroup runs its m64 tiles of C with wgmma, B read from
+ * the swizzled shared tile through descriptors, A from shared memory too
+ * or from the registers of a 16-bit fragment; K / 16 steps, committed as
+ * one group (the sync pass waits for it where its results are needed). */
+static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
 {
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
-    const tli_warp_layout *w = &E->plan.frag[s->gemm[2]].w;
-    bool mn = E->plan.smem[s->gemm[1]].mn_major;
-    const char *fn = wgmma_helper(E, (int)w->wn, (tl_dtype)a->dtype, mn);
-    const char *et = tli_dtype_ctype((tl_dtype)a->dtype);
-    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma from shared memory", c->name,
-               a->name, b->name, mn ? "" : "^T", w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)w->wn);
+    const tli_warp_layout *w = &lay(E, s->gemm[2])->w;
+    bool tb = s->a1 & TL_GEMM_TRANS_B, a_regs = s->x[TLI_X_GEMM_A_REGS];
+    int64_t K = a->cshape[1], N = w->wn;
+    const char *fn = wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs);
+    const char *et = ctype(b);
+    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma, A from %s", c->name, a->name,
+               b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)N,
+               a_regs ? "registers" : "shared memory");
     E->indent++;
-    tli_e_line(E, "const %s *const tl_A = %s + %s(tl_warp / 4) * %lld;", et, a->name, stage_offset(E, s->gemm[0]),
-               (long long)(w->wm * a->cshape[1]));
-    tli_e_line(E, "const %s *const tl_B = %s + %s0;", et, b->name, stage_offset(E, s->gemm[1]));
+    if (!a_regs)
+        tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
+                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * 64))));
+    tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
     tli_e_line(E, "tl_wgmma_fence();");
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_k = 0; tl_k < 64; tl_k += 16) {");
+    tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
     E->indent++;
-    if (mn) /* 16 K rows of 128 bytes per step; 64-column blocks K * 128 bytes apart */
+    if (!tb) /* [K, N] stored [N / 64][K][64]: 16 K rows of 128 bytes per step, blocks K * 128 bytes apart */
         tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_mn_sw128(tl_B + tl_k * 64, %lld);",
                    (long long)(b->cshape[0] * 128));
+    else if (K > 64) /* [N, K] stored [K / 64][N][64] */
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k / 64 * %lld + tl_k %% 64);",
+                   (long long)(b->cshape[0] * 64));
     else
         tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k);");
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i)", w->mt);
-    tli_e_line(E, "    %s(%s + tl_i * %lld, tl_wgmma_desc_sw128(tl_A + tl_i * %lld + tl_k), tl_db);", fn, c->name,
-               (long long)(w->wn / 2), (long long)(64 * a->cshape[1]));
-    E->indent--;
-    tli_e_line(E, "}");
+    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i) {", w->mt);
+    E->indent++;
+    if (a_regs) {
+        pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
+        tli_e_line(E, "%s(%s + tl_i * %lld, tl_a, tl_db);", fn, c->name, (long long)(N / 2));
+    } else {
+        const char *koff = K > 64 ? tli_e_fmt(E, "tl_k / 64 * %lld + tl_k %% 64", (long long)(a->cshape[0] * 64)) : "tl_k";
+        tli_e_line(E, "%s(%s + tl_i * %lld, tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s), tl_db);", fn, c->name,
+                   (long long)(N / 2), koff);
+    }
+    close_block(E);
+    close_block(E);
     tli_e_line(E, "tl_wgmma_commit();");
-    if (wait >= 0)
-        tli_e_line(E, "tl_wgmma_wait<%d>();", wait);
-    E->indent--;
-    tli_e_line(E, "}");
+    close_block(E);
 }
 
-void tli_e_gemm(emitter *E, int32_t sid)
+/* One k16 step per iteration for each warp: A by ldmatrix.x4 (or packed
+ * from a 16-bit fragment in registers), B by ldmatrix.x4.trans (B as
+ * [K, N]) or ldmatrix.x4 (B as [N, K]), two n8 tiles per load, then
+ * mt x nt mma.sync m16n8k16. */
+static void emit_gemm_mma(emitter *E, const tli_snode *s)
 {
-    const tli_snode *s = tli_S(E->ir, sid);
-    if (E->plan.frag[s->gemm[2]].w.wgmma) {
-        tli_e_gemm_wgmma(E, s, 0);
-        return;
-    }
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
-    const tli_warp_layout *w = &E->plan.frag[s->gemm[2]].w;
-    bool tb = s->a1 & TL_GEMM_TRANS_B;
+    const tli_warp_layout *w = &lay(E, s->gemm[2])->w;
+    bool tb = s->a1 & TL_GEMM_TRANS_B, a_regs = s->x[TLI_X_GEMM_A_REGS];
     int64_t K = a->cshape[1];
-    const char *et = tli_dtype_ctype((tl_dtype)a->dtype);
-    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %dx%d warps, warp tile %lldx%lld = %dx%d mma.m16n8k16", c->name,
-               a->name, b->name, tb ? "^T" : "", w->wgm, w->wgn, (long long)w->wm, (long long)w->wn, w->mt, w->nt);
+    const char *et = ctype(b);
+    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %dx%d warps, warp tile %lldx%lld = %dx%d mma.m16n8k16", c->name, a->name,
+               b->name, tb ? "^T" : "", w->wgm, w->wgn, (long long)w->wm, (long long)w->wn, w->mt, w->nt);
     E->indent++;
-    tli_e_line(E, "const %s *const tl_A = %s + %s0;", et, a->name, stage_offset(E, s->gemm[0]));
-    tli_e_line(E, "const %s *const tl_B = %s + %s0;", et, b->name, stage_offset(E, s->gemm[1]));
+    if (!a_regs)
+        tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name, stage_base(E, s->gemm[0]));
+    tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
     tli_e_line(E, "const int tl_m0 = (tl_warp / %d) * %lld, tl_n0 = (tl_warp %% %d) * %lld;", w->wgn, (long long)w->wm,
                w->wgn, (long long)w->wn);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
     E->indent++;
-    tli_e_line(E, "unsigned tl_a[%d][4], tl_b[%d][2];", w->mt, w->nt);
+    tli_e_line(E, "unsigned tl_af[%d][4], tl_b[%d][2];", w->mt, w->nt);
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i)", w->mt);
-    tli_e_line(E, "    tl_ldmatrix_x4(tl_a[tl_i], tl_A + tl_swz_off<%lld, %d>(tl_m0 + tl_i * 16 + tl_lane %% 16, "
-                  "tl_k + tl_lane / 16 * 8));",
-               (long long)a->cshape[1], esize(a));
+    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i) {", w->mt);
+    E->indent++;
+    if (a_regs) {
+        pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
+        tli_e_line(E, "for (int tl_q = 0; tl_q < 4; ++tl_q) tl_af[tl_i][tl_q] = tl_a[tl_q];");
+    } else {
+        tli_e_line(E, "tl_ldmatrix_x4(tl_af[tl_i], tl_A + tl_swz_off<%lld, %d>(tl_m0 + tl_i * 16 + tl_lane %% 16, "
+                      "tl_k + tl_lane / 16 * 8));",
+                   (long long)a->cshape[1], esize(a));
+    }
+    close_block(E);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_j = 0; tl_j < %d; tl_j += 2) {", w->nt);
     E->indent++;
@@ -728,297 +885,196 @@ void tli_e_gemm(emitter *E, int32_t sid)
                    (long long)b->cshape[1], esize(b));
     tli_e_line(E, "tl_b[tl_j][0] = tl_r4[0]; tl_b[tl_j][1] = tl_r4[1];");
     tli_e_line(E, "tl_b[tl_j + 1][0] = tl_r4[2]; tl_b[tl_j + 1][1] = tl_r4[3];");
-    E->indent--;
-    tli_e_line(E, "}");
+    close_block(E);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i)", w->mt);
     tli_e_line(E, "    #pragma unroll");
     tli_e_line(E, "    for (int tl_j = 0; tl_j < %d; ++tl_j)", w->nt);
-    tli_e_line(E, "        tl_mma_16816<%s>(%s + (tl_i * %d + tl_j) * 4, tl_a[tl_i], tl_b[tl_j]);", et, c->name, w->nt);
-    E->indent--;
-    tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "}");
+    tli_e_line(E, "        tl_mma_16816<%s>(%s + (tl_i * %d + tl_j) * 4, tl_af[tl_i], tl_b[tl_j]);", et, c->name, w->nt);
+    close_block(E);
+    close_block(E);
 }
 
-/* ------------------------------------------------------------ pipeline */
-
-/* Producers (the leading global -> shared copies) for iteration `it`
- * (text) into stage `stage` (text). */
-static void emit_producers(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it,
-                           const char *stage)
+void tli_e_gemm(emitter *E, int32_t sid)
 {
-    E->var_text[loop->vars[0]] = (char *)it;
-    for (int32_t c = loop->body; c != first_consumer; c = tli_S(E->ir, c)->next) {
-        int32_t sb = tli_copy_buf(E->ir, tli_S(E->ir, c)->a1);
-        E->stage[sb] = stage;
-        emit_copy_g2s(E, tli_S(E->ir, c), true);
+    const tli_snode *s = tli_S(E->ir, sid);
+    if (s->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16)
+        emit_gemm_wgmma(E, s);
+    else if (s->x[TLI_X_GEMM_ATOM] == MMA_SYNC_M16N8K16)
+        emit_gemm_mma(E, s);
+    else
+        tli_e_fail(E, "a tl_gemm without an MMA atom");
+}
+
+/* ----------------------------------------------------------- reductions */
+
+static const char *red_identity(int op)
+{
+    switch (op) {
+    case R_MAX: return "__int_as_float(0xff800000)";
+    case R_MIN: return "__int_as_float(0x7f800000)";
+    default: return "0.0f";
     }
 }
 
-/*   for (tl_s = 0; tl_s < count; ++tl_s) { if (tl_s < n) copies of iteration tl_s; commit }
- * the prologue of a cp.async pipeline: `count` iterations in flight. */
-static void emit_cp_async_prologue(emitter *E, int32_t sid, int32_t first_consumer, int count)
+/* op(a, b) on f32 texts; `first` takes |b| for absmax partials. */
+static const char *red_combine(emitter *E, int op, const char *a, const char *b, bool raw)
 {
+    switch (op) {
+    case R_MAX: return tli_e_fmt(E, "fmaxf(%s, %s)", a, b);
+    case R_MIN: return tli_e_fmt(E, "fminf(%s, %s)", a, b);
+    case R_ABSMAX: return raw ? tli_e_fmt(E, "fmaxf(%s, fabsf(%s))", a, b) : tli_e_fmt(E, "fmaxf(%s, %s)", a, b);
+    default: return tli_e_fmt(E, "%s + %s", a, b);
+    }
+}
+
+static const char *red_name(int op)
+{
+    static const char *const n[] = {"max", "sum", "min", "absmax"};
+    return op >= 0 && op < 4 ? n[op] : "?";
+}
+
+/* dst[j] = v, or combined with its old value when accumulating. */
+static void red_store(emitter *E, const tli_snode *s, const char *j, const char *v)
+{
+    const tli_bnode *d = buf_of(E, s->gemm[1]);
+    int op = s->a1 & TLI_REDUCE_OP_MASK;
+    if (s->a1 & TLI_REDUCE_ACCUM)
+        v = red_combine(E, op, tli_e_fmt(E, "tl_f32(%s[%s])", d->name, j), v, false);
+    tli_e_line(E, "%s[%s] = %s;", d->name, j, convert(E, v, TL_F32, (tl_dtype)d->dtype));
+}
+
+/* The flat index of slice register j's element in dst, and its guard. */
+static const char *slice_elem(emitter *E, int32_t dst, const char *j, const char **guard)
+{
+    const char *idx[TL_MAX_RANK];
+    frag_coords(E, dst, j, idx, guard);
+    return idx[0];
+}
+
+/* The index of this warp among the warps that share an element: its warp
+ * number's bits under `mask`, packed. */
+static const char *warp_rank(emitter *E, unsigned mask)
+{
+    const char *r = "0";
+    int k = 0;
+    for (int bit = 0; bit < 16; bit++)
+        if (mask >> bit & 1) {
+            r = tli_e_add(E, r, tli_e_fmt(E, "(tl_warp >> %d & 1) << %d", bit, k));
+            k++;
+        }
+    return r;
+}
+
+/* A reduction of a fragment: each thread's partials over its registers,
+ * a butterfly of shuffles over the lanes that share a result, and (phase
+ * 1 / 2, split by the reduce pass) one exchange through shared memory
+ * among the warps that share one. */
+static void emit_reduce_frag(emitter *E, const tli_snode *s)
+{
+    int32_t src = s->gemm[0], dst = s->gemm[1];
+    const tli_bnode *sb = buf_of(E, src), *db = buf_of(E, dst);
+    int op = s->a1 & TLI_REDUCE_OP_MASK, phase = s->x[TLI_X_RED_PHASE];
+    unsigned lanes = (unsigned)s->x[TLI_X_RED_LANES], warps = (unsigned)s->x[TLI_X_RED_WARPS];
+    int64_t nj = lay(E, dst)->per_thread, np = lay(E, src)->per_thread;
+    int32_t scratch = s->x[TLI_X_RED_SCRATCH];
+    int group = s->x[TLI_X_RED_GROUP];
+    const tli_frag_layout *sl = lay(E, dst);
+    if (phase == 2) {
+        tli_e_line(E, "{ // tl_reduce_%s %s -> %s, phase 2: the partials of the %d warps that share each element",
+                   red_name(op), sb->name, db->name, group);
+        E->indent++;
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
+        E->indent++;
+        const char *guard;
+        const char *el = slice_elem(E, dst, "tl_j", &guard);
+        tli_e_line(E, "float tl_v = %s;", red_identity(op));
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_w = 0; tl_w < %d; ++tl_w)", group);
+        tli_e_line(E, "    tl_v = %s;",
+                   red_combine(E, op, "tl_v", tli_e_fmt(E, "%s[(%s) * %d + tl_w]", buf_of(E, scratch)->name,
+                                                        guard ? tli_e_fmt(E, "(%s) ? %s : 0", guard, el) : el, group),
+                               false));
+        red_store(E, s, "tl_j", "tl_v");
+        close_block(E);
+        close_block(E);
+        return;
+    }
+    tli_e_line(E, "{ // tl_reduce_%s %s -> %s along dimension %d: partials in registers, shuffles over lanes xor 0x%x%s",
+               red_name(op), sb->name, db->name, s->rank, lanes, warps ? ", then a partial per warp into shared memory" : "");
+    E->indent++;
+    tli_e_line(E, "float tl_red[%lld];", (long long)nj);
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", count);
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) tl_red[tl_j] = %s;", (long long)nj, red_identity(op));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) {", (long long)np);
     E->indent++;
-    tli_e_line(E, "if (tl_s < tl_n%d) {", sid);
+    const char *idx[TL_MAX_RANK], *guard;
+    frag_coords(E, src, "tl_r", idx, &guard);
+    const char *j = slice_reg(E, src, sl->dim, "tl_r");
+    const char *upd = tli_e_fmt(E, "tl_red[%s] = %s;", j,
+                                red_combine(E, op, tli_e_fmt(E, "tl_red[%s]", j), tli_e_fmt(E, "tl_f32(%s[tl_r])", sb->name), true));
+    if (guard)
+        tli_e_line(E, "if (%s) %s", guard, upd);
+    else
+        tli_e_line(E, "%s", upd);
+    close_block(E);
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
     E->indent++;
-    emit_producers(E, tli_S(E->ir, sid), first_consumer, "tl_s", "tl_s");
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_cp_async_commit();");
-    E->indent--;
-    tli_e_line(E, "}");
-}
-
-/* The stage the consumers read: the producers' destination buffers are
- * addressed at `stage` (NULL: back to stage 0). */
-void tli_e_consumer_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *stage)
-{
-    for (int32_t c = loop->body; c != first_consumer; c = tli_S(E->ir, c)->next)
-        E->stage[tli_copy_buf(E->ir, tli_S(E->ir, c)->a1)] = stage;
-}
-
-/* The TMA descriptor index for a box of global buffer gb (added if new). */
-static int tma_map(emitter *E, int32_t gb, int64_t inner, int64_t outer)
-{
-    tli_tma_list *l = E->tma;
-    for (int i = 0; i < l->n; i++)
-        if (l->map[i].buf == gb && l->map[i].box_inner == inner && l->map[i].box_outer == outer)
-            return i;
-    if (l->n == TLI_MAX_TMA)
-        return -1;
-    l->map[l->n] = (tli_tma_map){gb, inner, outer};
-    return l->n++;
-}
-
-/* Whether producer copy c can be one or more TMA boxes: a 2-D tile of the
- * same element type into a 128-byte-row buffer (K-major, 64 16-bit
- * columns) or an MN-major one; boxes of at most 256 rows. */
-bool tli_e_tma_copy_ok(emitter *E, int32_t c)
-{
-    const tli_snode *n = tli_S(E->ir, c);
-    int32_t gb = tli_copy_buf(E->ir, n->a0), sb = tli_copy_buf(E->ir, n->a1);
-    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
-    if (g->rank != 2 || t->rank != 2 || g->dtype != t->dtype || esize(t) != 2 || g->explicit_strides)
-        return false;
-    if (E->plan.smem[sb].mn_major)
-        return t->cshape[0] <= 256 && t->cshape[1] % 64 == 0;
-    return t->cshape[1] == 64 && t->cshape[0] <= 256;
-}
-
-/* TMA loads of the producers for iteration `it` into stage `stage` (texts),
- * completing on barrier `bar`; `bytes` gets the stage's size. */
-void tli_e_tma_stage(emitter *E, const tli_snode *loop, int32_t first_consumer, const char *it, const char *stage,
-                     const char *bar)
-{
-    const tli_ir *ir = E->ir;
-    int64_t bytes = 0;
-    for (int32_t c = loop->body; c != first_consumer; c = tli_S(ir, c)->next) {
-        const tli_bnode *t = buf_of(E, tli_copy_buf(ir, tli_S(ir, c)->a1));
-        bytes += tli_buf_elems(t) * esize(t);
-    }
-    tli_e_line(E, "tl_mbar_expect(%s, %lld);", bar, (long long)bytes);
-    E->var_text[loop->vars[0]] = (char *)it;
-    for (int32_t c = loop->body; c != first_consumer; c = tli_S(ir, c)->next) {
-        const tli_snode *n = tli_S(ir, c);
-        int32_t gb = tli_copy_buf(ir, n->a0), sb = tli_copy_buf(ir, n->a1);
-        const tli_bnode *t = buf_of(E, sb);
-        const char *zero[2] = {"0", "0"}, *origin[2];
-        tile_global_idx(E, n->a0, t->cshape, 2, zero, origin);
-        bool mn = E->plan.smem[sb].mn_major;
-        int64_t inner = mn ? 64 : t->cshape[1], boxes = mn ? t->cshape[1] / 64 : 1;
-        int m = tma_map(E, gb, inner, t->cshape[0]);
-        for (int64_t j = 0; j < boxes; j++)
-            tli_e_line(E, "tl_tma_load_2d(%s + (%s) * %lld + %lld, &tl_map%d, (int)(%s) + %lld, (int)(%s), %s);", t->name,
-                       stage, (long long)E->plan.smem[sb].stage_elems, (long long)(j * inner * t->cshape[0]), m,
-                       origin[1], (long long)(j * inner), origin[0], bar);
-    }
-    E->var_text[loop->vars[0]] = NULL;
-}
-
-/* The wgmma pipeline fed by TMA: one thread issues the bulk tensor copies,
- * per-stage mbarriers say when a stage is full (transaction bytes) and when
- * every warp is done with it, so the loop takes no block barrier:
- *   for (ko...) { wait full[ko % S]; wgmma on it, commit; wait until the
- *                 wgmma of ko - 1 is done; each warp marks stage (ko - 1) % S
- *                 empty; thread 0 waits for it empty and refills it with
- *                 the tiles of ko + S - 1 } */
-static bool emit_pipelined_tma(emitter *E, int32_t sid, int32_t first_consumer)
-{
-    const tli_ir *ir = E->ir;
-    const tli_snode *s = tli_S(ir, sid);
-    const tli_snode *g = tli_S(ir, first_consumer);
-    int S = s->a1;
-    int copies = 0;
-    for (int32_t c = s->body; c != first_consumer; c = tli_S(ir, c)->next, copies++)
-        if (!tli_e_tma_copy_ok(E, c))
-            return false;
-    if (E->tma->n + copies > TLI_MAX_TMA) /* out of descriptor slots: cp.async only */
-        return false;
-    const char *v = tli_e_fmt(E, "i%d_0", sid);
-    tli_e_line(E, "if (tl_tma) { // tl_pipelined: %d stages fed by TMA, mbarriers instead of block barriers", S);
-    E->indent++;
-    tli_e_line(E, "unsigned long long *const tl_full = (unsigned long long *)(tl_smem + %lld);",
-               (long long)E->plan.barriers);
-    tli_e_line(E, "unsigned long long *const tl_empty = tl_full + %d;", S);
-    tli_e_line(E, "if (tl_tid == 0) {");
-    E->indent++;
-    tli_e_line(E, "for (int tl_s = 0; tl_s < %d; ++tl_s) {", S);
-    tli_e_line(E, "    tl_mbar_init(&tl_full[tl_s], 1);");
-    tli_e_line(E, "    tl_mbar_init(&tl_empty[tl_s], %d);", ir->threads / 32);
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_mbar_init_fence();");
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "__syncthreads();");
-    tli_e_line(E, "const long long tl_n%d = %s;", sid, tli_e_single(E, s->a0));
-    tli_e_line(E, "if (tl_tid == 0)");
-    tli_e_line(E, "    for (int tl_s = 0; tl_s < %d && tl_s < tl_n%d; ++tl_s) {", S - 1, sid);
-    E->indent += 2;
-    tli_e_tma_stage(E, s, first_consumer, "tl_s", "tl_s", "&tl_full[tl_s]");
-    E->indent -= 2;
-    tli_e_line(E, "    }");
-    tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
-    E->indent++;
-    tli_e_line(E, "tl_mbar_wait(&tl_full[%s %% %d], (unsigned)(%s / %d) & 1);", v, S, v, S);
-    tli_e_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
-    tli_e_gemm_wgmma(E, g, 1);
-    tli_e_consumer_stage(E, s, first_consumer, NULL);
-    tli_e_line(E, "if (%s > 0 && tl_lane == 0)", v);
-    tli_e_line(E, "    tl_mbar_arrive(&tl_empty[(%s - 1) %% %d]);", v, S);
-    tli_e_line(E, "if (tl_tid == 0 && %s + %d < tl_n%d) {", v, S - 1, sid);
-    E->indent++;
-    tli_e_line(E, "const long long tl_it = %s + %d;", v, S - 1);
-    tli_e_line(E, "const int tl_sn = (int)(tl_it %% %d);", S);
-    tli_e_line(E, "if (tl_it >= %d)", S);
-    tli_e_line(E, "    tl_mbar_wait(&tl_empty[tl_sn], (unsigned)((tl_it - %d) / %d) & 1);", S, S);
-    tli_e_tma_stage(E, s, first_consumer, "tl_it", "tl_sn", "&tl_full[tl_sn]");
-    E->indent--;
-    tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_wgmma_wait<0>();");
-    E->indent--;
-    tli_e_line(E, "} else");
-    return true;
-}
-
-/* The pipeline of a loop whose compute is one wgmma gemm (sm_90a), so
- * that the tensor cores keep working while the next tiles are requested:
- *   prologue: copies of iterations 0 .. stages-3 in flight
- *   for (ko...) { wait for ko's copies; fence; barrier;
- *                 issue the wgmma on stage ko % stages, commit;
- *                 wait until the wgmma of ko - 1 is done (one group in flight);
- *                 issue the copies of ko + stages - 2 (into the stage ko - 2 used) }
- * The copies run stages - 2 tiles ahead: the stage they fill was read by
- * the wgmma of ko - 2, which every warpgroup finished before the barrier. */
-static bool emit_pipelined_wgmma(emitter *E, int32_t sid, int32_t first_consumer)
-{
-    const tli_ir *ir = E->ir;
-    const tli_snode *s = tli_S(ir, sid);
-    int S = s->a1;
-    const tli_snode *g = first_consumer ? tli_S(ir, first_consumer) : NULL;
-    if (S < 3 || !g || g->op != S_GEMM || g->next || !E->plan.frag[g->gemm[2]].w.wgmma)
-        return false;
-    emit_pipelined_tma(E, sid, first_consumer);
-    const char *v = tli_e_fmt(E, "i%d_0", sid);
-    tli_e_line(E, "{ // tl_pipelined: %d stages, copies %d tiles ahead of the wgmma", S, S - 2);
-    E->indent++;
-    tli_e_line(E, "const long long tl_n%d = %s;", sid, tli_e_single(E, s->a0));
-    emit_cp_async_prologue(E, sid, first_consumer, S - 2);
-    tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
-    E->indent++;
-    tli_e_line(E, "tl_cp_async_wait<%d>();", S - 3);
-    tli_e_line(E, "tl_fence_proxy_async();");
-    tli_e_line(E, "__syncthreads();");
-    E->var_text[s->vars[0]] = NULL;
-    tli_e_consumer_stage(E, s, first_consumer, tli_e_fmt(E, "%s %% %d", v, S));
-    tli_e_gemm_wgmma(E, g, 1);
-    tli_e_line(E, "{");
-    E->indent++;
-    tli_e_line(E, "const long long tl_next = %s + %d;", v, S - 2);
-    tli_e_line(E, "if (tl_next < tl_n%d) {", sid);
-    E->indent++;
-    emit_producers(E, s, first_consumer, "tl_next", tli_e_fmt(E, "tl_next %% %d", S));
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_cp_async_commit();");
-    E->indent--;
-    tli_e_line(E, "}");
-    E->var_text[s->vars[0]] = NULL;
-    tli_e_consumer_stage(E, s, first_consumer, NULL);
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_wgmma_wait<0>();");
-    tli_e_line(E, "tl_cp_async_wait<0>();");
-    E->indent--;
-    tli_e_line(E, "}");
-    return true;
-}
-
-/*   prologue: stages - 1 iterations of copies in flight, one commit group each
- *   for (ko...) { wait until iteration ko's group landed; barrier;
- *                 issue the copies of ko + stages - 1; compute on stage ko % stages }  */
-void tli_e_pipelined(emitter *E, int32_t sid)
-{
-    const tli_ir *ir = E->ir;
-    const tli_snode *s = tli_S(ir, sid);
-    int S = s->a1;
-    int32_t first_consumer = s->body;
-    while (first_consumer && tli_is_producer(ir, first_consumer))
-        first_consumer = tli_S(ir, first_consumer)->next;
-    if (E->pingpong) {
-        tli_e_pingpong_pipelined(E, sid, first_consumer);
-        return;
-    }
-    if (emit_pipelined_wgmma(E, sid, first_consumer))
-        return;
-    const char *n = tli_e_single(E, s->a0);
-    const char *v = tli_e_fmt(E, "i%d_0", sid);
-    tli_e_line(E, "{ // tl_pipelined: %d stage%s", S, S > 1 ? "s" : "");
-    E->indent++;
-    tli_e_line(E, "const long long tl_n%d = %s;", sid, n);
-    if (S > 1)
-        emit_cp_async_prologue(E, sid, first_consumer, S - 1);
-    tli_e_line(E, "for (long long %s = 0; %s < tl_n%d; ++%s) {", v, v, sid, v);
-    E->indent++;
-    if (S > 1) {
-        tli_e_line(E, "tl_cp_async_wait<%d>();", S - 2);
-        if (E->plan.wgmma)
-            tli_e_line(E, "tl_fence_proxy_async();");
-        tli_e_line(E, "__syncthreads();");
-        tli_e_line(E, "{");
-        E->indent++;
-        tli_e_line(E, "const long long tl_next = %s + %d;", v, S - 1);
-        tli_e_line(E, "if (tl_next < tl_n%d) {", sid);
-        E->indent++;
-        emit_producers(E, s, first_consumer, "tl_next", tli_e_fmt(E, "tl_next %% %d", S));
-        E->indent--;
-        tli_e_line(E, "}");
-        tli_e_line(E, "tl_cp_async_commit();");
-        E->indent--;
-        tli_e_line(E, "}");
+    for (int bit = 0; bit < 5; bit++)
+        if (lanes >> bit & 1)
+            tli_e_line(E, "tl_red[tl_j] = %s;",
+                       red_combine(E, op, "tl_red[tl_j]", tli_e_fmt(E, "tl_shfl_xor(tl_red[tl_j], %d)", 1 << bit), false));
+    if (warps) {
+        const char *g2;
+        const char *el = slice_elem(E, dst, "tl_j", &g2);
+        tli_e_line(E, "if ((tl_lane & 0x%x) == 0%s)", lanes, g2 ? tli_e_fmt(E, " && %s", g2) : "");
+        tli_e_line(E, "    %s[(%s) * %d + %s] = tl_red[tl_j];", buf_of(E, scratch)->name, el, group, warp_rank(E, warps));
     } else {
-        emit_producers(E, s, first_consumer, v, "0");
-        tli_e_line(E, "tl_cp_async_commit();");
-        tli_e_line(E, "tl_cp_async_wait<0>();");
-        if (E->plan.wgmma)
-            tli_e_line(E, "tl_fence_proxy_async();");
-        tli_e_line(E, "__syncthreads();");
+        red_store(E, s, "tl_j", "tl_red[tl_j]");
     }
-    E->var_text[s->vars[0]] = NULL;
-    const char *stage = S > 1 ? tli_e_fmt(E, "%s %% %d", v, S) : "0";
-    tli_e_consumer_stage(E, s, first_consumer, stage);
-    tli_e_stmts(E, first_consumer);
-    if (S == 1)
-        tli_e_line(E, "__syncthreads();");
-    tli_e_consumer_stage(E, s, first_consumer, NULL);
-    E->indent--;
-    tli_e_line(E, "}");
-    tli_e_line(E, "tl_cp_async_wait<0>();");
-    E->indent--;
-    tli_e_line(E, "}");
+    close_block(E);
+    close_block(E);
+}
+
+/* A reduction of a shared tile: each thread computes the results its
+ * registers hold by walking the reduced dimension. */
+static void emit_reduce_shared(emitter *E, const tli_snode *s)
+{
+    int32_t src = s->gemm[0], dst = s->gemm[1];
+    const tli_bnode *sb = buf_of(E, src), *db = buf_of(E, dst);
+    int op = s->a1 & TLI_REDUCE_OP_MASK, dim = s->rank;
+    tli_e_line(E, "{ // tl_reduce_%s %s -> %s along dimension %d, from shared memory", red_name(op), sb->name, db->name, dim);
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)lay(E, dst)->per_thread);
+    E->indent++;
+    const char *di[TL_MAX_RANK], *guard;
+    frag_coords(E, dst, "tl_j", di, &guard);
+    if (guard) {
+        tli_e_line(E, "if (!(%s))", guard);
+        tli_e_line(E, "    continue;");
+    }
+    const char *si[TL_MAX_RANK];
+    for (int d = 0, k = 0; d < sb->rank; d++)
+        si[d] = d == dim ? "tl_k" : (db->rank == 1 && db->cshape[0] == 1 && sb->rank == 1 ? "0" : di[k++]);
+    char *off, *ok;
+    tli_e_smem_access(E, src, si, NULL, &off, &ok);
+    tli_e_line(E, "float tl_v = %s;", red_identity(op));
+    tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; ++tl_k)", (long long)sb->cshape[dim]);
+    tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_f32(%s[%s])", sb->name, off), true));
+    red_store(E, s, "tl_j", "tl_v");
+    close_block(E);
+    close_block(E);
+}
+
+void tli_e_reduce(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    if (buf_of(E, s->gemm[0])->scope == B_FRAGMENT)
+        emit_reduce_frag(E, s);
+    else
+        emit_reduce_shared(E, s);
 }

@@ -442,11 +442,16 @@ static void run_parallel(interp *I, const tli_snode *s)
 
 /* Where a region starts: tile indices times the tile's extents for a tile
  * of a global tensor (wrapping like the device's 64-bit registers; a tile
- * beyond the tensor is then masked), 0 for a whole buffer. */
+ * beyond the tensor is then masked), 0 for a whole buffer. A tile of a
+ * tensor of higher rank has extents of 1 in the tensor's leading
+ * dimensions: origin[] covers all of the operand buffer's dimensions. */
 static void region_origin(interp *I, int32_t operand, const int64_t *ext, int rank, int64_t *origin)
 {
-    for (int d = 0; d < rank; d++)
-        origin[d] = operand > 0 ? tli_wrap_mul(eval_int(I, tli_R(I->ir, operand)->idx[d]), ext[d]) : 0;
+    int32_t buf = tli_copy_buf(I->ir, operand);
+    int grank = tli_B(I->ir, buf)->rank, lead = grank - rank;
+    for (int d = 0; d < grank; d++)
+        origin[d] = operand > 0 ? tli_wrap_mul(eval_int(I, tli_R(I->ir, operand)->idx[d]), d < lead ? 1 : ext[d - lead])
+                                : 0;
 }
 
 /* Element (flat index e of a tile of the given extents) of a region: its
@@ -454,12 +459,14 @@ static void region_origin(interp *I, int32_t operand, const int64_t *ext, int ra
 static bool region_elem(interp *I, int32_t buf, const int64_t *origin, const int64_t *ext, int rank, int64_t e,
                         int64_t *off)
 {
+    int grank = tli_B(I->ir, buf)->rank, lead = grank - rank;
     int64_t idx[TL_MAX_RANK];
-    for (int d = rank - 1; d >= 0; d--) {
-        idx[d] = tli_wrap_add(origin[d], e % ext[d]);
-        e /= ext[d];
+    for (int d = grank - 1; d >= 0; d--) {
+        idx[d] = d < lead ? origin[d] : tli_wrap_add(origin[d], e % ext[d - lead]);
+        if (d >= lead)
+            e /= ext[d - lead];
     }
-    return in_bounds(&I->t[buf], rank, idx, off);
+    return in_bounds(&I->t[buf], grank, idx, off);
 }
 
 static double read_elem(interp *I, int32_t buf, int64_t off)
@@ -534,6 +541,38 @@ static void run_gemm(interp *I, const tli_snode *s)
         }
 }
 
+/* dst[rest] = op over src[.., i, ..] along dimension s->rank, folded from
+ * the op's identity or from dst's old value (TLI_REDUCE_ACCUM). max, min
+ * and absmax skip NaN as fmaxf/fminf do; the sum is exact in double and
+ * rounded once to f32 (the GPU adds in f32, in an order of its own), then
+ * to dst's type as the device converts its f32 result. */
+static void run_reduce(interp *I, const tli_snode *s)
+{
+    const tli_bnode *src = tli_B(I->ir, s->gemm[0]);
+    const double *S = I->t[s->gemm[0]].base;
+    double *D = I->t[s->gemm[1]].base;
+    tli_redop op = (tli_redop)(s->a1 & TLI_REDUCE_OP_MASK);
+    int64_t n = src->cshape[s->rank], outer = 1, inner = 1;
+    for (int d = 0; d < s->rank; d++)
+        outer *= src->cshape[d];
+    for (int d = s->rank + 1; d < src->rank; d++)
+        inner *= src->cshape[d];
+    static const double identity[] = {[R_MAX] = -INFINITY, [R_SUM] = 0, [R_MIN] = INFINITY, [R_ABSMAX] = 0};
+    charge(I, (uint64_t)outer * (uint64_t)inner * (uint64_t)n);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            double acc = s->a1 & TLI_REDUCE_ACCUM ? D[o * inner + in] : identity[op];
+            for (int64_t i = 0; i < n; i++) {
+                double x = S[(o * n + i) * inner + in];
+                acc = op == R_MAX   ? fmax(acc, x)
+                      : op == R_MIN ? fmin(acc, x)
+                      : op == R_SUM ? acc + x
+                                    : fmax(acc, fabs(x));
+            }
+            D[o * inner + in] = round_float((tl_dtype)tli_B(I->ir, s->gemm[1])->dtype, (float)acc);
+        }
+}
+
 static void run_loop(interp *I, const tli_snode *s)
 {
     int64_t n = eval_int(I, s->a0);
@@ -557,6 +596,7 @@ static void run_stmts(interp *I, int32_t first)
         case S_COPY: run_copy(I, s); break;
         case S_FILL: run_fill(I, s); break;
         case S_GEMM: run_gemm(I, s); break;
+        case S_REDUCE: run_reduce(I, s); break;
         case S_PIPELINED: /* in order: the pipelining changes only timing */
         case S_SERIAL: run_loop(I, s); break;
         case S_PARALLEL: run_parallel(I, s); break;

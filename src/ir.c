@@ -32,6 +32,7 @@ bool tli_ir_init(tli_ir *ir, const char *name)
     tli_param p = {0};
     int32_t z = 0;
     tli_rnode r = {0};
+    char nul = 0;
     /* VEC_PUSH returns the new index, 0 here, so check the counts. */
     VEC_PUSH(ir->e, e);
     VEC_PUSH(ir->s, s);
@@ -39,7 +40,8 @@ bool tli_ir_init(tli_ir *ir, const char *name)
     VEC_PUSH(ir->p, p);
     VEC_PUSH(ir->pool, z);
     VEC_PUSH(ir->r, r);
-    if (ir->e.n != 1 || ir->s.n != 1 || ir->b.n != 1 || ir->p.n != 1 || ir->pool.n != 1 || ir->r.n != 1) {
+    VEC_PUSH(ir->str, nul);
+    if (ir->str.n != 1 || ir->e.n != 1 || ir->s.n != 1 || ir->b.n != 1 || ir->p.n != 1 || ir->pool.n != 1 || ir->r.n != 1) {
         tli_ir_free(ir);
         return false;
     }
@@ -54,6 +56,7 @@ void tli_ir_free(tli_ir *ir)
     free(ir->p.v);
     free(ir->pool.v);
     free(ir->r.v);
+    free(ir->str.v);
     memset(ir, 0, sizeof *ir);
 }
 
@@ -77,7 +80,8 @@ bool tli_ir_clone(tli_ir *dst, const tli_ir *src)
     dst->p.v = NULL;
     dst->pool.v = NULL;
     dst->r.v = NULL;
-    if (VEC_COPY(dst->e, src->e) && VEC_COPY(dst->s, src->s) && VEC_COPY(dst->b, src->b) &&
+    dst->str.v = NULL;
+    if (VEC_COPY(dst->str, src->str) && VEC_COPY(dst->e, src->e) && VEC_COPY(dst->s, src->s) && VEC_COPY(dst->b, src->b) &&
         VEC_COPY(dst->p, src->p) && VEC_COPY(dst->pool, src->pool) && VEC_COPY(dst->r, src->r))
         return true;
     tli_ir_free(dst);
@@ -96,6 +100,18 @@ int32_t tli_ir_add_indices(tli_ir *ir, const int32_t *ids, int count)
     for (int i = 0; i < count; i++)
         if (!VEC_PUSH(ir->pool, ids[i]))
             return -1;
+    return start;
+}
+
+int32_t tli_ir_add_str(tli_ir *ir, const char *s)
+{
+    int32_t start = ir->str.n; /* >= 1: entry 0 is the empty string */
+    size_t n = strlen(s);
+    for (size_t i = 0; i <= n; i++)
+        if (!VEC_PUSH(ir->str, s[i])) {
+            ir->str.n = start;
+            return -1;
+        }
     return start;
 }
 
@@ -122,6 +138,7 @@ const char *tli_eop_name(tli_eop op)
         [E_NOT] = "not", [E_CAST] = "cast", [E_EXP] = "exp", [E_EXP2] = "exp2",
         [E_LOG] = "log", [E_SQRT] = "sqrt", [E_RSQRT] = "rsqrt", [E_TANH] = "tanh",
         [E_ERF] = "erf", [E_SELECT] = "select", [E_LOAD] = "load",
+        [E_LET] = "let", [E_THREAD] = "thread",
     };
     return (op < E_COUNT && names[op]) ? names[op] : "?";
 }

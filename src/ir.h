@@ -31,12 +31,33 @@ typedef enum tli_eop {
     /* others */
     E_SELECT,      /* a[0] ? a[1] : a[2] */
     E_LOAD,        /* buf[pool[idx] ... pool[idx + rank - 1]] */
+    /* leaves of lowered kernels (made by the passes, never by the builder) */
+    E_LET,         /* the value of S_LET statement `loop` */
+    E_THREAD,      /* ival: tli_thread_value */
     E_COUNT
 } tli_eop;
+
+/* E_THREAD: where the executing thread is. The lowered kernel defines
+ * tl_tid, tl_warp, tl_lane and tl_wg (S_LET statements the launch pass
+ * makes); TH_RAW_* are the hardware registers. */
+typedef enum tli_thread_value {
+    TH_TID = 0,   /* thread of the block (of the consumer group when warp-specialised) */
+    TH_WARP,      /* tl_tid / 32 */
+    TH_LANE,      /* tl_tid % 32 */
+    TH_WG,        /* warpgroup of the CTA: threadIdx.x / 128 */
+    TH_RAW_TID,   /* threadIdx.x */
+    TH_RAW_BX,    /* blockIdx.x, .y, .z */
+    TH_RAW_BY,
+    TH_RAW_BZ,
+    TH_GRID_X,    /* gridDim.x, .y */
+    TH_GRID_Y,
+    TH_TILE       /* tl_t: the kernel block a persistent tile loop is at */
+} tli_thread_value;
 
 typedef struct tli_enode {
     uint8_t op;      /* tli_eop */
     uint8_t dtype;   /* tl_dtype of the value */
+    uint8_t vec;     /* E_LOAD in a vector-mode tl_parallel: loaded as whole chunks (pass_threads) */
     int32_t a[3];    /* operand expressions */
     int32_t buf;     /* E_LOAD */
     int32_t idx;     /* E_LOAD: start of the index list in the pool */
@@ -57,9 +78,24 @@ typedef enum tli_sop {
     S_COPY,      /* region a0 -> region a1 (ids into ir->r) */
     S_FILL,      /* every element of buf = value */
     S_GEMM,      /* buf C += A * B: a[3] = {A, B, C} buffers, flags */
-    S_REDUCE     /* gemm[0] = src, gemm[1] = dst buffers; rank = the reduced
+    S_REDUCE,    /* gemm[0] = src, gemm[1] = dst buffers; rank = the reduced
                     dimension of src; a1 = tli_redop, | TLI_REDUCE_ACCUM to
                     combine with dst's old values instead of overwriting */
+    /* --- lowered statements: made by the passes (see lowered.h) --- */
+    S_LET,        /* const <dtype of a0> <name> = a0; E_LET reads it */
+    S_STAGE,      /* body runs with shared buffers vars[0..rank) at stage a0 */
+    S_BARRIER,    /* a0 == 0: the CTA barrier; else named barrier a0 of a1 threads */
+    S_FENCE_ASYNC,/* shared-memory writes visible to the async proxy (wgmma, TMA) */
+    S_CP_COMMIT,  /* closes a cp.async group */
+    S_CP_WAIT,    /* waits until at most a1 cp.async groups are in flight */
+    S_WGMMA_WAIT, /* waits until at most a1 wgmma groups are in flight */
+    S_MBAR_INIT,  /* thread 0 initialises every mbarrier of buf for a1 arrivals */
+    S_MBAR_WAIT,  /* waits for phase parity `value` of mbarrier buf[a0] */
+    S_MBAR_ARRIVE,/* arrives on buf[a0]; a1 == 1: when this thread's cp.async land */
+    S_MBAR_EXPECT,/* arrives on buf[a0] expecting a1 more transaction bytes */
+    S_SETMAXNREG, /* a0 == 1: raise to a1 registers per thread; 0: lower to a1 */
+    S_TILE_LOOP,  /* persistent: this CTA's blocks p = a0, a0 + a1, ... (lowered.h) */
+    S_SOP_COUNT
 } tli_sop;
 
 /* Reductions (S_REDUCE): dst[rest] = op over src[..., i_dim, ...]. */
@@ -85,9 +121,13 @@ typedef struct tli_snode {
     int32_t rank;
     int64_t extents[TL_MAX_RANK];
     int32_t vars[TL_MAX_RANK];
+    /* what the passes decided about this statement (lowered.h: TLI_X_*) */
+    int32_t x[6];
+    int32_t name;     /* S_LET: its name; others: a pass's note (offsets into ir->str) */
 } tli_snode;
 
-typedef enum tli_bscope { B_GLOBAL = 1, B_SHARED, B_FRAGMENT, B_LOCAL } tli_bscope;
+/* B_MBAR: an array of cshape[0] mbarriers in shared memory (lowered kernels). */
+typedef enum tli_bscope { B_GLOBAL = 1, B_SHARED, B_FRAGMENT, B_LOCAL, B_MBAR } tli_bscope;
 
 typedef struct tli_bnode {
     char name[64];
@@ -100,6 +140,8 @@ typedef struct tli_bnode {
     int32_t param;   /* index into params (B_GLOBAL) */
     int64_t cshape[TL_MAX_RANK]; /* constant shape (B_SHARED, B_FRAGMENT, B_LOCAL) */
     bool written, read;
+    int32_t at;      /* expressions the kernel had when the buffer was made:
+                        where a replay of the builder calls makes it (repro.c) */
 } tli_bnode;
 
 /* A region of a buffer: the whole of it, or the tile of a global tensor at
@@ -128,10 +170,12 @@ typedef struct tli_ir {
     TLI_VEC(tli_param) p;
     TLI_VEC(int32_t) pool;
     TLI_VEC(tli_rnode) r;
+    TLI_VEC(char) str;   /* names of lowered statements, NUL-terminated */
     int32_t grid[3];     /* expressions; 0 means 1 */
     int swizzle;         /* L2 rasterisation panel (0: off) */
     bool fast_math;      /* f32 math lowered to the approximate units */
-    bool pingpong;       /* persistent, warp-specialised lowering (tl_use_pingpong) */
+    bool pingpong;       /* consumers take turns on the tensor cores (tl_use_pingpong) */
+    bool warp_specialize;/* a producer warpgroup issues the copies (tl_use_warp_specialize) */
     int threads;         /* 0 until tl_grid */
     int32_t body;        /* first statement of the kernel body */
 } tli_ir;
@@ -151,6 +195,9 @@ int32_t tli_ir_add_param(tli_ir *ir, const tli_param *n);
 int32_t tli_ir_add_region(tli_ir *ir, const tli_rnode *n);
 /* Appends count indices to the pool; returns the start (or -1 on OOM). */
 int32_t tli_ir_add_indices(tli_ir *ir, const int32_t *ids, int count);
+/* Appends a NUL-terminated string; returns its offset (or -1 on OOM). */
+int32_t tli_ir_add_str(tli_ir *ir, const char *s);
+static inline const char *tli_str_at(const tli_ir *ir, int32_t off) { return off > 0 ? ir->str.v + off : ""; }
 
 static inline const tli_enode *tli_E(const tli_ir *ir, int32_t i) { return &ir->e.v[i]; }
 static inline const tli_snode *tli_S(const tli_ir *ir, int32_t i) { return &ir->s.v[i]; }

@@ -43,6 +43,8 @@ bool tli_kpush_scope(tl_kernel *k, int32_t sid, const char *api);
 /* Makes the variables of loop statement sid into vars[0..rank). */
 bool tli_kloop_vars(tl_kernel *k, int32_t sid, int rank, tl_expr *vars, const char *api);
 bool tli_kinside_parallel(const tl_kernel *k);
+/* Whether `name` may name a parameter or buffer of k (records why not). */
+bool tli_kname_free(tl_kernel *k, const char *name, const char *api);
 
 /* Checks that the kernel is complete and consistent before lowering:
  * no error latched, scopes closed, grid set, at least one statement.

@@ -10,8 +10,10 @@
 #include "emit.h"
 #include "interp.h"
 #include "kernel.h"
+#include "lower.h"
 #include "nvrtc.h"
 #include "sha256.h"
+#include "target.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,21 +149,10 @@ static tl_status get_cubin(tl_ctx *ctx, tl_program *p, const tl_compile_options 
     return TL_OK;
 }
 
-/* A cubin for sm_XY[a] runs on a device of the same major version and an
- * equal or later minor one; an "a" cubin only on exactly its own. */
-static bool target_runs_on(const char *target, const tl_device_info *info)
-{
-    int v = atoi(target + 3); /* "sm_90a" -> 90, "sm_100a" -> 100 */
-    bool arch_specific = target[strlen(target) - 1] == 'a';
-    int maj = v / 10, min = v % 10;
-    if (arch_specific)
-        return maj == info->cc_major && min == info->cc_minor;
-    return maj == info->cc_major && min <= info->cc_minor;
-}
-
 tl_status tli_program_load(tl_ctx *ctx, tl_program *p)
 {
-    if (!ctx->has_device || !target_runs_on(p->target, &ctx->info))
+    tli_target t;
+    if (!ctx->has_device || !tli_target_get(p->target, &t) || !tli_target_runs_on(&t, ctx->info.cc_major, ctx->info.cc_minor))
         return TL_OK; /* compiled for another GPU: kept, not loaded */
     tl_status st = tli_ctx_bind(ctx);
     if (st != TL_OK)
@@ -181,11 +172,11 @@ tl_status tli_program_load(tl_ctx *ctx, tl_program *p)
 
 /* Shared memory a block may use: the device's opt-in limit when compiling
  * for it, else what the target architecture allows. */
-static int64_t smem_limit(tl_ctx *ctx, const char *target)
+static int64_t smem_limit(tl_ctx *ctx, const tli_target *t)
 {
-    if (ctx->has_device && strcmp(target, ctx->info.target) == 0 && ctx->info.smem_per_block_optin > 0)
+    if (ctx->has_device && strcmp(t->name, ctx->info.target) == 0 && ctx->info.smem_per_block_optin > 0)
         return ctx->info.smem_per_block_optin;
-    return tli_target_smem_limit(target);
+    return t->smem_limit;
 }
 
 static const char *pick_target(tl_ctx *ctx, const char *want)
@@ -197,6 +188,9 @@ TL_API void tl_program_destroy(tl_program *p)
 {
     if (!p)
         return;
+    tl_program_destroy(p->safe_variant);
+    if (p->has_lock)
+        pthread_mutex_destroy(&p->safe_lock);
     if (p->mod && p->ctx && p->ctx->cu && tli_ctx_bind(p->ctx) == TL_OK)
         p->ctx->cu->cuModuleUnload(p->mod);
     if (p->has_ir)
@@ -221,6 +215,84 @@ static tl_status finish_program(tl_ctx *ctx, tl_program *p, const tl_compile_opt
     return TL_OK;
 }
 
+/* Lowers ir for target t (the safe variant when `safe`) and prints it:
+ * p->source, p->kname, p->launch. TILEC_DUMP=<pass>|all prints the kernel
+ * after that pass (every pass) on stderr: a debugging switch the user
+ * turns on, the one place the library prints. */
+static tl_status lower_and_emit(tl_ctx *ctx, const tli_ir *ir, const tli_target *t, bool safe, tl_program *p,
+                                const char *api)
+{
+    tli_lower_options lo = {.smem_limit = smem_limit(ctx, t), .safe = safe};
+    tli_str dump;
+    tli_str_init(&dump);
+    const char *want = getenv("TILEC_DUMP");
+    if (want && tli_pass_known(want)) {
+        lo.dump = want;
+        lo.dump_out = &dump;
+    }
+    tli_lowered L;
+    tl_status st = tli_lower(ir, t, &lo, &L);
+    char err[512];
+    tli_fmt(err, sizeof err, "%s", L.err);
+    if (dump.len)
+        fputs(dump.data, stderr);
+    tli_str_free(&dump);
+    if (st == TL_OK)
+        st = tli_emit_cuda(&L, &p->source, p->kname, sizeof p->kname, err, sizeof err);
+    if (st == TL_OK) {
+        p->launch = L.launch;
+        p->threads = L.launch.threads;
+        p->smem_bytes = (int)L.launch.smem_bytes;
+    }
+    tli_lowered_free(&L);
+    if (st != TL_OK)
+        return tli_fail(ctx, st, "%s: kernel '%s': %s", api, ir->name, err);
+    return TL_OK;
+}
+
+/* A program of graph ir (copied) for target t, lowered and printed. */
+static tl_status new_program(tl_ctx *ctx, const tli_ir *ir, const tli_target *t, bool safe,
+                             const tl_compile_options *opt, const char *api, tl_program **out)
+{
+    *out = NULL;
+    tl_program *p = calloc(1, sizeof *p);
+    if (!p || !tli_ir_clone(&p->ir, ir)) {
+        free(p);
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
+    }
+    p->has_ir = true;
+    p->ctx = ctx;
+    p->safe = safe;
+    if (opt)
+        p->opt = *opt;
+    p->opt.target = NULL; /* p->target holds it */
+    p->has_lock = pthread_mutex_init(&p->safe_lock, NULL) == 0;
+    tli_fmt(p->target, sizeof p->target, "%s", t->name);
+    double t0 = tli_now_ms();
+    tl_status st = lower_and_emit(ctx, &p->ir, t, safe, p, api);
+    p->compile_ms = tli_now_ms() - t0;
+    if (st != TL_OK) {
+        tl_program_destroy(p);
+        return st;
+    }
+    *out = p;
+    return TL_OK;
+}
+
+/* The description of target `name`, which NVRTC must compile for and the
+ * library generate code for (sm_70 or later). */
+static tl_status resolve_target(tl_ctx *ctx, const char *name, const char *api, tli_target *t)
+{
+    char why[512];
+    const char *problem = name ? tli_target_problem(name, why, sizeof why) : "is missing";
+    if (problem)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' %s", api, name ? name : "(null)", problem);
+    if (!tli_target_get(name, t))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' is older than sm_70, which the library does not "
+                        "generate code for", api, name);
+    return TL_OK;
+}
+
 tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const char *api, tl_program **out)
 {
     *out = NULL;
@@ -228,33 +300,10 @@ tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const
     tl_status st = tli_kernel_verify(k, api);
     if (st != TL_OK)
         return st;
-    const char *target = pick_target(ctx, opt ? opt->target : NULL);
-    if (!tli_target_valid(target))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: target '%s' is not of the form sm_XY or sm_XYa", api, target);
-    tl_program *p = calloc(1, sizeof *p);
-    if (!p || !tli_ir_clone(&p->ir, &k->ir)) {
-        free(p);
-        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
-    }
-    p->has_ir = true;
-    p->ctx = ctx;
-    p->threads = k->ir.threads;
-    tli_fmt(p->target, sizeof p->target, "%s", target);
-    double t0 = tli_now_ms();
-    int64_t smem = 0;
-    char err[512];
-    st = tli_emit_cuda(&p->ir, target, smem_limit(ctx, target), &p->source, p->kname, sizeof p->kname, &smem,
-                       &p->tma, err, sizeof err);
-    p->compile_ms = tli_now_ms() - t0;
-    if (st != TL_OK) {
-        tl_program_destroy(p);
-        return tli_fail(ctx, st, "%s: kernel '%s': %s", api, k->ir.name, err);
-    }
-    p->smem_bytes = (int)smem;
-    if (p->ir.pingpong)
-        p->threads = 384; /* a producer and two consumer warpgroups */
-    *out = p;
-    return TL_OK;
+    tli_target t;
+    if ((st = resolve_target(ctx, pick_target(ctx, opt ? opt->target : NULL), api, &t)) != TL_OK)
+        return st;
+    return new_program(ctx, &k->ir, &t, false, opt, api, out);
 }
 
 TL_API tl_status tl_compile(tl_kernel *k, const tl_compile_options *opt, tl_program **out)
@@ -284,6 +333,7 @@ tl_status tli_program_from_source(tl_ctx *ctx, const char *src, const char *knam
     }
     p->ctx = ctx;
     p->threads = threads;
+    p->launch.threads = p->launch.block_threads = threads;
     tli_fmt(p->kname, sizeof p->kname, "%s", kname);
     tli_fmt(p->target, sizeof p->target, "%s", ctx->target);
     return finish_program(ctx, p, NULL, out);
@@ -340,15 +390,16 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
     tl_status st = tli_kernel_verify(k, "tl_kernel_source");
     if (st != TL_OK)
         return st;
-    target = pick_target(k->ctx, target);
-    if (!tli_target_valid(target))
-        return tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_source: bad target '%s'", target);
-    char kname[64], err[512];
-    int64_t smem;
-    tli_tma_list tma;
-    st = tli_emit_cuda(&k->ir, target, smem_limit(k->ctx, target), src, kname, sizeof kname, &smem, &tma, err,
-                       sizeof err);
-    return st == TL_OK ? TL_OK : tli_fail(k->ctx, st, "tl_kernel_source: kernel '%s': %s", k->ir.name, err);
+    tli_target t;
+    if ((st = resolve_target(k->ctx, pick_target(k->ctx, target), "tl_kernel_source", &t)) != TL_OK)
+        return st;
+    tl_program *p;
+    if ((st = new_program(k->ctx, &k->ir, &t, false, NULL, "tl_kernel_source", &p)) != TL_OK)
+        return st;
+    *src = p->source;
+    p->source = NULL;
+    tl_program_destroy(p);
+    return TL_OK;
 }
 
 TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
@@ -421,25 +472,95 @@ static void fill_slot(const tli_param *q, const tli_bound *b, int i, arg_slot *s
     }
 }
 
-/* Encodes the TMA descriptor of map m for this launch's tensor; false when
- * TMA cannot take it (alignment, sizes, an old driver): the kernel then
- * runs its cp.async path. */
+/* Encodes the TMA descriptor of map m for this launch's tensor (a box of
+ * box_outer x box_inner elements of its last two dimensions, 1 in the
+ * others, 128-byte swizzle); false when TMA cannot take it. */
 static bool encode_tma(const tl_program *p, const tli_bound *b, const tli_tma_map *m, CUtensorMap *out)
 {
     const tli_driver_api *cu = p->ctx->cu;
     const tli_bnode *t = tli_B(&p->ir, m->buf);
     uint64_t ptr = b->ptr[t->param];
-    int64_t d0 = tli_eval_host_int(&p->ir, b, t->shape[0]), d1 = tli_eval_host_int(&p->ir, b, t->shape[1]);
-    int64_t st = tli_eval_host_int(&p->ir, b, t->stride[0]) * (int64_t)tl_dtype_size((tl_dtype)t->dtype);
-    if (!cu || !cu->cuTensorMapEncodeTiled || ptr % 16 || st % 16 || d0 < 1 || d1 < 1 || d0 > UINT32_MAX ||
-        d1 > UINT32_MAX || st >= (1LL << 40))
+    int r = t->rank;
+    size_t esz = tl_dtype_size((tl_dtype)t->dtype);
+    uint64_t dims[TL_MAX_RANK], strides[TL_MAX_RANK];
+    uint32_t box[TL_MAX_RANK], estr[TL_MAX_RANK];
+    if (!cu || !cu->cuTensorMapEncodeTiled || ptr % 16 || r < 2)
         return false;
-    uint64_t dims[2] = {(uint64_t)d1, (uint64_t)d0}, strides[1] = {(uint64_t)st};
-    uint32_t box[2] = {(uint32_t)m->box_inner, (uint32_t)m->box_outer}, estr[2] = {1, 1};
+    for (int d = 0; d < r; d++) { /* innermost first */
+        int64_t ext = tli_eval_host_int(&p->ir, b, t->shape[r - 1 - d]);
+        if (ext < 1 || ext > UINT32_MAX)
+            return false;
+        dims[d] = (uint64_t)ext;
+        box[d] = d == 0 ? (uint32_t)m->box_inner : d == 1 ? (uint32_t)m->box_outer : 1;
+        estr[d] = 1;
+        if (d > 0) {
+            int64_t st = tli_eval_host_int(&p->ir, b, t->stride[r - 1 - d]) * (int64_t)esz;
+            if (st % 16 || st < 16 || st >= (1LL << 40))
+                return false;
+            strides[d - 1] = (uint64_t)st;
+        }
+    }
+    if (tli_eval_host_int(&p->ir, b, t->stride[r - 1]) != 1)
+        return false;
     int dt = t->dtype == TL_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    return cu->cuTensorMapEncodeTiled(out, dt, 2, (void *)(uintptr_t)ptr, dims, strides, box, estr,
+    return cu->cuTensorMapEncodeTiled(out, dt, (unsigned)r, (void *)(uintptr_t)ptr, dims, strides, box, estr,
                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == 0;
+}
+
+/* Whether this launch's tensors have the alignment the program assumes
+ * (lowered.h, tli_align_req). */
+static bool aligned_enough(const tl_program *p, const tli_bound *b)
+{
+    for (int i = 0; i < p->launch.nalign; i++) {
+        const tli_bnode *t = tli_B(&p->ir, p->launch.align[i].buf);
+        int64_t esz = (int64_t)tl_dtype_size((tl_dtype)t->dtype), per = 16 / esz;
+        if (b->ptr[t->param] % 16 || tli_eval_host_int(&p->ir, b, t->stride[t->rank - 1]) != 1)
+            return false;
+        for (int d = 0; d + 1 < t->rank; d++)
+            if (tli_eval_host_int(&p->ir, b, t->stride[d]) % per)
+                return false;
+        if ((p->launch.align[i].kind & TLI_ALIGN_CHUNKS) && tli_eval_host_int(&p->ir, b, t->shape[t->rank - 1]) % per)
+            return false;
+    }
+    return true;
+}
+
+/* The safe variant of p, compiled on first need (once, whichever thread
+ * asks first). */
+static tl_status safe_variant(const tl_program *cp, const tl_program **out)
+{
+    tl_program *p = (tl_program *)cp; /* the variant is a cache: the program stays immutable to callers */
+    if (p->has_lock)
+        pthread_mutex_lock(&p->safe_lock);
+    tl_status st = TL_OK;
+    if (!p->safe_variant) {
+        tli_target t;
+        tl_program *s = NULL;
+        st = tli_target_get(p->target, &t) ? new_program(p->ctx, &p->ir, &t, true, &p->opt, "tl_launch", &s)
+                                           : TL_ERR_INTERNAL;
+        if (st == TL_OK)
+            st = finish_program(p->ctx, s, &p->opt, &s);
+        if (st == TL_OK)
+            p->safe_variant = s;
+    }
+    *out = p->safe_variant;
+    if (p->has_lock)
+        pthread_mutex_unlock(&p->safe_lock);
+    return st;
+}
+
+/* The CTAs of a launch: the kernel's grid, or for a persistent program
+ * min(ceil(blocks / persistent), SMs) CTAs along x. */
+static void cta_grid(const tl_program *p, int64_t grid[3])
+{
+    if (!p->launch.persistent)
+        return;
+    int64_t blocks = grid[0] * grid[1] * grid[2], per = p->launch.persistent;
+    int64_t ctas = (blocks + per - 1) / per;
+    int64_t sms = p->ctx->info.sm_count > 0 ? p->ctx->info.sm_count : 1;
+    grid[0] = ctas < sms ? ctas : sms;
+    grid[1] = grid[2] = blocks ? 1 : 0;
 }
 
 TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args)
@@ -459,39 +580,32 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
         tli_bound_free(&b);
         return tli_fail(ctx, TL_ERR_LAUNCH_ARGS, "tl_launch: %s", err);
     }
-    arg_slot slots[64];
-    void *params[64 + TLI_MAX_TMA + 1];
-    CUtensorMap maps[TLI_MAX_TMA];
-    int use_tma = 1;
     int n = p->ir.p.n - 1;
     if (n > 64) {
         tli_bound_free(&b);
         return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_launch: more than 64 parameters");
     }
+    arg_slot slots[64];
+    void *params[64 + TLI_MAX_TMA];
+    CUtensorMap maps[TLI_MAX_TMA];
+    bool fits = aligned_enough(p, &b);
+    for (int i = 0; fits && i < p->launch.nmaps; i++) {
+        memset(&maps[i], 0, sizeof maps[i]);
+        fits = encode_tma(p, &b, &p->launch.maps[i], &maps[i]);
+        params[n + i] = &maps[i];
+    }
+    if (!fits) { /* this launch's tensors miss the alignment p assumes */
+        tli_bound_free(&b);
+        const tl_program *s;
+        st = safe_variant(p, &s);
+        return st != TL_OK ? st : tl_launch(s, stream, nargs, args);
+    }
     for (int i = 0; i < n; i++) {
         fill_slot(&p->ir.p.v[i + 1], &b, i + 1, &slots[i]);
         params[i] = &slots[i];
     }
-    for (int i = 0; i < p->tma.n; i++) {
-        memset(&maps[i], 0, sizeof maps[i]);
-        if (!encode_tma(p, &b, &p->tma.map[i], &maps[i]))
-            use_tma = 0;
-        params[n + i] = &maps[i];
-    }
-    if (p->tma.n)
-        params[n + p->tma.n] = &use_tma;
     tli_bound_free(&b);
-    if (p->ir.pingpong) {
-        /* persistent: two blocks per CTA at a time, at most one CTA per SM */
-        if (!use_tma)
-            return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_launch: kernel '%s' uses tl_use_pingpong, which needs TMA: "
-                            "a tensor it copies is not 16-byte aligned (base or row stride) or too large",
-                            p->kname);
-        int64_t blocks = grid[0] * grid[1] * grid[2], ctas = (blocks + 1) / 2;
-        int64_t sms = ctx->info.sm_count > 0 ? ctx->info.sm_count : 1;
-        grid[0] = ctas < sms ? ctas : sms;
-        grid[1] = grid[2] = blocks ? 1 : 0;
-    }
+    cta_grid(p, grid);
     return tli_launch_raw(p, grid, params, stream);
 }
 

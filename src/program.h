@@ -6,7 +6,10 @@
 #include "ctx.h"
 #include "ir.h"
 #include "emit.h"
+#include "lowered.h"
 #include "program_ctx.h"
+
+#include <pthread.h>
 
 struct tl_program {
     tl_ctx *ctx;
@@ -21,7 +24,14 @@ struct tl_program {
     double compile_ms;
     int smem_bytes;
     int threads;
-    tli_tma_list tma;      /* TMA descriptors made at each launch         */
+    tli_launch_plan launch; /* how to launch it (the launch pass's plan)  */
+    tl_compile_options opt; /* what it was compiled with (target: p->target) */
+    bool safe;             /* the safe variant itself                     */
+    /* The safe variant (no alignment assumed), compiled the first time a
+     * launch's tensors miss the alignment this program assumes. */
+    pthread_mutex_t safe_lock;
+    bool has_lock;
+    struct tl_program *safe_variant;
     CUmodule mod;          /* NULL when not loaded                        */
     CUfunction fn;
     int regs;

@@ -409,6 +409,114 @@ static tl_status p_tl_op_build(void)
     return tl_op_build(ctx, "nope", TL_F32, &k);
 }
 
+static tl_status bad_reduce(void (*f)(tl_kernel *, tl_buf, tl_buf, int, int))
+{
+    tl_kernel *k = fresh();
+    f(k, TL_NONE_BUF, TL_NONE_BUF, 0, 1);
+    return done(k);
+}
+static tl_status p_tl_reduce_max(void) { return bad_reduce(tl_reduce_max); }
+static tl_status p_tl_reduce_sum(void) { return bad_reduce(tl_reduce_sum); }
+static tl_status p_tl_reduce_min(void) { return bad_reduce(tl_reduce_min); }
+static tl_status p_tl_reduce_absmax(void) { return bad_reduce(tl_reduce_absmax); }
+static tl_status p_tl_name(void)
+{
+    tl_kernel *k = fresh();
+    tl_buf s = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){32});
+    tl_name(k, s, "tl_mine"); /* the tl_ prefix is the library's */
+    return done(k);
+}
+static tl_status p_tl_kernel_dump(void) { return tl_kernel_dump(good, NULL); }
+static tl_status p_tl_kernel_reproducer(void) { return tl_kernel_reproducer(good, NULL); }
+static tl_status p_tl_kernel_lower_dump(void)
+{
+    char *t = NULL;
+    return tl_kernel_lower_dump(good, NULL, "no-such-pass", &t);
+}
+
+static const tl_softmax_desc bad_softmax = {.rows = -1, .cols = 8, .in_dtype = TL_F32, .out_dtype = TL_F32};
+static tl_status p_tl_op_softmax(void) { return tl_op_softmax(ctx, &bad_softmax, 0x1000, 0x2000, NULL); }
+static tl_status p_tl_op_softmax_schedule(void)
+{
+    tl_softmax_schedule s = tl_op_softmax_schedule(ctx, &bad_softmax);
+    return s.threads ? TL_OK : TL_ERR_INVALID_ARG;
+}
+static tl_status p_tl_op_softmax_program(void)
+{
+    const tl_program *p;
+    return tl_op_softmax_program(ctx, &bad_softmax, &p);
+}
+static tl_status p_tl_op_softmax_build(void)
+{
+    tl_kernel *k;
+    return tl_op_softmax_build(ctx, &bad_softmax, &k);
+}
+static const tl_rmsnorm_desc bad_rmsnorm = {.rows = 4, .cols = 0, .in_dtype = TL_F32, .out_dtype = TL_F32};
+static tl_status p_tl_op_rmsnorm(void) { return tl_op_rmsnorm(ctx, &bad_rmsnorm, 0x1000, 0x2000, 0x3000, NULL); }
+static tl_status p_tl_op_rmsnorm_schedule(void)
+{
+    tl_softmax_schedule s = tl_op_rmsnorm_schedule(ctx, &bad_rmsnorm);
+    return s.threads ? TL_OK : TL_ERR_INVALID_ARG;
+}
+static tl_status p_tl_op_rmsnorm_program(void)
+{
+    const tl_program *p;
+    return tl_op_rmsnorm_program(ctx, &bad_rmsnorm, &p);
+}
+static tl_status p_tl_op_rmsnorm_build(void)
+{
+    tl_kernel *k;
+    return tl_op_rmsnorm_build(ctx, &bad_rmsnorm, &k);
+}
+/* heads not a multiple of kv_heads */
+static const tl_flash_attn_desc bad_attn = {
+    .batch = 1, .heads = 3, .kv_heads = 2, .seq_q = 64, .seq_kv = 64, .head_dim = 64, .dtype = TL_BF16};
+static tl_status p_tl_op_flash_attn(void) { return tl_op_flash_attn(ctx, &bad_attn, 1, 2, 3, 4, 0, NULL); }
+static tl_status p_tl_op_flash_attn_schedule(void)
+{
+    tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &bad_attn);
+    return s.block_m ? TL_OK : TL_ERR_INVALID_ARG;
+}
+static tl_status p_tl_op_flash_attn_program(void)
+{
+    const tl_program *p;
+    return tl_op_flash_attn_program(ctx, &bad_attn, &p);
+}
+static tl_status p_tl_op_flash_attn_build(void)
+{
+    tl_kernel *k;
+    return tl_op_flash_attn_build(ctx, &bad_attn, &k);
+}
+static tl_status p_tl_compile_many(void) { return tl_compile_many(ctx, NULL, 1, NULL, 1); }
+static tl_status p_tl_autotune(void)
+{
+    tl_tune_result *r = NULL;
+    return tl_autotune(ctx, NULL, &r);
+}
+static tl_status p_tl_tune_db_list(void) { return tl_tune_db_list(ctx, NULL, NULL); }
+/* A database path that is a directory cannot be rewritten. */
+static tl_status p_tl_tune_db_clear(void)
+{
+    char dir[] = "/tmp/tilec-api-XXXXXX", path[512];
+    assert_non_null(mkdtemp(dir));
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = TL_NO_DEVICE;
+    o.cache_dir = dir;
+    tl_ctx *c = NULL;
+    assert_status(tl_ctx_create(&o, &c, NULL, 0), TL_OK);
+    snprintf(path, sizeof path, "%s", tl_tune_db_path(c));
+    mkdir(path, 0755);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/x");
+    mkdir(path, 0755);
+    tl_status st = tl_tune_db_clear(c);
+    snprintf(outmsg, sizeof outmsg, "%s", tl_ctx_error(c));
+    tl_ctx_destroy(c);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return st;
+}
+
 #define P(fn) {#fn, p_##fn, NULL, false, false}
 #define PMSG(fn) {#fn, p_##fn, NULL, true, false}
 #define PPROG(fn) {#fn, p_##fn, NULL, false, true}
@@ -452,6 +560,18 @@ static const api_entry entries[] = {
     P(tl_cache_stats_get), PMSG(tl_cache_clear),
     P(tl_op_vadd), P(tl_op_vadd_program), P(tl_op_gemm), P(tl_op_gemm_schedule), P(tl_op_gemm_program),
     P(tl_op_gemm_build), P(tl_baseline_gemm), P(tl_bias_act), P(tl_bias_act_build), P(tl_op_build),
+    P(tl_reduce_max), P(tl_reduce_sum), P(tl_reduce_min), P(tl_reduce_absmax), P(tl_name), P(tl_kernel_dump),
+    P(tl_kernel_lower_dump), P(tl_kernel_reproducer),
+    P(tl_op_softmax), P(tl_op_softmax_schedule), P(tl_op_softmax_program), P(tl_op_softmax_build),
+    P(tl_op_rmsnorm), P(tl_op_rmsnorm_schedule), P(tl_op_rmsnorm_program), P(tl_op_rmsnorm_build),
+    P(tl_op_flash_attn), P(tl_op_flash_attn_schedule), P(tl_op_flash_attn_program), P(tl_op_flash_attn_build),
+    P(tl_compile_many), P(tl_autotune), P(tl_tune_db_list), PMSG(tl_tune_db_clear),
+    WHY(tl_use_warp_specialize, "documented to have no errors; tl_compile checks its requirements"),
+    WHY(tl_gemm_candidates, "returns a count: a list of schedules, d only filters it"),
+    WHY(tl_gemm_schedule_to_config, nothing_fails), WHY(tl_gemm_schedule_from_config, nothing_fails),
+    WHY(tl_tune_config_text, nothing_fails), WHY(tl_tune_outcome_name, nothing_fails),
+    WHY(tl_tune_progress_stderr, no_status), WHY(tl_tune_result_destroy, no_status),
+    WHY(tl_tune_db_path, query),
 };
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
 

@@ -241,7 +241,7 @@ static void test_duplicate_and_reserved_names(void **state)
     fixture *f = *state;
     tl_dim(f->k, "N");
     tl_dim(f->k, "N");
-    expect_error(f, TL_ERR_INVALID_ARG, "tl_dim", "twice");
+    expect_error(f, TL_ERR_INVALID_ARG, "tl_dim", "already a parameter");
 }
 
 static void test_reserved_name(void **state)

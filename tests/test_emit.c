@@ -130,7 +130,7 @@ static void test_barriers_in_serial_loops(void **state)
     tl_kernel *k = zoo_smooth(ctx);
     char *src;
     assert_status(tl_kernel_source(k, NULL, &src), TL_OK);
-    const char *loop = strstr(src, "for (long long i");
+    const char *loop = strstr(src, "for (long long tl_i");
     assert_non_null(loop);
     int barriers = 0;
     for (const char *p = loop; (p = strstr(p, "__syncthreads();")); p++)
@@ -198,8 +198,8 @@ static void test_deferred_copy_and_bounds(void **state)
     assert_non_null(read);
     assert_true(commit < fill && fill < wait && wait < read);
     assert_non_null(strstr(wait, "__syncthreads();"));
-    assert_non_null(strstr(read, "* S3[("));
-    assert_null(strstr(read, "tl_ld(S3"));
+    assert_non_null(strstr(read, "* tl_smem3["));
+    assert_null(strstr(read, "tl_ld(tl_smem3"));
     tl_free_host(src);
     tl_kernel_destroy(k);
 

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <time.h>
 
 
 #define PAD 32 /* poisoned elements after C (and before it, when offset) */
@@ -254,19 +255,20 @@ static void test_argument_errors(void **state)
     problem_free(&p);
 }
 
+static const tl_gemm_schedule scheds[] = {
+    {64, 64, 32, 2, 128, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1},
+};
+
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
  * threads, swizzle on and off, the ping-pong kernel (tl_use_pingpong). */
 static void test_schedules(void **state)
 {
     (void)state;
     NEED_GPU();
-    const tl_gemm_schedule scheds[] = {
-        {64, 64, 32, 2, 128, 0, 0, 0},
-        {128, 128, 32, 3, 256, 0, 0, 0},
-        {128, 256, 64, 4, 256, 8, 0, 0},
-        {128, 128, 64, 6, 128, 8, 0, 1}, /* ping-pong */
-        {64, 256, 64, 5, 128, 0, 0, 1},
-    };
     /* 200x264x136 is ragged but TMA-aligned for both layouts (the
      * ping-pong schedules need TMA; 257x129x72 takes them only with B as
      * [N, K] and falls back to the default schedule otherwise) */
@@ -350,6 +352,94 @@ static void test_large_against_cublas(void **state)
         skip();
 }
 
+/* ------------------------------------------------------------------------ */
+/* Every program the tests will run, compiled up front in one parallel batch */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_PRECOMPILE 512
+
+typedef struct precompile {
+    tl_gemm_desc d[MAX_PRECOMPILE];
+    int n;
+} precompile;
+
+/* Adds d with the schedule tl_op_gemm will compile for it, once per
+ * distinct kernel (the sizes matter only through that schedule). */
+static void plan_add(precompile *pc, tl_gemm_desc d)
+{
+    d.schedule = tl_op_gemm_schedule(ctx, &d);
+    if (d.schedule.block_m == 0)
+        return;
+    for (int i = 0; i < pc->n; i++) {
+        const tl_gemm_desc *e = &pc->d[i];
+        if (e->in_dtype == d.in_dtype && e->out_dtype == d.out_dtype && e->trans_b == d.trans_b &&
+            e->has_bias == d.has_bias && e->epilogue == d.epilogue && !memcmp(&e->schedule, &d.schedule, sizeof d.schedule))
+            return;
+    }
+    if (pc->n < MAX_PRECOMPILE)
+        pc->d[pc->n++] = d;
+}
+
+/* The descriptors of the tests below; a program missed here is compiled
+ * on first use as before, only slower. */
+static void plan_tests(precompile *pc)
+{
+    const int64_t sizes[][3] = {{1, 1, 1}, {127, 255, 33}, {64, 64, 64}, {200, 264, 136}, {1024, 1024, 1024},
+                                {4096, 4096, 4096}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int i = 0; i < 2; i++)
+            for (int o = 0; o < 3; o++)
+                for (int t = 0; t < 2; t++)
+                    for (int e = 0; e < 4; e++)
+                        for (int b = 0; b < 2; b++) {
+                            tl_gemm_desc d = {.m = sizes[s][0], .n = sizes[s][1], .k = sizes[s][2],
+                                              .in_dtype = in_types[i], .out_dtype = out_types[o], .trans_b = t,
+                                              .has_bias = b, .epilogue = epis[e]};
+                            plan_add(pc, d);
+                            /* unaligned operands take the schedule for any shape */
+                            d.schedule = tl_op_gemm_schedule(ctx, &(tl_gemm_desc){.m = 8192, .n = 8192, .k = 8192,
+                                                                                .in_dtype = d.in_dtype,
+                                                                                .out_dtype = d.out_dtype});
+                            if (d.schedule.pingpong == 0)
+                                plan_add(pc, d);
+                        }
+    for (size_t c = 0; c < sizeof scheds / sizeof scheds[0]; c++)
+        for (int t = 0; t < 2; t++) {
+            tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = t,
+                              .schedule = scheds[c]};
+            plan_add(pc, d);
+            d.out_dtype = TL_F32;
+            d.has_bias = 1;
+            d.epilogue = TL_EPI_GELU_TANH;
+            plan_add(pc, d);
+        }
+}
+
+static int gemm_setup(void **state)
+{
+    gpu_setup(state);
+    if (!ctx)
+        return 0;
+    static precompile pc;
+    plan_tests(&pc);
+    static tl_compile_job jobs[MAX_PRECOMPILE];
+    int n = 0;
+    for (int i = 0; i < pc.n; i++)
+        if (tl_op_gemm_build(ctx, &pc.d[i], &jobs[n].kernel) == TL_OK)
+            n++;
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    tl_status st = tl_compile_many(ctx, jobs, n, NULL, 0);
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        failed += jobs[i].status != TL_OK;
+        tl_program_destroy(jobs[i].program); /* the cubins stay in the context's cache */
+        tl_kernel_destroy(jobs[i].kernel);
+    }
+    printf("precompiled %d GEMM programs (%d failed: %s), %.1f s of CPU\n", n, failed,
+           st == TL_OK ? "-" : tl_ctx_error(ctx), (double)clock() / CLOCKS_PER_SEC - t0);
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,5 +449,5 @@ int main(void)
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_large_against_cublas),
     };
-    return cmocka_run_group_tests_name("gpu_gemm", tests, gpu_setup, ctx_teardown);
+    return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);
 }

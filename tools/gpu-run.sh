@@ -4,7 +4,11 @@
 # $OUT (or ./gpu-out). cmocka comes from CMOCKA_DIR (see
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
-#   steps: build test sanitize gemm-sanitize sass bench bench-gemm bench-epilogue demo
+#   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass bench bench-gemm
+#          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold
+#          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
+# Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
+# stuck step cannot take the whole lease.
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export CMOCKA_DIR=${CMOCKA_DIR:-.device-deps/usr}
@@ -15,7 +19,7 @@ run() { # name command...
     name=$1; shift
     echo "---- $name: $*"
     start=$(date +%s)
-    if "$@" > "$OUT/$name.log" 2>&1; then r=0; else r=$?; status=1; fi
+    if timeout "${STEP_LIMIT:-600}" "$@" > "$OUT/$name.log" 2>&1; then r=0; else r=$?; status=1; fi
     echo "---- $name: exit $r in $(( $(date +%s) - start )) s"
     tail -n "${TAIL:-25}" "$OUT/$name.log"
 }
@@ -29,7 +33,25 @@ for s in $steps; do
     gemm-sanitize)
         run memcheck-gemm env TILEC_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/test_gpu_gemm
         run racecheck-gemm env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 build/tests/test_gpu_gemm ;;
+    ops-sanitize) # the kernels of the ops written with the builder, small sizes
+        for t in test_gpu_attention test_gpu_dual_gemm test_gpu_softmax; do
+            run "memcheck-$t" env TILEC_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 "build/tests/$t"
+            run "racecheck-$t" env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 "build/tests/$t"
+        done ;;
+    ops-sass) # ptxas's resource report and the SASS of the tensor-core ops
+        for op in gemm flash_attn; do
+            for arch in sm_90a sm_80; do
+                bin/tilec source $op --arch $arch > "$OUT/$op-$arch.cu"
+                run "ptxas-$op-$arch" nvcc -arch=$arch -cubin -Xptxas -v -I src/device -o "$OUT/$op-$arch.cubin" \
+                    "$OUT/$op-$arch.cu"
+                cuobjdump --dump-sass "$OUT/$op-$arch.cubin" > "$OUT/$op-$arch.sass" 2>&1
+                rm -f "$OUT/$op-$arch.cubin"
+            done
+        done ;;
     bench-gemm) TAIL=40 run bench-gemm build/bench/bench_gemm ;;
+    bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
+    bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;
+    bench-dual) TAIL=20 run bench-dual build/bench/bench_dual_gemm ;;
     bench-epilogue) TAIL=40 run bench-epilogue build/bench/bench_epilogue ;;
     sass)
         bin/tilec source vadd --arch sm_90a > "$OUT/vadd_f32.cu"
@@ -38,6 +60,13 @@ for s in $steps; do
         grep -cE "LDG.E.128|STG.E.128" "$OUT/vadd_f32.sass" | sed 's/^/128-bit global accesses in SASS: /'
         rm -f "$OUT/vadd_f32.cubin" ;;
     bench) TAIL=60 run bench make bench ;;
+    test-cold) # the GPU tier from an empty cubin cache, compiles included
+        cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
+        TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" make test
+        rm -rf "$cold" ;;
+    tune-cold) TAIL=40 run tune-cold build/bench/bench_tune cold ;;
+    tune-anchors-nt) TAIL=24 run tune-anchors-nt build/bench/bench_tune anchors nt --budget 60 ;;
+    tune-anchors-nn) TAIL=24 run tune-anchors-nn build/bench/bench_tune anchors nn --budget 60 ;;
     demo) TAIL=40 run demo make demo ;;
     esac
 done

@@ -1,9 +1,9 @@
 /*
  * tilec.c - the command-line tool: an environment report, the generated CUDA
  * C and PTX of the prebuilt ops, compiles through the cubin cache, the
- * cache itself, and a GEMM schedule sweep against cuBLAS. It uses the
- * public API only, like any other program (the sweep is bench/gemm_sweep.c,
- * shared with the benchmarks).
+ * cache itself, autotuning and its database, and a GEMM schedule sweep
+ * against cuBLAS (the tuner without a record). It uses the public API
+ * only, like any other program.
  *
  * Exit status: 0 success (also `info` on a machine without a GPU: that is a
  * report, not a failure), 1 a library error (status name and message on
@@ -14,10 +14,9 @@
 #endif
 #include "tilec.h"
 
-#include "gemm_sweep.h"
-
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,8 @@ enum { EXIT_LIB = 1, EXIT_USAGE = 2 };
 
 /* Options a command accepts (bit mask). */
 enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8, OPT_SHAPE = 16, OPT_TRANS_B = 32 };
+/* ... and those of tune (and bench, which shares its problem options) */
+enum { OPT_BIAS = 64, OPT_EPILOGUE = 128, OPT_BUDGET = 256, OPT_NO_SAVE = 512, OPT_LIST = 1024, OPT_CLEAR = 2048 };
 
 typedef struct cli {
     const char *arch;      /* NULL: the context's target              */
@@ -36,6 +37,10 @@ typedef struct cli {
     int device;
     int device_given;      /* --device was on the command line        */
     const char *cache_dir; /* NULL: the library's default             */
+    int bias;              /* --bias                                  */
+    tl_epilogue epilogue;  /* --epilogue                              */
+    double budget_s;       /* --budget; 0: none                       */
+    int no_save, list, clear; /* --no-save, --list, --clear           */
     char **args;           /* positional arguments after the command  */
     int nargs;
 } cli;
@@ -46,7 +51,7 @@ typedef struct command {
     const char *name;
     command_fn run;
     int options;           /* OPT_* it accepts                        */
-    int nargs;             /* positional arguments it takes           */
+    int nargs;             /* positional arguments it takes (-1: 0 or 1) */
 } command;
 
 static const char usage_text[] =
@@ -65,20 +70,31 @@ static const char usage_text[] =
     "  bench gemm [--shape MxNxK] [--dtype bf16|f16] [--trans-b] [--device N]\n"
     "                             sweep GEMM schedules against cuBLAS on the GPU\n"
     "                             (default 4096x4096x4096 bf16, B as [K, N])\n"
+    "  tune gemm [--shape MxNxK] [--dtype bf16|f16] [--trans-b] [--bias]\n"
+    "            [--epilogue relu|gelu_erf|gelu_tanh] [--budget SECONDS] [--no-save]\n"
+    "            [--device N] [--cache-dir DIR]\n"
+    "                             autotune the op for this problem on the GPU and\n"
+    "                             record the best schedule for its shape class\n"
+    "  tune --list [--cache-dir DIR]   the tuning database's records\n"
+    "  tune --clear [--cache-dir DIR]  remove them all\n"
     "  help                       this text\n"
     "\n"
     "options:\n"
     "  --arch sm_XX      compile target, e.g. sm_80 or sm_90a (default: the GPU's,\n"
     "                    or sm_90a without a GPU)\n"
-    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm)\n"
+    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm, flash_attn)\n"
     "  --device N        GPU ordinal (default 0)\n"
     "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
     "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
     "  --shape MxNxK     GEMM sizes for 'bench gemm'\n"
-    "  --trans-b         'bench gemm' with B given as [N, K]\n"
+    "  --trans-b         GEMM with B given as [N, K]\n"
+    "  --bias, --epilogue E   a GEMM with a bias and an activation, for 'tune'\n"
+    "  --budget SECONDS  time budget of a tuning run (default: none)\n"
+    "  --no-save         tune without recording the result\n"
     "\n"
-    "Everything but launching works without a GPU ('bench' says it needs one and\n"
-    "exits 0). Exit status: 0 ok, 1 library error, 2 bad usage.\n";
+    "Everything but launching works without a GPU ('bench' and 'tune' say they need\n"
+    "one and exit 0). The tuning database is tune.db in the cache directory.\n"
+    "Exit status: 0 ok, 1 library error (or no candidate passed), 2 bad usage.\n";
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                            */
@@ -168,7 +184,9 @@ static int build_op(const cli *c, int disk_cache, tl_ctx **ctx, tl_kernel **k)
     if (rc)
         return rc;
     /* each op's natural element type unless --dtype says otherwise */
-    tl_dtype dt = c->dtype_given ? c->dtype : (strcmp(op, "gemm") == 0 ? TL_BF16 : TL_F32);
+    /* the ops on tensor cores default to bf16, the rest to f32 */
+    bool tensor_core = strcmp(op, "gemm") == 0 || strcmp(op, "flash_attn") == 0;
+    tl_dtype dt = c->dtype_given ? c->dtype : (tensor_core ? TL_BF16 : TL_F32);
     tl_status st = tl_op_build(*ctx, op, dt, k);
     if (st != TL_OK) {
         rc = ctx_error(*ctx, st);
@@ -432,44 +450,185 @@ static int cmd_cache(const cli *c)
 }
 
 /* ------------------------------------------------------------------------ */
-/* bench                                                                     */
+/* tune, bench                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The GEMM sweep on the GPU; without one there is nothing to measure: say
- * so and succeed. */
+/* The GEMM of the command line; an exit status when it is wrong, else 0. */
+static int gemm_problem(const cli *c, tl_gemm_desc *d)
+{
+    tl_dtype in = c->dtype_given ? c->dtype : TL_BF16;
+    if (in != TL_BF16 && in != TL_F16)
+        return usage_error("gemm takes --dtype bf16 or f16, not %s", tl_dtype_name(in));
+    int64_t m = 4096, n = 4096, k = 4096;
+    long long v[3];
+    char tail;
+    if (c->shape) {
+        if (sscanf(c->shape, "%lldx%lldx%lld%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 || v[1] < 1 ||
+            v[2] < 1)
+            return usage_error("bad shape '%s' (expected MxNxK, e.g. 4096x4096x4096)", c->shape);
+        m = v[0], n = v[1], k = v[2];
+    }
+    *d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = in, .trans_b = c->trans_b,
+                        .has_bias = c->bias, .epilogue = c->epilogue};
+    return 0;
+}
+
+/* A context on the GPU, or *ctx NULL and 0 when there is none, which is
+ * no error for these commands: they say so and succeed. */
+static int open_gpu_context(const cli *c, const char *what, tl_ctx **ctx)
+{
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = c->device;
+    o.cache_dir = c->cache_dir;
+    o.log = log_warning;
+    char msg[1024];
+    *ctx = NULL;
+    tl_status st = tl_ctx_create(&o, ctx, msg, sizeof msg);
+    /* a GPU asked for by number that is not there is the caller's error */
+    if (st == TL_ERR_NO_DRIVER || (st == TL_ERR_NO_DEVICE && !c->device_given)) {
+        printf("tilec %s: needs a GPU (%s: %s)\n", what, tl_status_name(st), msg);
+        *ctx = NULL;
+        return 0;
+    }
+    return st == TL_OK ? 0 : lib_error(st, msg);
+}
+
+static void print_entry(const tl_tune_result *r, const char *csv_op, const char *dtype, int rank,
+                        const tl_tune_entry *e)
+{
+    if (e->outcome == TL_TUNE_PASSED)
+        printf("  %3d  %-48s %9.4f %9.1f %9.3f %9.1e%s\n", rank, e->text, e->ms, e->rate, e->ratio, e->rel_err,
+               e->finalist ? "  final" : "");
+    else
+        printf("    -  %-48s %s: %s\n", e->text, tl_tune_outcome_name(e->outcome), e->note);
+    if (e->outcome == TL_TUNE_PASSED)
+        printf("csv,%s,%s,%s,%s,%.4f,%.1f,%s,%.3f,%.2e\n", csv_op, r->shape, dtype, e->text, e->ms, e->rate,
+               r->unit, e->ratio, e->rel_err);
+}
+
+static void print_result(const tl_tune_result *r, const char *what, const char *csv_op, const char *dtype)
+{
+    printf("\n%s %s: %d candidates, %d compiled in %.1f s, %d passed; %.1f s in all\n", what, r->shape, r->n,
+           r->compiled, r->compile_s, r->passed, r->total_s);
+    printf("  %3s  %-48s %9s %9s %9s %9s\n", "#", "configuration", "ms", r->unit, "x base", "rel err");
+    if (r->baseline_ms > 0) {
+        printf("    =  %-48s %9.4f %9.1f %9.3f\n", r->baseline, r->baseline_ms, r->baseline_rate, 1.0);
+        printf("csv,%s,%s,%s,baseline:%s,%.4f,%.1f,%s,1.000,0\n", csv_op, r->shape, dtype, r->baseline,
+               r->baseline_ms, r->baseline_rate, r->unit);
+    }
+    for (int i = 0; i < r->n; i++)
+        print_entry(r, csv_op, dtype, i + 1, &r->entries[i]);
+    if (r->passed > 0)
+        printf("best: %s: %.4f ms, %.1f %s%s%.3f x %s\n", r->entries[0].text, r->entries[0].ms, r->entries[0].rate,
+               r->unit, r->baseline_ms > 0 ? " = " : "", r->entries[0].ratio, r->baseline_ms > 0 ? r->baseline : "");
+    else
+        printf("best: none (no candidate passed its check)\n");
+}
+
+/* Tunes the GEMM of the command line; save 0: a sweep, nothing recorded. */
+static int run_gemm_tuning(const cli *c, const char *what, int save)
+{
+    tl_gemm_desc d;
+    int rc = gemm_problem(c, &d);
+    tl_ctx *ctx = NULL;
+    if (rc || (rc = open_gpu_context(c, what, &ctx)) || !ctx)
+        return rc;
+    tl_tune_request q = {.op = "gemm", .desc = &d, .budget_s = c->budget_s, .save = save,
+                         .progress = tl_tune_progress_stderr};
+    tl_tune_result *r = NULL;
+    tl_status st = tl_autotune(ctx, &q, &r);
+    if (st != TL_OK) {
+        rc = ctx_error(ctx, st);
+        tl_ctx_destroy(ctx);
+        return rc;
+    }
+    char title[128], csv_op[32];
+    snprintf(title, sizeof title, "%s gemm %s %s%s", what, tl_dtype_name(d.in_dtype), d.trans_b ? "nt" : "nn",
+             d.has_bias || d.epilogue ? " + epilogue" : "");
+    snprintf(csv_op, sizeof csv_op, "gemm_%s%s", d.trans_b ? "nt" : "nn", d.has_bias || d.epilogue ? "_epi" : "");
+    print_result(r, title, csv_op, tl_dtype_name(d.in_dtype));
+    tl_gemm_schedule used = tl_op_gemm_schedule(ctx, &d);
+    tl_tune_config uc = tl_gemm_schedule_to_config(&used);
+    char text[160];
+    if (r->saved)
+        printf("recorded in %s: tl_op_gemm now runs %s for this shape class on this GPU\n",
+               *tl_tune_db_path(ctx) ? tl_tune_db_path(ctx) : "this process only",
+               tl_tune_config_text("gemm", &uc, text, sizeof text));
+    rc = r->passed > 0 ? 0 : EXIT_LIB;
+    tl_tune_result_destroy(r);
+    tl_ctx_destroy(ctx);
+    return rc;
+}
+
+/* The GEMM sweep on the GPU: every schedule of the tuner's space, ranked
+ * against cuBLAS, nothing recorded. */
 static int cmd_bench(const cli *c)
 {
     if (strcmp(c->args[0], "gemm") != 0)
         return usage_error("unknown benchmark '%s' (expected gemm)", c->args[0]);
-    tl_dtype in = c->dtype_given ? c->dtype : TL_BF16;
-    if (in != TL_BF16 && in != TL_F16)
-        return usage_error("bench gemm takes --dtype bf16 or f16, not %s", tl_dtype_name(in));
-    int64_t m = 4096, n = 4096, k = 4096;
-    if (c->shape && gemm_parse_shape(c->shape, &m, &n, &k) != 0)
-        return usage_error("bad shape '%s' (expected MxNxK, e.g. 4096x4096x4096)", c->shape);
-    tl_ctx_options o = tl_ctx_default_options();
-    o.device = c->device;
-    o.log = log_warning;
-    tl_ctx *ctx = NULL;
-    char msg[1024];
-    tl_status st = tl_ctx_create(&o, &ctx, msg, sizeof msg);
-    /* a GPU asked for by number that is not there is the caller's error */
-    if (st == TL_ERR_NO_DRIVER || (st == TL_ERR_NO_DEVICE && !c->device_given)) {
-        printf("tilec bench gemm: needs a GPU (%s: %s)\n", tl_status_name(st), msg);
-        return 0;
-    }
+    if (c->bias || c->epilogue || c->budget_s > 0)
+        return usage_error("bench gemm times the plain GEMM (--bias, --epilogue, --budget are for tune)");
+    return run_gemm_tuning(c, "bench", 0);
+}
+
+static int tune_list(tl_ctx *ctx)
+{
+    tl_tune_record *recs = NULL;
+    int n = 0;
+    tl_status st = tl_tune_db_list(ctx, &recs, &n);
     if (st != TL_OK)
-        return lib_error(st, msg);
-    int nconfigs;
-    const tl_gemm_schedule *configs = gemm_default_sweep(&nconfigs);
-    printf("csv,op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err\n");
-    int best = gemm_sweep(ctx, m, n, k, in, c->trans_b, configs, nconfigs, stdout);
-    tl_ctx_destroy(ctx);
-    if (best == -1) {
-        fprintf(stderr, "tilec: no GEMM schedule passed its check\n");
-        return EXIT_LIB;
+        return ctx_error(ctx, st);
+    const char *path = tl_tune_db_path(ctx);
+    printf("tuning database: %s, %d record%s\n", *path ? path : "(none: the disk cache is off)", n,
+           n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++) {
+        const tl_tune_record *r = &recs[i];
+        printf("%s %s %s %s | %s | libtilec %s\n  %s: %.4f ms at %s", r->op, r->dtypes, r->layout, r->shape_class,
+               r->gpu, r->version, r->config, r->ms, r->shape);
+        if (r->ratio > 0)
+            printf(", %.3f x the baseline", r->ratio);
+        putchar('\n');
     }
-    return best < 0 ? EXIT_LIB : 0; /* -2: the sweep said why on stderr */
+    tl_free_host(recs);
+    return 0;
+}
+
+static int tune_clear(tl_ctx *ctx)
+{
+    tl_tune_record *recs = NULL;
+    int n = 0;
+    tl_status st = tl_tune_db_list(ctx, &recs, &n);
+    tl_free_host(recs);
+    if (st == TL_OK)
+        st = tl_tune_db_clear(ctx);
+    if (st != TL_OK)
+        return ctx_error(ctx, st);
+    const char *path = tl_tune_db_path(ctx);
+    printf("removed %d record%s%s%s\n", n, n == 1 ? "" : "s", *path ? " from " : "", path);
+    return 0;
+}
+
+static int cmd_tune(const cli *c)
+{
+    if (c->list || c->clear) {
+        if (c->nargs || (c->list && c->clear))
+            return usage_error("'tune --list' and 'tune --clear' take no op, and not both");
+        if (c->shape || c->trans_b || c->bias || c->epilogue || c->budget_s > 0 || c->no_save || c->dtype_given ||
+            c->device_given)
+            return usage_error("'tune --%s' takes only --cache-dir", c->list ? "list" : "clear");
+        tl_ctx *ctx;
+        int rc = open_cache_context(c, &ctx);
+        if (rc)
+            return rc;
+        rc = c->list ? tune_list(ctx) : tune_clear(ctx);
+        tl_ctx_destroy(ctx);
+        return rc;
+    }
+    if (c->nargs != 1)
+        return usage_error("'tune' takes an op (gemm), or --list, or --clear");
+    if (strcmp(c->args[0], "gemm") != 0)
+        return usage_error("op '%s' cannot be tuned (tunable: gemm)", c->args[0]);
+    return run_gemm_tuning(c, "tune", !c->no_save);
 }
 
 static int cmd_help(const cli *c)
@@ -493,6 +652,10 @@ static const command commands[] = {
     {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR, 1},
     {"cache", cmd_cache, OPT_CACHE_DIR, 1},
     {"bench", cmd_bench, OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B, 1},
+    {"tune", cmd_tune,
+     OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B | OPT_CACHE_DIR | OPT_BIAS | OPT_EPILOGUE | OPT_BUDGET |
+         OPT_NO_SAVE | OPT_LIST | OPT_CLEAR,
+     -1},
     {"help", cmd_help, 0, 0},
 };
 
@@ -514,6 +677,17 @@ static int parse_device(const char *s, int *out)
     return 1;
 }
 
+static int parse_epilogue(const char *arg, tl_epilogue *out)
+{
+    static const char *const names[] = {"none", "relu", "gelu_erf", "gelu_tanh"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(arg, names[i]) == 0) {
+            *out = (tl_epilogue)i;
+            return 0;
+        }
+    return usage_error("unknown epilogue '%s' (relu, gelu_erf, gelu_tanh)", arg);
+}
+
 /* One option into c; an exit status when it is wrong, else 0. */
 static int take_option(const command *cmd, int opt, const char *arg, cli *c)
 {
@@ -521,6 +695,9 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
         {'a', OPT_ARCH, "--arch"}, {'t', OPT_DTYPE, "--dtype"},
         {'d', OPT_DEVICE, "--device"}, {'c', OPT_CACHE_DIR, "--cache-dir"},
         {'s', OPT_SHAPE, "--shape"}, {'b', OPT_TRANS_B, "--trans-b"},
+        {'B', OPT_BIAS, "--bias"}, {'e', OPT_EPILOGUE, "--epilogue"},
+        {'g', OPT_BUDGET, "--budget"}, {'n', OPT_NO_SAVE, "--no-save"},
+        {'l', OPT_LIST, "--list"}, {'x', OPT_CLEAR, "--clear"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].opt == opt && !(cmd->options & names[i].bit))
@@ -537,6 +714,16 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
     case 'c': c->cache_dir = arg; return 0;
     case 's': c->shape = arg; return 0;
     case 'b': c->trans_b = 1; return 0;
+    case 'B': c->bias = 1; return 0;
+    case 'e': return parse_epilogue(arg, &c->epilogue);
+    case 'g': {
+        char *end;
+        c->budget_s = strtod(arg, &end);
+        return *arg && !*end && c->budget_s > 0 ? 0 : usage_error("bad budget '%s' (seconds, > 0)", arg);
+    }
+    case 'n': c->no_save = 1; return 0;
+    case 'l': c->list = 1; return 0;
+    case 'x': c->clear = 1; return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -549,6 +736,9 @@ static int parse(int argc, char **argv, const command **cmd, cli *c)
         {"arch", required_argument, NULL, 'a'},   {"dtype", required_argument, NULL, 't'},
         {"device", required_argument, NULL, 'd'}, {"cache-dir", required_argument, NULL, 'c'},
         {"shape", required_argument, NULL, 's'},  {"trans-b", no_argument, NULL, 'b'},
+        {"bias", no_argument, NULL, 'B'},         {"epilogue", required_argument, NULL, 'e'},
+        {"budget", required_argument, NULL, 'g'}, {"no-save", no_argument, NULL, 'n'},
+        {"list", no_argument, NULL, 'l'},         {"clear", no_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     memset(c, 0, sizeof *c);
@@ -579,7 +769,7 @@ static int parse(int argc, char **argv, const command **cmd, cli *c)
     }
     c->args = sub_argv + optind;
     c->nargs = sub_argc - optind;
-    if (c->nargs != (*cmd)->nargs)
+    if ((*cmd)->nargs < 0 ? c->nargs > 1 : c->nargs != (*cmd)->nargs)
         return usage_error("'%s' takes %d argument%s, got %d", (*cmd)->name, (*cmd)->nargs,
                            (*cmd)->nargs == 1 ? "" : "s", c->nargs);
     return -1;

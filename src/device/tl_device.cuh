@@ -322,27 +322,53 @@ __device__ __forceinline__ unsigned long long tl_wgmma_desc_mn_sw128(const void 
 }
 #endif
 
-// ---------------------------------------------- sm_90a: TMA and mbarriers
+// ------------------------------------------------ mbarriers (sm_80 and up)
 // A CUtensorMap (the TMA descriptor) as a by-value kernel parameter.
 struct __align__(64) tl_tmap { unsigned long long v[16]; };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void tl_mbar_init(unsigned long long *bar, unsigned count)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory");
 }
-// Makes the initialised barriers visible to the async proxy (TMA).
-__device__ __forceinline__ void tl_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 __device__ __forceinline__ void tl_mbar_arrive(unsigned long long *bar)
 {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
 }
-// Warp-specialised kernels (tl_use_pingpong): a barrier for the 128
-// threads of consumer warpgroup wg alone (named barrier 1 + wg; 0 is
-// __syncthreads), and the register budget moved from the producer
-// warpgroup to the consumers (setmaxnreg; every warp of the warpgroup
-// executes it).
-__device__ __forceinline__ void tl_wg_sync(int wg) { asm volatile("bar.sync %0, 128;\n" :: "r"(1 + wg) : "memory"); }
+// An arrival triggered when every cp.async this thread issued before it has
+// landed (the barrier's count includes it: .noinc).
+__device__ __forceinline__ void tl_cp_async_mbar_arrive(unsigned long long *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" :: "r"(tl_smem_addr(bar)) : "memory");
+}
+// Waits until the barrier's phase `parity` has completed.
+__device__ __forceinline__ void tl_mbar_wait(unsigned long long *bar, unsigned parity)
+{
+    unsigned done;
+    do {
+#if __CUDA_ARCH__ >= 900
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+#else
+        asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
+#endif
+    } while (!done);
+}
+// A barrier over `count` threads (named barrier `id`; 0 is __syncthreads's):
+// the consumer warpgroups of a warp-specialised kernel synchronise among
+// themselves while the producer runs on.
+__device__ __forceinline__ void tl_bar_sync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
+}
+#endif
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Makes the initialised barriers visible to the async proxy (TMA).
+__device__ __forceinline__ void tl_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// The register budget moved from the producer warpgroup to the consumers
+// (setmaxnreg; every warp of the warpgroup executes it).
 template <int N> __device__ __forceinline__ void tl_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
 template <int N> __device__ __forceinline__ void tl_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
 // One arrival that also announces `bytes` of transactions (TMA) to come.
@@ -351,19 +377,31 @@ __device__ __forceinline__ void tl_mbar_expect(unsigned long long *bar, unsigned
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
                  :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
 }
-// Waits until the barrier's phase `parity` has completed.
-__device__ __forceinline__ void tl_mbar_wait(unsigned long long *bar, unsigned parity)
-{
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory");
-    } while (!done);
-}
-// A 2-D box of a global tensor into shared memory, completing on bar.
+// A box of a global tensor into shared memory, completing on bar;
+// coordinates innermost first.
 __device__ __forceinline__ void tl_tma_load_2d(void *dst, const tl_tmap *map, int c0, int c1, unsigned long long *bar)
 {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(tl_smem_addr(bar)) : "memory");
 }
+__device__ __forceinline__ void tl_tma_load_3d(void *dst, const tl_tmap *map, int c0, int c1, int c2, unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(tl_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void tl_tma_load_4d(void *dst, const tl_tmap *map, int c0, int c1, int c2, int c3,
+                                               unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(tl_smem_addr(bar)) : "memory");
+}
 #endif
+
+// ------------------------------------------------------------- reductions
+// One step of a butterfly: the value of the lane whose index differs in `mask`.
+__device__ __forceinline__ float tl_shfl_xor(float x, int mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+__device__ __forceinline__ float tl_fabsmax(float a, float b) { return fmaxf(fabsf(a), fabsf(b)); }
+// Two 16-bit values in one 32-bit register (low half first): the A operand
+// of an MMA taken from registers.
+__device__ __forceinline__ unsigned tl_pack2(tl_bf16 lo, tl_bf16 hi) { return (unsigned)lo.bits | ((unsigned)hi.bits << 16); }
+__device__ __forceinline__ unsigned tl_pack2(tl_f16 lo, tl_f16 hi) { return (unsigned)lo.bits | ((unsigned)hi.bits << 16); }

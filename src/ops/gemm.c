@@ -8,50 +8,28 @@
 
 #include "ctx.h"
 #include "program.h"
+#include "tune.h"
 
 #include <string.h>
 
-/* Defaults per path, the best of the measurements in bench/NOTES.md. On
- * sm_90a, with a bias or an activation: the persistent ping-pong kernel
- * (128x128 tiles per consumer warpgroup, 4 stages of 64-wide K tiles, 128
- * KiB), whose epilogue overlaps the other warpgroup's main loop, when TMA
- * can read the operands' rows. Otherwise the classic wgmma kernel with
- * 128x256 tiles (192 KiB), which has a cp.async path and, with nothing to
- * hide after its loop, is the faster plain GEMM in short runs (0.886x
- * against 0.868x cuBLAS at 4096^3, 0.950x against 0.887x at 8192^3; under
- * sustained load the two are within 1.5-5% the other way). Elsewhere the
- * mma.sync path with a footprint an A100 can hold. */
-static const tl_gemm_schedule default_pingpong = {
-    .block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .swizzle = 8, .pingpong = 1,
-};
-static const tl_gemm_schedule default_sm90a = {
-    .block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 8,
-};
-static const tl_gemm_schedule default_sm80 = {
-    .block_m = 128, .block_n = 256, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8,
-};
-
-/* Whether TMA can read rows of A and B: 16-byte multiples (8 elements). */
-static bool tma_rows(const tl_gemm_desc *d)
+/* A schedule is all zero when the caller leaves the choice to the op. */
+static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
-    return d->k % 8 == 0 && (d->trans_b ? d->k : d->n) % 8 == 0;
+    return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
+           !z->warp_policy && !z->pingpong;
 }
 
-/* The schedule of d with the target's defaults filled in. An all-zero
- * schedule is the default one (ping-pong on sm_90a for a fused epilogue
- * when TMA can read the rows); in any other, zero fields come from the
- * classic default and swizzle 0 means off. */
+/* The schedule of d with the choices filled in. An all-zero schedule is
+ * the op's choice (gemm_schedule.c: the tuning database's record for this
+ * GPU and shape class, else the heuristic table); in any other, zero
+ * fields come from the target's schedule for large shapes and swizzle 0
+ * means off. */
 static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
-    bool sm90a = strcmp(tl_ctx_target(ctx), "sm_90a") == 0;
-    const tl_gemm_schedule *z = &d->schedule;
-    bool all_zero = !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
-                    !z->warp_policy && !z->pingpong;
-    bool epilogue = d->has_bias || d->epilogue != TL_EPI_NONE;
-    if (all_zero)
-        return sm90a ? (epilogue && tma_rows(d) ? default_pingpong : default_sm90a) : default_sm80;
-    const tl_gemm_schedule def = sm90a ? default_sm90a : default_sm80;
-    tl_gemm_schedule s = *z;
+    if (schedule_is_zero(&d->schedule))
+        return tli_gemm_pick(ctx, d);
+    const tl_gemm_schedule def = tli_gemm_generic_schedule(tl_ctx_target(ctx));
+    tl_gemm_schedule s = d->schedule;
     if (!s.block_m)
         s.block_m = def.block_m;
     if (!s.block_n)
@@ -65,7 +43,7 @@ static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
     return s;
 }
 
-static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
+tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
 {
     if (!d)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL descriptor", api);
@@ -89,7 +67,7 @@ static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
 TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
     tl_gemm_schedule zero = {0};
-    if (!ctx || check_desc(ctx, d, "tl_op_gemm_schedule") != TL_OK)
+    if (!ctx || tli_gemm_check_desc(ctx, d, "tl_op_gemm_schedule") != TL_OK)
         return zero;
     return effective_schedule(ctx, d);
 }
@@ -137,7 +115,7 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
     if (!ctx || !out)
         return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_build: NULL argument") : TL_ERR_INVALID_ARG;
     *out = NULL;
-    tl_status st = check_desc(ctx, d, "tl_op_gemm_build");
+    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm_build");
     if (st != TL_OK)
         return st;
     tl_gemm_schedule s = effective_schedule(ctx, d);
@@ -193,21 +171,39 @@ static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
     return tl_op_gemm_build(ctx, (const tl_gemm_desc *)user, out);
 }
 
+/* The op's program of d for schedule s: one program serves every size, so
+ * the key holds only what the code depends on. */
+static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_schedule *s, const tl_program **out)
+{
+    tl_gemm_desc with = *d;
+    with.schedule = *s;
+    char key[128];
+    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d", tl_dtype_name(d->in_dtype),
+            tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
+            s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0);
+    return tli_op_program(ctx, key, build_for_op, &with, out);
+}
+
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out)
 {
     if (!ctx || !out)
         return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_program: NULL argument") : TL_ERR_INVALID_ARG;
     unsigned since = tli_fail_count();
-    tl_status st = check_desc(ctx, d, "tl_op_gemm_program");
+    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm_program");
     if (st != TL_OK)
         return st;
-    /* One program serves every size: the key holds what the code depends on. */
     tl_gemm_schedule s = effective_schedule(ctx, d);
-    char key[128];
-    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d", tl_dtype_name(d->in_dtype),
-            tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s.block_m, s.block_n, s.block_k,
-            s.stages, s.threads, s.swizzle, s.warp_policy, s.pingpong != 0);
-    return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), "tl_op_gemm_program", since);
+    st = tli_fail_as(ctx, program_for(ctx, d, &s, out), "tl_op_gemm_program", since);
+    if (st == TL_OK || !schedule_is_zero(&d->schedule))
+        return st;
+    /* A tuning record whose schedule no longer compiles (another NVRTC, an
+     * edited file) must not break the op: the heuristic's schedule runs. */
+    tl_gemm_schedule h = tli_gemm_heuristic(tl_ctx_target(ctx), d);
+    if (memcmp(&h, &s, sizeof h) == 0)
+        return st;
+    tli_log(ctx, TL_LOG_WARN, "tl_op_gemm: the tuned schedule failed (%s: %s); using the heuristic's",
+            tl_status_name(st), tl_ctx_error(ctx));
+    return tli_fail_as(ctx, program_for(ctx, d, &h, out), "tl_op_gemm_program", since);
 }
 
 /* Pointers must hold whole elements; 16-byte alignment only picks the fast
@@ -230,18 +226,14 @@ TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     unsigned since = tli_fail_count();
-    tl_status st = check_desc(ctx, d, "tl_op_gemm");
+    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm");
     if (st == TL_OK)
         st = check_pointers(ctx, d, a, b, bias, c);
     if (st != TL_OK)
         return st;
-    tl_gemm_desc fallback;
-    if ((a % 16 || b % 16 || !tma_rows(d)) && effective_schedule(ctx, d).pingpong) {
-        /* the ping-pong kernel has no cp.async path: the classic one has */
-        fallback = *d;
-        fallback.schedule = default_sm90a;
-        d = &fallback;
-    }
+    /* tensors TMA or 16-byte copies cannot take (misaligned pointers,
+     * rows of a length not a multiple of 16 bytes) run the program's safe
+     * variant: tl_launch picks it */
     const tl_program *p;
     if ((st = tl_op_gemm_program(ctx, d, &p)) != TL_OK)
         return tli_fail_as(ctx, st, "tl_op_gemm", since);

@@ -18,6 +18,58 @@ tli_vadd_schedule tli_vadd_default_schedule(tl_dtype dtype);
 /* Builds C[i] = A[i] + B[i]; its parameters, in launch order: N, A, B, C. */
 tl_status tli_vadd_build(tl_ctx *ctx, tl_dtype dtype, const tli_vadd_schedule *s, tl_kernel **out);
 
+/* ------------------------------------------------ row-wise ops (rows.c) */
+
+/* What softmax and RMSNorm share: X and Y [rows, cols] with row strides
+ * (0: cols), their element types, a schedule (zeros: the default). */
+typedef struct tli_rows_desc {
+    int64_t rows, cols, ld_in, ld_out;
+    tl_dtype in_dtype, out_dtype;
+    tl_softmax_schedule schedule;
+} tli_rows_desc;
+
+/* Checks sizes, strides, dtypes and the schedule's fields; the message on
+ * ctx starts with api. */
+tl_status tli_rows_check(tl_ctx *ctx, const tli_rows_desc *d, const char *api);
+/* d->schedule with the defaults filled in (d already checked). */
+tl_softmax_schedule tli_rows_schedule(const tli_rows_desc *d);
+
+/* A device pointer argument of a row-wise op, for tli_rows_check_pointers. */
+typedef struct tli_rows_ptr {
+    const char *name;
+    uint64_t p;
+    tl_dtype dtype;
+} tli_rows_ptr;
+/* Each pointer is not 0 (when d has rows) and aligned to its element. */
+tl_status tli_rows_check_pointers(tl_ctx *ctx, const tli_rows_desc *d, const char *api, int n,
+                                  const tli_rows_ptr *ptrs);
+
+/* A row-wise kernel under construction: dims M, N, ld_in, ld_out, tensors
+ * X [M, N] (in_dtype) and Y [M, N] (out_dtype) with those row strides, the
+ * grid (one block per R rows) and the block's first row. */
+typedef struct tli_rows_kernel {
+    tl_kernel *k;
+    tl_expr M, N, bx, row0;
+    tl_buf X, Y;
+    int64_t R, W;   /* rows per block, columns per pass (the fragment) */
+    bool online;    /* cols > W: passes over chunks of W columns */
+} tli_rows_kernel;
+
+/* Starts the kernel `<op>_<in>_<out>_w<W>[_online]` of d's effective
+ * schedule. Returns TL_OK or TL_ERR_OUT_OF_MEMORY. */
+tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tli_rows_kernel *rk);
+/* Hands the kernel over (*out), or destroys it and reports its error on
+ * ctx, prefixed by api. */
+tl_status tli_rows_end(tl_ctx *ctx, tli_rows_kernel *rk, const char *api, tl_kernel **out);
+/* The program of op for d, kept in the context under its dtypes and
+ * effective schedule; build(ctx, user, &k) makes its kernel. */
+tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
+                           tl_status (*build)(tl_ctx *, const void *, tl_kernel **), const void *user,
+                           const tl_program **out);
+/* The first launch arguments of every row-wise program: M, N, ld_in,
+ * ld_out, X, Y. Returns how many it wrote (6). */
+int tli_rows_args(const tli_rows_desc *d, uint64_t x, uint64_t y, tl_arg *args);
+
 /* TL_OK when device pointer p of element type dtype may be used: not null
  * and aligned to the element size, or not needed (no element is touched);
  * else TL_ERR_INVALID_ARG with "api: name ..." on ctx. */

@@ -2,10 +2,11 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "tune.h"
 
 #include <string.h>
 
-static const char *const op_names[] = {"vadd", "gemm", NULL};
+static const char *const op_names[] = {"vadd", "gemm", "softmax", "rmsnorm", "flash_attn", NULL};
 
 TL_API const char *const *tl_op_names(void) { return op_names; }
 
@@ -18,12 +19,31 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
         tli_vadd_schedule s = tli_vadd_default_schedule(dtype);
         return tli_vadd_build(ctx, dtype, &s, out);
     }
-    if (strcmp(op, "gemm") == 0) { /* C = A B, B as [K, N], default schedule */
-        tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = dtype == TL_F16 ? TL_F16 : TL_BF16};
+    if (strcmp(op, "gemm") == 0) { /* C = A B, B as [K, N]; no problem, so the schedule for any shape */
+        tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = dtype == TL_F16 ? TL_F16 : TL_BF16,
+                          .schedule = tli_gemm_generic_schedule(tl_ctx_target(ctx))};
         d.out_dtype = d.in_dtype;
         if (dtype != TL_F16 && dtype != TL_BF16)
             return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: gemm takes bf16 or f16, not %s", tl_dtype_name(dtype));
         return tl_op_gemm_build(ctx, &d, out);
+    }
+    /* the row-wise ops as in and out dtype, with the one-pass program of
+     * 1024 columns (their default for rows of 513..1024) */
+    if (strcmp(op, "softmax") == 0) {
+        tl_softmax_desc d = {.rows = 1, .cols = 1024, .in_dtype = dtype, .out_dtype = dtype};
+        return tl_op_softmax_build(ctx, &d, out);
+    }
+    if (strcmp(op, "rmsnorm") == 0) {
+        tl_rmsnorm_desc d = {.rows = 1, .cols = 1024, .in_dtype = dtype, .out_dtype = dtype, .eps = 1e-6};
+        return tl_op_rmsnorm_build(ctx, &d, out);
+    }
+    if (strcmp(op, "flash_attn") == 0) { /* head_dim 128, not causal, the target's default schedule */
+        if (dtype != TL_F16 && dtype != TL_BF16)
+            return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: flash_attn takes bf16 or f16, not %s",
+                            tl_dtype_name(dtype));
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = 128,
+                                .dtype = dtype};
+        return tl_op_flash_attn_build(ctx, &d, out);
     }
     char known[256] = "";
     for (int i = 0; op_names[i]; i++)

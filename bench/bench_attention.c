@@ -1,0 +1,75 @@
+/*
+ * bench_attention.c - tl_op_flash_attn over the FlashAttention-3 paper's
+ * grid as ANCHORS.md measured it on this GPU (bf16, batch x seqlen = 16k,
+ * heads x head_dim = 2048, causal and not). FLOPs = 4 B H S^2 D, halved
+ * when causal. The ratio printed is to ANCHORS.md's cuDNN figure (another
+ * day's measurement: a lead, not a bar); bench/torch_compare.py times
+ * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
+ * Usage: bench_attention [S D causal]   (default: the whole grid)
+ */
+#include "bench.h"
+
+#include <string.h>
+
+typedef struct point {
+    int s, d;
+    double cudnn, cudnn_causal; /* ANCHORS.md, TFLOP/s (0: not measured) */
+} point;
+
+static const point grid[] = {
+    {512, 64, 387, 260},  {1024, 64, 0, 0},    {2048, 64, 451, 393},  {4096, 64, 0, 0},      {8192, 64, 467, 438},
+    {16384, 64, 467, 441}, {512, 128, 512, 333}, {1024, 128, 567, 425}, {2048, 128, 599, 486}, {4096, 128, 623, 529},
+    {8192, 128, 611, 591}, {16384, 128, 612, 566},
+};
+
+typedef struct work {
+    tl_ctx *ctx;
+    tl_flash_attn_desc d;
+    uint64_t q, k, v, o;
+} work;
+
+static tl_status run(void *user, void *stream)
+{
+    work *w = user;
+    return tl_op_flash_attn(w->ctx, &w->d, w->q, w->k, w->v, w->o, 0, stream);
+}
+
+static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
+{
+    int64_t b = 16384 / s, h = 2048 / d, n = b * h * (int64_t)s * d;
+    work w = {ctx, {.batch = b, .heads = h, .kv_heads = h, .seq_q = s, .seq_kv = s, .head_dim = d, .dtype = TL_BF16,
+                    .causal = causal}, 0, 0, 0, 0};
+    uint64_t *bufs[] = {&w.q, &w.k, &w.v, &w.o};
+    for (int i = 0; i < 4; i++) {
+        BENCH_CHECK(tl_malloc(ctx, (size_t)n * 2, bufs[i]));
+        BENCH_CHECK(tl_random_fill(ctx, *bufs[i], TL_BF16, n, 10 + i, -1, 1, NULL));
+    }
+    tl_timing t;
+    tl_timing_options opt = {.warmup = 5, .reps = 20};
+    BENCH_CHECK(tl_time(ctx, NULL, run, &w, &opt, &t));
+    double flop = 4.0 * (double)b * (double)h * (double)s * (double)s * (double)d / (causal ? 2 : 1);
+    double tf = flop / t.median_ms * 1e-9;
+    char shape[64];
+    snprintf(shape, sizeof shape, "b%lld_h%lld_s%d_d%d%s", (long long)b, (long long)h, s, d, causal ? "_causal" : "");
+    bench_csv("flash_attn", shape, "bf16", "tilec", t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
+    printf("%-28s %8.3f ms %6.0f TFLOP/s", shape, t.median_ms, tf);
+    if (anchor)
+        printf("   %.2fx ANCHORS cuDNN (%.0f)", tf / anchor, anchor);
+    printf("\n");
+    for (int i = 0; i < 4; i++)
+        tl_free(ctx, *bufs[i]);
+}
+
+int main(int argc, char **argv)
+{
+    tl_ctx *ctx = bench_open("bench_attention");
+    if (argc == 4) {
+        bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0);
+    } else {
+        for (int causal = 0; causal < 2; causal++)
+            for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
+                bench_point(ctx, grid[i].s, grid[i].d, causal, causal ? grid[i].cudnn_causal : grid[i].cudnn);
+    }
+    tl_ctx_destroy(ctx);
+    return 0;
+}

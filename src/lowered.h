@@ -1,0 +1,236 @@
+/*
+ * lowered.h - the lowered kernel: a copy of the kernel graph that the passes
+ * rewrite into target-level statements, with every decision they take
+ * recorded in it (fragment layouts, how each tl_parallel maps onto threads,
+ * each copy's engine, the pipeline's structure and barriers, the shared
+ * memory plan, the launch plan). The emitter prints it and decides nothing.
+ *
+ * The pipeline of passes (lower.c) reads top to bottom:
+ *   verify -> layout -> threads -> pipeline -> smem -> sync -> launch
+ * and TILEC_DUMP=<pass>|all prints the kernel after each one.
+ *
+ * What the passes write into the graph:
+ *   - the x[] fields of statements (TLI_X_* below), the vec field of loads;
+ *   - new statements (S_LET ... S_TILE_LOOP of ir.h) and expressions (E_LET,
+ *     E_THREAD);
+ *   - new buffers: mbarrier arrays (B_MBAR), scratch tiles for reductions;
+ *   - the S_LETs the generated code reads by name: tl_tid, tl_warp, tl_lane,
+ *     tl_wg (E_THREAD) and tl_bx, tl_by, tl_bz (E_BLOCK_IDX), made by the
+ *     launch pass at the top of the kernel or of each persistent tile loop.
+ */
+#ifndef TILEC_LOWERED_H
+#define TILEC_LOWERED_H
+
+#include "ir.h"
+#include "target.h"
+
+/* ------------------------------------------------------------- layouts */
+
+typedef enum tli_frag_kind {
+    FRAG_NONE = 0,
+    FRAG_ROWS,   /* blocked rows: see tli_frag_layout.rows */
+    FRAG_MMA,    /* the m16n8 accumulator of mma.sync */
+    FRAG_WGMMA,  /* the m64nN accumulator of wgmma */
+    FRAG_SLICE   /* a fragment reduced from another along one dimension */
+} tli_frag_kind;
+
+/* How a block's warps split a tl_gemm's C tile: wgm x wgn warps, each owning
+ * a wm x wn warp tile of mt x nt m16n8 MMA tiles. wgmma: wgm warpgroups
+ * stacked along M, each owning wm rows as mt m64 tiles over the whole N
+ * (wn = N, nt = N / 8); warp w of a warpgroup holds rows 16 (w % 4) .. + 15
+ * of each m64 tile. */
+typedef struct tli_warp_layout {
+    int wgm, wgn;
+    int64_t wm, wn;
+    int mt, nt;
+    bool wgmma;
+} tli_warp_layout;
+
+/* FRAG_ROWS of a fragment [R, C] (leading dimensions flattened into R):
+ * the threads form a tr x tc grid (thread t: row group t / tc, column group
+ * t % tc); each holds runs of v consecutive elements of a row. Column run
+ * j (elements j v .. j v + v - 1) belongs to column group j % tc; row r to
+ * row group r % tr. Register (ri, cj, e) of a thread, at
+ * (ri * ncj + cj) * v + e, holds row ri tr + (t / tc) and column
+ * (cj tc + t % tc) v + e. The spread layout of small fragments is the case
+ * tr = 1, v = 1. */
+typedef struct tli_rows_layout {
+    int tr, tc, v;
+    int64_t rows, cols;  /* R and C */
+    int64_t nri, ncj;    /* row slots and column runs per thread */
+} tli_rows_layout;
+
+typedef struct tli_frag_layout {
+    tli_frag_kind kind;
+    tli_warp_layout w;     /* FRAG_MMA, FRAG_WGMMA */
+    tli_rows_layout rows;  /* FRAG_ROWS */
+    int32_t parent;        /* FRAG_SLICE: the fragment it was reduced from */
+    int dim;               /* FRAG_SLICE: the dimension reduced away */
+    int64_t per_thread;    /* registers per thread */
+    bool replicated;       /* several threads hold each element (slices) */
+} tli_frag_layout;
+
+/* ------------------------------------------------------ shared memory */
+
+typedef struct tli_smem_info {
+    /* blocked: a [R, C] operand of wgmma stored as C / 64 blocks of 128-byte
+     * rows ([C / 64][R][64], each row's 16-byte chunks swizzled by row % 8:
+     * the 128-byte swizzle of the tensor cores and of TMA). A [M, K] and a
+     * [N, K] B are read K-major through it, a [K, N] B MN-major (with a
+     * transposed descriptor). Elements are 16-bit. */
+    bool blocked;
+    int64_t offset;      /* bytes from the start of the dynamic area */
+    int stages;          /* copies (multi-buffering); 1 when not staged */
+    int64_t stage_elems; /* elements between copies */
+} tli_smem_info;
+
+/* ---------------------------------------------------------- launch plan */
+
+/* A TMA descriptor the kernel takes as a parameter: a 2-D box of
+ * box_inner x box_outer elements of global tensor `buf`, 128-byte swizzle. */
+typedef struct tli_tma_map {
+    int32_t buf;
+    int64_t box_inner, box_outer; /* leading dimensions of a rank-3/4 tensor: boxes of 1 */
+} tli_tma_map;
+
+#define TLI_MAX_TMA 8
+
+/* What a launch must satisfy for this program, or the launcher takes the
+ * program's safe variant: a tensor read by TMA has a 16-byte aligned base,
+ * strides of whole 16 bytes but the last, which is 1 (ALIGN_TMA); one read
+ * in 16-byte cp.async chunks also has rows of whole 16 bytes (ALIGN_CHUNKS,
+ * which implies ALIGN_TMA). */
+#define TLI_MAX_ALIGN_REQ 16
+enum { TLI_ALIGN_TMA = 1, TLI_ALIGN_CHUNKS = 2 };
+typedef struct tli_align_req {
+    int32_t buf;
+    int kind;
+} tli_align_req;
+
+typedef struct tli_launch_plan {
+    int threads;          /* threads per CTA */
+    int block_threads;    /* threads of one block of the kernel (tl_grid) */
+    int min_blocks;       /* __launch_bounds__'s minimum CTAs per SM; 0: none */
+    int64_t smem_bytes;   /* dynamic shared memory per CTA */
+    int32_t grid[3];      /* the kernel's blocks (expressions; 0 means 1) */
+    int persistent;       /* 0; else CTAs walk blocks, `persistent` at a time:
+                             min(ceil(blocks / persistent), SMs) CTAs on x */
+    int nmaps;
+    tli_tma_map maps[TLI_MAX_TMA];
+    int nalign;
+    tli_align_req align[TLI_MAX_ALIGN_REQ];
+    int max_regs;         /* registers per thread the launch bounds allow */
+} tli_launch_plan;
+
+/* -------------------------------------------- statement annotations (x[]) */
+
+/* S_PARALLEL */
+enum { TLI_X_PAR_MODE = 0, TLI_X_PAR_LANES, TLI_X_PAR_GROUP, TLI_X_PAR_PER_THREAD, TLI_X_PAR_FRAG };
+typedef enum tli_par_mode {
+    PAR_SCALAR = 1, /* thread t takes iterations t, t + T, ... */
+    PAR_VECTOR,     /* chunks of `lanes` along the last axis, `group` loaded ahead */
+    PAR_FRAGMENT    /* iterates the registers of fragment TLI_X_PAR_FRAG */
+} tli_par_mode;
+
+/* S_STORE inside a vector-mode tl_parallel: 1 when it writes whole chunks */
+enum { TLI_X_STORE_VEC = 0 };
+
+/* S_COPY */
+enum { TLI_X_COPY_HOW = 0, TLI_X_COPY_BAR, TLI_X_COPY_BAR_IDX, TLI_X_COPY_MAP, TLI_X_COPY_THREADS, TLI_X_COPY_MANAGED };
+typedef enum tli_copy_how {
+    CP_ELEMENTS = 1, /* element by element over the block's threads */
+    CP_ASYNC16,      /* 16-byte cp.async per chunk (commit and wait are statements) */
+    CP_TMA,          /* TMA boxes completing on mbarrier X_COPY_BAR[X_COPY_BAR_IDX] */
+    CP_FRAG,         /* register by register, in the fragment's layout */
+    CP_FRAG_ROWS     /* FRAG_ROWS <-> global: a run of v elements per access */
+} tli_copy_how;
+/* TLI_X_COPY_THREADS: the threads that run an element or cp.async copy
+ * (0: the block's); the producer warpgroup of a warp-specialised kernel
+ * copies with its own 128. TLI_X_COPY_MANAGED: a pipeline's copy, ordered
+ * by the pipeline's own waits and mbarriers (the sync pass leaves it be). */
+
+/* S_GEMM */
+enum { TLI_X_GEMM_ATOM = 0, TLI_X_GEMM_A_REGS };
+
+/* S_REDUCE of a fragment. The threads that hold one element of the result
+ * differ in the bits X_RED_LANES of their lane (a butterfly of shuffles)
+ * and X_RED_WARPS of their warp; when warps share an element the pass
+ * splits the statement in two phases around a shared scratch tile: phase
+ * 1 leaves each warp's partial there, phase 2 combines them into dst. */
+enum { TLI_X_RED_SCRATCH = 0, TLI_X_RED_LANES, TLI_X_RED_WARPS, TLI_X_RED_PHASE, TLI_X_RED_GROUP };
+
+/* S_SERIAL made by a pass: 1 to unroll it */
+enum { TLI_X_SERIAL_UNROLL = 0 };
+
+/* S_IF whose branches are the producer (then) and the consumers (else) of
+ * a warp-specialised kernel: each side synchronises on its own. */
+enum { TLI_X_IF_ROLES = 0 };
+
+/* S_TILE_LOOP: this CTA's blocks p = a0, a0 + a1, ... (vars[0] is p, an
+ * E_LOOP_VAR); block p is tile
+ *   t = p / persistent * persistent * gridDim.x + persistent * blockIdx.x + p % persistent
+ * of the kernel's grid, and the loop ends past the last tile. The launch
+ * pass puts the S_LETs of t's block indices at the start of its body. */
+enum { TLI_X_TILE_PERSIST = 0 };
+
+/* ---------------------------------------------------- the lowered kernel */
+
+typedef struct tli_lowered {
+    tli_ir ir;                /* the graph, rewritten by the passes      */
+    tli_target target;
+    bool safe;                /* the safe variant: no alignment assumed,
+                                 so no TMA and no 16-byte cp.async       */
+    int64_t smem_limit;       /* shared memory a block may use            */
+    tli_frag_layout *frag;    /* by buffer id (grown with ir.b)          */
+    tli_smem_info *smem;      /* by buffer id                            */
+    int32_t nbufs_planned;    /* entries in frag and smem                */
+    tli_launch_plan launch;
+    bool wgmma;               /* some gemm runs on wgmma                 */
+    bool warp_specialized;    /* a producer warpgroup feeds the others   */
+    /* the tensor cores' async proxy reads shared memory in this kernel:
+     * ordinary shared stores it reads need a proxy fence */
+    bool async_proxy;
+    tl_status st;
+    char err[512];
+} tli_lowered;
+
+/* Attaches a note to statement s (printed as a comment above it: what the
+ * pass made of it). */
+void tli_low_note(tli_lowered *L, int32_t s, const char *fmt, ...) TLI_PRINTF(3, 4);
+/* Records the first failure of a pass (later ones are dropped). */
+void tli_low_fail(tli_lowered *L, tl_status st, const char *fmt, ...) TLI_PRINTF(3, 4);
+/* Grows frag and smem to cover every buffer; false (and OOM) on failure. */
+bool tli_low_plan_bufs(tli_lowered *L);
+
+/* Builders of lowered nodes (0 and an OOM failure on L when memory runs
+ * out; every caller checks L->st before relying on the result). */
+int32_t tli_low_expr(tli_lowered *L, const tli_enode *n);
+int32_t tli_low_int(tli_lowered *L, int64_t v, tl_dtype dt);
+int32_t tli_low_bin(tli_lowered *L, tli_eop op, int32_t a, int32_t b);
+int32_t tli_low_thread(tli_lowered *L, tli_thread_value v);
+int32_t tli_low_let_ref(tli_lowered *L, int32_t let);
+/* A statement (not linked anywhere yet). */
+int32_t tli_low_stmt(tli_lowered *L, const tli_snode *n);
+/* S_LET `name` = value; the statement id (read it with tli_low_let_ref). */
+int32_t tli_low_let(tli_lowered *L, const char *name, int32_t value);
+int32_t tli_low_buf(tli_lowered *L, const tli_bnode *b);
+
+/* Statement lists under construction: append, then link into a body. */
+typedef struct tli_list {
+    int32_t first, last;
+} tli_list;
+void tli_list_add(tli_lowered *L, tli_list *l, int32_t s);
+/* A simple statement of op with fields a0, a1 appended to l. */
+int32_t tli_list_op(tli_lowered *L, tli_list *l, tli_sop op, int32_t a0, int32_t a1);
+/* Sets the parent of every statement of the list starting at first. */
+void tli_set_parent(tli_lowered *L, int32_t first, int32_t parent);
+
+/* Copy of expression e with every use of loop variable `var` (an
+ * E_LOOP_VAR node) replaced by expression `with`; e itself when it does not
+ * use it. Visits each node once. */
+int32_t tli_low_subst(tli_lowered *L, int32_t e, int32_t var, int32_t with);
+
+/* The pass names, in order, for dumps ("verify", "layout", ...). */
+extern const char *const tli_pass_names[];
+
+#endif

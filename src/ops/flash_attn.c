@@ -1,0 +1,401 @@
+/*
+ * flash_attn.c - FlashAttention forward, written with the public builder
+ * the way the tutorial writes it. A block owns block_m query rows of one
+ * (batch, head): its Q tile sits in shared memory, and a tl_pipelined loop
+ * walks the K/V tiles of the head:
+ *
+ *   S = Q K^T                      (tl_gemm into an f32 fragment)
+ *   mask the tile's ragged columns and, causal, keys past the diagonal
+ *   m = max(m_prev, rowmax S)      (tl_reduce_max, accumulating)
+ *   alpha = exp2((m_prev - m) c)   (c = scale log2 e: exp2 with the scale folded)
+ *   P = exp2(S c - m c), l = l alpha + rowsum P
+ *   O = O alpha + P V              (P from registers as the A operand)
+ *
+ * and at the end O / l (and the log-sum-exp m scale + ln l). The scores
+ * never leave the chip. Causal blocks past the diagonal are not visited
+ * (the loop's trip count stops there); only the blocks that cross it, or
+ * the ragged last one, run the mask. Which engines move the tiles, whether
+ * a producer warpgroup feeds the consumers, the layouts of S, P, O and of
+ * the row statistics, the waits on the tensor cores: all of that is the
+ * lowering's (tl_use_warp_specialize asks for the producer).
+ *
+ * A negative scale flips which raw score is largest once scaled: the
+ * kernel then tracks the row minimum (the program depends on the sign of
+ * the scale, never on its value, which is a launch argument).
+ */
+#include "ops.h"
+
+#include "ctx.h"
+#include "program.h"
+#include "target.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define LOG2E 1.4426950408889634
+
+static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
+{
+    tli_target t;
+    bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
+    if (wgmma) /* two consumer warpgroups of 64 rows each, a producer warpgroup */
+        return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : 128, .stages = 2,
+                                        .threads = 256, .warp_specialize = 1};
+    /* mma.sync: eight warps of 16 rows each (the output accumulator of a
+     * warp then holds 16 x head_dim: 64 registers a thread at head_dim 128,
+     * where four warps of 32 rows needed 128 and spilled), K/V through
+     * cp.async */
+    return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 32 : 64, .stages = 2,
+                                    .threads = 256};
+}
+
+static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
+{
+    tl_flash_attn_schedule s = d->schedule, def = default_schedule(ctx, d);
+    bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong;
+    if (zero)
+        return def;
+    if (!s.block_m)
+        s.block_m = def.block_m;
+    if (!s.block_n)
+        s.block_n = def.block_n;
+    if (!s.stages)
+        s.stages = def.stages;
+    if (!s.threads)
+        s.threads = def.threads;
+    return s;
+}
+
+static bool strides_given(const int64_t *s) { return s[0] || s[1] || s[2]; }
+
+static tl_status check_desc(tl_ctx *ctx, const tl_flash_attn_desc *d, const char *api)
+{
+    if (!d)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL descriptor", api);
+    if (d->batch < 0 || d->heads < 1 || d->kv_heads < 1 || d->seq_q < 0 || d->seq_kv < 0)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: batch %lld, heads %lld, kv_heads %lld, seq_q %lld, seq_kv %lld: "
+                        "sizes must be >= 0 and head counts >= 1", api, (long long)d->batch, (long long)d->heads,
+                        (long long)d->kv_heads, (long long)d->seq_q, (long long)d->seq_kv);
+    if (d->heads % d->kv_heads)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: heads = %lld is not a multiple of kv_heads = %lld", api,
+                        (long long)d->heads, (long long)d->kv_heads);
+    if (d->head_dim != 64 && d->head_dim != 128 && d->head_dim != 256)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "%s: head_dim = %lld (64, 128 or 256)", api, (long long)d->head_dim);
+    if (d->dtype != TL_BF16 && d->dtype != TL_F16)
+        return tli_fail(ctx, TL_ERR_DTYPE, "%s: dtype must be bf16 or f16, not %s", api, tl_dtype_name(d->dtype));
+    if (!isfinite(d->scale))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: scale is not finite", api);
+    const int64_t *st[4] = {d->q_stride, d->k_stride, d->v_stride, d->o_stride};
+    static const char *names[4] = {"q", "k", "v", "o"};
+    for (int i = 0; i < 4; i++)
+        if (strides_given(st[i]) && (st[i][0] < 0 || st[i][1] < 0 || st[i][2] < d->head_dim))
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s strides (%lld, %lld, %lld): batch and head strides must "
+                            "be >= 0 and the sequence stride at least head_dim", api, names[i], (long long)st[i][0],
+                            (long long)st[i][1], (long long)st[i][2]);
+    tl_flash_attn_schedule s = effective_schedule(ctx, d);
+    if (s.block_m < 16 || s.block_m > 256 || s.block_m % 16 || s.block_n < 16 || s.block_n > 256 || s.block_n % 16 ||
+        s.stages < 1 || s.stages > 8 || s.threads < 32 || s.threads > 1024 || s.threads % 32)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule %dx%d, %d stages, %d threads is out of range", api,
+                        s.block_m, s.block_n, s.stages, s.threads);
+    return TL_OK;
+}
+
+TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
+{
+    tl_flash_attn_schedule zero = {0};
+    if (!ctx || check_desc(ctx, d, "tl_op_flash_attn_schedule") != TL_OK)
+        return zero;
+    return effective_schedule(ctx, d);
+}
+
+/* The kernel under construction: its parameters and the tiles of a block. */
+typedef struct attn {
+    tl_kernel *k;
+    const tl_flash_attn_desc *d;
+    tl_flash_attn_schedule s;
+    bool min_mode;                  /* negative scale: track the row minimum */
+    tl_expr SQ, SKV, c;             /* lengths; c = scale log2 e */
+    tl_expr b, h, hk, qi;           /* batch, head, K/V head, query block */
+    tl_buf Q, K, V, O, LSE;
+    tl_buf Qs, Ks, Vs, S, P, acc, m, m_prev, l, alpha, rowsum;
+} attn;
+
+static tl_buf fragment(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, const char *name)
+{
+    tl_buf f = cols ? tl_alloc_fragment(k, dt, 2, (int64_t[]){rows, cols}) : tl_alloc_fragment(k, dt, 1, &rows);
+    tl_name(k, f, name);
+    return f;
+}
+
+static tl_buf shared(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, const char *name)
+{
+    tl_buf s = tl_alloc_shared(k, dt, 2, (int64_t[]){rows, cols});
+    tl_name(k, s, name);
+    return s;
+}
+
+/* The extreme a row starts from and pads with: -inf, or +inf in min mode. */
+static tl_expr far(attn *A) { return tl_f32(A->k, A->min_mode ? INFINITY : -INFINITY); }
+
+/* m clamped to a finite value, so that a row with nothing to attend yet
+ * (m = -inf) gives exp2(-inf) = 0 and never inf - inf. */
+static tl_expr finite_m(attn *A, tl_expr m)
+{
+    tl_kernel *k = A->k;
+    return A->min_mode ? tl_min(k, m, tl_f32(k, FLT_MAX)) : tl_max(k, m, tl_f32(k, -FLT_MAX));
+}
+
+/* S[i, j] = far for the keys row i may not see: past seq_kv, and, causal,
+ * past the diagonal i + seq_kv - seq_q (bottom-right aligned). Only the
+ * blocks where that can happen run it. */
+static void mask(attn *A, tl_expr kv)
+{
+    tl_kernel *k = A->k;
+    int64_t BM = A->s.block_m, BN = A->s.block_n;
+    tl_expr col0 = tl_mul(k, kv, tl_int(k, BN)), row0 = tl_mul(k, A->qi, tl_int(k, BM));
+    tl_expr shift = tl_sub(k, A->SKV, A->SQ); /* key j is visible to query i when j <= i + shift */
+    tl_expr end = tl_add(k, col0, tl_int(k, BN));
+    tl_expr need = tl_gt(k, end, A->SKV);
+    if (A->d->causal)
+        need = tl_or(k, need, tl_gt(k, tl_sub(k, end, tl_int(k, 1)), tl_add(k, row0, shift)));
+    tl_if(k, need);
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){BM, BN}, v);
+    tl_expr col = tl_add(k, col0, v[1]);
+    tl_expr ok = tl_lt(k, col, A->SKV);
+    if (A->d->causal)
+        ok = tl_and(k, ok, tl_le(k, col, tl_add(k, tl_add(k, row0, v[0]), shift)));
+    tl_store(k, A->S, v, tl_select(k, ok, tl_load(k, A->S, v), far(A)));
+    tl_end(k);
+    tl_end(k);
+}
+
+/* The online softmax of one K/V tile (S holds its scores):
+ *   m_prev = m; m = max(m, rowmax S); alpha = exp2((m_prev - m) c)
+ *   S = exp2(S c - m c); l = l alpha + rowsum S; O = O alpha; P = S */
+static void online_softmax(attn *A)
+{
+    tl_kernel *k = A->k;
+    int64_t BM = A->s.block_m, BN = A->s.block_n, D = A->d->head_dim;
+    tl_copy(k, tl_all(A->m), tl_all(A->m_prev));
+    if (A->min_mode)
+        tl_reduce_min(k, A->S, A->m, 1, 0);
+    else
+        tl_reduce_max(k, A->S, A->m, 1, 0);
+    tl_expr i = tl_parallel1(k, BM);
+    tl_expr mc = tl_mul(k, finite_m(A, tl_load(k, A->m, &i)), A->c);
+    tl_store(k, A->alpha, &i, tl_exp2(k, tl_sub(k, tl_mul(k, tl_load(k, A->m_prev, &i), A->c), mc)));
+    tl_end(k);
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){BM, BN}, v);
+    mc = tl_mul(k, finite_m(A, tl_load(k, A->m, &v[0])), A->c);
+    tl_store(k, A->S, v, tl_exp2(k, tl_sub(k, tl_mul(k, tl_load(k, A->S, v), A->c), mc)));
+    tl_end(k);
+    tl_reduce_sum(k, A->S, A->rowsum, 1, 1);
+    i = tl_parallel1(k, BM);
+    tl_store(k, A->l, &i, tl_add(k, tl_mul(k, tl_load(k, A->l, &i), tl_load(k, A->alpha, &i)), tl_load(k, A->rowsum, &i)));
+    tl_end(k);
+    tl_parallel(k, 2, (int64_t[]){BM, D}, v);
+    tl_store(k, A->acc, v, tl_mul(k, tl_load(k, A->acc, v), tl_load(k, A->alpha, &v[0])));
+    tl_end(k);
+    tl_copy(k, tl_all(A->S), tl_all(A->P));
+}
+
+/* O = acc / l (0 for a row with nothing to attend), and the log-sum-exp
+ * m scale + ln l = (m c + log2 l) ln 2 (-inf for such a row). */
+static void epilogue(attn *A)
+{
+    tl_kernel *k = A->k;
+    int64_t BM = A->s.block_m, D = A->d->head_dim;
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){BM, D}, v);
+    tl_expr inv = tl_div(k, tl_f32(k, 1.0f), tl_max(k, tl_load(k, A->l, &v[0]), tl_f32(k, FLT_MIN)));
+    tl_store(k, A->acc, v, tl_mul(k, tl_load(k, A->acc, v), inv));
+    tl_end(k);
+    tl_copy(k, tl_all(A->acc), tl_tile(k, A->O, A->b, A->h, A->qi, tl_int(k, 0)));
+    if (!A->d->lse)
+        return;
+    tl_expr i = tl_parallel1(k, BM);
+    tl_expr l = tl_load(k, A->l, &i);
+    tl_expr lse = tl_add(k, tl_mul(k, tl_mul(k, tl_load(k, A->m, &i), A->c), tl_f32(k, (float)M_LN2)), tl_log(k, l));
+    lse = tl_select(k, tl_gt(k, l, tl_f32(k, 0.0f)), lse, tl_f32(k, -INFINITY));
+    tl_expr row = tl_add(k, tl_mul(k, A->qi, tl_int(k, BM)), i);
+    tl_store(k, A->LSE, (tl_expr[]){A->b, A->h, row}, lse);
+    tl_end(k);
+}
+
+TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out)
+{
+    static const char api[] = "tl_op_flash_attn_build";
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    *out = NULL;
+    tl_status st = check_desc(ctx, d, api);
+    if (st != TL_OK)
+        return st;
+    attn A = {.d = d, .s = effective_schedule(ctx, d), .min_mode = d->scale < 0};
+    int64_t BM = A.s.block_m, BN = A.s.block_n, D = d->head_dim;
+    char name[64];
+    tli_fmt(name, sizeof name, "flash_attn_%s_d%lld%s%s", tl_dtype_name(d->dtype), (long long)D,
+            d->causal ? "_causal" : "", d->lse ? "_lse" : "");
+    tl_kernel *k = A.k = tl_kernel_new(ctx, name);
+    if (!k)
+        return TL_ERR_OUT_OF_MEMORY;
+    tl_expr B = tl_dim(k, "B"), H = tl_dim(k, "H"), HKV = tl_dim(k, "HKV");
+    A.SQ = tl_dim(k, "SQ");
+    A.SKV = tl_dim(k, "SKV");
+    static const char *const sn[4][3] = {{"q_sb", "q_sh", "q_ss"}, {"k_sb", "k_sh", "k_ss"}, {"v_sb", "v_sh", "v_ss"},
+                                         {"o_sb", "o_sh", "o_ss"}};
+    tl_expr strides[4][4];
+    for (int t = 0; t < 4; t++) {
+        for (int j = 0; j < 3; j++)
+            strides[t][j] = tl_dim(k, sn[t][j]);
+        strides[t][3] = tl_int(k, 1);
+    }
+    tl_expr Dx = tl_int(k, D);
+    A.Q = tl_param_tensor(k, "Q", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[0]);
+    A.K = tl_param_tensor(k, "K", d->dtype, 4, (tl_expr[]){B, HKV, A.SKV, Dx}, strides[1]);
+    A.V = tl_param_tensor(k, "V", d->dtype, 4, (tl_expr[]){B, HKV, A.SKV, Dx}, strides[2]);
+    A.O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[3]);
+    if (d->lse)
+        A.LSE = tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, A.SQ}, NULL);
+    A.c = tl_param_scalar(k, "scale_log2", TL_F32);
+    tl_grid(k, tl_ceildiv(k, A.SQ, tl_int(k, BM)), H, B, A.s.threads);
+    tl_use_fast_math(k, 1); /* exp2 on the hardware unit, as every FlashAttention does */
+    tl_use_warp_specialize(k, A.s.warp_specialize);
+    tl_use_pingpong(k, A.s.pingpong);
+    A.qi = tl_block_idx(k, 0);
+    A.h = tl_block_idx(k, 1);
+    A.b = tl_block_idx(k, 2);
+    A.hk = tl_div(k, A.h, tl_div(k, H, HKV)); /* grouped-query attention */
+    A.Qs = shared(k, d->dtype, BM, D, "Qs");
+    A.Ks = shared(k, d->dtype, BN, D, "Ks");
+    A.Vs = shared(k, d->dtype, BN, D, "Vs");
+    A.S = fragment(k, TL_F32, BM, BN, "S");
+    A.P = fragment(k, d->dtype, BM, BN, "P");
+    A.acc = fragment(k, TL_F32, BM, D, "acc");
+    A.m = fragment(k, TL_F32, BM, 0, "m");
+    A.m_prev = fragment(k, TL_F32, BM, 0, "m_prev");
+    A.l = fragment(k, TL_F32, BM, 0, "l");
+    A.alpha = fragment(k, TL_F32, BM, 0, "alpha");
+    A.rowsum = fragment(k, TL_F32, BM, 0, "rowsum");
+    tl_expr zero = tl_int(k, 0);
+    tl_copy(k, tl_tile(k, A.Q, A.b, A.h, A.qi, zero), tl_all(A.Qs));
+    tl_clear(k, A.acc);
+    tl_fill(k, A.m, far(&A));
+    tl_clear(k, A.l);
+    /* K/V tiles: all of them, or (causal) up to the diagonal of the block's
+     * last row: key j <= (qi + 1) BM - 1 + seq_kv - seq_q */
+    tl_expr tiles = tl_ceildiv(k, A.SKV, tl_int(k, BN));
+    if (d->causal) {
+        tl_expr last = tl_add(k, tl_mul(k, tl_add(k, A.qi, tl_int(k, 1)), tl_int(k, BM)), tl_sub(k, A.SKV, A.SQ));
+        tiles = tl_min(k, tiles, tl_max(k, tl_ceildiv(k, last, tl_int(k, BN)), zero));
+    }
+    tl_expr kv = tl_pipelined(k, tiles, A.s.stages);
+    tl_copy(k, tl_tile(k, A.K, A.b, A.hk, kv, zero), tl_all(A.Ks));
+    tl_copy(k, tl_tile(k, A.V, A.b, A.hk, kv, zero), tl_all(A.Vs));
+    tl_clear(k, A.S);
+    tl_gemm(k, A.Qs, A.Ks, A.S, TL_GEMM_TRANS_B | TL_GEMM_WARP_ROWS);
+    mask(&A, kv);
+    online_softmax(&A);
+    tl_gemm(k, A.P, A.Vs, A.acc, TL_GEMM_WARP_ROWS);
+    tl_end(k);
+    epilogue(&A);
+    st = tl_kernel_status(k);
+    if (st != TL_OK) {
+        tli_fail(ctx, st, "%s: %s", api, tl_kernel_error(k));
+        tl_kernel_destroy(k);
+        return st;
+    }
+    *out = k;
+    return TL_OK;
+}
+
+static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
+{
+    return tl_op_flash_attn_build(ctx, (const tl_flash_attn_desc *)user, out);
+}
+
+TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_program **out)
+{
+    static const char api[] = "tl_op_flash_attn_program";
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    tl_status st = check_desc(ctx, d, api);
+    if (st != TL_OK)
+        return st;
+    /* what the code depends on: never the sizes, strides or the scale */
+    tl_flash_attn_schedule s = effective_schedule(ctx, d);
+    char key[128];
+    tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d", tl_dtype_name(d->dtype),
+            (long long)d->head_dim, d->causal != 0, d->lse != 0, d->scale < 0, s.block_m, s.block_n, s.stages,
+            s.threads, s.warp_specialize, s.pingpong);
+    unsigned since = tli_fail_count();
+    return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
+}
+
+/* The strides of a [B, heads, S, D] tensor: given, or contiguous. */
+static void strides_of(const int64_t *given, int64_t heads, int64_t seq, int64_t D, int64_t out[3])
+{
+    if (strides_given(given)) {
+        memcpy(out, given, 3 * sizeof *out);
+        return;
+    }
+    out[2] = D;
+    out[1] = seq * D;
+    out[0] = heads * seq * D;
+}
+
+TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
+                                  uint64_t o, uint64_t lse, void *stream)
+{
+    static const char api[] = "tl_op_flash_attn";
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    tl_status st = check_desc(ctx, d, api);
+    if (st != TL_OK)
+        return st;
+    const struct { const char *name; uint64_t p; bool used; } ptrs[] = {
+        {"q", q, true}, {"k", k, true}, {"v", v, true}, {"o", o, true}, {"lse", lse, d->lse != 0}};
+    size_t esz = tl_dtype_size(d->dtype);
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
+        if (!ptrs[i].used)
+            continue;
+        size_t align = i == 4 ? 4 : esz;
+        if (!ptrs[i].p && d->batch && d->seq_q)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s is a null device pointer", api, ptrs[i].name);
+        if (ptrs[i].p % align)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s = 0x%llx is not aligned to its %zu-byte elements", api,
+                            ptrs[i].name, (unsigned long long)ptrs[i].p, align);
+    }
+    const tl_program *p;
+    unsigned since = tli_fail_count();
+    if ((st = tl_op_flash_attn_program(ctx, d, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, api, since);
+    double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
+    int64_t sq[3], sk[3], sv[3], so[3];
+    strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, sq);
+    strides_of(d->k_stride, d->kv_heads, d->seq_kv, d->head_dim, sk);
+    strides_of(d->v_stride, d->kv_heads, d->seq_kv, d->head_dim, sv);
+    strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, so);
+    tl_arg args[24];
+    int n = 0;
+    args[n++] = tl_arg_int(d->batch);
+    args[n++] = tl_arg_int(d->heads);
+    args[n++] = tl_arg_int(d->kv_heads);
+    args[n++] = tl_arg_int(d->seq_q);
+    args[n++] = tl_arg_int(d->seq_kv);
+    const int64_t *all[4] = {sq, sk, sv, so};
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 3; j++)
+            args[n++] = tl_arg_int(all[t][j]);
+    args[n++] = tl_arg_dptr(q);
+    args[n++] = tl_arg_dptr(k);
+    args[n++] = tl_arg_dptr(v);
+    args[n++] = tl_arg_dptr(o);
+    if (d->lse)
+        args[n++] = tl_arg_dptr(lse);
+    args[n++] = tl_arg_float(scale * LOG2E);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);
+}

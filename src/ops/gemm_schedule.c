@@ -1,0 +1,258 @@
+/*
+ * gemm_schedule.c - which schedule the prebuilt GEMM runs: the tuning
+ * database's record for this GPU and shape class when there is one, else
+ * the heuristic table below; the space of schedules the tuner tries; the
+ * GEMM's place in the database (shape classes).
+ */
+#include "ops.h"
+
+#include "ctx.h"
+#include "tune.h"
+
+#include <string.h>
+
+const char *const tli_gemm_param_names[] = {"bm", "bn", "bk", "st", "th", "sw", "wp", "pp", NULL};
+
+TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
+{
+    tl_tune_config c;
+    memset(&c, 0, sizeof c);
+    if (!s)
+        return c;
+    const int v[] = {s->block_m, s->block_n, s->block_k, s->stages, s->threads, s->swizzle, (int)s->warp_policy,
+                     s->pingpong};
+    memcpy(c.v, v, sizeof v);
+    return c;
+}
+
+TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c)
+{
+    tl_gemm_schedule s;
+    memset(&s, 0, sizeof s);
+    if (!c)
+        return s;
+    s = (tl_gemm_schedule){.block_m = c->v[0], .block_n = c->v[1], .block_k = c->v[2], .stages = c->v[3],
+                           .threads = c->v[4], .swizzle = c->v[5], .warp_policy = (unsigned)c->v[6],
+                           .pingpong = c->v[7]};
+    return s;
+}
+
+bool tli_gemm_tma_rows(const tl_gemm_desc *d)
+{
+    return d->k % 8 == 0 && (d->trans_b ? d->k : d->n) % 8 == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The heuristic table                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Conditions of a row (all that it names must hold). */
+enum {
+    H_SM90A = 1 << 0,    /* the target is sm_90a (wgmma, TMA)                     */
+    H_EPILOGUE = 1 << 1, /* a bias or an activation                               */
+    H_TMA = 1 << 2,      /* TMA can read the rows (tli_gemm_tma_rows)             */
+    H_FEW_TILES = 1 << 3,/* at most 64 tiles of 128x256: under half a wave of
+                            the large tile on a 132-SM H200                       */
+    H_SHORT_K = 1 << 4,  /* K <= 2048: a tile's main loop too short to hide its
+                            prologue and epilogue                                 */
+};
+
+typedef struct heuristic_row {
+    unsigned when;
+    tl_gemm_schedule s;
+} heuristic_row;
+
+/* Tried in order; the first row whose conditions hold is the schedule.
+ * Each row is the best of the measurements in bench/NOTES.md (H200,
+ * schedule sweeps against cuBLAS in the same run, v6):
+ *   1. epilogue: the ping-pong kernel overlaps one tile's epilogue with the
+ *      next one's main loop: +2.3% over the same GEMM at 4096^3, where the
+ *      classic kernel paid +5.6%, and ahead of it by 1.9% (v6 final run);
+ *   2. few tiles (1024^3): 128x128 tiles, twice the blocks of 128x256,
+ *      1.029x cuBLAS NT against 0.96x-1.0x for the large tile;
+ *   3. short K (2048^3, 8192x8192x1024): the persistent ping-pong kernel
+ *      hides the per-tile prologue and epilogue: 0.848x and 1.041x cuBLAS
+ *      against 0.825x and 0.818x for the classic kernel;
+ *   4. everything else (4096^3 and up, and the K = 16384 shape): the
+ *      classic 128x256x64 kernel, 4 stages, 0.887x-0.993x cuBLAS;
+ *   5. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
+static const heuristic_row heuristic[] = {
+    {H_SM90A | H_EPILOGUE | H_TMA, {128, 128, 64, 4, 128, 8, 0, 1}},
+    {H_SM90A | H_FEW_TILES, {128, 128, 64, 4, 256, 8, 0, 0}},
+    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 5, 128, 8, 0, 1}},
+    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0}},
+    {0, {128, 256, 32, 3, 256, 8, 0, 0}},
+};
+#define N_HEURISTIC (int)(sizeof heuristic / sizeof heuristic[0])
+
+static unsigned conditions(const char *target, const tl_gemm_desc *d)
+{
+    unsigned c = 0;
+    if (strcmp(target, "sm_90a") == 0)
+        c |= H_SM90A;
+    if (!d)
+        return c;
+    if (d->has_bias || d->epilogue != TL_EPI_NONE)
+        c |= H_EPILOGUE;
+    if (tli_gemm_tma_rows(d))
+        c |= H_TMA;
+    if (((d->m + 127) / 128) * ((d->n + 255) / 256) <= 64)
+        c |= H_FEW_TILES;
+    if (d->k <= 2048)
+        c |= H_SHORT_K;
+    return c;
+}
+
+tl_gemm_schedule tli_gemm_heuristic(const char *target, const tl_gemm_desc *d)
+{
+    unsigned have = conditions(target, d);
+    for (int i = 0; i < N_HEURISTIC; i++)
+        if ((heuristic[i].when & have) == heuristic[i].when)
+            return heuristic[i].s;
+    return heuristic[N_HEURISTIC - 1].s;
+}
+
+tl_gemm_schedule tli_gemm_generic_schedule(const char *target)
+{
+    return tli_gemm_heuristic(target, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The database's view of a GEMM                                             */
+/* ------------------------------------------------------------------------ */
+
+/* A size's bucket: the nearest power of two on a log scale (2^p when
+ * x < 2^(p + 1/2)), with everything up to 64 in one bucket (and 65..127
+ * in 128's): a block tile
+ * is 64 to 256 wide, so below that one size is as good as another, and
+ * M <= 64 is the decode class (a few tokens against a weight matrix). */
+static void bucket(char axis, int64_t x, char *out, size_t len)
+{
+    if (x <= 64) {
+        tli_fmt(out, len, "%c<=64", axis);
+        return;
+    }
+    int p = 0;
+    while (p < 62 && ((int64_t)1 << (p + 1)) <= x)
+        p++;
+    /* x >= 2^(p + 1/2)  <=>  x^2 >= 2^(2p + 1); x < 2^31 keeps x^2 exact */
+    if (x < ((int64_t)1 << 31) ? (uint64_t)x * (uint64_t)x >= (uint64_t)1 << (2 * p + 1) : false)
+        p++;
+    if (p < 7) /* 65..90 would round to 64, which names the bucket below */
+        p = 7;
+    tli_fmt(out, len, "%c%lld", axis, (long long)((int64_t)1 << p));
+}
+
+static const char *epilogue_name(tl_epilogue e)
+{
+    switch (e) {
+    case TL_EPI_RELU: return "+relu";
+    case TL_EPI_GELU_ERF: return "+gelu_erf";
+    case TL_EPI_GELU_TANH: return "+gelu_tanh";
+    default: return "";
+    }
+}
+
+/* Rows TMA cannot read take other kernels (no ping-pong), so they are a
+ * class of their own. */
+void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out)
+{
+    memset(out, 0, sizeof *out);
+    tli_fmt(out->op, sizeof out->op, "gemm");
+    tli_fmt(out->dtypes, sizeof out->dtypes, "%s->%s", tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype));
+    tli_fmt(out->layout, sizeof out->layout, "%s%s%s", d->trans_b ? "nt" : "nn", d->has_bias ? "+bias" : "",
+            epilogue_name(d->epilogue));
+    char m[32], n[32], k[32];
+    bucket('m', d->m, m, sizeof m);
+    bucket('n', d->n, n, sizeof n);
+    bucket('k', d->k, k, sizeof k);
+    tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,%s%s", m, n, k,
+            tli_gemm_tma_rows(d) ? "" : ",unaligned");
+}
+
+/* A record's schedule is used only when it is one the op can build for
+ * this problem: a database is a file, and files get edited; and a context
+ * may aim at another target than the GPU's own (no ping-pong on sm_80). */
+static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm90a)
+{
+    bool tile = s->block_m >= 16 && s->block_m <= 256 && s->block_m % 16 == 0 && s->block_n >= 16 &&
+                s->block_n <= 256 && s->block_n % 16 == 0 && s->block_k >= 16 && s->block_k <= 128 &&
+                s->block_k % 16 == 0;
+    bool rest = s->stages >= 1 && s->stages <= 8 && s->threads >= 32 && s->threads <= 1024 &&
+                s->threads % 32 == 0 && s->swizzle >= 0 && s->swizzle <= 64 && s->pingpong >= 0 && s->pingpong <= 1;
+    bool policy = s->warp_policy == TL_GEMM_WARP_SQUARE || s->warp_policy == TL_GEMM_WARP_ROWS ||
+                  s->warp_policy == TL_GEMM_WARP_COLS;
+    return tile && rest && policy && (!s->pingpong || (sm90a && tli_gemm_tma_rows(d)));
+}
+
+tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d)
+{
+    tli_tune_key key;
+    tli_gemm_tune_key(d, &key);
+    tl_tune_record rec;
+    tl_tune_config c;
+    bool sm90a = strcmp(tl_ctx_target(ctx), "sm_90a") == 0;
+    if (tli_tune_db_find(ctx, &key, &rec) && tli_tune_config_parse(tli_gemm_param_names, rec.config, &c)) {
+        tl_gemm_schedule s = tl_gemm_schedule_from_config(&c);
+        if (plausible(&s, d, sm90a))
+            return s;
+        tli_log(ctx, TL_LOG_WARN, "tuning database: the record for gemm %s %s %s names a schedule this "
+                "problem cannot use (%s); using the heuristic", key.dtypes, key.layout, key.shape_class, rec.config);
+        tli_tune_db_forget(ctx, &key);
+    }
+    return tli_gemm_heuristic(tl_ctx_target(ctx), d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The tuner's space                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Every schedule measured in the sweeps of bench/NOTES.md: block tiles of
+ * 64 to 256, K steps of 32 and 64, 2 to 6 stages, 128 or 256 threads,
+ * swizzle off or 8, and the ping-pong kernel. */
+static const tl_gemm_schedule space[] = {
+    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong */
+    {128, 128, 32, 3, 256, 8, 0, 0},
+    {128, 128, 32, 4, 256, 8, 0, 0},
+    {128, 128, 64, 3, 256, 8, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0},
+    {128, 128, 64, 2, 256, 8, 0, 0}, /* small footprint: 2 blocks per SM */
+    {128, 128, 32, 3, 256, 0, 0, 0}, /* what the swizzle is worth */
+    {128, 128, 32, 2, 128, 0, 0, 0},
+    {128, 256, 32, 3, 256, 8, 0, 0},
+    {128, 256, 32, 4, 256, 8, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0}, /* 192 KiB of shared memory */
+    {256, 128, 32, 3, 256, 8, 0, 0},
+    {256, 128, 32, 4, 256, 8, 0, 0},
+    {256, 128, 64, 3, 256, 8, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0},
+    {64, 128, 32, 4, 128, 8, 0, 0},
+    {128, 64, 32, 4, 128, 8, 0, 0},
+    {64, 64, 64, 3, 128, 0, 0, 0},
+    {64, 64, 32, 2, 128, 8, 0, 0},
+    /* persistent, warp-specialised (sm_90a, TMA-readable rows) */
+    {128, 128, 64, 4, 128, 8, 0, 1},
+    {128, 128, 64, 5, 128, 8, 0, 1},
+    {128, 128, 64, 6, 128, 8, 0, 1},
+    {64, 256, 64, 4, 128, 8, 0, 1},
+};
+#define N_SPACE (int)(sizeof space / sizeof space[0])
+
+/* Ping-pong schedules need sm_90a and TMA; schedules over the shared
+ * memory limit stay in, for the lowering to refuse and the tuner to
+ * report. */
+TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max)
+{
+    bool all = !ctx || !d;
+    bool pingpong_ok = all || (strcmp(tl_ctx_target(ctx), "sm_90a") == 0 && tli_gemm_tma_rows(d));
+    int n = 0;
+    for (int i = 0; i < N_SPACE; i++) {
+        if (space[i].pingpong && !pingpong_ok)
+            continue;
+        if (out && n < max)
+            out[n] = space[i];
+        n++;
+    }
+    return n;
+}

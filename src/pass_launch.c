@@ -1,0 +1,221 @@
+/*
+ * pass_launch.c - how the kernel is launched, and the names every thread
+ * reads to know where it is.
+ *
+ * The launch plan (lowered.h): threads per CTA (the block's, two blocks'
+ * for a ping-pong CTA, plus the producer warpgroup when warp-specialised),
+ * the launch bounds (one CTA per SM when setmaxnreg moves registers between
+ * warpgroups, two when a wgmma kernel's shared memory lets two fit, so one
+ * block's copies and barriers overlap the other's tensor-core work), the
+ * grid (persistent: min(ceil(blocks / 2), SMs) CTAs, computed at launch),
+ * the TMA descriptors the kernel takes, and the alignment a launch must
+ * have for the fast variant.
+ *
+ * The statements every thread starts with: tl_tid (its thread in the
+ * block, or in its consumer group), tl_warp and tl_lane where fragments or
+ * reductions need them, tl_wg in a warp-specialised CTA; and the block
+ * indices tl_bx, tl_by, tl_bz: blockIdx, remapped by tl_use_swizzle so
+ * that consecutive blocks walk down panels of block rows and share the
+ * tiles of A and B in L2, or, in a persistent CTA, those of the tile each
+ * iteration of its tile loop is at.
+ */
+#include "lower.h"
+
+#include <string.h>
+
+static int32_t I(tli_lowered *L, int64_t v) { return tli_low_int(L, v, TL_I64); }
+static int32_t bin(tli_lowered *L, tli_eop op, int32_t a, int32_t b) { return tli_low_bin(L, op, a, b); }
+static int32_t th(tli_lowered *L, tli_thread_value v)
+{
+    tli_enode n = {.op = E_THREAD, .dtype = v >= TH_RAW_BX ? TL_I64 : TL_I32, .ival = v};
+    return tli_low_expr(L, &n);
+}
+
+/* The grid dimension d as an expression (1 when not given). */
+static int32_t grid_dim(tli_lowered *L, int d) { return L->ir.grid[d] ? L->ir.grid[d] : I(L, 1); }
+
+static bool uses_thread(const tli_ir *ir, tli_thread_value v)
+{
+    for (int32_t i = 1; i < ir->e.n; i++)
+        if (ir->e.v[i].op == E_THREAD && ir->e.v[i].ival == v)
+            return true;
+    return false;
+}
+
+static bool uses_block_axis(const tli_ir *ir, int axis)
+{
+    for (int32_t i = 1; i < ir->e.n; i++)
+        if (ir->e.v[i].op == E_BLOCK_IDX && ir->e.v[i].ival == axis)
+            return true;
+    return false;
+}
+
+/* Whether the code the emitter writes for this kernel reads tl_warp and
+ * tl_lane: accumulator fragments, reductions with shuffles. */
+static bool needs_warp_lane(const tli_lowered *L)
+{
+    for (int32_t b = 1; b < L->ir.b.n; b++)
+        if (tli_B(&L->ir, b)->scope == B_FRAGMENT && L->frag[b].kind != FRAG_ROWS)
+            return true;
+    return uses_thread(&L->ir, TH_WARP) || uses_thread(&L->ir, TH_LANE);
+}
+
+static void add_let(tli_lowered *L, tli_list *l, const char *name, int32_t value) { tli_list_add(L, l, tli_low_let(L, name, value)); }
+
+/* tl_bx, tl_by, tl_bz of block number t (an expression) of a grid gx x gy x
+ * gz, with the swizzle of tl_use_swizzle(P) inside each z slice:
+ *   panel = P gx; row0 = t' / panel * P; rows = min(P, gy - row0);
+ *   by = row0 + t' % panel % rows; bx = t' % panel / rows    (t' = t mod gx gy) */
+static void block_lets(tli_lowered *L, tli_list *l, int32_t t, int32_t gx, int32_t gy, bool with_z)
+{
+    const tli_ir *ir = &L->ir;
+    int P = ir->swizzle;
+    int32_t plane = bin(L, E_MUL, gx, gy);
+    int32_t tt = with_z && ir->grid[2] ? bin(L, E_MOD, t, plane) : t;
+    if (with_z && ir->grid[2] && uses_block_axis(ir, 2))
+        add_let(L, l, "tl_bz", bin(L, E_DIV, t, plane));
+    if (P && ir->grid[1]) {
+        int32_t panel_let = tli_low_let(L, "tl_panel", bin(L, E_MUL, I(L, P), gx));
+        tli_list_add(L, l, panel_let);
+        int32_t panel = tli_low_let_ref(L, panel_let);
+        int32_t row0_let = tli_low_let(L, "tl_row0", bin(L, E_MUL, bin(L, E_DIV, tt, panel), I(L, P)));
+        tli_list_add(L, l, row0_let);
+        int32_t row0 = tli_low_let_ref(L, row0_let);
+        int32_t rows_let = tli_low_let(L, "tl_rows", bin(L, E_MIN, I(L, P), bin(L, E_SUB, gy, row0)));
+        tli_list_add(L, l, rows_let);
+        int32_t rows = tli_low_let_ref(L, rows_let);
+        int32_t in_panel = bin(L, E_MOD, tt, panel);
+        add_let(L, l, "tl_by", bin(L, E_ADD, row0, bin(L, E_MOD, in_panel, rows)));
+        add_let(L, l, "tl_bx", bin(L, E_DIV, in_panel, rows));
+        return;
+    }
+    if (uses_block_axis(ir, 1))
+        add_let(L, l, "tl_by", bin(L, E_DIV, tt, gx));
+    if (uses_block_axis(ir, 0))
+        add_let(L, l, "tl_bx", bin(L, E_MOD, tt, gx));
+}
+
+/* Block indices at the top of every persistent tile loop. */
+static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy)
+{
+    for (int32_t s = first; s; s = L->ir.s.v[s].next) {
+        if (L->ir.s.v[s].op == S_TILE_LOOP) {
+            tli_list l = {0};
+            block_lets(L, &l, th(L, TH_TILE), gx, gy, true);
+            tli_list_add(L, &l, L->ir.s.v[s].body);
+            L->ir.s.v[s].body = l.first;
+            tli_set_parent(L, l.first, s);
+        }
+        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy);
+        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy);
+    }
+}
+
+/* The TMA descriptor of copy s: one per (tensor, box). */
+static void tma_maps(tli_lowered *L, int32_t first)
+{
+    tli_launch_plan *lp = &L->launch;
+    for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
+        tli_snode *n = &L->ir.s.v[s];
+        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA) {
+            int32_t g = tli_copy_buf(&L->ir, n->a0), t = tli_copy_buf(&L->ir, n->a1);
+            const tli_bnode *tb = tli_B(&L->ir, t);
+            int64_t inner = L->smem[t].blocked ? 64 : tb->cshape[1], outer = tb->cshape[0];
+            int m = 0;
+            while (m < lp->nmaps && !(lp->maps[m].buf == g && lp->maps[m].box_inner == inner &&
+                                      lp->maps[m].box_outer == outer))
+                m++;
+            if (m == TLI_MAX_TMA) {
+                tli_low_fail(L, TL_ERR_UNSUPPORTED, "tl_pipelined: more than %d TMA descriptors", TLI_MAX_TMA);
+                return;
+            }
+            if (m == lp->nmaps)
+                lp->maps[lp->nmaps++] = (tli_tma_map){g, inner, outer};
+            n->x[TLI_X_COPY_MAP] = m;
+        }
+        tma_maps(L, n->body);
+        tma_maps(L, L->ir.s.v[s].orelse);
+    }
+}
+
+static void require(tli_lowered *L, int32_t buf, int kind)
+{
+    tli_launch_plan *lp = &L->launch;
+    for (int i = 0; i < lp->nalign; i++)
+        if (lp->align[i].buf == buf) {
+            lp->align[i].kind |= kind;
+            return;
+        }
+    if (lp->nalign < TLI_MAX_ALIGN_REQ)
+        lp->align[lp->nalign++] = (tli_align_req){buf, kind};
+    else
+        tli_low_fail(L, TL_ERR_UNSUPPORTED, "tl_copy: more than %d tensors read by asynchronous copies",
+                     TLI_MAX_ALIGN_REQ);
+}
+
+static void alignment(tli_lowered *L, int32_t first)
+{
+    for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
+        const tli_snode *n = &L->ir.s.v[s];
+        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA)
+            require(L, tli_copy_buf(&L->ir, n->a0), TLI_ALIGN_TMA);
+        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_ASYNC16)
+            require(L, tli_copy_buf(&L->ir, n->a0), TLI_ALIGN_CHUNKS | TLI_ALIGN_TMA);
+        alignment(L, n->body);
+        alignment(L, L->ir.s.v[s].orelse);
+    }
+}
+
+void tli_pass_launch(tli_lowered *L)
+{
+    tli_ir *ir = &L->ir;
+    tli_launch_plan *lp = &L->launch;
+    int groups = lp->persistent ? lp->persistent : 1;
+    lp->block_threads = ir->threads;
+    lp->threads = ir->threads * groups + (L->warp_specialized ? 128 : 0);
+    for (int d = 0; d < 3; d++)
+        lp->grid[d] = ir->grid[d];
+    if (L->warp_specialized && L->target.setmaxnreg)
+        lp->min_blocks = 1; /* setmaxnreg needs a register cap at entry */
+    else if (L->wgmma)
+        lp->min_blocks = lp->smem_bytes * 2 <= L->smem_limit && lp->threads <= 512 ? 2 : 1;
+    lp->max_regs = lp->min_blocks ? L->target.regs_per_sm / (lp->threads * lp->min_blocks) : 255;
+    if (lp->max_regs > 255)
+        lp->max_regs = 255;
+    tma_maps(L, ir->body);
+    alignment(L, ir->body);
+    /* who am I: the statements every thread starts with */
+    tli_list top = {0};
+    if (L->warp_specialized) {
+        add_let(L, &top, "tl_wg", bin(L, E_DIV, th(L, TH_RAW_TID), tli_low_int(L, 128, TL_I32)));
+        add_let(L, &top, "tl_tid", bin(L, E_MOD, th(L, TH_RAW_TID), tli_low_int(L, ir->threads, TL_I32)));
+    } else {
+        add_let(L, &top, "tl_tid", th(L, TH_RAW_TID));
+    }
+    if (needs_warp_lane(L)) {
+        add_let(L, &top, "tl_warp", bin(L, E_DIV, th(L, TH_TID), tli_low_int(L, 32, TL_I32)));
+        add_let(L, &top, "tl_lane", bin(L, E_MOD, th(L, TH_TID), tli_low_int(L, 32, TL_I32)));
+    }
+    if (lp->persistent) {
+        int32_t gx_let = tli_low_let(L, "tl_gx", grid_dim(L, 0)), gy_let = tli_low_let(L, "tl_gy", grid_dim(L, 1));
+        tli_list_add(L, &top, gx_let);
+        tli_list_add(L, &top, gy_let);
+        int32_t gx = tli_low_let_ref(L, gx_let), gy = tli_low_let_ref(L, gy_let);
+        add_let(L, &top, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
+        tile_loop_lets(L, ir->body, gx, gy);
+    } else if (ir->swizzle && ir->grid[1]) {
+        int32_t t = bin(L, E_ADD, bin(L, E_MUL, th(L, TH_RAW_BY), th(L, TH_GRID_X)), th(L, TH_RAW_BX));
+        block_lets(L, &top, t, th(L, TH_GRID_X), th(L, TH_GRID_Y), false);
+        if (ir->grid[2] && uses_block_axis(ir, 2))
+            add_let(L, &top, "tl_bz", th(L, TH_RAW_BZ));
+    } else {
+        static const tli_thread_value raw[3] = {TH_RAW_BX, TH_RAW_BY, TH_RAW_BZ};
+        static const char *const names[3] = {"tl_bx", "tl_by", "tl_bz"};
+        for (int a = 0; a < 3; a++)
+            if (uses_block_axis(ir, a))
+                add_let(L, &top, names[a], th(L, raw[a]));
+    }
+    tli_list_add(L, &top, ir->body);
+    ir->body = top.first;
+    tli_set_parent(L, ir->body, 0);
+}

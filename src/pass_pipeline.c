@@ -1,0 +1,799 @@
+/*
+ * pass_pipeline.c - how tiles reach shared memory, and how a tl_pipelined
+ * loop keeps them coming while the tensor cores work.
+ *
+ * Every tl_copy gets an engine (lowered.h, tli_copy_how): 16-byte cp.async
+ * for global -> shared tiles whose rows are whole 16-byte chunks (unless
+ * the safe variant is being built), register-wise copies for fragments,
+ * element by element otherwise. A standalone cp.async copy is committed
+ * here; the sync pass waits for it just before its tile is next touched.
+ *
+ * A tl_pipelined loop's leading global -> shared copies are its producers,
+ * the rest its consumers. Four schedules, the first that applies:
+ *
+ * warp-specialised (tl_use_warp_specialize, tl_use_pingpong): one more
+ *   warpgroup joins the block as the producer; it issues the producers of
+ *   every iteration into a ring of `stages` slots (TMA boxes by one thread,
+ *   or cp.async / plain copies by its 128 threads), each slot's "full"
+ *   mbarrier completing when it has landed; the consumers wait for a slot,
+ *   run everything else the loop holds (any number of tl_gemm, element-wise
+ *   loops, reductions) and release it on its "empty" mbarrier. With
+ *   ping-pong, blocks of one warpgroup run two at a time in persistent CTAs
+ *   and take turns on the tensor cores (an mbarrier pair), so one's epilogue
+ *   overlaps the other's main loop.
+ * TMA: consumers that are all wgmma gemms, producers TMA can fetch: thread
+ *   0 issues the boxes `stages - 1` iterations ahead on per-slot mbarriers,
+ *   warps release slots on the empty mbarriers; no block barrier in the loop.
+ * cp.async: `stages - 1` iterations of copies in flight (one fewer when the
+ *   consumers leave a wgmma group running into the next iteration), one
+ *   commit group per iteration, one block barrier per iteration.
+ * plain: copies, barrier, consumers (the sync pass places the barriers).
+ */
+#include "lower.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct piper {
+    tli_lowered *L;
+    tli_ir *ir;
+} piper;
+
+static const tli_bnode *B(piper *P, int32_t b) { return tli_B(P->ir, b); }
+static int esize(const tli_bnode *b) { return (int)tl_dtype_size((tl_dtype)b->dtype); }
+static int32_t I(piper *P, int64_t v) { return tli_low_int(P->L, v, TL_I64); }
+static int32_t I32(piper *P, int64_t v) { return tli_low_int(P->L, v, TL_I32); }
+static int32_t bin(piper *P, tli_eop op, int32_t a, int32_t b) { return tli_low_bin(P->L, op, a, b); }
+static int32_t let_ref(piper *P, int32_t let) { return tli_low_let_ref(P->L, let); }
+
+/* ------------------------------------------------------- copy engines */
+
+/* Whether global -> shared copy s can move whole 16-byte chunks: the same
+ * element type, at most 2-D, rows of whole chunks. The launch checks that
+ * the tensor suits it (16-byte aligned base, strides and row length). */
+static bool chunkable(piper *P, int32_t s)
+{
+    const tli_snode *n = tli_S(P->ir, s);
+    const tli_bnode *g = B(P, tli_copy_buf(P->ir, n->a0)), *t = B(P, tli_copy_buf(P->ir, n->a1));
+    int per = 16 / esize(t);
+    return !P->L->safe && tli_target_has_copy(&P->L->target, COPY_ENGINE_CP_ASYNC) && g->dtype == t->dtype &&
+           t->rank <= 2 && g->rank >= t->rank && t->cshape[t->rank - 1] % per == 0;
+}
+
+/* Whether producer s can be TMA boxes: a 2-D tile of 16-bit elements into
+ * a buffer of 128-byte swizzled rows (blocked, or exactly 64 columns), of
+ * at most 256 rows. */
+static bool tma_ok(piper *P, int32_t s)
+{
+    const tli_snode *n = tli_S(P->ir, s);
+    int32_t sb = tli_copy_buf(P->ir, n->a1);
+    const tli_bnode *g = B(P, tli_copy_buf(P->ir, n->a0)), *t = B(P, sb);
+    if (P->L->safe || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
+        return false;
+    if (g->rank < 2 || g->rank > 4 || t->rank != 2 || g->dtype != t->dtype || esize(t) != 2 || t->cshape[0] > 256)
+        return false;
+    return P->L->smem[sb].blocked ? t->cshape[1] % 64 == 0 : t->cshape[1] == 64;
+}
+
+static void set_how(piper *P, int32_t s, tli_copy_how how) { P->ir->s.v[s].x[TLI_X_COPY_HOW] = how; }
+
+/* The engine of a copy outside any pipeline (and the default inside one). */
+static tli_copy_how copy_engine(piper *P, int32_t s)
+{
+    const tli_snode *n = tli_S(P->ir, s);
+    int32_t sb = tli_copy_buf(P->ir, n->a0), db = tli_copy_buf(P->ir, n->a1);
+    int ss = B(P, sb)->scope, ds = B(P, db)->scope;
+    if (ss == B_FRAGMENT || ds == B_FRAGMENT) {
+        int32_t f = ss == B_FRAGMENT ? sb : db;
+        int other = ss == B_FRAGMENT ? ds : ss;
+        return P->L->frag[f].kind == FRAG_ROWS && other == B_GLOBAL ? CP_FRAG_ROWS : CP_FRAG;
+    }
+    if (ss == B_GLOBAL && ds == B_SHARED && chunkable(P, s))
+        return CP_ASYNC16;
+    return CP_ELEMENTS;
+}
+
+/* Engines for the copies of a body; a standalone cp.async copy is
+ * followed by its commit. */
+static void assign_engines(piper *P, int32_t first)
+{
+    for (int32_t s = first; s && P->L->st == TL_OK; s = P->ir->s.v[s].next) {
+        tli_snode *n = &P->ir->s.v[s];
+        if (n->op == S_COPY && !n->x[TLI_X_COPY_HOW]) {
+            tli_copy_how how = copy_engine(P, s);
+            set_how(P, s, how);
+            if (how == CP_ASYNC16) {
+                tli_snode c = {.op = S_CP_COMMIT};
+                int32_t id = tli_low_stmt(P->L, &c);
+                if (!id)
+                    return;
+                P->ir->s.v[id].next = P->ir->s.v[s].next;
+                P->ir->s.v[id].parent = P->ir->s.v[s].parent;
+                P->ir->s.v[s].next = id;
+                s = id;
+            }
+        }
+        if (P->ir->s.v[s].op != S_PIPELINED) {
+            assign_engines(P, P->ir->s.v[s].body);
+            assign_engines(P, P->ir->s.v[s].orelse);
+        }
+    }
+}
+
+/* ----------------------------------------------------------- helpers */
+
+typedef struct pipe_info {
+    int32_t sid;           /* the S_PIPELINED statement */
+    int32_t var;           /* its loop variable (an E_LOOP_VAR) */
+    int32_t extent;        /* its trip count (the builder's expression) */
+    int32_t first_consumer;
+    int S;                 /* stages */
+    int nprod;
+    int32_t prod[TLI_MAX_TMA];
+    int32_t bufs[TLI_MAX_TMA]; /* their shared destinations */
+    int64_t stage_bytes;   /* bytes one iteration's producers bring */
+    int tail;              /* wgmma groups the consumers leave running at the end of an iteration */
+    bool all_wgmma;        /* the consumers are wgmma gemms and nothing else */
+} pipe_info;
+
+static bool analyse(piper *P, int32_t sid, pipe_info *pi)
+{
+    tli_ir *ir = P->ir;
+    memset(pi, 0, sizeof *pi);
+    pi->sid = sid;
+    pi->S = tli_S(ir, sid)->a1;
+    pi->var = tli_S(ir, sid)->vars[0];
+    pi->extent = tli_S(ir, sid)->a0;
+    pi->first_consumer = tli_first_consumer(ir, sid);
+    for (int32_t c = tli_S(ir, sid)->body; c != pi->first_consumer; c = tli_S(ir, c)->next) {
+        if (pi->nprod == TLI_MAX_TMA) {
+            tli_low_fail(P->L, TL_ERR_UNSUPPORTED, "tl_pipelined: more than %d copies lead the loop", TLI_MAX_TMA);
+            return false;
+        }
+        int32_t sb = tli_copy_buf(ir, tli_S(ir, c)->a1);
+        for (int i = 0; i < pi->nprod; i++)
+            if (pi->bufs[i] == sb) {
+                tli_low_fail(P->L, TL_ERR_UNSUPPORTED, "tl_pipelined: two copies of one iteration fill '%s'",
+                             B(P, sb)->name);
+                return false;
+            }
+        pi->prod[pi->nprod] = c;
+        pi->bufs[pi->nprod++] = sb;
+        pi->stage_bytes += tli_buf_elems(B(P, sb)) * esize(B(P, sb));
+    }
+    /* the trailing wgmma gemms run on into the next iteration */
+    int32_t consumers[256];
+    int nc = 0;
+    pi->all_wgmma = pi->first_consumer != 0;
+    for (int32_t c = pi->first_consumer; c; c = tli_S(ir, c)->next) {
+        bool wg = tli_S(ir, c)->op == S_GEMM && tli_S(ir, c)->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16;
+        pi->all_wgmma &= wg;
+        if (nc < 256)
+            consumers[nc++] = c;
+    }
+    for (int i = nc - 1; i >= 0; i--) {
+        const tli_snode *c = tli_S(ir, consumers[i]);
+        if (c->op != S_GEMM || c->x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16)
+            break;
+        pi->tail++;
+    }
+    return true;
+}
+
+/* A copy of producer c for iteration `it` (an expression), engine how,
+ * completing on mbarrier bar[bar_idx] when TMA. */
+static int32_t producer_copy(piper *P, const pipe_info *pi, int32_t c, int32_t it, tli_copy_how how, int32_t bar,
+                             int32_t bar_idx, int threads)
+{
+    tli_snode n = *tli_S(P->ir, c);
+    tli_rnode r = *tli_R(P->ir, n.a0);
+    const tli_bnode *g = B(P, r.buf);
+    for (int d = 0; d < g->rank; d++)
+        r.idx[d] = tli_low_subst(P->L, r.idx[d], pi->var, it);
+    int32_t rid = tli_ir_add_region(P->ir, &r);
+    if (!rid) {
+        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return 0;
+    }
+    n.a0 = rid;
+    n.next = n.body = n.orelse = 0;
+    memset(n.x, 0, sizeof n.x);
+    n.x[TLI_X_COPY_HOW] = how;
+    n.x[TLI_X_COPY_BAR] = bar;
+    n.x[TLI_X_COPY_BAR_IDX] = bar_idx;
+    n.x[TLI_X_COPY_THREADS] = threads;
+    n.x[TLI_X_COPY_MANAGED] = 1;
+    return tli_low_stmt(P->L, &n);
+}
+
+/* S_STAGE(bufs of pi, stage) { body } */
+static int32_t stage_of(piper *P, const pipe_info *pi, int32_t stage, int32_t body)
+{
+    tli_snode n = {.op = S_STAGE, .a0 = stage, .body = body, .rank = 0};
+    for (int i = 0; i < pi->nprod; i++) {
+        if (n.rank == TL_MAX_RANK) { /* more buffers than one node holds: nest */
+            int32_t inner = tli_low_stmt(P->L, &n);
+            tli_set_parent(P->L, body, inner);
+            n = (tli_snode){.op = S_STAGE, .a0 = stage, .body = inner};
+            body = inner;
+        }
+        n.vars[n.rank++] = pi->bufs[i];
+    }
+    int32_t id = tli_low_stmt(P->L, &n);
+    tli_set_parent(P->L, body, id);
+    return id;
+}
+
+/* The producers of iteration `it` into slot `stage`, each with engine how
+ * (TMA: completing on bar[slot], after the expect of the slot's bytes). */
+static int32_t producers(piper *P, const pipe_info *pi, int32_t it, int32_t stage, tli_copy_how how, int32_t bar,
+                         int threads)
+{
+    tli_list l = {0};
+    if (how == CP_TMA) {
+        tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = stage, .a1 = (int32_t)pi->stage_bytes};
+        tli_list_add(P->L, &l, tli_low_stmt(P->L, &e));
+    }
+    for (int i = 0; i < pi->nprod; i++)
+        tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, how, bar, stage, threads));
+    return stage_of(P, pi, stage, l.first);
+}
+
+static int32_t mk_if(piper *P, int32_t cond, int32_t body, int32_t orelse)
+{
+    tli_snode n = {.op = S_IF, .a0 = cond, .body = body, .orelse = orelse};
+    int32_t id = tli_low_stmt(P->L, &n);
+    tli_set_parent(P->L, body, id);
+    tli_set_parent(P->L, orelse, id);
+    return id;
+}
+
+/* for (v = 0; v < extent; ++v) body, with a fresh variable; *var gets it. */
+static int32_t mk_serial(piper *P, int32_t extent, int32_t *var, bool unroll)
+{
+    tli_snode n = {.op = S_SERIAL, .a0 = extent, .rank = 1, .x = {unroll}};
+    int32_t id = tli_low_stmt(P->L, &n);
+    tli_enode v = {.op = E_LOOP_VAR, .dtype = TL_I64, .loop = id, .scope = id};
+    *var = tli_low_expr(P->L, &v);
+    if (id)
+        P->ir->s.v[id].vars[0] = *var;
+    return id;
+}
+
+static void set_body(piper *P, int32_t s, int32_t body)
+{
+    P->ir->s.v[s].body = body;
+    tli_set_parent(P->L, body, s);
+}
+
+static int32_t mbar_array(piper *P, const char *name, int64_t n)
+{
+    tli_bnode b = {.scope = B_MBAR, .dtype = TL_I64, .rank = 1, .cshape = {n}};
+    tli_fmt(b.name, sizeof b.name, "%s", name);
+    return tli_low_buf(P->L, &b);
+}
+
+static int32_t mbar_init(piper *P, int32_t bar, int count)
+{
+    tli_snode n = {.op = S_MBAR_INIT, .buf = bar, .a1 = count};
+    return tli_low_stmt(P->L, &n);
+}
+
+static int32_t mbar_op(piper *P, tli_sop op, int32_t bar, int32_t idx, int32_t parity_or_n)
+{
+    tli_snode n = {.op = (uint8_t)op, .buf = bar, .a0 = idx};
+    if (op == S_MBAR_WAIT)
+        n.value = parity_or_n;
+    else
+        n.a1 = parity_or_n;
+    return tli_low_stmt(P->L, &n);
+}
+
+/* (x / S) % 2: the parity of the phase slot x % S is in at position x */
+static int32_t parity(piper *P, int32_t x, int S) { return bin(P, E_MOD, bin(P, E_DIV, x, I(P, S)), I(P, 2)); }
+
+static int32_t op_stmt(piper *P, tli_sop op, int32_t a0, int32_t a1)
+{
+    tli_snode n = {.op = (uint8_t)op, .a0 = a0, .a1 = a1};
+    return tli_low_stmt(P->L, &n);
+}
+
+/* Puts the chain `before` ahead of statement s and `after` behind it, in
+ * the list that holds s. */
+static void splice_around(piper *P, int32_t s, int32_t before, int32_t after)
+{
+    tli_ir *ir = P->ir;
+    int32_t next = ir->s.v[s].next;
+    if (after) {
+        int32_t last = after;
+        for (int32_t x = after; x; x = ir->s.v[x].next)
+            ir->s.v[x].parent = ir->s.v[s].parent, last = x;
+        ir->s.v[last].next = next;
+        ir->s.v[s].next = after;
+    }
+    if (before) {
+        int32_t last = before;
+        for (int32_t x = before; x; x = ir->s.v[x].next)
+            last = x;
+        ir->s.v[last].next = 0;
+        int32_t rest = ir->s.v[s].next;
+        ir->s.v[s].next = 0;
+        int32_t first = before;
+        ir->s.v[last].next = s;
+        ir->s.v[s].next = rest;
+        /* the list that held s now holds before .. s .. */
+        int32_t parent = ir->s.v[s].parent;
+        int32_t *link = &ir->body;
+        if (parent) {
+            link = &ir->s.v[parent].body;
+            for (int32_t x = ir->s.v[parent].orelse; x; x = ir->s.v[x].next)
+                if (x == s)
+                    link = &ir->s.v[parent].orelse;
+        }
+        while (*link != s)
+            link = &ir->s.v[*link].next;
+        *link = first;
+        for (int32_t x = before; x != s; x = ir->s.v[x].next)
+            ir->s.v[x].parent = parent;
+    }
+}
+
+static int32_t cast32(piper *P, int32_t e)
+{
+    tli_enode n = {.op = E_CAST, .dtype = TL_I32, .a = {e}, .scope = tli_E(P->ir, e)->scope};
+    return tli_low_expr(P->L, &n);
+}
+
+/* A persistent loop over this CTA's blocks p = start, start + step, ...;
+ * *p gets its variable. The body is set later. */
+static int32_t mk_tile_loop(piper *P, int32_t start, int step, int32_t *p)
+{
+    tli_snode n = {.op = S_TILE_LOOP, .a0 = start, .a1 = step, .rank = 1};
+    n.x[TLI_X_TILE_PERSIST] = P->L->launch.persistent;
+    int32_t id = tli_low_stmt(P->L, &n);
+    tli_enode v = {.op = E_LOOP_VAR, .dtype = TL_I64, .loop = id, .scope = id};
+    *p = tli_low_expr(P->L, &v);
+    if (id)
+        P->ir->s.v[id].vars[0] = *p;
+    return id;
+}
+
+/* A wgmma wait on list l, in kernels with wgmma gemms: at most n groups in
+ * flight after it. */
+static void wgmma_wait(piper *P, tli_list *l, int n)
+{
+    if (P->L->wgmma)
+        tli_list_op(P->L, l, S_WGMMA_WAIT, 0, n);
+}
+
+/* The consumers of pi wrapped in their slot: S_STAGE(bufs, stage) {...}. */
+static int32_t consumers_at(piper *P, const pipe_info *pi, int32_t stage)
+{
+    int32_t first = pi->first_consumer;
+    return first ? stage_of(P, pi, stage, first) : 0;
+}
+
+/* ------------------------------------------------------- the schedules */
+
+static void schedule_plain(piper *P, const pipe_info *pi)
+{
+    tli_list body = {0};
+    for (int i = 0; i < pi->nprod; i++)
+        P->L->smem[pi->bufs[i]].stages = 1;
+    for (int i = 0; i < pi->nprod; i++) { /* ordinary copies: the sync pass places the barriers */
+        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, CP_ELEMENTS, 0, 0, 0);
+        if (c)
+            P->ir->s.v[c].x[TLI_X_COPY_MANAGED] = 0;
+        tli_list_add(P->L, &body, c);
+    }
+    tli_list_add(P->L, &body, pi->first_consumer);
+    P->ir->s.v[pi->sid].op = S_SERIAL;
+    set_body(P, pi->sid, body.first);
+    tli_low_note(P->L, pi->sid, "tl_pipelined: plain loop, copies then compute");
+}
+
+static void schedule_cp_async(piper *P, const pipe_info *pi)
+{
+    tli_lowered *L = P->L;
+    int S = pi->S, ahead = pi->tail ? S - 2 : S - 1;
+    if (ahead < 1) {
+        schedule_plain(P, pi);
+        return;
+    }
+    tli_list out = {0};
+    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
+    tli_list_add(L, &out, n_let);
+    int32_t n = let_ref(P, n_let);
+    /* prologue: the first `ahead` iterations in flight, one group each */
+    int32_t sv;
+    int32_t pro = mk_serial(P, I32(P, ahead), &sv, true);
+    tli_list pb = {0};
+    tli_list_add(L, &pb, mk_if(P, bin(P, E_LT, sv, n), producers(P, pi, sv, sv, CP_ASYNC16, 0, 0), 0));
+    tli_list_op(L, &pb, S_CP_COMMIT, 0, 0);
+    set_body(P, pro, pb.first);
+    tli_list_add(L, &out, pro);
+    /* the loop */
+    tli_list body = {0};
+    tli_list_op(L, &body, S_CP_WAIT, 0, ahead - 1);
+    if (L->async_proxy)
+        tli_list_op(L, &body, S_FENCE_ASYNC, 0, 0);
+    tli_list_op(L, &body, S_BARRIER, 0, 0);
+    int32_t next_let = tli_low_let(L, "tl_next#", bin(P, E_ADD, pi->var, I(P, ahead)));
+    int32_t next = let_ref(P, next_let);
+    tli_list refill = {0};
+    tli_list_add(L, &refill, next_let);
+    tli_list_add(L, &refill, mk_if(P, bin(P, E_LT, next, n),
+                                   producers(P, pi, next, bin(P, E_MOD, next, I(P, S)), CP_ASYNC16, 0, 0), 0));
+    tli_list_op(L, &refill, S_CP_COMMIT, 0, 0);
+    int32_t consume = consumers_at(P, pi, bin(P, E_MOD, pi->var, I(P, S)));
+    if (pi->tail) { /* wgmma first, then the copies into the slot two iterations back */
+        tli_list_add(L, &body, consume);
+        wgmma_wait(P, &body, pi->tail);
+        tli_list_add(L, &body, refill.first);
+    } else {
+        tli_list_add(L, &body, refill.first);
+        tli_list_add(L, &body, consume);
+    }
+    /* the loop keeps its id, so its variable (the consumers use it) stays valid */
+    tli_low_note(L, pi->sid, "tl_pipelined: %d stages, cp.async copies %d iteration%s ahead%s", S, ahead,
+                 ahead > 1 ? "s" : "", pi->tail ? " of the wgmma" : "");
+    P->ir->s.v[pi->sid].op = S_SERIAL;
+    P->ir->s.v[pi->sid].a0 = n;
+    set_body(P, pi->sid, body.first);
+    tli_list tail = {0};
+    if (pi->tail)
+        wgmma_wait(P, &tail, 0);
+    tli_list_op(L, &tail, S_CP_WAIT, 0, 0);
+    splice_around(P, pi->sid, out.first, tail.first);
+}
+
+/* Bookkeeping shared by the two mbarrier schedules. */
+typedef struct ring {
+    int32_t full, empty;  /* B_MBAR arrays of S */
+} ring;
+
+static void schedule_tma(piper *P, const pipe_info *pi)
+{
+    tli_lowered *L = P->L;
+    int S = pi->S;
+    ring r = {mbar_array(P, "tl_full", S), mbar_array(P, "tl_empty", S)};
+    if (!r.full || !r.empty)
+        return;
+    tli_list out = {0};
+    tli_list_add(L, &out, mbar_init(P, r.full, 1));
+    tli_list_add(L, &out, mbar_init(P, r.empty, P->ir->threads / 32));
+    tli_list_op(L, &out, S_BARRIER, 0, 0);
+    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
+    tli_list_add(L, &out, n_let);
+    int32_t n = let_ref(P, n_let);
+    int32_t tid0 = bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0));
+    /* prologue: thread 0 fills the first S - 1 slots */
+    int32_t sv;
+    int32_t pro = mk_serial(P, bin(P, E_MIN, I(P, S - 1), n), &sv, false);
+    set_body(P, pro, producers(P, pi, sv, sv, CP_TMA, r.full, 0));
+    tli_list_add(L, &out, mk_if(P, tid0, pro, 0));
+    /* the loop */
+    tli_list body = {0};
+    int32_t slot = bin(P, E_MOD, pi->var, I(P, S));
+    tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, r.full, slot, parity(P, pi->var, S)));
+    tli_list_add(L, &body, consumers_at(P, pi, slot));
+    wgmma_wait(P, &body, pi->tail);
+    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
+    int32_t prev = bin(P, E_MOD, bin(P, E_SUB, pi->var, I(P, 1)), I(P, S));
+    tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
+                                 mbar_op(P, S_MBAR_ARRIVE, r.empty, prev, 0), 0));
+    /* thread 0 refills the slot the previous iteration released */
+    tli_list refill = {0};
+    int32_t it_let = tli_low_let(L, "tl_it#", bin(P, E_ADD, pi->var, I(P, S - 1)));
+    int32_t it = let_ref(P, it_let);
+    int32_t sn_let = tli_low_let(L, "tl_sn#", bin(P, E_MOD, it, I(P, S)));
+    int32_t sn = let_ref(P, sn_let);
+    tli_list_add(L, &refill, it_let);
+    tli_list_add(L, &refill, sn_let);
+    tli_list_add(L, &refill, mk_if(P, bin(P, E_GE, it, I(P, S)),
+                                   mbar_op(P, S_MBAR_WAIT, r.empty, sn, parity(P, bin(P, E_SUB, it, I(P, S)), S)), 0));
+    tli_list_add(L, &refill, producers(P, pi, it, sn, CP_TMA, r.full, 0));
+    int32_t more = bin(P, E_LT, bin(P, E_ADD, pi->var, I(P, S - 1)), n);
+    tli_list_add(L, &body, mk_if(P, bin(P, E_AND, tid0, more), refill.first, 0));
+    P->ir->s.v[pi->sid].op = S_SERIAL;
+    P->ir->s.v[pi->sid].a0 = n;
+    set_body(P, pi->sid, body.first);
+    tli_low_note(L, pi->sid, "tl_pipelined: %d stages fed by TMA (thread 0), mbarriers instead of block barriers", S);
+    tli_list tail = {0};
+    wgmma_wait(P, &tail, 0);
+    splice_around(P, pi->sid, out.first, tail.first);
+}
+
+/* ----------------------------------------------- warp specialisation */
+
+/* Registers per thread after setmaxnreg: the producer keeps few, the
+ * consumers share the rest of the 64K-entry file (multiples of 8). */
+#define PRODUCER_REGS 40
+
+static int consumer_regs(int consumer_threads)
+{
+    int r = (65536 - 128 * PRODUCER_REGS) / consumer_threads;
+    r = r / 8 * 8;
+    return r > 240 ? 240 : r;
+}
+
+/* The producer engine of a warp-specialised loop: TMA when every producer
+ * can be boxes, else cp.async when every one is chunkable, else plain
+ * copies (the safe variant). */
+static tli_copy_how producer_engine(piper *P, const pipe_info *pi)
+{
+    bool tma = true, chunks = true;
+    for (int i = 0; i < pi->nprod; i++) {
+        tma &= tma_ok(P, pi->prod[i]);
+        chunks &= chunkable(P, pi->prod[i]);
+    }
+    return tma ? CP_TMA : chunks ? CP_ASYNC16 : CP_ELEMENTS;
+}
+
+/* Whether expression e depends on the block or on memory (a persistent
+ * CTA's blocks must all run the same number of iterations, or their ring
+ * positions drift apart). */
+static bool uses_block(const tli_ir *ir, int32_t e, int depth)
+{
+    if (!e)
+        return false;
+    const tli_enode *n = tli_E(ir, e);
+    if (n->op == E_BLOCK_IDX || n->op == E_LOAD || depth > 256)
+        return true;
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        if (uses_block(ir, n->a[i], depth + 1))
+            return true;
+    return false;
+}
+
+typedef struct ws_plan {
+    ring r;
+    int32_t order;       /* ping-pong's turn mbarriers (0: none) */
+    tli_copy_how how;    /* the producer's engine */
+    bool persistent;     /* blocks of one warpgroup, two at a time per CTA */
+} ws_plan;
+
+/* The ring position of iteration j of the block whose loop variable
+ * (persistent) is p: p n + j, in 32 bits (ring arithmetic on the issue path:
+ * a 64-bit division by a stage count that is not a power of two costs
+ * dozens of instructions). */
+static int32_t ring_pos(piper *P, int32_t p, int32_t n, int32_t j)
+{
+    return cast32(P, p ? bin(P, E_ADD, bin(P, E_MUL, p, n), j) : j);
+}
+
+/* The producer warpgroup's work: for each block of the CTA (its one block,
+ * or every block of a persistent CTA in order), the producers of every
+ * iteration into the ring, each slot refilled once released. */
+static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
+{
+    tli_lowered *L = P->L;
+    int S = pi->S;
+    int32_t tile = 0, p = 0;
+    if (w->persistent)
+        tile = mk_tile_loop(P, I(P, 0), 1, &p);
+    tli_list blk = {0};
+    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
+    tli_list_add(L, &blk, n_let);
+    int32_t n = let_ref(P, n_let);
+    int32_t j;
+    int32_t loop = mk_serial(P, n, &j, false);
+    tli_list it = {0};
+    int32_t seq_let = tli_low_let(L, "tl_seq#", ring_pos(P, p, n, j));
+    int32_t seq = let_ref(P, seq_let);
+    int32_t sn_let = tli_low_let(L, "tl_sn#", bin(P, E_MOD, seq, I32(P, S)));
+    int32_t sn = let_ref(P, sn_let);
+    tli_list_add(L, &it, seq_let);
+    tli_list_add(L, &it, sn_let);
+    int32_t phase = bin(P, E_MOD, bin(P, E_SUB, bin(P, E_DIV, seq, I32(P, S)), I32(P, 1)), I32(P, 2));
+    tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, sn, phase), 0));
+    tli_list_add(L, &it, producers(P, pi, j, sn, w->how, w->r.full, w->how == CP_TMA ? 0 : 128));
+    if (w->how != CP_TMA) /* each producer thread arrives when its own copies have landed */
+        tli_list_add(L, &it, mbar_op(P, S_MBAR_ARRIVE, w->r.full, sn, w->how == CP_ASYNC16));
+    set_body(P, loop, it.first);
+    tli_list_add(L, &blk, loop);
+    int32_t work = blk.first;
+    if (tile) {
+        set_body(P, tile, blk.first);
+        work = tile;
+    }
+    tli_list out = {0};
+    if (L->target.setmaxnreg)
+        tli_list_add(L, &out, op_stmt(P, S_SETMAXNREG, 0, PRODUCER_REGS));
+    if (w->how == CP_TMA) /* one thread issues every box */
+        work = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
+    tli_list_add(L, &out, work);
+    return out.first;
+}
+
+/* The consumer side of the loop, in place of the pipelined statement: wait
+ * for each slot, run the consumers on it, release the previous slot. p:
+ * the persistent tile loop's variable (0: none). */
+static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, int32_t p)
+{
+    tli_lowered *L = P->L;
+    int S = pi->S;
+    tli_list out = {0};
+    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
+    tli_list_add(L, &out, n_let);
+    int32_t n = let_ref(P, n_let);
+    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
+    int32_t group = tli_low_thread(L, TH_WG);
+    if (w->order) { /* the other group has issued its main loop of the block before */
+        int32_t parity_ = bin(P, E_MOD, bin(P, E_DIV, bin(P, E_SUB, p, I(P, 1)), I(P, 2)), I(P, 2));
+        tli_list_add(L, &out, mk_if(P, bin(P, E_GT, p, I(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, parity_), 0));
+    }
+    tli_list body = {0};
+    int32_t seq_let = tli_low_let(L, "tl_seq#", ring_pos(P, p, n, pi->var));
+    int32_t seq = let_ref(P, seq_let);
+    int32_t st_let = tli_low_let(L, "tl_st#", bin(P, E_MOD, seq, I32(P, S)));
+    int32_t st = let_ref(P, st_let);
+    tli_list_add(L, &body, seq_let);
+    tli_list_add(L, &body, st_let);
+    int32_t phase = bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2));
+    tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, st, phase));
+    if (w->how != CP_TMA && L->async_proxy) /* plain shared stores that wgmma reads */
+        tli_list_op(L, &body, S_FENCE_ASYNC, 0, 0);
+    tli_list_add(L, &body, consumers_at(P, pi, st));
+    wgmma_wait(P, &body, pi->tail);
+    int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
+    tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
+                                 mbar_op(P, S_MBAR_ARRIVE, w->r.empty, prev, 0), 0));
+    P->ir->s.v[pi->sid].op = S_SERIAL;
+    P->ir->s.v[pi->sid].a0 = n;
+    set_body(P, pi->sid, body.first);
+    tli_low_note(L, pi->sid, "tl_pipelined, consumer side: ring slots of %d stages filled by the producer", S);
+    tli_list tail = {0};
+    if (w->order) /* the other group's turn */
+        tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
+    wgmma_wait(P, &tail, 0);
+    int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
+    tli_list_add(L, &tail, mk_if(P, bin(P, E_AND, bin(P, E_GT, n, I(P, 0)), lane0),
+                                 mbar_op(P, S_MBAR_ARRIVE, w->r.empty, last, 0), 0));
+    splice_around(P, pi->sid, out.first, tail.first);
+    return 0;
+}
+
+/* Shared buffers outside the pipeline get one copy per consumer group of a
+ * ping-pong CTA (their blocks run at once); the consumer code addresses
+ * its own, at stage tl_wg. */
+static int32_t private_buffers(piper *P, const pipe_info *pi, int32_t body, int groups)
+{
+    if (groups < 2)
+        return body;
+    tli_snode n = {.op = S_STAGE, .a0 = tli_low_thread(P->L, TH_WG), .body = body};
+    for (int32_t b = 1; b < P->ir->b.n; b++) {
+        bool staged = false;
+        for (int i = 0; i < pi->nprod; i++)
+            staged |= pi->bufs[i] == b;
+        if (B(P, b)->scope != B_SHARED || staged)
+            continue;
+        P->L->smem[b].stages = groups;
+        if (n.rank == TL_MAX_RANK) {
+            int32_t inner = tli_low_stmt(P->L, &n);
+            tli_set_parent(P->L, n.body, inner);
+            n = (tli_snode){.op = S_STAGE, .a0 = n.a0, .body = inner};
+        }
+        n.vars[n.rank++] = b;
+    }
+    if (!n.rank)
+        return body;
+    int32_t id = tli_low_stmt(P->L, &n);
+    tli_set_parent(P->L, body, id);
+    return id;
+}
+
+static void schedule_warp_specialized(piper *P, const pipe_info *pi)
+{
+    tli_lowered *L = P->L;
+    tli_ir *ir = P->ir;
+    const char *api = ir->pingpong ? "tl_use_pingpong" : "tl_use_warp_specialize";
+    ws_plan w = {.persistent = ir->pingpong && ir->threads == 128};
+    if (!L->target.mbarrier) {
+        tli_low_fail(L, TL_ERR_UNSUPPORTED, "%s: it needs mbarriers (sm_80 or later), not %s", api, L->target.name);
+        return;
+    }
+    if (w.persistent && uses_block(ir, pi->extent, 0)) {
+        tli_low_fail(L, TL_ERR_UNSUPPORTED,
+                     "%s: the pipelined loop's extent must not depend on the block (the blocks of a persistent CTA "
+                     "share one ring)",
+                     api);
+        return;
+    }
+    w.how = producer_engine(P, pi);
+    int groups = w.persistent ? 2 : 1;
+    w.r = (ring){mbar_array(P, "tl_full", pi->S), mbar_array(P, "tl_empty", pi->S)};
+    w.order = w.persistent ? mbar_array(P, "tl_order", 2) : 0;
+    if (L->st != TL_OK)
+        return;
+    L->warp_specialized = true;
+    L->launch.persistent = w.persistent ? 2 : 0;
+    /* the consumers: the block body with the loop replaced, in a tile loop
+     * over their blocks when persistent (group g takes p = g, g + 2, ...) */
+    int32_t tile = 0, p = 0;
+    if (w.persistent)
+        tile = mk_tile_loop(P, tli_low_thread(L, TH_WG), 2, &p);
+    consumer_loop(P, pi, &w, p);
+    int32_t consumer_body = private_buffers(P, pi, ir->body, groups);
+    if (tile) {
+        tli_list tb = {0};
+        tli_list_add(L, &tb, consumer_body);
+        tli_list_op(L, &tb, S_BARRIER, 0, 0); /* the next block rewrites this group's buffers */
+        set_body(P, tile, tb.first);
+        consumer_body = tile;
+    }
+    tli_list cons = {0};
+    if (L->target.setmaxnreg)
+        tli_list_add(L, &cons, op_stmt(P, S_SETMAXNREG, 1, consumer_regs(ir->threads * groups)));
+    tli_list_add(L, &cons, consumer_body);
+    int32_t prod = producer_branch(P, pi, &w);
+    /* the CTA: the mbarriers, then the two roles */
+    int consumer_warps = ir->threads / 32;
+    tli_list top = {0};
+    tli_list_add(L, &top, mbar_init(P, w.r.full, w.how == CP_TMA ? 1 : 128));
+    tli_list_add(L, &top, mbar_init(P, w.r.empty, consumer_warps));
+    if (w.order)
+        tli_list_add(L, &top, mbar_init(P, w.order, consumer_warps));
+    tli_list_op(L, &top, S_BARRIER, 0, 0);
+    int32_t producer_wg = I32(P, groups * ir->threads / 128);
+    int32_t roles = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);
+    ir->s.v[roles].x[TLI_X_IF_ROLES] = 1;
+    tli_low_note(L, roles, "%s: a producer warpgroup (%s) and %d consumer warpgroup%s%s", api,
+                 w.how == CP_TMA ? "TMA" : w.how == CP_ASYNC16 ? "cp.async" : "plain copies",
+                 groups * ir->threads / 128, groups * ir->threads / 128 > 1 ? "s" : "",
+                 w.persistent ? ", persistent, taking turns on the tensor cores" : "");
+    tli_list_add(L, &top, roles);
+    ir->body = top.first;
+    tli_set_parent(L, ir->body, 0);
+}
+
+/* ---------------------------------------------------------------- pass */
+
+static void lower_pipelined(piper *P, int32_t sid)
+{
+    pipe_info pi;
+    if (!analyse(P, sid, &pi))
+        return;
+    for (int i = 0; i < pi.nprod; i++) {
+        set_how(P, pi.prod[i], CP_ELEMENTS);
+        if (pi.S > P->L->smem[pi.bufs[i]].stages) /* multi-buffered: one copy per slot */
+            P->L->smem[pi.bufs[i]].stages = pi.S;
+    }
+    assign_engines(P, pi.first_consumer);
+    if (P->ir->warp_specialize || P->ir->pingpong) {
+        schedule_warp_specialized(P, &pi);
+        return;
+    }
+    bool tma = pi.S >= 2 && pi.all_wgmma, chunks = pi.S >= 2;
+    for (int i = 0; i < pi.nprod; i++) {
+        tma &= tma_ok(P, pi.prod[i]);
+        chunks &= chunkable(P, pi.prod[i]);
+    }
+    if (tma)
+        schedule_tma(P, &pi);
+    else if (chunks)
+        schedule_cp_async(P, &pi);
+    else
+        schedule_plain(P, &pi);
+}
+
+static void walk(piper *P, int32_t first)
+{
+    for (int32_t s = first; s && P->L->st == TL_OK;) {
+        int32_t next = P->ir->s.v[s].next;
+        if (P->ir->s.v[s].op == S_PIPELINED) {
+            lower_pipelined(P, s);
+        } else {
+            walk(P, P->ir->s.v[s].body);
+            walk(P, P->ir->s.v[s].orelse);
+        }
+        s = next;
+    }
+}
+
+void tli_pass_pipeline(tli_lowered *L)
+{
+    piper P = {L, &L->ir};
+    assign_engines(&P, L->ir.body);
+    walk(&P, L->ir.body);
+}

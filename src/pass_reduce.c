@@ -1,0 +1,106 @@
+/*
+ * pass_reduce.c - how each tl_reduce_* combines values across threads.
+ *
+ * The result of reducing a fragment is a slice of its layout: every
+ * thread that holds part of a row (say) ends up holding that row's result.
+ * Each thread first combines its own registers (the emitter's per-thread
+ * partial); the threads that share a result then differ only in some bits
+ * of their index within the block. The bits inside the lane number become a
+ * butterfly of shuffles (xor by each bit); bits in the warp number need
+ * shared memory: the statement is split into phase 1 (each warp's partial
+ * into a scratch tile) and phase 2 (each thread combines the partials of
+ * the warps of its group), and the sync pass puts a barrier between them.
+ *
+ * A reduction of a shared tile needs none of this: each thread computes
+ * the results it holds by walking the reduced dimension in shared memory.
+ */
+#include "lower.h"
+
+#include <string.h>
+
+/* The bits of the thread index (within the block) that vary among the
+ * threads holding one element of the slice of `src` along `dim`. */
+static unsigned varying_bits(const tli_lowered *L, int32_t src, int dim)
+{
+    const tli_frag_layout *p = &L->frag[src];
+    int T = L->ir.threads;
+    unsigned all = (unsigned)T - 1;
+    if (p->kind == FRAG_ROWS) {
+        unsigned col_bits = (unsigned)p->rows.tc - 1;
+        bool keep_rows = dim == 1 || tli_B(&L->ir, src)->rank == 1;
+        return keep_rows ? col_bits : all & ~col_bits;
+    }
+    /* m16n8 / m64nN accumulators: lane = 4 row + column pair */
+    const tli_warp_layout *w = &p->w;
+    if (dim == 1) { /* keep rows: the quad's four lanes, and warps splitting N */
+        unsigned warp_bits = w->wgmma ? 0 : (unsigned)(w->wgn - 1);
+        return 3u | warp_bits << 5;
+    }
+    /* keep columns: the eight rows of a quad column, and warps stacked on M */
+    unsigned warp_bits = w->wgmma ? (unsigned)(T / 32 - 1) : (unsigned)((T / 32 - 1) & ~(unsigned)(w->wgn - 1));
+    return 0x1cu | warp_bits << 5;
+}
+
+static int popcount(unsigned x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
+
+static void lower_reduce(tli_lowered *L, int32_t s)
+{
+    tli_ir *ir = &L->ir;
+    tli_snode *n = &ir->s.v[s];
+    int32_t src = n->gemm[0], dst = n->gemm[1];
+    if (tli_B(ir, src)->scope != B_FRAGMENT)
+        return; /* shared source: per-thread walks, nothing to decide */
+    if (!tli_slice_of_alike(L, dst, src) || L->frag[dst].dim != (tli_B(ir, src)->rank == 1 ? 1 : n->rank)) {
+        tli_low_fail(L, TL_ERR_SHAPE,
+                     "tl_reduce: fragment layout conflict: '%s' is also used where it cannot be the reduction of '%s'",
+                     tli_B(ir, dst)->name, tli_B(ir, src)->name);
+        return;
+    }
+    unsigned vary = varying_bits(L, src, n->rank);
+    unsigned lanes = vary & 31u, warps = vary >> 5;
+    n->x[TLI_X_RED_LANES] = (int32_t)lanes;
+    n->x[TLI_X_RED_WARPS] = (int32_t)warps;
+    if (!warps)
+        return;
+    /* a scratch tile: one partial per warp of a group for each element */
+    int64_t elems = 1;
+    const tli_bnode *db = tli_B(ir, dst);
+    for (int d = 0; d < db->rank; d++)
+        elems *= db->cshape[d];
+    int group = 1 << popcount(warps);
+    tli_bnode sb = {.scope = B_SHARED, .dtype = TL_F32, .rank = 1, .cshape = {elems * group}};
+    tli_fmt(sb.name, sizeof sb.name, "tl_red%d", s);
+    int32_t scratch = tli_low_buf(L, &sb);
+    if (!scratch)
+        return;
+    n = &ir->s.v[s];
+    n->x[TLI_X_RED_SCRATCH] = scratch;
+    n->x[TLI_X_RED_GROUP] = group;
+    n->x[TLI_X_RED_PHASE] = 1;
+    tli_snode second = *n;
+    second.x[TLI_X_RED_PHASE] = 2;
+    second.body = second.orelse = 0;
+    int32_t id = tli_low_stmt(L, &second);
+    if (!id)
+        return;
+    ir->s.v[id].next = ir->s.v[s].next;
+    ir->s.v[s].next = id;
+}
+
+static void walk(tli_lowered *L, int32_t first)
+{
+    for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
+        if (L->ir.s.v[s].op == S_REDUCE && L->ir.s.v[s].x[TLI_X_RED_PHASE] == 0)
+            lower_reduce(L, s);
+        walk(L, L->ir.s.v[s].body);
+        walk(L, L->ir.s.v[s].orelse);
+    }
+}
+
+void tli_pass_reduce(tli_lowered *L) { walk(L, L->ir.body); }

@@ -1,0 +1,413 @@
+/*
+ * pass_sync.c - the barriers and waits between the statements of each
+ * block-uniform body, placed where a hazard needs them and nowhere else.
+ *
+ * The walk keeps what is unsettled since the last barrier:
+ *   - shared and global buffers written or read by some threads (fragments
+ *     and locals belong to one thread each and never need a barrier): a
+ *     statement that reads what another wrote, or writes what another read
+ *     or wrote, gets a block barrier first;
+ *   - shared tiles filled by a standalone cp.async copy not yet waited for:
+ *     the first statement that touches one gets the wait, the proxy fence
+ *     (when the tensor cores or TMA read shared memory) and a barrier, so
+ *     the copy overlaps everything in between;
+ *   - wgmma groups in flight, each with the accumulator it writes and the
+ *     tiles it reads: a statement that touches that accumulator (other than
+ *     the next wgmma into it), or writes one of those tiles, first waits
+ *     until the groups issued after the youngest such group are all that is
+ *     left in flight.
+ * Loop bodies are walked with what may be in flight when any iteration
+ * starts (a dry walk first finds what one iteration leaves behind); a
+ * hazard between the end of a body and its start gets a barrier at its end.
+ *
+ * A pipeline's own copies and waits (TLI_X_COPY_MANAGED, mbarriers) are
+ * left as the pipeline pass arranged them. In a warp-specialised kernel the
+ * producer warpgroup's side needs nothing, and the consumers' barriers are
+ * named barriers over their own threads (the producer never joins them).
+ */
+#include "lower.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INFLIGHT 32
+
+typedef struct group {
+    int32_t acc;       /* the accumulator fragment it writes */
+    int32_t a, b;      /* the operands it reads */
+} group;
+
+typedef struct state {
+    tli_bufset wr, rd; /* visible buffers touched since the last barrier */
+    tli_bufset async;  /* tiles of standalone cp.async copies not waited for */
+    group fly[MAX_INFLIGHT];
+    int nfly;
+} state;
+
+typedef struct syncer {
+    tli_lowered *L;
+    tli_ir *ir;
+    int32_t nbufs;
+    bool dry;          /* only compute the end state: insert nothing */
+    int32_t bar_id;    /* barrier inserted here: 0 CTA, else named barrier id expression */
+    int bar_threads;
+} syncer;
+
+static void state_free(state *s);
+
+static bool state_init(syncer *Y, state *s)
+{
+    memset(s, 0, sizeof *s);
+    if (tli_bufset_init(&s->wr, Y->nbufs) && tli_bufset_init(&s->rd, Y->nbufs) && tli_bufset_init(&s->async, Y->nbufs))
+        return true;
+    state_free(s); /* what was made before the failure (the rest is NULL) */
+    tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    return false;
+}
+
+static void state_free(state *s)
+{
+    tli_bufset_free(&s->wr);
+    tli_bufset_free(&s->rd);
+    tli_bufset_free(&s->async);
+}
+
+static void state_copy(state *d, const state *s)
+{
+    memcpy(d->wr.bits, s->wr.bits, (size_t)s->wr.words * sizeof *s->wr.bits);
+    memcpy(d->rd.bits, s->rd.bits, (size_t)s->rd.words * sizeof *s->rd.bits);
+    memcpy(d->async.bits, s->async.bits, (size_t)s->async.words * sizeof *s->async.bits);
+    memcpy(d->fly, s->fly, sizeof s->fly);
+    d->nfly = s->nfly;
+}
+
+/* d = what may hold after either d or s */
+static void state_merge(state *d, const state *s)
+{
+    tli_bufset_union(&d->wr, &s->wr);
+    tli_bufset_union(&d->rd, &s->rd);
+    tli_bufset_union(&d->async, &s->async);
+    if (s->nfly > d->nfly) { /* the longer history waits for more */
+        memcpy(d->fly, s->fly, sizeof s->fly);
+        d->nfly = s->nfly;
+    }
+}
+
+/* A place in a statement list that survives the statement array growing:
+ * the field of `owner` that holds the next statement (owner 0: the body of
+ * the kernel). */
+typedef struct link {
+    int32_t owner;
+    enum { L_KERNEL, L_BODY, L_ORELSE, L_NEXT } field;
+} link;
+
+static int32_t *at(syncer *Y, link l)
+{
+    tli_snode *o = &Y->ir->s.v[l.owner];
+    switch (l.field) {
+    case L_BODY: return &o->body;
+    case L_ORELSE: return &o->orelse;
+    case L_NEXT: return &o->next;
+    default: return &Y->ir->body;
+    }
+}
+
+static bool visible(const tli_ir *ir, int32_t b)
+{
+    int sc = tli_B(ir, b)->scope;
+    return sc == B_SHARED || sc == B_GLOBAL;
+}
+
+/* The statement's reads and writes of visible buffers. */
+static void access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
+{
+    tli_bufset_clear(rd);
+    tli_bufset_clear(wr);
+    tli_stmt_access(Y->ir, s, rd, wr);
+}
+
+/* Inserts statement n where *l points (before the statement there) and
+ * moves l past it. */
+static void insert_at(syncer *Y, link *l, tli_snode n, int32_t parent)
+{
+    if (Y->dry)
+        return;
+    n.next = *at(Y, *l);
+    n.parent = parent;
+    int32_t id = tli_low_stmt(Y->L, &n);
+    if (!id)
+        return;
+    *at(Y, *l) = id;
+    *l = (link){id, L_NEXT};
+}
+
+static void barrier_before(syncer *Y, link *l, int32_t parent, state *st)
+{
+    tli_snode b = {.op = S_BARRIER, .a0 = Y->bar_id, .a1 = Y->bar_threads};
+    insert_at(Y, l, b, parent);
+    tli_bufset_clear(&st->wr);
+    tli_bufset_clear(&st->rd);
+}
+
+static void op_before(syncer *Y, link *l, int32_t parent, tli_sop op, int32_t a1)
+{
+    tli_snode n = {.op = (uint8_t)op, .a1 = a1};
+    insert_at(Y, l, n, parent);
+}
+
+static bool is_wgmma(const tli_snode *n) { return n->op == S_GEMM && n->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16; }
+
+/* The wgmma wait statement s needs: the groups younger than the youngest
+ * one it conflicts with may stay in flight. */
+static void wgmma_wait_before(syncer *Y, link *l, int32_t parent, state *st, int32_t s, const tli_bufset *frd,
+                              const tli_bufset *fwr)
+{
+    const tli_snode *n = tli_S(Y->ir, s);
+    int youngest = -1;
+    for (int i = 0; i < st->nfly; i++) {
+        const group *g = &st->fly[i];
+        bool acc = tli_bufset_has(frd, g->acc) || tli_bufset_has(fwr, g->acc);
+        /* the next wgmma into the same accumulator is ordered by the tensor
+         * cores, unless it reads those registers as its A operand */
+        if (is_wgmma(n) && n->gemm[2] == g->acc && n->gemm[0] != g->acc)
+            acc = false;
+        bool overwrites = tli_bufset_has(fwr, g->a) || tli_bufset_has(fwr, g->b);
+        if (acc || overwrites)
+            youngest = i;
+    }
+    if (youngest < 0)
+        return;
+    int keep = st->nfly - 1 - youngest;
+    op_before(Y, l, parent, S_WGMMA_WAIT, keep);
+    memmove(st->fly, st->fly + youngest + 1, (size_t)keep * sizeof *st->fly);
+    st->nfly = keep;
+}
+
+static void walk(syncer *Y, link l, int32_t parent, state *st);
+
+/* Every buffer, fragments included, that s reads and writes. */
+static void all_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
+{
+    tli_bufset_clear(rd);
+    tli_bufset_clear(wr);
+    tli_stmt_access(Y->ir, s, rd, wr);
+}
+
+static void keep_visible(syncer *Y, tli_bufset *set)
+{
+    for (int32_t b = 1; b < Y->nbufs; b++)
+        if (tli_bufset_has(set, b) && !visible(Y->ir, b))
+            set->bits[b / 64] &= ~(1ull << (b % 64));
+}
+
+/* A loop: the body walked from the state it is entered with, except that
+ * the wgmma groups one iteration leaves in flight (found by a dry walk)
+ * are in flight when the next starts; what the end of an iteration leaves
+ * against the body's accesses gets a barrier (and the wait of a pending
+ * copy) at the end of the body. */
+static void walk_loop(syncer *Y, int32_t s, state *st)
+{
+    state probe, run;
+    if (!state_init(Y, &probe))
+        return;
+    if (!state_init(Y, &run)) {
+        state_free(&probe);
+        return;
+    }
+    state_copy(&probe, st);
+    bool dry = Y->dry;
+    Y->dry = true;
+    walk(Y, (link){s, L_BODY}, s, &probe);
+    Y->dry = dry;
+    state_copy(&run, st);
+    if (probe.nfly) {
+        memcpy(run.fly, probe.fly, sizeof probe.fly);
+        run.nfly = probe.nfly;
+    }
+    walk(Y, (link){s, L_BODY}, s, &run);
+    tli_bufset rd = {0}, wr = {0};
+    if (!tli_bufset_init(&rd, Y->nbufs) || !tli_bufset_init(&wr, Y->nbufs))
+        tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    else {
+        access(Y, s, &rd, &wr);
+        bool copy = tli_bufset_meets(&run.async, &rd) || tli_bufset_meets(&run.async, &wr);
+        keep_visible(Y, &rd);
+        keep_visible(Y, &wr);
+        bool hazard = tli_bufset_meets(&run.wr, &rd) || tli_bufset_meets(&run.wr, &wr) || tli_bufset_meets(&run.rd, &wr);
+        if (hazard || copy) {
+            link end = {s, L_BODY};
+            while (*at(Y, end))
+                end = (link){*at(Y, end), L_NEXT};
+            if (copy) {
+                op_before(Y, &end, s, S_CP_WAIT, 0);
+                if (Y->L->async_proxy)
+                    op_before(Y, &end, s, S_FENCE_ASYNC, 0);
+                tli_bufset_clear(&run.async);
+            }
+            barrier_before(Y, &end, s, &run);
+        }
+    }
+    tli_bufset_free(&rd);
+    tli_bufset_free(&wr);
+    state_merge(st, &run); /* the loop may run zero times */
+    state_free(&probe);
+    state_free(&run);
+}
+
+static void walk_branch(syncer *Y, link l, int32_t parent, state *st, state *out)
+{
+    state b;
+    if (!state_init(Y, &b))
+        return;
+    state_copy(&b, st);
+    walk(Y, l, parent, &b);
+    state_merge(out, &b);
+    state_free(&b);
+}
+
+/* The consumer side of a warp-specialised kernel: named barriers over the
+ * consumer group's threads. */
+static void walk_consumers(syncer *Y, link l, int32_t parent, state *st)
+{
+    int32_t saved_id = Y->bar_id, saved_n = Y->bar_threads;
+    /* barrier 0 is the CTA's; group g of a ping-pong CTA uses 1 + g */
+    tli_lowered *L = Y->L;
+    bool persistent = L->launch.persistent > 1;
+    Y->bar_id = persistent ? tli_low_bin(L, E_ADD, tli_low_thread(L, TH_WG), tli_low_int(L, 1, TL_I32))
+                           : tli_low_int(L, 1, TL_I32);
+    Y->bar_threads = Y->ir->threads;
+    walk(Y, l, parent, st);
+    Y->bar_id = saved_id;
+    Y->bar_threads = saved_n;
+}
+
+static void walk(syncer *Y, link l, int32_t parent, state *st)
+{
+    tli_bufset rd = {0}, wr = {0}, frd = {0}, fwr = {0}; /* freed at out: even those never made */
+    if (!tli_bufset_init(&rd, Y->nbufs) || !tli_bufset_init(&wr, Y->nbufs) || !tli_bufset_init(&frd, Y->nbufs) ||
+        !tli_bufset_init(&fwr, Y->nbufs)) {
+        tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    for (; *at(Y, l) && Y->L->st == TL_OK; l = (link){*at(Y, l), L_NEXT}) {
+        int32_t s = *at(Y, l);
+        tli_snode *n = &Y->ir->s.v[s];
+        switch ((tli_sop)n->op) {
+        case S_BARRIER: /* the pipeline's own: a barrier of this context */
+            if (!Y->dry) {
+                n->a0 = Y->bar_id;
+                n->a1 = Y->bar_threads;
+            }
+            tli_bufset_clear(&st->wr);
+            tli_bufset_clear(&st->rd);
+            continue;
+        case S_CP_WAIT:
+            if (n->a1 == 0) { /* the standalone copies landed (for this thread) */
+                tli_bufset_union(&st->wr, &st->async);
+                tli_bufset_clear(&st->async);
+            }
+            continue;
+        case S_WGMMA_WAIT:
+            if (n->a1 < st->nfly) {
+                memmove(st->fly, st->fly + st->nfly - n->a1, (size_t)n->a1 * sizeof *st->fly);
+                st->nfly = n->a1;
+            }
+            continue;
+        case S_STAGE:
+            walk(Y, (link){s, L_BODY}, s, st);
+            continue;
+        case S_IF:
+            if (n->x[TLI_X_IF_ROLES]) { /* producer: managed; consumers: their own barriers */
+                walk_consumers(Y, (link){s, L_ORELSE}, s, st);
+                continue;
+            }
+            break;
+        case S_LET:
+        case S_FENCE_ASYNC:
+        case S_CP_COMMIT:
+        case S_MBAR_INIT:
+        case S_MBAR_WAIT:
+        case S_MBAR_ARRIVE:
+        case S_MBAR_EXPECT:
+        case S_SETMAXNREG:
+            continue;
+        case S_COPY:
+            if (n->x[TLI_X_COPY_MANAGED])
+                continue;
+            break;
+        default: break;
+        }
+        all_access(Y, s, &frd, &fwr);
+        memcpy(rd.bits, frd.bits, (size_t)rd.words * sizeof *rd.bits);
+        memcpy(wr.bits, fwr.bits, (size_t)wr.words * sizeof *wr.bits);
+        keep_visible(Y, &rd);
+        keep_visible(Y, &wr);
+        /* the statement's own waits, then its barrier */
+        bool waits_copy = tli_bufset_meets(&st->async, &frd) || tli_bufset_meets(&st->async, &fwr);
+        if (waits_copy) {
+            op_before(Y, &l, parent, S_CP_WAIT, 0);
+            if (Y->L->async_proxy)
+                op_before(Y, &l, parent, S_FENCE_ASYNC, 0);
+            tli_bufset_union(&st->wr, &st->async);
+            tli_bufset_clear(&st->async);
+        }
+        wgmma_wait_before(Y, &l, parent, st, s, &frd, &fwr);
+        bool hazard = tli_bufset_meets(&st->wr, &rd) || tli_bufset_meets(&st->wr, &wr) || tli_bufset_meets(&st->rd, &wr);
+        if (hazard || waits_copy)
+            barrier_before(Y, &l, parent, st);
+        int op = Y->ir->s.v[s].op;
+        /* inside: loops and branches */
+        if (op == S_SERIAL || op == S_TILE_LOOP) {
+            walk_loop(Y, s, st);
+        } else if (op == S_IF) {
+            state merged;
+            if (state_init(Y, &merged)) {
+                state_copy(&merged, st);
+                walk_branch(Y, (link){s, L_BODY}, s, st, &merged);
+                walk_branch(Y, (link){s, L_ORELSE}, s, st, &merged);
+                state_copy(st, &merged);
+                state_free(&merged);
+            }
+        }
+        /* what it leaves behind */
+        n = &Y->ir->s.v[s];
+        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_ASYNC16) {
+            tli_bufset_union(&st->rd, &rd);
+            tli_bufset_add(&st->async, tli_copy_buf(Y->ir, n->a1));
+        } else if (op != S_SERIAL && op != S_TILE_LOOP && op != S_IF) {
+            tli_bufset_union(&st->rd, &rd);
+            tli_bufset_union(&st->wr, &wr);
+        }
+        if (is_wgmma(n)) {
+            if (st->nfly == MAX_INFLIGHT) {
+                memmove(st->fly, st->fly + 1, (MAX_INFLIGHT - 1) * sizeof *st->fly);
+                st->nfly--;
+            }
+            st->fly[st->nfly++] = (group){n->gemm[2], n->gemm[0], n->gemm[1]};
+        }
+        /* (l still holds s: the loop's step moves to its next) */
+    }
+out:
+    tli_bufset_free(&rd);
+    tli_bufset_free(&wr);
+    tli_bufset_free(&frd);
+    tli_bufset_free(&fwr);
+}
+
+void tli_pass_sync(tli_lowered *L)
+{
+    syncer Y = {.L = L, .ir = &L->ir, .nbufs = L->ir.b.n};
+    state st;
+    if (!state_init(&Y, &st))
+        return;
+    walk(&Y, (link){0, L_KERNEL}, 0, &st);
+    /* nothing may still be writing when the block ends */
+    link end = {0, L_KERNEL};
+    while (*at(&Y, end))
+        end = (link){*at(&Y, end), L_NEXT};
+    if (st.nfly)
+        op_before(&Y, &end, 0, S_WGMMA_WAIT, 0);
+    if (!tli_bufset_empty(&st.async))
+        op_before(&Y, &end, 0, S_CP_WAIT, 0);
+    state_free(&st);
+}

@@ -1,0 +1,127 @@
+/*
+ * pass_threads.c - how each tl_parallel runs on the threads of a block.
+ *
+ * A loop that touches fragments iterates the registers of the fragment the
+ * layout pass named (each thread computes the coordinates its registers
+ * hold). Any other loop is flattened and spread over the threads, in
+ * chunks of V consecutive iterations along the last axis when some global
+ * access moves V elements at once (4, 8 or 16 bytes at unit stride), else
+ * one iteration at a time (analysis.c, tli_plan_parallel). The accesses
+ * that move whole chunks are marked here; the emitter loads those as
+ * vectors and everything else lane by lane.
+ */
+#include "lower.h"
+
+static void mark_vector_loads(tli_lowered *L, int32_t loop, int32_t root, int lanes)
+{
+    tli_ir *ir = &L->ir;
+    int32_t stack[256];
+    int sp = 0;
+    stack[sp++] = root;
+    while (sp) {
+        int32_t e = stack[--sp];
+        tli_enode *n = &ir->e.v[e];
+        if (!e || n->scope == 0 || n->vec)
+            continue;
+        if (n->op == E_LOAD && tli_access_vectorizable(ir, loop, n->buf, n->idx, lanes, true))
+            n->vec = (uint8_t)lanes;
+        for (int i = 0; i < tli_eop_arity((tli_eop)n->op) && sp < 256; i++)
+            stack[sp++] = n->a[i];
+    }
+}
+
+/* Vector mode needs a body of plain stores (no nested control flow). */
+static bool straight_stores(const tli_ir *ir, int32_t body)
+{
+    for (int32_t s = body; s; s = tli_S(ir, s)->next)
+        if (tli_S(ir, s)->op != S_STORE)
+            return false;
+    return body != 0;
+}
+
+/* A loop over a blocked-rows fragment: a thread's registers come in runs
+ * of v consecutive columns, so a global access at unit stride along the
+ * columns can move a run (in 16-byte pieces) at once. Marks those accesses
+ * and records the run length in TLI_X_PAR_LANES. */
+static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
+{
+    tli_ir *ir = &L->ir;
+    const tli_frag_layout *f = &L->frag[owner];
+    if (f->kind != FRAG_ROWS || f->rows.v < 2 || !straight_stores(ir, ir->s.v[s].body))
+        return;
+    int v = f->rows.v;
+    bool any = false;
+    for (int32_t st = ir->s.v[s].body; st; st = ir->s.v[st].next) {
+        tli_snode *x = &ir->s.v[st];
+        const tli_bnode *b = tli_B(ir, x->buf);
+        int lanes = 16 / (int)tl_dtype_size((tl_dtype)b->dtype);
+        lanes = lanes < v ? lanes : v;
+        if (b->scope == B_GLOBAL && tli_access_vectorizable(ir, s, x->buf, x->idx, lanes, false)) {
+            x->x[TLI_X_STORE_VEC] = lanes;
+            any = true;
+        }
+        int32_t stack[256];
+        int sp = 0;
+        stack[sp++] = x->value;
+        while (sp) {
+            int32_t e = stack[--sp];
+            tli_enode *n = &ir->e.v[e];
+            if (!e || n->scope == 0 || n->vec)
+                continue;
+            if (n->op == E_LOAD && tli_B(ir, n->buf)->scope == B_GLOBAL) {
+                int ln = 16 / (int)tl_dtype_size((tl_dtype)tli_B(ir, n->buf)->dtype);
+                ln = ln < v ? ln : v;
+                if (tli_access_vectorizable(ir, s, n->buf, n->idx, ln, true)) {
+                    n->vec = (uint8_t)ln;
+                    any = true;
+                }
+            }
+            for (int i = 0; i < tli_eop_arity((tli_eop)n->op) && sp < 256; i++)
+                stack[sp++] = n->a[i];
+        }
+    }
+    if (any)
+        ir->s.v[s].x[TLI_X_PAR_LANES] = v;
+}
+
+static void map_loop(tli_lowered *L, int32_t s)
+{
+    tli_ir *ir = &L->ir;
+    int32_t owner = ir->s.v[s].x[TLI_X_PAR_FRAG];
+    if (owner) {
+        ir->s.v[s].x[TLI_X_PAR_MODE] = PAR_FRAGMENT;
+        ir->s.v[s].x[TLI_X_PAR_PER_THREAD] = (int32_t)L->frag[owner].per_thread;
+        vectorize_runs(L, s, owner);
+        return;
+    }
+    tli_par_plan p;
+    tli_plan_parallel(ir, s, ir->threads, &p);
+    if (p.per_thread > INT32_MAX) {
+        tli_low_fail(L, TL_ERR_UNSUPPORTED, "tl_parallel: %lld iterations per thread", (long long)p.per_thread);
+        return;
+    }
+    tli_snode *n = &ir->s.v[s];
+    n->x[TLI_X_PAR_MODE] = p.vector ? PAR_VECTOR : PAR_SCALAR;
+    n->x[TLI_X_PAR_LANES] = p.lanes;
+    n->x[TLI_X_PAR_GROUP] = p.group;
+    n->x[TLI_X_PAR_PER_THREAD] = (int32_t)p.per_thread;
+    if (!p.vector)
+        return;
+    for (int32_t st = n->body; st; st = ir->s.v[st].next) {
+        tli_snode *x = &ir->s.v[st];
+        x->x[TLI_X_STORE_VEC] = tli_access_vectorizable(ir, s, x->buf, x->idx, p.lanes, false);
+        mark_vector_loads(L, s, x->value, p.lanes);
+    }
+}
+
+static void walk(tli_lowered *L, int32_t first)
+{
+    for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
+        if (L->ir.s.v[s].op == S_PARALLEL)
+            map_loop(L, s);
+        walk(L, L->ir.s.v[s].body);
+        walk(L, L->ir.s.v[s].orelse);
+    }
+}
+
+void tli_pass_threads(tli_lowered *L) { walk(L, L->ir.body); }

@@ -1,0 +1,185 @@
+/*
+ * pass_verify.c - the checks that need the whole kernel, before anything is
+ * decided: where fragments may be touched and how they must be indexed,
+ * and what tl_use_pingpong and tl_use_warp_specialize ask of the kernel's
+ * shape. The builder has already checked each call on its own (operand
+ * kinds, dtypes, shapes, scopes); every message here names the builder call
+ * whose use is wrong, so the user knows which line to look at.
+ *
+ * Fragments: a fragment lives in registers spread over the block's threads,
+ * so element-wise work on it goes in a tl_parallel loop that indexes it by
+ * the loop's own variables: all of them (a loop over its exact shape), or
+ * all but some (a fragment reduced along those dimensions, read or written
+ * once per element of the loop: the broadcast of a row maximum over a row).
+ * The layout pass then maps such a loop onto the registers the threads
+ * hold; it never needs the inverse map from an arbitrary index to a
+ * thread.
+ */
+#include "lower.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct verifier {
+    tli_lowered *L;
+    const tli_ir *ir;
+} verifier;
+
+/* Whether the indices idx (rank r of buffer b) are loop variables of
+ * parallel loop `loop` in increasing dimension order, each over b's extent
+ * in that dimension. */
+static bool indexed_by_loop(const tli_ir *ir, const tli_bnode *b, int32_t idx, int32_t loop)
+{
+    const tli_snode *l = tli_S(ir, loop);
+    int prev = -1;
+    for (int d = 0; d < b->rank; d++) {
+        const tli_enode *x = tli_E(ir, ir->pool.v[idx + d]);
+        if (x->op != E_LOOP_VAR || x->loop != loop || x->ival <= prev || l->extents[x->ival] != b->cshape[d])
+            return false;
+        prev = (int)x->ival;
+    }
+    return true;
+}
+
+static void check_frag_access(verifier *V, int32_t buf, int32_t idx, int32_t loop, const char *api)
+{
+    const tli_bnode *b = tli_B(V->ir, buf);
+    if (b->scope != B_FRAGMENT)
+        return;
+    if (!loop) {
+        tli_low_fail(V->L, TL_ERR_SCOPE,
+                     "%s: fragment '%s' is accessed outside tl_parallel: element-wise work on a fragment goes in a "
+                     "tl_parallel loop over its shape",
+                     api, b->name);
+        return;
+    }
+    if (!indexed_by_loop(V->ir, b, idx, loop))
+        tli_low_fail(V->L, TL_ERR_SHAPE,
+                     "%s: fragment layout conflict: '%s' must be indexed by the variables of the enclosing tl_parallel "
+                     "(all of them over its exact shape, or, for a reduced fragment, the ones of its remaining "
+                     "dimensions, in order)",
+                     api, b->name);
+}
+
+/* Loads of fragments in e (each node once: `seen`). */
+static void check_expr(verifier *V, int32_t root, int32_t loop, uint8_t *seen)
+{
+    int32_t stack[256];
+    int sp = 0;
+    if (root)
+        stack[sp++] = root;
+    while (sp && V->L->st == TL_OK) {
+        int32_t e = stack[--sp];
+        if (seen[e])
+            continue;
+        seen[e] = 1;
+        const tli_enode *n = tli_E(V->ir, e);
+        if (n->op == E_LOAD) {
+            check_frag_access(V, n->buf, n->idx, loop, "tl_load");
+            for (int d = 0; d < tli_B(V->ir, n->buf)->rank && sp < 250; d++)
+                stack[sp++] = V->ir->pool.v[n->idx + d];
+        }
+        for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++) {
+            if (sp == 256) { /* wider than the stack: finish this branch depth-first */
+                check_expr(V, n->a[i], loop, seen);
+                continue;
+            }
+            stack[sp++] = n->a[i];
+        }
+    }
+}
+
+static void check_body(verifier *V, int32_t first, int32_t loop, uint8_t *seen)
+{
+    const tli_ir *ir = V->ir;
+    for (int32_t s = first; s && V->L->st == TL_OK; s = tli_S(ir, s)->next) {
+        const tli_snode *n = tli_S(ir, s);
+        /* a loop variable's loads are checked once per enclosing loop */
+        switch ((tli_sop)n->op) {
+        case S_STORE:
+            check_expr(V, n->value, loop, seen);
+            for (int d = 0; d < tli_B(ir, n->buf)->rank; d++)
+                check_expr(V, ir->pool.v[n->idx + d], loop, seen);
+            check_frag_access(V, n->buf, n->idx, loop, "tl_store");
+            break;
+        case S_IF:
+        case S_SERIAL:
+        case S_PIPELINED: check_expr(V, n->a0, loop, seen); break;
+        case S_FILL: check_expr(V, n->value, loop, seen); break;
+        default: break;
+        }
+        check_body(V, n->body, n->op == S_PARALLEL ? s : loop, seen);
+        check_body(V, n->orelse, loop, seen);
+    }
+}
+
+static int count_pipelines(const tli_ir *ir, int32_t first)
+{
+    int n = 0;
+    for (int32_t s = first; s; s = tli_S(ir, s)->next) {
+        const tli_snode *x = tli_S(ir, s);
+        n += x->op == S_PIPELINED;
+        n += count_pipelines(ir, x->body) + count_pipelines(ir, x->orelse);
+    }
+    return n;
+}
+
+/* Whether e reads memory (a loop extent the producer warpgroup must be able
+ * to compute without the consumers). */
+static bool reads_memory(const tli_ir *ir, int32_t e)
+{
+    if (!e)
+        return false;
+    tli_bufset rd;
+    if (!tli_bufset_init(&rd, ir->b.n))
+        return true;
+    tli_expr_reads(ir, e, &rd);
+    bool r = !tli_bufset_empty(&rd);
+    tli_bufset_free(&rd);
+    return r;
+}
+
+/* tl_use_pingpong / tl_use_warp_specialize: a producer warpgroup runs the
+ * copies of the kernel's one pipelined loop for every block, so the loop
+ * must sit at the top level of the body and its trip count must not depend
+ * on memory (the producer computes it on its own). */
+static void check_warp_specialized(verifier *V)
+{
+    const tli_ir *ir = V->ir;
+    const char *api = ir->pingpong ? "tl_use_pingpong" : "tl_use_warp_specialize";
+    int32_t pipe = 0;
+    for (int32_t s = ir->body; s; s = tli_S(ir, s)->next)
+        if (tli_S(ir, s)->op == S_PIPELINED)
+            pipe = s;
+    const char *no = NULL;
+    if (ir->threads % 128)
+        no = "a block must be whole warpgroups (a multiple of 128 threads)";
+    else if (!pipe || count_pipelines(ir, ir->body) != 1)
+        no = "the body needs exactly one tl_pipelined loop, at its top level";
+    else if (tli_S(ir, pipe)->a1 < 2)
+        no = "the pipelined loop needs at least 2 stages";
+    else if (reads_memory(ir, tli_S(ir, pipe)->a0))
+        no = "the pipelined loop's extent must not depend on memory";
+    else if (tli_S(ir, pipe)->body == tli_first_consumer(ir, pipe))
+        no = "the pipelined loop has no copy into shared memory to hand to a producer";
+    else if (ir->pingpong && ir->threads != 128)
+        no = "a block must be one warpgroup: 128 threads";
+    else if (ir->pingpong && tli_S(ir, pipe)->a1 < 3)
+        no = "the pipelined loop needs at least 3 stages (two blocks' tiles share the ring)";
+    if (no)
+        tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "%s: %s", api, no);
+}
+
+void tli_pass_verify(tli_lowered *L)
+{
+    verifier V = {L, &L->ir};
+    uint8_t *seen = calloc((size_t)L->ir.e.n, 1);
+    if (!seen) {
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return;
+    }
+    check_body(&V, L->ir.body, 0, seen);
+    free(seen);
+    if (L->st == TL_OK && (L->ir.pingpong || L->ir.warp_specialize))
+        check_warp_specialized(&V);
+}

@@ -1,0 +1,180 @@
+/* test_attention.c - the CPU tier of tl_op_flash_attn: the op's kernel run
+ * by the interpreter against a float64 reference (non-causal and causal,
+ * grouped-query and multi-query heads, unequal lengths with rows that see
+ * no key, a single row, [B, S, H, D] strides, head_dim 64/128/256, the
+ * log-sum-exp output, a negative scale), its cubins for sm_80 and sm_90a,
+ * and the descriptor's errors. */
+#include "fixture.h"
+
+#include "attn_ref.h"
+
+/* The launch arguments of the op's program for case c on host buffers. */
+static int host_args(const attn_case *c, void *q, void *k, void *v, void *o, float *lse, tl_arg *args)
+{
+    tl_flash_attn_desc d = attn_desc(c, lse != NULL);
+    int64_t st[4][3];
+    attn_strides(c, c->h, c->sq, st[0]);
+    attn_strides(c, c->hkv, c->skv, st[1]);
+    attn_strides(c, c->hkv, c->skv, st[2]);
+    attn_strides(c, c->h, c->sq, st[3]);
+    int n = 0;
+    args[n++] = tl_arg_int(d.batch);
+    args[n++] = tl_arg_int(d.heads);
+    args[n++] = tl_arg_int(d.kv_heads);
+    args[n++] = tl_arg_int(d.seq_q);
+    args[n++] = tl_arg_int(d.seq_kv);
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 3; j++)
+            args[n++] = tl_arg_int(st[t][j]);
+    args[n++] = tl_arg_hptr(q);
+    args[n++] = tl_arg_hptr(k);
+    args[n++] = tl_arg_hptr(v);
+    args[n++] = tl_arg_hptr(o);
+    if (lse)
+        args[n++] = tl_arg_hptr(lse);
+    args[n++] = tl_arg_float(attn_scale(c) * 1.4426950408889634);
+    return n;
+}
+
+static void *random_tensor(const attn_case *c, int64_t heads, int64_t seq, uint64_t seed)
+{
+    int64_t n = attn_elems(c, heads, seq);
+    void *p = malloc(tl_dtype_size(c->dt) * (size_t)(n ? n : 1));
+    assert_status(tl_random_host(p, c->dt, n, seed, -2.0, 2.0), TL_OK);
+    return p;
+}
+
+static void interpret_case(const attn_case *c, int with_lse)
+{
+    void *q = random_tensor(c, c->h, c->sq, 1), *k = random_tensor(c, c->hkv, c->skv, 2);
+    void *v = random_tensor(c, c->hkv, c->skv, 3), *o = random_tensor(c, c->h, c->sq, 4);
+    int64_t rows = c->b * c->h * c->sq;
+    float *lse = with_lse ? malloc(sizeof(float) * (size_t)(rows ? rows : 1)) : NULL;
+    tl_flash_attn_desc d = attn_desc(c, with_lse);
+    tl_kernel *kern;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &kern), TL_OK);
+    tl_arg args[24];
+    int n = host_args(c, q, k, v, o, lse, args);
+    assert_status(tl_interpret(kern, n, args), TL_OK);
+    double *ref = malloc(sizeof(double) * (size_t)(attn_elems(c, c->h, c->sq) + 1));
+    double *ref_lse = malloc(sizeof(double) * (size_t)(rows + 1));
+    attn_reference(c, q, k, v, ref, ref_lse);
+    int64_t bad;
+    double err = attn_rel_err(c, o, ref, &bad);
+    if (bad || err > 1e-2)
+        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d: rel err %.3g, %lld non-finite", (long long)c->b,
+                 (long long)c->h, (long long)c->hkv, (long long)c->sq, (long long)c->skv, (long long)c->d, c->causal,
+                 err, (long long)bad);
+    for (int64_t r = 0; with_lse && r < rows; r++) {
+        double want = ref_lse[r], got = lse[r];
+        bool ok = isinf(want) ? isinf(got) && got < 0 : fabs(got - want) <= 1e-2 * (1 + fabs(want));
+        if (!ok)
+            fail_msg("lse[%lld] = %g, want %g", (long long)r, got, want);
+    }
+    tl_kernel_destroy(kern);
+    free(q), free(k), free(v), free(o), free(lse), free(ref), free(ref_lse);
+}
+
+static void test_interpreter_matches_reference(void **state)
+{
+    (void)state;
+    const attn_case cases[] = {
+        {1, 2, 2, 37, 70, 64, 0, 0, 0, TL_BF16},    /* ragged, two K/V tiles */
+        {1, 2, 2, 37, 70, 64, 1, 0, 0, TL_BF16},    /* causal, bottom-right aligned */
+        {2, 4, 2, 50, 50, 64, 1, 0, 0, TL_F16},     /* grouped-query */
+        {1, 3, 1, 20, 130, 64, 0, 0, 1, TL_BF16},   /* multi-query, [B, S, H, D] */
+        {1, 1, 1, 1, 1, 128, 0, 0, 0, TL_BF16},     /* one row, one key */
+        {1, 2, 1, 40, 40, 256, 1, 0, 0, TL_BF16},   /* head_dim 256 */
+        {1, 1, 1, 30, 45, 64, 0, -0.2, 0, TL_F16},  /* a negative scale */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        interpret_case(&cases[i], 0);
+}
+
+/* More queries than keys, causal: the first seq_q - seq_kv rows see no key
+ * (zeros, log-sum-exp -inf); the others match. */
+static void test_rows_without_keys_and_lse(void **state)
+{
+    (void)state;
+    attn_case c = {1, 2, 2, 70, 37, 64, 1, 0, 0, TL_BF16};
+    interpret_case(&c, 1);
+    attn_case c2 = {1, 1, 1, 33, 90, 128, 0, 0.5, 0, TL_BF16};
+    interpret_case(&c2, 1);
+}
+
+/* Every head_dim, causal or not, compiles for both paths. */
+static void test_cubins_sm80_sm90a(void **state)
+{
+    (void)state;
+    const char *targets[] = {"sm_80", "sm_90a"};
+    const int64_t dims[] = {64, 128, 256};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx *tctx = test_offline_ctx(targets[t]);
+        for (int i = 0; i < 3; i++)
+            for (int causal = 0; causal < 2; causal++) {
+                tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
+                                        .head_dim = dims[i], .dtype = TL_BF16, .causal = causal, .lse = causal};
+                const tl_program *p;
+                if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+                    fail_msg("%s d%lld causal %d: %s", targets[t], (long long)dims[i], causal, tl_ctx_error(tctx));
+                size_t n;
+                assert_memory_equal(tl_program_cubin(p, &n), "\x7f" "ELF", 4);
+            }
+        tl_ctx_destroy(tctx);
+    }
+}
+
+/* On sm_90a the default is warp-specialised: a TMA producer and two
+ * consumer warpgroups, P taken from registers by the second wgmma. */
+static void test_sm90a_lowering(void **state)
+{
+    (void)state;
+    tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = 128,
+                            .dtype = TL_BF16, .causal = 1};
+    tl_kernel *k;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"tl_tma_load_4d(", "_rs(acc", "tl_setmaxnreg_inc<", "tl_shfl_xor(", "tl_exp2_approx("};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(src, want[i]))
+            fail_msg("FlashAttention source lacks %s", want[i]);
+    assert_null(strstr(src, "__syncthreads();\n        // tl_pipelined")); /* no CTA barrier in the consumers' loop */
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
+static void test_descriptor_errors(void **state)
+{
+    (void)state;
+    tl_flash_attn_desc ok = {.batch = 1, .heads = 4, .kv_heads = 2, .seq_q = 8, .seq_kv = 8, .head_dim = 64,
+                             .dtype = TL_BF16};
+    struct { tl_flash_attn_desc d; tl_status st; const char *why; } bad[] = {
+        {ok, TL_ERR_INVALID_ARG, "not a multiple of kv_heads"},
+        {ok, TL_ERR_UNSUPPORTED, "head_dim = 96"},
+        {ok, TL_ERR_DTYPE, "bf16 or f16"},
+        {ok, TL_ERR_INVALID_ARG, "sequence stride"},
+    };
+    bad[0].d.kv_heads = 3;
+    bad[1].d.head_dim = 96;
+    bad[2].d.dtype = TL_F32;
+    bad[3].d.q_stride[0] = 1, bad[3].d.q_stride[2] = 8;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tl_kernel *k;
+        assert_status(tl_op_flash_attn_build(ctx, &bad[i].d, &k), bad[i].st);
+        if (!strstr(tl_ctx_error(ctx), bad[i].why) || strncmp(tl_ctx_error(ctx), "tl_op_flash_attn_build:", 23))
+            fail_msg("case %zu: '%s'", i, tl_ctx_error(ctx));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interpreter_matches_reference),
+        cmocka_unit_test(test_rows_without_keys_and_lse),
+        cmocka_unit_test(test_cubins_sm80_sm90a),
+        cmocka_unit_test(test_sm90a_lowering),
+        cmocka_unit_test(test_descriptor_errors),
+    };
+    return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
+}

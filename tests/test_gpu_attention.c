@@ -1,0 +1,147 @@
+/* test_gpu_attention.c - the GPU tier of tl_op_flash_attn: the device result
+ * against a float64 reference on the host (non-causal and causal,
+ * grouped-query and multi-query, unequal lengths, rows with no key, a single
+ * row, ragged lengths, [B, S, H, D] strides, head_dim 64/128/256, the
+ * log-sum-exp, bf16 and f16, the default schedule and a plain one without a
+ * producer warpgroup), outputs poisoned before each run; and at a large
+ * size against unfused attention on the GPU (cuBLAS Q K^T, our softmax,
+ * cuBLAS P V). Skips, saying why, without a GPU; TILEC_TEST_SMALL=1 keeps
+ * sizes small (compute-sanitizer). */
+#include "fixture.h"
+
+#include "attn_ref.h"
+
+static uint64_t upload(const void *host, size_t bytes)
+{
+    uint64_t p = 0;
+    assert_status(tl_malloc(ctx, bytes ? bytes : 2, &p), TL_OK);
+    if (bytes)
+        assert_status(tl_memcpy_htod(ctx, p, host, bytes), TL_OK);
+    return p;
+}
+
+static void *random_tensor(const attn_case *c, int64_t heads, int64_t seq, uint64_t seed)
+{
+    int64_t n = attn_elems(c, heads, seq);
+    void *p = malloc(2 * (size_t)(n ? n : 1));
+    assert_status(tl_random_host(p, c->dt, n, seed, -2.0, 2.0), TL_OK);
+    return p;
+}
+
+static void run_case(const attn_case *c, const tl_flash_attn_schedule *s, uint64_t seed)
+{
+    int64_t nq = attn_elems(c, c->h, c->sq), nk = attn_elems(c, c->hkv, c->skv), rows = c->b * c->h * c->sq;
+    void *q = random_tensor(c, c->h, c->sq, seed), *k = random_tensor(c, c->hkv, c->skv, seed + 1);
+    void *v = random_tensor(c, c->hkv, c->skv, seed + 2), *o = malloc(2 * (size_t)(nq + 1));
+    float *lse = malloc(sizeof(float) * (size_t)(rows + 1));
+    memset(o, 0xFF, 2 * (size_t)nq); /* NaN: an element left unwritten fails */
+    memset(lse, 0xFF, sizeof(float) * (size_t)rows);
+    uint64_t dq = upload(q, 2 * (size_t)nq), dk = upload(k, 2 * (size_t)nk), dv = upload(v, 2 * (size_t)nk);
+    uint64_t dout = upload(o, 2 * (size_t)nq), dl = upload(lse, sizeof(float) * (size_t)rows);
+    tl_flash_attn_desc d = attn_desc(c, 1);
+    if (s)
+        d.schedule = *s;
+    if (tl_op_flash_attn(ctx, &d, dq, dk, dv, dout, dl, NULL) != TL_OK)
+        fail_msg("tl_op_flash_attn: %s", tl_ctx_error(ctx));
+    assert_status(tl_synchronize(ctx), TL_OK);
+    assert_status(tl_memcpy_dtoh(ctx, o, dout, 2 * (size_t)nq), TL_OK);
+    assert_status(tl_memcpy_dtoh(ctx, lse, dl, sizeof(float) * (size_t)rows), TL_OK);
+    double *ref = malloc(sizeof(double) * (size_t)(nq + 1)), *ref_lse = malloc(sizeof(double) * (size_t)(rows + 1));
+    attn_reference(c, q, k, v, ref, ref_lse);
+    int64_t bad;
+    double err = attn_rel_err(c, o, ref, &bad);
+    if (bad || err > 1e-2)
+        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d bshd %d %s%s: rel err %.3g, %lld non-finite",
+                 (long long)c->b, (long long)c->h, (long long)c->hkv, (long long)c->sq, (long long)c->skv,
+                 (long long)c->d, c->causal, c->bshd, tl_dtype_name(c->dt), s ? " (plain schedule)" : "", err,
+                 (long long)bad);
+    for (int64_t r = 0; r < rows; r++) {
+        bool ok = isinf(ref_lse[r]) ? isinf(lse[r]) && lse[r] < 0 : fabs(lse[r] - ref_lse[r]) <= 2e-2 * (1 + fabs(ref_lse[r]));
+        if (!ok)
+            fail_msg("lse[%lld] = %g, want %g", (long long)r, lse[r], ref_lse[r]);
+    }
+    tl_free(ctx, dq), tl_free(ctx, dk), tl_free(ctx, dv), tl_free(ctx, dout), tl_free(ctx, dl);
+    free(q), free(k), free(v), free(o), free(lse), free(ref), free(ref_lse);
+}
+
+static const attn_case cases[] = {
+    {1, 2, 2, 200, 200, 128, 0, 0, 0, TL_BF16}, {1, 2, 2, 200, 200, 128, 1, 0, 0, TL_BF16},
+    {2, 4, 2, 130, 257, 64, 1, 0, 0, TL_F16},   {1, 4, 1, 77, 300, 128, 0, 0, 1, TL_BF16},
+    {1, 2, 2, 1, 1, 128, 0, 0, 0, TL_BF16},     {1, 1, 1, 1, 300, 64, 1, 0, 0, TL_BF16},
+    {1, 2, 2, 300, 100, 128, 1, 0, 0, TL_BF16}, {1, 2, 1, 129, 129, 256, 1, 0, 0, TL_BF16},
+    {1, 2, 2, 256, 512, 64, 0, 0.3, 1, TL_F16}, {1, 1, 1, 64, 64, 64, 0, -0.1, 0, TL_BF16},
+};
+
+static void test_against_float64(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    size_t n = small ? 4 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++)
+        run_case(&cases[i], NULL, 100 + 10 * i);
+}
+
+/* The same kernels without a producer warpgroup: cp.async (or TMA) in the
+ * block's own threads. */
+static void test_plain_schedule(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    size_t n = small ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        tl_flash_attn_schedule s = {.block_m = 128, .block_n = cases[i].d > 128 ? 32 : 64, .stages = 2,
+                                    .threads = 256};
+        run_case(&cases[i], &s, 500 + 10 * i);
+    }
+}
+
+/* A large case against unfused attention on the GPU: S = Q K^T by cuBLAS
+ * (f32), P = softmax(scale S) by tl_op_softmax, O = P V by cuBLAS. */
+static void test_against_unfused(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int64_t S = small ? 256 : 2048, D = 128;
+    attn_case c = {1, 1, 1, S, S, D, 0, 0, 0, TL_BF16};
+    int64_t n = S * D;
+    uint64_t q, k, v, o, sc, p, ref;
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &q), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &k), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &v), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &o), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)(S * S) * 4, &sc), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)(S * S) * 2, &p), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)n * 4, &ref), TL_OK);
+    /* Q pre-scaled in the unfused path would round differently: scale S instead */
+    assert_status(tl_random_fill(ctx, q, TL_BF16, n, 1, -2, 2, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, k, TL_BF16, n, 2, -2, 2, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, v, TL_BF16, n, 3, -2, 2, NULL), TL_OK);
+    tl_flash_attn_desc d = attn_desc(&c, 0);
+    d.scale = 1.0; /* the unfused softmax has no scale */
+    assert_status(tl_op_flash_attn(ctx, &d, q, k, v, o, 0, NULL), TL_OK);
+    tl_gemm_desc qk = {.m = S, .n = S, .k = D, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = 1};
+    assert_status(tl_baseline_gemm(ctx, &qk, q, k, 0, sc, NULL), TL_OK);
+    tl_softmax_desc sd = {.rows = S, .cols = S, .in_dtype = TL_F32, .out_dtype = TL_BF16};
+    assert_status(tl_op_softmax(ctx, &sd, sc, p, NULL), TL_OK);
+    tl_gemm_desc pv = {.m = S, .n = D, .k = S, .in_dtype = TL_BF16, .out_dtype = TL_F32};
+    assert_status(tl_baseline_gemm(ctx, &pv, p, v, 0, ref, NULL), TL_OK);
+    tl_span out = {TL_BF16, n, NULL, o}, want = {TL_F32, n, NULL, ref};
+    tl_check_result r;
+    assert_status(tl_check(ctx, &out, &want, 2e-2, &r), TL_OK);
+    if (r.rel_err > 1e-2 || r.nonfinite)
+        fail_msg("S=%lld: rel err %.3g against unfused attention, %lld non-finite", (long long)S, r.rel_err,
+                 (long long)r.nonfinite);
+    uint64_t all[] = {q, k, v, o, sc, p, ref};
+    for (int i = 0; i < 7; i++)
+        tl_free(ctx, all[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_float64),
+        cmocka_unit_test(test_plain_schedule),
+        cmocka_unit_test(test_against_unfused),
+    };
+    return cmocka_run_group_tests(tests, gpu_setup, ctx_teardown);
+}

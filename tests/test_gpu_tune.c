@@ -1,0 +1,246 @@
+/* test_gpu_tune.c - the GPU tier of the autotuner: tuning the GEMM picks a
+ * configuration that is correct, refuses one that needs too much shared
+ * memory, records the best, and tl_op_gemm runs it on the next call and in
+ * a new process (this program again, with --child); a custom kernel's
+ * candidates checked against the interpreter, a wrong one caught; a budget
+ * too small to measure anything is no error. Skips without a GPU. */
+#include "fixture.h"
+
+#include <ftw.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char cache_dir[64];
+static const tl_gemm_desc tuned_desc = {.m = 512, .n = 384, .k = 256, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                                        .trans_b = 1};
+
+/* ------------------------------------------------------------------------ */
+/* The GEMM                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Runs tl_op_gemm on d with random inputs and compares with a float64
+ * product on the host. */
+static int gemm_is_correct(tl_ctx *c, const tl_gemm_desc *d)
+{
+    int64_t m = d->m, n = d->n, k = d->k;
+    uint64_t a, b, out;
+    if (tl_malloc(c, (size_t)(m * k) * 2, &a) || tl_malloc(c, (size_t)(n * k) * 2, &b) ||
+        tl_malloc(c, (size_t)(m * n) * 2, &out))
+        return 0;
+    uint16_t *ha = malloc((size_t)(m * k) * 2), *hb = malloc((size_t)(n * k) * 2);
+    double *ref = malloc((size_t)(m * n) * sizeof *ref);
+    tl_random_fill(c, a, TL_BF16, m * k, 11, -1, 1, NULL);
+    tl_random_fill(c, b, TL_BF16, n * k, 12, -1, 1, NULL);
+    tl_random_host(ha, TL_BF16, m * k, 11, -1, 1);
+    tl_random_host(hb, TL_BF16, n * k, 12, -1, 1);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t x = 0; x < k; x++)
+                s += (double)tl_bf16_to_f32(ha[i * k + x]) * tl_bf16_to_f32(hb[j * k + x]);
+            ref[i * n + j] = s;
+        }
+    tl_memset_u8(c, out, 0xFF, (size_t)(m * n) * 2, NULL);
+    tl_status st = tl_op_gemm(c, d, a, b, 0, out, NULL);
+    if (st == TL_OK)
+        st = tl_synchronize(c);
+    tl_check_result res = {0};
+    tl_span o = {.dtype = TL_BF16, .n = m * n, .dptr = out}, r = {.dtype = TL_F64, .n = m * n, .host = ref};
+    if (st == TL_OK)
+        st = tl_check(c, &o, &r, 1e-2, &res);
+    if (st != TL_OK)
+        fprintf(stderr, "tl_op_gemm: %s: %s\n", tl_status_name(st), tl_ctx_error(c));
+    free(ha), free(hb), free(ref);
+    tl_free(c, a), tl_free(c, b), tl_free(c, out);
+    return st == TL_OK && res.pass;
+}
+
+static void schedule_text(const tl_gemm_schedule *s, char *buf, size_t len)
+{
+    tl_tune_config c = tl_gemm_schedule_to_config(s);
+    tl_tune_config_text("gemm", &c, buf, len);
+}
+
+/* The new process: the database names the schedule the parent recorded,
+ * and the op runs it correctly. */
+static int child(const char *want)
+{
+    tl_ctx *c;
+    if (tl_ctx_create(NULL, &c, NULL, 0) != TL_OK)
+        return 3;
+    tl_gemm_schedule s = tl_op_gemm_schedule(c, &tuned_desc);
+    char got[160];
+    schedule_text(&s, got, sizeof got);
+    int ok = strcmp(got, want) == 0;
+    if (!ok)
+        fprintf(stderr, "child: the op runs %s, the tuner recorded %s\n", got, want);
+    ok = ok && gemm_is_correct(c, &tuned_desc);
+    tl_ctx_destroy(c);
+    return ok ? 0 : 1;
+}
+
+static int run_child(const char *want)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_gpu_tune", "--child", want, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_tune_gemm_then_use(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const tl_gemm_schedule scheds[] = {
+        {128, 128, 64, 4, 256, 8, 0, 0},
+        {64, 64, 32, 2, 128, 8, 0, 0},
+        {256, 256, 64, 6, 256, 8, 0, 0}, /* 384 KiB of shared memory: refused */
+        {128, 128, 64, 4, 128, 8, 0, 1}, /* ping-pong */
+        {64, 128, 32, 4, 128, 8, 0, 0},
+    };
+    tl_tune_config cfg[5];
+    for (int i = 0; i < 5; i++)
+        cfg[i] = tl_gemm_schedule_to_config(&scheds[i]);
+    tl_tune_request q = {.op = "gemm", .desc = &tuned_desc, .configs = cfg, .nconfigs = 5, .save = 1};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    for (int i = 0; i < r->n; i++)
+        printf("  %-48s %-14s %8.4f ms %6.3fx %s\n", r->entries[i].text, tl_tune_outcome_name(r->entries[i].outcome),
+               r->entries[i].ms, r->entries[i].ratio, r->entries[i].note);
+    assert_int_equal(r->n, 5);
+    assert_int_equal(r->passed, 4);
+    assert_true(r->saved);
+    const tl_tune_entry *refused = &r->entries[4];
+    assert_int_equal(refused->index, 2);
+    assert_int_equal(refused->outcome, TL_TUNE_REJECTED);
+    assert_non_null(strstr(refused->note, "shared memory"));
+    for (int i = 0; i < 4; i++)
+        assert_true(r->entries[i].ms > 0 && r->entries[i].rel_err < 1e-2);
+    if (r->baseline_ms > 0)
+        assert_true(r->entries[0].ratio > 0);
+    /* the next call runs the best, and so does a new process */
+    tl_gemm_schedule best = tl_gemm_schedule_from_config(&r->entries[0].config);
+    tl_gemm_schedule used = tl_op_gemm_schedule(ctx, &tuned_desc);
+    assert_memory_equal(&used, &best, sizeof best);
+    assert_true(gemm_is_correct(ctx, &tuned_desc));
+    char want[160];
+    schedule_text(&best, want, sizeof want);
+    assert_int_equal(run_child(want), 0);
+    tl_tune_result_destroy(r);
+    tl_tune_record *recs;
+    int n;
+    assert_status(tl_tune_db_list(ctx, &recs, &n), TL_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(recs[0].config, want);
+    tl_free_host(recs);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A custom kernel: the vector add, v = {elements per block, threads,        */
+/* wrong}; the reference is the interpreter of the first candidate           */
+/* ------------------------------------------------------------------------ */
+
+static tl_status build_vadd(void *user, tl_ctx *c, const tl_tune_config *cfg, tl_kernel **out)
+{
+    (void)user;
+    tl_kernel *k = tl_kernel_new(c, "tuned_vadd");
+    tl_expr n = tl_dim(k, "N");
+    tl_buf a = tl_param_tensor(k, "A", TL_F32, 1, &n, NULL);
+    tl_buf b = tl_param_tensor(k, "B", TL_F32, 1, &n, NULL);
+    tl_buf o = tl_param_tensor(k, "C", TL_F32, 1, &n, NULL);
+    tl_grid(k, tl_ceildiv(k, n, tl_int(k, cfg->v[0])), TL_NONE_EXPR, TL_NONE_EXPR, cfg->v[1]);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, cfg->v[0])), tl_parallel1(k, cfg->v[0]));
+    tl_expr x = tl_load(k, a, &i), y = tl_load(k, b, &i);
+    tl_store(k, o, &i, cfg->v[2] ? tl_sub(k, x, y) : tl_add(k, x, y));
+    tl_end(k);
+    *out = k;
+    return tl_kernel_status(k);
+}
+
+static void test_tune_custom_kernel(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const int64_t n = 100003;
+    uint64_t a, b, c;
+    assert_status(tl_malloc(ctx, n * 4, &a), TL_OK);
+    assert_status(tl_malloc(ctx, n * 4, &b), TL_OK);
+    assert_status(tl_malloc(ctx, n * 4, &c), TL_OK);
+    assert_status(tl_random_fill(ctx, a, TL_F32, n, 21, -1, 1, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, b, TL_F32, n, 22, -1, 1, NULL), TL_OK);
+    const tl_tune_config cfg[] = {{{1024, 256, 0}}, {{512, 128, 0}}, {{4096, 512, 0}}, {{1024, 256, 1}},
+                                  {{1024, 100, 0}}};
+    tl_arg args[] = {tl_arg_int(n), tl_arg_dptr(a), tl_arg_dptr(b), tl_arg_dptr(c)};
+    const char *const names[] = {"tile", "threads", "wrong", NULL};
+    tl_tune_request q = {.build = build_vadd, .nargs = 4, .args = args, .configs = cfg, .nconfigs = 5,
+                         .bytes = 12.0 * n, .param_names = names};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    assert_string_equal(r->op, "custom");
+    assert_string_equal(r->unit, "GB/s");
+    assert_int_equal(r->passed, 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(r->entries[i].rate > 0 && r->entries[i].config.v[2] == 0);
+    assert_int_equal(r->entries[3].outcome, TL_TUNE_WRONG);
+    assert_int_equal(r->entries[4].outcome, TL_TUNE_REJECTED); /* 100 threads: not a warp multiple */
+    assert_non_null(strstr(r->entries[0].text, "tile="));
+    tl_tune_result_destroy(r);
+    tl_free(ctx, a), tl_free(ctx, b), tl_free(ctx, c);
+}
+
+/* A budget spent before the first measurement: every candidate is
+ * skipped, nothing is recorded, and that is no error. */
+static void test_budget_spent(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tl_gemm_desc d = tuned_desc;
+    d.trans_b = 0;
+    tl_tune_request q = {.op = "gemm", .desc = &d, .budget_s = 1e-6, .save = 1};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    assert_int_equal(r->passed, 0);
+    assert_false(r->saved);
+    for (int i = 0; i < r->n; i++)
+        assert_true(r->entries[i].outcome != TL_TUNE_PASSED);
+    tl_tune_result_destroy(r);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* The database and cubins of this test go to a directory of its own. */
+static int setup(void **state)
+{
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/tilec-gpu-tune-XXXXXX");
+    if (!mkdtemp(cache_dir))
+        return -1;
+    setenv("TILEC_CACHE_DIR", cache_dir, 1);
+    return gpu_setup(state);
+}
+
+static int teardown(void **state)
+{
+    ctx_teardown(state);
+    nftw(cache_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--child") == 0)
+        return child(argv[2]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tune_gemm_then_use),
+        cmocka_unit_test(test_tune_custom_kernel),
+        cmocka_unit_test(test_budget_spent),
+    };
+    return cmocka_run_group_tests_name("gpu_tune", tests, setup, teardown);
+}

@@ -1,0 +1,261 @@
+/* test_softmax.c - the row softmax and RMSNorm ops without a GPU: their
+ * kernels (tl_op_softmax_build, tl_op_rmsnorm_build) run in the
+ * interpreter against float64 references at ragged shapes, strided rows
+ * and every dtype, through the one-pass programs and the online path;
+ * rows of -inf give zeros, values that would overflow a naive exp do not;
+ * the default schedules; descriptor errors name the call. */
+#include "fixture.h"
+
+#include "rows_ref.h"
+
+/* Runs the softmax kernel of c in the interpreter on x (c->rows rows of
+ * ld_in elements of in_dtype) and compares it with the reference. */
+static void check_softmax(const row_case *c, const void *x)
+{
+    tl_softmax_desc d = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
+                         .in_dtype = c->in, .out_dtype = c->out, .schedule = c->sched};
+    tl_kernel *k;
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
+    void *y = row_alloc_poisoned(c->rows, c->ld_out, c->out);
+    tl_arg args[6] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
+                      tl_arg_hptr((void *)x), tl_arg_hptr(y)};
+    assert_status(tl_interpret(k, 6, args), TL_OK);
+    double *ref = row_softmax_ref(c, x);
+    row_compare(c, "softmax", y, ref);
+    free(ref), free(y);
+    tl_kernel_destroy(k);
+}
+
+static void check_rmsnorm(const row_case *c, const void *x, double eps)
+{
+    tl_rmsnorm_desc d = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
+                         .in_dtype = c->in, .out_dtype = c->out, .eps = eps, .schedule = c->sched};
+    tl_kernel *k;
+    assert_status(tl_op_rmsnorm_build(ctx, &d, &k), TL_OK);
+    void *w = row_alloc_random(1, c->cols, c->in, 4242, 0.5, 1.5);
+    void *y = row_alloc_poisoned(c->rows, c->ld_out, c->out);
+    tl_arg args[8] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
+                      tl_arg_hptr((void *)x), tl_arg_hptr(y), tl_arg_hptr(w), tl_arg_float(eps)};
+    assert_status(tl_interpret(k, 8, args), TL_OK);
+    double *ref = row_rmsnorm_ref(c, x, w, eps);
+    row_compare(c, "rmsnorm", y, ref);
+    free(ref), free(y), free(w);
+    tl_kernel_destroy(k);
+}
+
+/* Random rows in [lo, hi) for case c, checked by the softmax and RMSNorm. */
+static void check_both(const row_case *c, uint64_t seed, double lo, double hi)
+{
+    void *x = row_alloc_random(c->rows, c->ld_in, c->in, seed, lo, hi);
+    check_softmax(c, x);
+    check_rmsnorm(c, x, 1e-5);
+    free(x);
+}
+
+/* Default schedules (one pass) at ragged shapes, strided rows, dtypes. */
+static void test_one_pass_ragged(void **state)
+{
+    (void)state;
+    const int64_t shapes[][2] = {{1, 1}, {5, 1}, {3, 2}, {7, 5}, {37, 100}, {9, 33}, {4, 1000}, {2, 1024}, {3, 1025}};
+    const tl_dtype pairs[][2] = {{TL_F32, TL_F32}, {TL_F16, TL_F16}, {TL_BF16, TL_BF16}, {TL_F16, TL_F32},
+                                 {TL_F32, TL_BF16}};
+    uint64_t seed = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            row_case c = row_case_make(shapes[s][0], shapes[s][1], pairs[p][0], pairs[p][1]);
+            if (p % 2) /* strided rows: padding that must stay untouched */
+                c.ld_in = c.cols + 3, c.ld_out = c.cols + 5;
+            check_both(&c, seed++, -6, 6);
+        }
+}
+
+/* Rows longer than the fragment take the online path: small widths here,
+ * so that chunks are many and ragged; a row exactly as wide stays in one
+ * pass. */
+static void test_online_path(void **state)
+{
+    (void)state;
+    const int64_t cols[] = {64, 65, 129, 200, 1000};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        row_case c = row_case_make(11, cols[i], TL_F32, TL_F32);
+        c.sched = (tl_softmax_schedule){.width = 64, .rows = 4, .threads = 64};
+        check_both(&c, 50 + i, -10, 10);
+        c = row_case_make(11, cols[i], TL_BF16, TL_F16);
+        c.sched = (tl_softmax_schedule){.width = 64, .rows = 4, .threads = 64};
+        c.ld_in = cols[i] + 1;
+        check_both(&c, 60 + i, -10, 10);
+    }
+}
+
+/* Beyond 32768 columns the default is the online path, in 8192-column
+ * chunks. */
+static void test_default_online_beyond_32768(void **state)
+{
+    (void)state;
+    row_case c = row_case_make(2, 40000, TL_F16, TL_F16);
+    tl_softmax_desc d = {.rows = c.rows, .cols = c.cols, .in_dtype = c.in, .out_dtype = c.out};
+    tl_softmax_schedule s = tl_op_softmax_schedule(ctx, &d);
+    assert_int_equal(s.width, 8192);
+    check_both(&c, 77, -4, 4);
+}
+
+/* Rows of -inf give zeros (no NaN), also when a whole chunk of the online
+ * path is -inf before the row's first finite value; -inf elements give 0;
+ * values around +-1e4, whose naive exp overflows, are exact. */
+static void test_special_values(void **state)
+{
+    (void)state;
+    const double ninf = -INFINITY;
+    for (int online = 0; online < 2; online++)
+        for (int dt = 0; dt < 2; dt++) {
+            row_case c = row_case_make(6, 150, dt ? TL_F16 : TL_F32, TL_F32);
+            if (online)
+                c.sched = (tl_softmax_schedule){.width = 32, .rows = 2, .threads = 64};
+            void *x = row_alloc_random(c.rows, c.ld_in, c.in, 99, -3, 3);
+            for (int64_t j = 0; j < c.cols; j++) {
+                row_put(&c, x, 0, j, ninf);                            /* all -inf */
+                row_put(&c, x, 1, j, j < 100 ? ninf : (double)j / 10); /* -inf chunks first */
+                row_put(&c, x, 2, j, 1e4 - (double)(j % 7));           /* exp(1e4) overflows */
+                row_put(&c, x, 3, j, -1e4 + (double)(j % 5));          /* exp(-1e4) underflows */
+                if (j % 3 == 0)
+                    row_put(&c, x, 4, j, ninf);                        /* some -inf */
+            }
+            check_softmax(&c, x);
+            free(x);
+        }
+}
+
+static void test_default_schedules(void **state)
+{
+    (void)state;
+    const struct { int64_t cols; int width, rows, threads; } want[] = {
+        {1, 1, 4096, 256},      {3, 4, 1024, 256},    {100, 128, 32, 256},     {512, 512, 8, 256},
+        {1000, 1024, 8, 256},   {4096, 4096, 2, 256}, {8193, 16384, 1, 512},   {32768, 32768, 1, 1024},
+        {32769, 8192, 1, 256},  {1 << 20, 8192, 1, 256},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        tl_softmax_desc d = {.rows = 10, .cols = want[i].cols, .in_dtype = TL_F16, .out_dtype = TL_F16};
+        tl_softmax_schedule s = tl_op_softmax_schedule(ctx, &d);
+        if (s.width != want[i].width || s.rows != want[i].rows || s.threads != want[i].threads)
+            fail_msg("cols %lld: schedule %d/%d/%d, want %d/%d/%d", (long long)want[i].cols, s.width, s.rows,
+                     s.threads, want[i].width, want[i].rows, want[i].threads);
+        tl_rmsnorm_desc r = {.rows = 10, .cols = want[i].cols, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+        tl_softmax_schedule rs = tl_op_rmsnorm_schedule(ctx, &r);
+        assert_int_equal(rs.width, s.width);
+    }
+    /* a partial schedule takes the rest from the default of its width */
+    tl_softmax_desc d = {.rows = 10, .cols = 5000, .in_dtype = TL_F32, .out_dtype = TL_F32,
+                         .schedule = {.width = 256}};
+    tl_softmax_schedule s = tl_op_softmax_schedule(ctx, &d);
+    assert_true(s.width == 256 && s.rows == 16 && s.threads == 256);
+    d.schedule = (tl_softmax_schedule){.threads = 128};
+    s = tl_op_softmax_schedule(ctx, &d);
+    assert_true(s.width == 8192 && s.rows == 1 && s.threads == 128);
+    /* invalid: zeros */
+    d.schedule.threads = 100;
+    s = tl_op_softmax_schedule(ctx, &d);
+    assert_true(s.width == 0 && s.rows == 0 && s.threads == 0);
+    s = tl_op_softmax_schedule(NULL, &d);
+    assert_int_equal(s.width, 0);
+}
+
+static void expect_desc_error(const tl_softmax_desc *d, tl_status want, const char *fragment)
+{
+    tl_kernel *k = (tl_kernel *)0x1;
+    assert_status(tl_op_softmax_build(ctx, d, &k), want);
+    assert_null(k);
+    const char *msg = tl_ctx_error(ctx);
+    if (!strstr(msg, "tl_op_softmax_build: ") || !strstr(msg, fragment))
+        fail_msg("message '%s' does not name tl_op_softmax_build or lacks '%s'", msg, fragment);
+    const tl_program *p;
+    assert_status(tl_op_softmax_program(ctx, d, &p), want);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_softmax_program: "));
+}
+
+static void test_descriptor_errors(void **state)
+{
+    (void)state;
+    const tl_softmax_desc ok = {.rows = 4, .cols = 100, .in_dtype = TL_F16, .out_dtype = TL_F32};
+    tl_softmax_desc d = ok;
+    d.cols = 0;
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "cols = 0");
+    d = ok, d.rows = -1;
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "rows = -1");
+    d = ok, d.ld_out = 99;
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "ld_out = 99");
+    d = ok, d.in_dtype = TL_I32;
+    expect_desc_error(&d, TL_ERR_DTYPE, "in_dtype i32");
+    d = ok, d.out_dtype = TL_F64;
+    expect_desc_error(&d, TL_ERR_DTYPE, "out_dtype f64");
+    d = ok, d.schedule.width = 96;
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "schedule.width = 96");
+    d = ok, d.schedule.threads = 48;
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "schedule.threads = 48");
+    d = ok, d.schedule.rows = -2;
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "schedule.rows = -2");
+    d = ok, d.schedule = (tl_softmax_schedule){.width = 1 << 20, .rows = 32};
+    expect_desc_error(&d, TL_ERR_INVALID_ARG, "more than 2^24");
+    expect_desc_error(NULL, TL_ERR_INVALID_ARG, "NULL descriptor");
+    tl_rmsnorm_desc r = {.rows = 4, .cols = 100, .in_dtype = TL_F16, .out_dtype = TL_F32, .eps = -1};
+    tl_kernel *k;
+    assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_rmsnorm_build: eps = -1"));
+    r.eps = NAN;
+    assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_ERR_INVALID_ARG);
+    r.eps = 1e-6, r.ld_in = 7;
+    assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_rmsnorm_build: ld_in = 7"));
+    assert_status(tl_op_softmax_build(NULL, &ok, &k), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_softmax_build(ctx, &ok, NULL), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_rmsnorm(NULL, &r, 0, 0, 0, NULL), TL_ERR_INVALID_ARG);
+    /* pointers are checked before anything is compiled */
+    r.ld_in = 0;
+    assert_status(tl_op_softmax(ctx, &ok, 0, 0x1000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_softmax: x is a null device pointer"));
+    assert_status(tl_op_softmax(ctx, &ok, 0x1001, 0x1000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "x = 0x1001 is not aligned to its 2-byte elements"));
+    assert_status(tl_op_rmsnorm(ctx, &r, 0x1000, 0x1002, 0x1002, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_rmsnorm: y = 0x1002 is not aligned to its 4-byte elements"));
+    r.eps = -1;
+    assert_status(tl_op_rmsnorm(ctx, &r, 0x1000, 0x1000, 0x1000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_rmsnorm: eps"));
+}
+
+/* Both ops by name, with the parameters the programs document. */
+static void test_registry_and_parameters(void **state)
+{
+    (void)state;
+    int found = 0;
+    for (const char *const *n = tl_op_names(); *n; n++)
+        found += strcmp(*n, "softmax") == 0 || strcmp(*n, "rmsnorm") == 0;
+    assert_int_equal(found, 2);
+    tl_kernel *k;
+    assert_status(tl_op_build(ctx, "softmax", TL_BF16, &k), TL_OK);
+    tl_arg few[3] = {tl_arg_int(1), tl_arg_int(1), tl_arg_int(1)};
+    assert_status(tl_interpret(k, 3, few), TL_ERR_LAUNCH_ARGS); /* M, N, ld_in, ld_out, X, Y */
+    tl_kernel_destroy(k);
+    assert_status(tl_op_build(ctx, "rmsnorm", TL_F32, &k), TL_OK);
+    float x[3] = {3, 4, 0}, w[3] = {1, 2, 3}, y[3];
+    tl_arg args[8] = {tl_arg_int(1),     tl_arg_int(3),     tl_arg_int(3),     tl_arg_int(3),
+                      tl_arg_hptr(x),    tl_arg_hptr(y),    tl_arg_hptr(w),    tl_arg_float(0)};
+    assert_status(tl_interpret(k, 8, args), TL_OK);
+    /* mean of squares 25 / 3 */
+    double r = 1 / sqrt(25.0 / 3);
+    assert_true(fabs(y[0] - 3 * r) < 1e-6 && fabs(y[1] - 8 * r) < 1e-6 && y[2] == 0);
+    tl_kernel_destroy(k);
+    assert_status(tl_op_build(ctx, "softmax", TL_I32, &k), TL_ERR_DTYPE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_pass_ragged),
+        cmocka_unit_test(test_online_path),
+        cmocka_unit_test(test_default_online_beyond_32768),
+        cmocka_unit_test(test_special_values),
+        cmocka_unit_test(test_default_schedules),
+        cmocka_unit_test(test_descriptor_errors),
+        cmocka_unit_test(test_registry_and_parameters),
+    };
+    return cmocka_run_group_tests_name("softmax+rmsnorm", tests, offline_setup, ctx_teardown);
+}

@@ -567,9 +567,9 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
 
 /* Names a shared, fragment or local buffer in the generated code, dumps and
  * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
- * follows the rules of parameter names: an identifier of at most 63
- * characters, not a C++ keyword, not starting with tl_ or __ (reserved for
- * the names the library generates), not already a parameter's or another
+ * follows the rules of parameter names (see "parameters" above: no C++
+ * keyword or reserved spelling, no tl_ prefix, which the library keeps for
+ * the names it generates), and is not already a parameter's or another
  * buffer's. Errors: TL_ERR_INVALID_ARG. */
 TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name);
 

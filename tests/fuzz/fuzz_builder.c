@@ -181,6 +181,16 @@ static void op_tile(fuzz *f)
         f->r[f->nr++] = tl_tile_n(f->k, b, idx, n);
 }
 
+static void op_reduce(fuzz *f)
+{
+    static void (*const fns[4])(tl_kernel *, tl_buf, tl_buf, int, int) = {tl_reduce_max, tl_reduce_sum, tl_reduce_min,
+                                                                        tl_reduce_absmax};
+    unsigned which = byte(f) % 4;
+    tl_buf src = buf(f), dst = buf(f);
+    int dim = (int)(int8_t)byte(f);
+    fns[which](f->k, src, dst, dim, (int)(byte(f) % 3));
+}
+
 static void op_structure(fuzz *f, unsigned op)
 {
     switch (op) {
@@ -224,10 +234,17 @@ static void op_tiles(fuzz *f, unsigned op)
         break;
     }
     case OP_SWIZZLE: tl_use_swizzle(f->k, (int)(int8_t)byte(f)); break;
+    case OP_REDUCE: op_reduce(f); break;
+    case OP_NAME: {
+        tl_buf b = buf(f);
+        tl_name(f->k, b, name(f));
+        break;
+    }
     default: {
         unsigned bits = byte(f);
         tl_use_fast_math(f->k, bits & 1);
         tl_use_pingpong(f->k, (bits >> 1) & 1);
+        tl_use_warp_specialize(f->k, (bits >> 2) & 1);
         break;
     }
     }
@@ -338,6 +355,31 @@ static bool known_emitter_issue(const tl_kernel *k)
     return big;
 }
 
+/* A call handing back text: TL_OK with it, or a message naming the call. */
+static void expect_text(tl_status st, char *text, const char *api)
+{
+    expect(st != TL_ERR_INTERNAL, "TL_ERR_INTERNAL", tl_ctx_error(ctx));
+    if (st == TL_OK)
+        expect(text != NULL, api, "TL_OK without its text");
+    else
+        expect(strncmp(tl_ctx_error(ctx), api, strlen(api)) == 0, "a message not naming its call", tl_ctx_error(ctx));
+    tl_free_host(text);
+}
+
+/* The graph dump and the reproducer of any kernel, and the lowering dump
+ * of one that built. */
+static void inspect(tl_kernel *k)
+{
+    char *text = NULL;
+    expect_text(tl_kernel_dump(k, &text), text, "tl_kernel_dump");
+    text = NULL;
+    tl_status st = tl_kernel_reproducer(k, &text);
+    if (tl_kernel_status(k) == TL_OK)
+        expect_text(st, text, "tl_kernel_reproducer");
+    else
+        tl_free_host(text);
+}
+
 static void emit(tl_kernel *k)
 {
     static const char *const targets[] = {"sm_90a", "sm_80"};
@@ -354,6 +396,8 @@ static void emit(tl_kernel *k)
                    tl_ctx_error(ctx));
         tl_free_host(src);
     }
+    char *text = NULL;
+    expect_text(tl_kernel_lower_dump(k, "sm_90a", "all", &text), text, "tl_kernel_lower_dump");
 }
 
 /* Arguments from the bytes after the program: dims 0..8, small scalars;
@@ -454,6 +498,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tl_end(f.k);
     if (verbose)
         fprintf(stderr, "kernel: %s %s\n", tl_status_name(tl_kernel_status(f.k)), tl_kernel_error(f.k));
+    inspect(f.k);
     if (tl_kernel_status(f.k) != TL_OK)
         expect(strncmp(tl_kernel_error(f.k), "tl_", 3) == 0 && strncmp(tl_ctx_error(ctx), "tl_", 3) == 0,
                "a builder message that does not name its call", tl_kernel_error(f.k));

@@ -48,7 +48,9 @@ enum fuzz_op {
     OP_PIPELINED,    /* extent stages                                -> 1 expr   */
     OP_GEMM,         /* A B C flags                                              */
     OP_SWIZZLE,      /* panel                                                    */
-    OP_FLAGS,        /* bit 0 fast math, bit 1 ping-pong                         */
+    OP_FLAGS,        /* bit 0 fast math, bit 1 ping-pong, bit 2 warp specialise  */
+    OP_REDUCE,       /* which src dst dim clear                                  */
+    OP_NAME,         /* buf name                                                 */
     OP_COUNT
 };
 

@@ -329,15 +329,38 @@ static void seed_strided(fuzz_writer *w)
     w_args(w, 4, (int[]){5, 70, 80, 6});
 }
 
+/* A regression seed: x = x + x 500 times, stored by every iteration of a
+ * serial loop inside a parallel one (60,000 statements). The interpreter's
+ * work budget counted statements only, so this ran 30 million node
+ * evaluations, seconds per input: a libFuzzer timeout. */
+static void seed_wide_dag(fuzz_writer *w)
+{
+    int n = w_dim(w, "N");
+    int x = w_tensor(w, "X", D_F32, 1, &n, NULL);
+    w_grid(w, -1, -1, -1, 32);
+    int i = w_parallel(w, 1, (int[]){240});
+    w_loop(w, OP_SERIAL, n, 0);
+    int v = w_load(w, x, 1, &i);
+    for (int d = 0; d < 500; d++) {
+        v = w_bin(w, BIN_ADD, v, v);
+        if (d % 100 == 99) /* i + 0 is i again, at a position a byte can name */
+            i = w_bin(w, BIN_ADD, i, w_int(w, 0));
+    }
+    w_store(w, x, 1, &i, v);
+    w_op(w, OP_END);
+    w_op(w, OP_END);
+    w_args(w, 1, (int[]){250});
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds DIR\n");
         return 2;
     }
-    static void (*const seeds[])(fuzz_writer *) = {seed_vadd, seed_rowsum, seed_mixed, seed_staged, seed_gemm,
-                                                   seed_strided};
-    static const char *const names[] = {"vadd", "rowsum", "mixed", "staged", "gemm", "strided"};
+    static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,   seed_staged,
+                                                   seed_gemm,  seed_strided, seed_wide_dag};
+    static const char *const names[] = {"vadd", "rowsum", "mixed", "staged", "gemm", "strided", "wide_dag"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

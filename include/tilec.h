@@ -466,7 +466,8 @@ TL_API void tl_fill(tl_kernel *k, tl_buf buf, tl_expr value);
 /* A software-pipelined loop over [0, extent): the tl_copy statements into
  * shared memory at the start of its body run `stages - 1` iterations ahead
  * of the rest (multi-buffered shared tiles, asynchronous copies). stages 1
- * is a plain loop. Returns the loop variable; closed by tl_end. */
+ * is a plain loop. Returns the loop variable; closed by tl_end. Not inside
+ * another tl_pipelined (TL_ERR_UNSUPPORTED). */
 TL_API tl_expr tl_pipelined(tl_kernel *k, tl_expr extent, int stages);
 
 /* tl_gemm flags. Without a TRANS flag A is [M, K] and B is [K, N]; with

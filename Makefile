@@ -6,6 +6,7 @@
 #   make bench      benchmarks (need a GPU)
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the threaded tests under ThreadSanitizer
+#   make fuzz       the builder fuzzer for FUZZ_SECONDS (libFuzzer: clang)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #
 # cmocka: taken from the system (Debian's libcmocka-dev, installed on demand
@@ -59,7 +60,7 @@ GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 # test test_py_abi compares them (bench/torch_compare.py --check-abi).
 ABI_LAYOUT  := $(BUILD)/bench/abi_layout
 
-.PHONY: all lib test test-build demo bench asan tsan install uninstall clean check-cmocka
+.PHONY: all lib test test-build demo bench asan tsan fuzz install uninstall clean check-cmocka
 
 all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
 
@@ -116,12 +117,16 @@ $(ABI_LAYOUT): bench/abi_layout.c include/tilec.h
 $(BUILD)/tests/%: tests/%.c $(STATIC_LIB) $(wildcard tests/*.h) | check-cmocka
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(TEST_DEFS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
+	@$(CC) $(CFLAGS_BASE) -D_GNU_SOURCE $(CMOCKA_CFLAGS) $(TEST_DEFS) $(LDFLAGS) $(TEST_LDFLAGS) -o $@ $< $(STATIC_LIB) $(CMOCKA_LIBS) $(LDLIBS)
 
 # The reproducer test compiles C programs against this build's library,
 # with this build's compiler and sanitizer flags.
 $(BUILD)/tests/test_repro: TEST_DEFS = -DTILEC_TEST_CC='"$(CC)"' -DTILEC_TEST_LIB='"$(STATIC_LIB)"' \
                                        -DTILEC_TEST_LDFLAGS='"$(strip $(LDFLAGS))"'
+
+# test_alloc_fail counts and fails the allocations of the library linked
+# into it (the library itself is not changed for the test).
+$(BUILD)/tests/test_alloc_fail: TEST_LDFLAGS := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
 
 check-cmocka:
 	@CMOCKA_DIR="$(CMOCKA_DIR)" CC="$(CC)" sh tools/check-cmocka.sh
@@ -147,6 +152,26 @@ tsan:
 	    $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 sh tests/run.sh $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS))
 
+# The builder fuzzer (tests/fuzz): libFuzzer with ASan + UBSan, the library
+# built by clang in its own tree, seeds written by make_seeds, run for
+# FUZZ_SECONDS; new inputs collect in build-fuzz/corpus, a crash in
+# build-fuzz/crash-*; tests/fuzz/regress keeps the inputs of past findings. Needs clang with libFuzzer (Debian: clang-14 and
+# libclang-rt-14-dev); FUZZ_CC picks the compiler.
+FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang || echo clang)
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build-fuzz
+FUZZ_ENV     := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+fuzz:
+	@sh tools/check-fuzzer.sh "$(FUZZ_CC)"
+	$(MAKE) BUILD=$(FUZZ_DIR) LIBDIR=$(FUZZ_DIR)/lib BINDIR=$(FUZZ_DIR)/bin CC=$(FUZZ_CC) \
+	    SANITIZE=fuzzer-no-link,address,undefined $(FUZZ_DIR)/lib/libtilec.a
+	$(FUZZ_CC) -std=c11 -O1 -g $(WARN) -Iinclude -Isrc -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=undefined -o $(FUZZ_DIR)/fuzz_builder tests/fuzz/fuzz_builder.c $(FUZZ_DIR)/lib/libtilec.a $(LDLIBS)
+	$(CC) -std=c11 -O1 $(WARN) -Iinclude -o $(FUZZ_DIR)/make_seeds tests/fuzz/make_seeds.c
+	@mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus && $(FUZZ_DIR)/make_seeds $(FUZZ_DIR)/seeds
+	$(FUZZ_ENV) $(FUZZ_DIR)/fuzz_builder -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=4096 -len_control=0 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds tests/fuzz/regress
+
 demo: all
 	@sh tools/demo.sh $(BUILD)
 
@@ -171,4 +196,4 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/tilec-shared.pc
 
 clean:
-	rm -rf build build-asan build-tsan lib bin
+	rm -rf build build-asan build-tsan build-fuzz lib bin

@@ -296,7 +296,7 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
 /* --- launch shape --- */
 
 /* Sets the grid (integer expressions of dims and scalars; a null handle
- * means 1) and the number of threads per block (1..1024, a multiple of 32).
+ * means 1) and the number of threads per block (32..1024, a multiple of 32).
  * Must be called once, before any statement. */
 TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int threads);
 /* The block index along axis 0, 1 or 2 (i64). */
@@ -380,7 +380,10 @@ TL_API void tl_store(tl_kernel *k, tl_buf buf, const tl_expr *idx, tl_expr value
 
 /* --- control flow: each opens a scope that tl_end closes --- */
 
-/* A loop over [0, extent) run in order by every thread of the block. */
+/* A loop over [0, extent) run in order by every thread of the block.
+ * Inside tl_parallel (as tl_if may be too) it runs for each iteration of
+ * the parallel loop on its own: a per-element loop, e.g. a reduction
+ * along an axis into a local. */
 TL_API tl_expr tl_serial(tl_kernel *k, tl_expr extent);
 /* An element-wise parallel loop over a constant index space of `rank`
  * dimensions (1..TL_MAX_RANK), spread over the threads of the block and
@@ -451,7 +454,10 @@ template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf,
  * vector accesses for fragments <-> global, register moves for fragment ->
  * fragment (same layout). Supported: global -> shared, shared -> global,
  * fragment -> global, fragment -> shared, shared -> fragment, global ->
- * fragment, fragment -> fragment. */
+ * fragment, fragment -> fragment; elements f32, f16 or bf16 on both sides.
+ * Errors: TL_ERR_UNSUPPORTED (direction), TL_ERR_DTYPE, TL_ERR_SHAPE,
+ * TL_ERR_SCOPE (inside tl_parallel, or a tile region whose loop has
+ * closed), TL_ERR_INVALID_ARG. */
 TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst);
 /* Sets every element of a shared, fragment or local buffer to 0 / value. */
 TL_API void tl_clear(tl_kernel *k, tl_buf buf);
@@ -460,7 +466,8 @@ TL_API void tl_fill(tl_kernel *k, tl_buf buf, tl_expr value);
 /* A software-pipelined loop over [0, extent): the tl_copy statements into
  * shared memory at the start of its body run `stages - 1` iterations ahead
  * of the rest (multi-buffered shared tiles, asynchronous copies). stages 1
- * is a plain loop. Returns the loop variable; closed by tl_end. */
+ * is a plain loop. Returns the loop variable; closed by tl_end. Not inside
+ * another tl_pipelined (TL_ERR_UNSUPPORTED). */
 TL_API tl_expr tl_pipelined(tl_kernel *k, tl_expr extent, int stages);
 
 /* tl_gemm flags. Without a TRANS flag A is [M, K] and B is [K, N]; with
@@ -567,9 +574,9 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
 
 /* Names a shared, fragment or local buffer in the generated code, dumps and
  * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
- * follows the rules of parameter names: an identifier of at most 63
- * characters, not a C++ keyword, not starting with tl_ or __ (reserved for
- * the names the library generates), not already a parameter's or another
+ * follows the rules of parameter names (see "parameters" above: no C++
+ * keyword or reserved spelling, no tl_ prefix, which the library keeps for
+ * the names it generates), and is not already a parameter's or another
  * buffer's. Errors: TL_ERR_INVALID_ARG. */
 TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name);
 

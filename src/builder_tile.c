@@ -255,6 +255,13 @@ TL_API tl_expr tl_pipelined(tl_kernel *k, tl_expr extent, int stages)
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "stages = %d is not in 1..8", stages);
         return TL_NONE_EXPR;
     }
+    /* The pipeline pass builds one software pipeline per loop nest (an
+     * inner pipelined loop reached lowering as TL_ERR_INTERNAL). */
+    for (int i = 0; i < k->depth; i++)
+        if (tli_S(&k->ir, k->open[i])->op == S_PIPELINED) {
+            tli_kfail(k, TL_ERR_UNSUPPORTED, api, "tl_pipelined inside tl_pipelined: pipeline one loop of the nest");
+            return TL_NONE_EXPR;
+        }
     tli_snode n = {.op = S_PIPELINED, .a0 = ie, .a1 = stages, .rank = 1};
     int32_t sid = tli_kappend(k, &n, api);
     tl_expr v = TL_NONE_EXPR;

@@ -404,9 +404,10 @@ static tl_status setup(tl_ctx *ctx, const tl_ctx_options *opt)
         tli_log(ctx, TL_LOG_WARN, "NVRTC was not found: kernels cannot be compiled in this "
                 "context (set TILEC_NVRTC to libnvrtc's path)");
     st = tli_cache_open(opt->cache_dir, opt->disk_cache, opt->log, opt->log_user, &ctx->cache);
+    if (st == TL_ERR_OUT_OF_MEMORY)
+        return tli_fail(ctx, st, "tl_ctx_create: out of host memory for the cubin cache");
     if (st != TL_OK)
-        return tli_fail(ctx, st, "tl_ctx_create: cannot set up the cubin cache (%s)",
-                        tl_status_name(st));
+        return tli_fail(ctx, st, "tl_ctx_create: cannot set up the cubin cache (%s)", tl_status_name(st));
     return TL_OK;
 }
 

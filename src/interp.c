@@ -380,6 +380,7 @@ static tli_value eval(interp *I, int32_t root)
         }
         m->val[e] = compute(I, e);
         m->stamp[e] = m->now;
+        I->steps++; /* against the budget, checked at the next statement */
         sp--;
     }
     return m->val[root];
@@ -427,6 +428,7 @@ static void run_parallel(interp *I, const tli_snode *s)
     for (int d = 0; d < s->rank; d++)
         total *= s->extents[d];
     for (int64_t f = 0; f < total && !I->exhausted; f++) {
+        charge(I, 1); /* an empty body still costs its iterations */
         int64_t rem = f;
         for (int d = s->rank - 1; d >= 0; d--) {
             I->var[s->vars[d]] = rem % s->extents[d];
@@ -575,6 +577,7 @@ static void run_loop(interp *I, const tli_snode *s)
 {
     int64_t n = eval_int(I, s->a0);
     for (int64_t v = 0; v < n && !I->exhausted; v++) {
+        charge(I, 1);
         I->var[s->vars[0]] = v;
         run_stmts(I, s->body);
     }
@@ -671,7 +674,7 @@ tl_status tli_interp_run_budget(const tli_ir *ir, const tli_bound *b, uint64_t b
     for (I.block[2] = 0; I.block[2] < grid[2] && !I.exhausted; I.block[2]++)
         for (I.block[1] = 0; I.block[1] < grid[1] && !I.exhausted; I.block[1]++)
             for (I.block[0] = 0; I.block[0] < grid[0] && !I.exhausted; I.block[0]++) {
-                charge(&I, clear_tiles(ir, I.t)); /* tiles start undefined: zero here */
+                charge(&I, 1 + clear_tiles(ir, I.t)); /* tiles start undefined: zero here */
                 run_stmts(&I, ir->body);
             }
     free_views(ir, I.t);

@@ -27,8 +27,8 @@ tli_value tli_interp_eval_host(const tli_ir *ir, const tli_bound *b, int32_t e);
  * TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t errlen);
 /* The same, stopping with TL_ERR_UNSUPPORTED once `budget` units of work
- * (statements run, elements moved by tile operations) are spent; 0 means
- * no limit. For the fuzzer, which must not wait on a kernel that loops
+ * (blocks, loop iterations, statements and expression nodes evaluated,
+ * elements touched by tile operations) are spent; 0 means no limit. For the fuzzer, which must not wait on a kernel that loops
  * 2^40 times. */
 tl_status tli_interp_run_budget(const tli_ir *ir, const tli_bound *b, uint64_t budget, char *err, size_t errlen);
 

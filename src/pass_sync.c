@@ -53,11 +53,14 @@ typedef struct syncer {
     int bar_threads;
 } syncer;
 
+static void state_free(state *s);
+
 static bool state_init(syncer *Y, state *s)
 {
     memset(s, 0, sizeof *s);
     if (tli_bufset_init(&s->wr, Y->nbufs) && tli_bufset_init(&s->rd, Y->nbufs) && tli_bufset_init(&s->async, Y->nbufs))
         return true;
+    state_free(s); /* what was made before the failure (the rest is NULL) */
     tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
     return false;
 }
@@ -205,8 +208,12 @@ static void keep_visible(syncer *Y, tli_bufset *set)
 static void walk_loop(syncer *Y, int32_t s, state *st)
 {
     state probe, run;
-    if (!state_init(Y, &probe) || !state_init(Y, &run))
+    if (!state_init(Y, &probe))
         return;
+    if (!state_init(Y, &run)) {
+        state_free(&probe);
+        return;
+    }
     state_copy(&probe, st);
     bool dry = Y->dry;
     Y->dry = true;
@@ -218,8 +225,10 @@ static void walk_loop(syncer *Y, int32_t s, state *st)
         run.nfly = probe.nfly;
     }
     walk(Y, (link){s, L_BODY}, s, &run);
-    tli_bufset rd, wr;
-    if (tli_bufset_init(&rd, Y->nbufs) && tli_bufset_init(&wr, Y->nbufs)) {
+    tli_bufset rd = {0}, wr = {0};
+    if (!tli_bufset_init(&rd, Y->nbufs) || !tli_bufset_init(&wr, Y->nbufs))
+        tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    else {
         access(Y, s, &rd, &wr);
         bool copy = tli_bufset_meets(&run.async, &rd) || tli_bufset_meets(&run.async, &wr);
         keep_visible(Y, &rd);
@@ -274,7 +283,7 @@ static void walk_consumers(syncer *Y, link l, int32_t parent, state *st)
 
 static void walk(syncer *Y, link l, int32_t parent, state *st)
 {
-    tli_bufset rd, wr, frd, fwr;
+    tli_bufset rd = {0}, wr = {0}, frd = {0}, fwr = {0}; /* freed at out: even those never made */
     if (!tli_bufset_init(&rd, Y->nbufs) || !tli_bufset_init(&wr, Y->nbufs) || !tli_bufset_init(&frd, Y->nbufs) ||
         !tli_bufset_init(&fwr, Y->nbufs)) {
         tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");

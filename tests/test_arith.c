@@ -181,16 +181,7 @@ static void test_max_min_mixed_ints(void **state)
     assert_status(tl_interpret(k, 3, args), TL_OK);
     assert_int_equal(out[0], 7);
     assert_int_equal(out[1], -3);
-    char *ptx = NULL;
-    tl_status st = tl_kernel_ptx(k, "sm_80", &ptx);
-    tl_kernel_destroy(k);
-    tl_free_host(ptx);
-    if (st == TL_ERR_NO_NVRTC) {
-        printf("  skip: NVRTC is missing: the generated source was not compiled\n");
-        skip();
-    }
-    if (st != TL_OK)
-        fail_msg("NVRTC rejected the mixed max/min: %s", tl_ctx_error(ctx));
+    test_ptx_or_skip(ctx, k);
 }
 
 int main(void)

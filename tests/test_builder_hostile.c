@@ -1,8 +1,8 @@
 /* test_builder_hostile.c - builder calls a hostile or careless user makes:
  * tiles whose element count overflows, negative constant extents, a tile
  * region copied after its loop closed, tl_gemm with unknown flags, two warp
- * policies, or before tl_grid, and a GEMM descriptor with an unknown warp
- * policy. Each is refused by the call that makes it, with its name. */
+ * policies, or before tl_grid, a tl_pipelined inside another, and a GEMM
+ * descriptor with an unknown warp policy. Each is refused by the call that makes it, with its name. */
 #include "fixture.h"
 
 static tl_kernel *kernel_with_grid(void)
@@ -87,6 +87,30 @@ static void test_tile_region_out_of_scope(void **state)
     tl_kernel_destroy(k);
 }
 
+/* A tl_pipelined inside another reached the lowering, which gave
+ * TL_ERR_INTERNAL (found by the fuzzer: tests/fuzz/regress). */
+static void test_nested_pipelined(void **state)
+{
+    (void)state;
+    tl_kernel *k = kernel_with_grid();
+    tl_expr m = tl_dim(k, "M");
+    tl_expr v = tl_pipelined(k, m, 3);
+    assert_true(tl_expr_is_null(tl_pipelined(k, v, 3)));
+    expect_kernel_error(k, TL_ERR_UNSUPPORTED, "tl_pipelined: tl_pipelined inside tl_pipelined");
+    /* inside a serial loop, and a serial loop inside it, are fine */
+    k = kernel_with_grid();
+    m = tl_dim(k, "M");
+    tl_pipelined(k, tl_serial(k, m), 3);
+    tl_serial(k, m);
+    tl_end(k);
+    tl_end(k);
+    tl_end(k);
+    char *src = NULL;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
 /* Operands of a valid GEMM: A [64, 32], B [32, 64] bf16 shared, C f32. */
 static void gemm_operands(tl_kernel *k, tl_buf *A, tl_buf *B, tl_buf *C)
 {
@@ -150,6 +174,7 @@ int main(void)
         cmocka_unit_test(test_tile_size_overflow),
         cmocka_unit_test(test_negative_constant_extent),
         cmocka_unit_test(test_tile_region_out_of_scope),
+        cmocka_unit_test(test_nested_pipelined),
         cmocka_unit_test(test_gemm_flags),
         cmocka_unit_test(test_gemm_before_grid),
         cmocka_unit_test(test_gemm_desc_warp_policy),

@@ -87,16 +87,7 @@ static void test_near_names_compile(void **state)
     tl_store(k, a, &i, tl_exp(k, tl_add(k, tl_load(k, a, &i), sum)));
     tl_end(k);
     assert_status(tl_kernel_status(k), TL_OK);
-    char *ptx = NULL;
-    tl_status st = tl_kernel_ptx(k, "sm_80", &ptx);
-    tl_free_host(ptx);
-    tl_kernel_destroy(k);
-    if (st == TL_ERR_NO_NVRTC) {
-        printf("  skip: NVRTC is missing: the names were not compiled\n");
-        skip();
-    }
-    if (st != TL_OK)
-        fail_msg("NVRTC rejected the kernel: %s", tl_ctx_error(ctx));
+    test_ptx_or_skip(ctx, k);
 }
 
 /* The 65th parameter is refused by the builder (it used to be refused only

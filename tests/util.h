@@ -102,6 +102,22 @@ static inline char *test_first_clause(char *msg)
     return msg;
 }
 
+/* Compiles k to PTX for sm_80 and destroys it: the generated source must
+ * be accepted by NVRTC; skips (one line) when NVRTC is missing. */
+static inline void test_ptx_or_skip(tl_ctx *c, tl_kernel *k)
+{
+    char *ptx = NULL;
+    tl_status st = tl_kernel_ptx(k, "sm_80", &ptx);
+    tl_free_host(ptx);
+    tl_kernel_destroy(k);
+    if (st == TL_ERR_NO_NVRTC) {
+        print_message("  skip: NVRTC is missing: the generated source was not compiled\n");
+        skip();
+    }
+    if (st != TL_OK)
+        fail_msg("NVRTC rejected the generated source: %s", tl_ctx_error(c));
+}
+
 #define assert_status(expr, want)                                                                  \
     do {                                                                                           \
         tl_status st_ = (expr);                                                                    \

@@ -298,7 +298,7 @@ static void test_pingpong_lowering(void **state)
     tl_kernel_destroy(k);
 
     struct { tl_gemm_schedule s; const char *why; } bad[] = {
-        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .pingpong = 1}, "128 threads"},
+        {{.block_m = 192, .block_n = 128, .block_k = 64, .stages = 4, .threads = 384, .pingpong = 1}, "two (256"},
         {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 2, .threads = 128, .pingpong = 1}, "at least 3 stages"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -310,6 +310,16 @@ static void test_pingpong_lowering(void **state)
             fail_msg("schedule %zu: '%s' does not say '%s'", i, tl_ctx_error(ctx), bad[i].why);
         tl_kernel_destroy(k);
     }
+
+    /* two warpgroups in one block take turns at the loop's tl_gemm */
+    d.schedule = (tl_gemm_schedule){.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
+                                    .pingpong = 1};
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_non_null(strstr(src, "tl_mbar_wait(&tl_order[tl_wg]"));
+    assert_non_null(strstr(src, "a turn on the tensor cores"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
 
     /* the consumers may be any statements: mma.sync gemms (no wgmma fits
      * 32-wide K tiles) take their tiles from a cp.async producer */

@@ -686,9 +686,24 @@ static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
     tli_e_line(E, "{ // tl_copy %s -> %s (%s): runs of %d elements", buf_of(E, sb)->name, buf_of(E, db)->name,
                shape_text(E, f), x->v);
     E->indent++;
+    int64_t per = lay(E, fb)->per_thread;
+    /* Into registers: every run's load first, then the conversions (a load
+     * behind the chunk's branch is waited for where the branches join; one
+     * run at a time would put a single load of a thread in flight). */
+    if (!from_frag)
+        tli_e_line(E, "tl_vec<%s, %d> tl_v[%lld];", ctype(g), x->v, (long long)(per / x->v));
+    for (int pass = from_frag ? 1 : 0; pass < 2; pass++) {
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)lay(E, fb)->per_thread, x->v);
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)per, x->v);
     E->indent++;
+    if (pass == 1 && !from_frag) {
+        for (int e = 0; e < x->v; e++)
+            tli_e_line(E, "%s[tl_r + %d] = %s;", f->name, e,
+                       convert(E, tli_e_fmt(E, "tl_v[tl_r / %d].e[%d]", x->v, e), (tl_dtype)g->dtype,
+                               (tl_dtype)f->dtype));
+        close_block(E);
+        continue;
+    }
     const char *loc[TL_MAX_RANK], *guard, *gi[TL_MAX_RANK];
     frag_coords(E, fb, "tl_r", loc, &guard);
     for (int d = 0; d < f->rank; d++) {
@@ -708,19 +723,17 @@ static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
     const char *args = tli_e_fmt(E, "%s + (%s), %s, %s, %s, %s", g->name, off, tli_e_stride(E, gb, last), gi[last],
                                  tli_e_dim(E, gb, last), live.data);
     tli_str_free(&live);
-    tli_e_line(E, "tl_vec<%s, %d> tl_v;", ctype(g), x->v);
     if (from_frag) {
+        tli_e_line(E, "tl_vec<%s, %d> tl_v;", ctype(g), x->v);
         for (int e = 0; e < x->v; e++)
             tli_e_line(E, "tl_v.e[%d] = %s;", e,
                        convert(E, tli_e_fmt(E, "%s[tl_r + %d]", f->name, e), (tl_dtype)f->dtype, (tl_dtype)g->dtype));
         tli_e_line(E, "tl_st_chunk(%s, tl_v);", args);
     } else {
-        tli_e_line(E, "tl_ld_chunk(tl_v, %s);", args);
-        for (int e = 0; e < x->v; e++)
-            tli_e_line(E, "%s[tl_r + %d] = %s;", f->name, e,
-                       convert(E, tli_e_fmt(E, "tl_v.e[%d]", e), (tl_dtype)g->dtype, (tl_dtype)f->dtype));
+        tli_e_line(E, "tl_ld_chunk(tl_v[tl_r / %d], %s);", x->v, args);
     }
     close_block(E);
+    }
     close_block(E);
 }
 

@@ -273,6 +273,36 @@ static void test_source(void **state)
     run_free(&r);
 }
 
+/* dump: the builder graph, or the kernel after a pass (the pass pipeline's
+ * window for a bug report); a pass that does not exist names the passes. */
+static void test_dump(void **state)
+{
+    (void)state;
+    run_result r = run("dump vadd");
+    expect_status(&r, 0);
+    expect_out(&r, "kernel vadd_f32");
+    expect_out(&r, "parallel [4096]");
+    run_free(&r);
+    r = run("dump gemm --after pipeline --arch sm_90a");
+    expect_status(&r, 0);
+    expect_out(&r, "after pass 'pipeline' (sm_90a)");
+    expect_out(&r, "mbarrier");
+    run_free(&r);
+    r = run("dump flash_attn --after all");
+    expect_status(&r, 0);
+    expect_out(&r, "after pass 'verify'");
+    expect_out(&r, "after pass 'launch'");
+    run_free(&r);
+    r = run("dump vadd --after nope");
+    expect_status(&r, 1);
+    expect_err(&r, "unknown pass 'nope'");
+    run_free(&r);
+    r = run("source vadd --after sync");
+    expect_status(&r, 2);
+    expect_err(&r, "--after does not apply to 'source'");
+    run_free(&r);
+}
+
 static void test_source_bf16(void **state)
 {
     (void)state;
@@ -499,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_unknown_op),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_source),
+        cmocka_unit_test(test_dump),
         cmocka_unit_test(test_source_bf16),
         cmocka_unit_test(test_ptx),
         cmocka_unit_test(test_gemm_ptx_and_source),

@@ -27,6 +27,8 @@ enum { EXIT_LIB = 1, EXIT_USAGE = 2 };
 enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8, OPT_SHAPE = 16, OPT_TRANS_B = 32 };
 /* ... and those of tune (and bench, which shares its problem options) */
 enum { OPT_BIAS = 64, OPT_EPILOGUE = 128, OPT_BUDGET = 256, OPT_NO_SAVE = 512, OPT_LIST = 1024, OPT_CLEAR = 2048 };
+/* ... and dump's */
+enum { OPT_AFTER = 4096 };
 
 typedef struct cli {
     const char *arch;      /* NULL: the context's target              */
@@ -41,6 +43,7 @@ typedef struct cli {
     tl_epilogue epilogue;  /* --epilogue                              */
     double budget_s;       /* --budget; 0: none                       */
     int no_save, list, clear; /* --no-save, --list, --clear           */
+    const char *after;     /* --after PASS (dump); NULL: the builder graph */
     char **args;           /* positional arguments after the command  */
     int nargs;
 } cli;
@@ -61,6 +64,10 @@ static const char usage_text[] =
     "  info [--device N]          library, driver and NVRTC versions; the GPU's limits\n"
     "  source <op> [--arch sm_XX] [--dtype T] [--device N]\n"
     "                             print the generated CUDA C of a prebuilt op\n"
+    "  dump <op> [--after PASS|all] [--arch sm_XX] [--dtype T]\n"
+    "                             the op's builder graph as text, or the kernel\n"
+    "                             lowered through pass PASS (verify, layout,\n"
+    "                             threads, reduce, pipeline, smem, sync, launch)\n"
     "  ptx <op> [--arch sm_XX] [--dtype T] [--device N]\n"
     "                             print its PTX (compiled with NVRTC)\n"
     "  compile <op> [--arch sm_XX] [--dtype T] [--device N] [--cache-dir DIR]\n"
@@ -302,6 +309,25 @@ static int cmd_source(const cli *c)
     else
         rc = ctx_error(ctx, st);
     tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(ctx);
+    return rc;
+}
+
+static int cmd_dump(const cli *c)
+{
+    tl_ctx *ctx;
+    tl_kernel *k;
+    int rc = build_op(c, 0, &ctx, &k);
+    if (rc)
+        return rc;
+    char *text = NULL;
+    tl_status st = c->after ? tl_kernel_lower_dump(k, c->arch, c->after, &text) : tl_kernel_dump(k, &text);
+    if (st == TL_OK)
+        print_text(text);
+    else
+        rc = ctx_error(ctx, st);
+    tl_free_host(text);
     tl_kernel_destroy(k);
     tl_ctx_destroy(ctx);
     return rc;
@@ -687,6 +713,7 @@ static const command commands[] = {
     {"info", cmd_info, OPT_DEVICE, 0},
     {"source", cmd_source, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
     {"ptx", cmd_ptx, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
+    {"dump", cmd_dump, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_AFTER, 1},
     {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR, 1},
     {"cache", cmd_cache, OPT_CACHE_DIR, 1},
     {"bench", cmd_bench, OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B, 1},
@@ -736,6 +763,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
         {'B', OPT_BIAS, "--bias"}, {'e', OPT_EPILOGUE, "--epilogue"},
         {'g', OPT_BUDGET, "--budget"}, {'n', OPT_NO_SAVE, "--no-save"},
         {'l', OPT_LIST, "--list"}, {'x', OPT_CLEAR, "--clear"},
+        {'A', OPT_AFTER, "--after"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].opt == opt && !(cmd->options & names[i].bit))
@@ -762,6 +790,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
     case 'n': c->no_save = 1; return 0;
     case 'l': c->list = 1; return 0;
     case 'x': c->clear = 1; return 0;
+    case 'A': c->after = arg; return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -777,6 +806,7 @@ static int parse(int argc, char **argv, const command **cmd, cli *c)
         {"bias", no_argument, NULL, 'B'},         {"epilogue", required_argument, NULL, 'e'},
         {"budget", required_argument, NULL, 'g'}, {"no-save", no_argument, NULL, 'n'},
         {"list", no_argument, NULL, 'l'},         {"clear", no_argument, NULL, 'x'},
+        {"after", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     memset(c, 0, sizeof *c);

@@ -1,0 +1,120 @@
+/* test_pass_dumps.c - golden dumps of the kernel after every pass (what
+ * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
+ * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
+ * the ping-pong GEMM with a fused epilogue, the sm_80 GEMM and the dual
+ * GEMM. A change to a pass shows here as a diff of what it decided; review
+ * it like code, then rewrite the files with TILEC_UPDATE_GOLDEN=1 (from the
+ * repo root). Needs no NVRTC and no GPU. */
+#include "fixture.h"
+
+#include "../examples/dual_gemm.h"
+
+/* The first line where a and b differ, for a readable failure. */
+static void first_difference(const char *a, const char *b, char *out, size_t n)
+{
+    int line = 1;
+    const char *la = a, *lb = b;
+    while (*a && *a == *b) {
+        if (*a == '\n')
+            line++, la = a + 1, lb = b + 1;
+        a++, b++;
+    }
+    const char *ea = strchr(la, '\n'), *eb = strchr(lb, '\n');
+    snprintf(out, n, "line %d:\n  now:    %.*s\n  golden: %.*s", line, ea ? (int)(ea - la) : (int)strlen(la), la,
+             eb ? (int)(eb - lb) : (int)strlen(lb), lb);
+}
+
+static void check_dump(tl_kernel *k, const char *target, const char *name)
+{
+    assert_non_null(k);
+    char *text = NULL;
+    if (tl_kernel_lower_dump(k, target, "all", &text) != TL_OK)
+        fail_msg("%s: %s", name, tl_ctx_error(ctx));
+    char path[256];
+    snprintf(path, sizeof path, "tests/golden/passes/%s.txt", name);
+    const char *update = getenv("TILEC_UPDATE_GOLDEN");
+    if (update && strcmp(update, "1") == 0) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+    }
+    char *golden = test_read_file(path);
+    if (!golden)
+        fail_msg("%s is missing (run with TILEC_UPDATE_GOLDEN=1 from the repo root)", path);
+    if (strcmp(text, golden) != 0) {
+        char diff[1024];
+        first_difference(text, golden, diff, sizeof diff);
+        fail_msg("the passes' dump of %s differs from %s at %s", name, path, diff);
+    }
+    /* every pass is there, in order */
+    const char *passes[] = {"verify", "layout", "threads", "reduce", "pipeline", "smem", "sync", "launch"};
+    const char *at = text;
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "after pass '%s'", passes[i]);
+        at = strstr(at, head);
+        if (!at)
+            fail_msg("%s: no dump %s, or out of order", name, head);
+    }
+    free(golden);
+    tl_free_host(text);
+    tl_kernel_destroy(k);
+}
+
+static tl_kernel *gemm(const tl_gemm_schedule *s, int trans_b, int epilogue)
+{
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = trans_b,
+                      .has_bias = epilogue, .epilogue = epilogue ? TL_EPI_GELU_TANH : TL_EPI_NONE, .schedule = *s};
+    tl_kernel *k = NULL;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    return k;
+}
+
+static void test_vadd(void **state)
+{
+    (void)state;
+    tl_kernel *k = NULL;
+    assert_status(tl_op_build(ctx, "vadd", TL_F32, &k), TL_OK);
+    check_dump(k, "sm_90a", "vadd_f32_sm90a");
+}
+
+static void test_gemm_classic_sm90a(void **state)
+{
+    (void)state;
+    const tl_gemm_schedule s = {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 8};
+    check_dump(gemm(&s, 1, 0), "sm_90a", "gemm_classic_nt_sm90a");
+}
+
+static void test_gemm_pingpong_sm90a(void **state)
+{
+    (void)state;
+    const tl_gemm_schedule s = {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                .swizzle = 8, .pingpong = 1};
+    check_dump(gemm(&s, 1, 1), "sm_90a", "gemm_pingpong_bias_gelu_sm90a");
+}
+
+static void test_gemm_sm80(void **state)
+{
+    (void)state;
+    const tl_gemm_schedule s = {.block_m = 128, .block_n = 256, .block_k = 32, .stages = 3, .threads = 256, .swizzle = 8};
+    check_dump(gemm(&s, 0, 0), "sm_80", "gemm_nn_sm80");
+}
+
+static void test_dual_gemm(void **state)
+{
+    (void)state;
+    check_dump(dual_gemm_build(ctx, TL_BF16, &dual_gemm_default), "sm_90a", "dual_gemm_sm90a");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vadd),
+        cmocka_unit_test(test_gemm_classic_sm90a),
+        cmocka_unit_test(test_gemm_pingpong_sm90a),
+        cmocka_unit_test(test_gemm_sm80),
+        cmocka_unit_test(test_dual_gemm),
+    };
+    return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
+}

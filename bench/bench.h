@@ -52,7 +52,7 @@ static inline tl_ctx *bench_open(const char *what)
     }
     bench_warm_up(bench_ctx);
     tl_device_info info;
-    tl_ctx_device_info(bench_ctx, &info);
+    tl_ctx_get_device_info(bench_ctx, &info);
     printf("# %s on %s (sm_%d%d, %d SMs, L2 %d MiB), driver %d, NVRTC %d.%d, libtilec %s\n", what, info.name,
            info.cc_major, info.cc_minor, info.sm_count, info.l2_bytes >> 20, info.driver_version, info.nvrtc_major,
            info.nvrtc_minor, tl_version());

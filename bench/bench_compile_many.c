@@ -24,7 +24,7 @@ static tl_ctx *open_any(char *where, size_t len)
 {
     tl_ctx *ctx = NULL;
     tl_device_info info;
-    if (tl_ctx_create(NULL, &ctx, NULL, 0) == TL_OK && tl_ctx_device_info(ctx, &info) == TL_OK) {
+    if (tl_ctx_create(NULL, &ctx, NULL, 0) == TL_OK && tl_ctx_get_device_info(ctx, &info) == TL_OK) {
         snprintf(where, len, "%s", info.name);
         return ctx;
     }

@@ -4,10 +4,10 @@
  *
  *   (a) tl_op_gemm with bias + GELU fused (tanh form; the erf form too)
  *   (b) tl_op_gemm without epilogue, same schedule
- *   (c) (b) followed by tl_bias_act, the separate element-wise kernel
+ *   (c) (b) followed by tl_op_bias_act, the separate element-wise kernel
  *   (c2) (b) followed by a bias kernel and a GELU kernel: the two passes of
  *       an eager framework (x + bias, then gelu)
- *   (d) cuBLAS (no epilogue) followed by tl_bias_act
+ *   (d) cuBLAS (no epilogue) followed by tl_op_bias_act
  *   (e) cuBLASLt with its fused GELU_BIAS epilogue (the baseline; its GELU
  *       is the tanh form, so it has no erf counterpart)
  *
@@ -49,11 +49,11 @@ static tl_status run(void *user, void *stream)
         break;
     }
     if (st == TL_OK && (w->kind == OURS_THEN_ACT || w->kind == CUBLAS_THEN_ACT))
-        st = tl_bias_act(o->ctx, o->out, o->m, o->n, o->c[i], o->bias, w->act, stream);
+        st = tl_op_bias_act(o->ctx, o->out, o->m, o->n, o->c[i], o->bias, w->act, stream);
     if (st == TL_OK && w->kind == OURS_THEN_TWO) {
-        st = tl_bias_act(o->ctx, o->out, o->m, o->n, o->c[i], o->bias, TL_EPI_NONE, stream);
+        st = tl_op_bias_act(o->ctx, o->out, o->m, o->n, o->c[i], o->bias, TL_EPI_NONE, stream);
         if (st == TL_OK)
-            st = tl_bias_act(o->ctx, o->out, o->m, o->n, o->c[i], 0, w->act, stream);
+            st = tl_op_bias_act(o->ctx, o->out, o->m, o->n, o->c[i], 0, w->act, stream);
     }
     return st;
 }
@@ -103,11 +103,11 @@ static const struct variant {
     [A_ERF] = {"(a') tl_op_gemm fused bias+gelu_erf", OURS, DESC_ERF, TL_EPI_NONE, REF_D_ERF},
     [B] = {"(b) tl_op_gemm no epilogue, (a)'s schedule", OURS, DESC_PLAIN, TL_EPI_NONE, REF_PLAIN},
     [B_DEF] = {"(b') tl_op_gemm no epilogue, its own default", OURS, DESC_DEFAULT, TL_EPI_NONE, REF_PLAIN},
-    [C] = {"(c) tl_op_gemm + tl_bias_act gelu_tanh", OURS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_TANH, REF_D_TANH},
+    [C] = {"(c) tl_op_gemm + tl_op_bias_act gelu_tanh", OURS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_TANH, REF_D_TANH},
     [C2] = {"(c2) tl_op_gemm + bias kernel + gelu_tanh kernel", OURS_THEN_TWO, DESC_PLAIN, TL_EPI_GELU_TANH, REF_D_TANH},
-    [C_ERF] = {"(c') tl_op_gemm + tl_bias_act gelu_erf", OURS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_ERF, REF_D_ERF},
-    [D] = {"(d) cublas + tl_bias_act gelu_tanh", CUBLAS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_TANH, REF_D_TANH},
-    [D_ERF] = {"(d') cublas + tl_bias_act gelu_erf", CUBLAS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_ERF, REF_D_ERF},
+    [C_ERF] = {"(c') tl_op_gemm + tl_op_bias_act gelu_erf", OURS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_ERF, REF_D_ERF},
+    [D] = {"(d) cublas + tl_op_bias_act gelu_tanh", CUBLAS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_TANH, REF_D_TANH},
+    [D_ERF] = {"(d') cublas + tl_op_bias_act gelu_erf", CUBLAS_THEN_ACT, DESC_PLAIN, TL_EPI_GELU_ERF, REF_D_ERF},
     [E] = {"(e) cublasLt fused GELU_BIAS", CUBLASLT_FUSED, DESC_TANH, TL_EPI_NONE, REF_D_TANH},
     [PLAIN] = {"cublas no epilogue", CUBLAS, DESC_PLAIN, TL_EPI_NONE, REF_PLAIN},
 };

@@ -116,7 +116,7 @@ static int copies_for(tl_ctx *ctx, size_t set_bytes)
 {
     tl_device_info info;
     size_t l2 = (size_t)64 << 20;
-    if (tl_ctx_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0)
+    if (tl_ctx_get_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0)
         l2 = (size_t)info.l2_bytes;
     return set_bytes > 2 * l2 ? 1 : (int)(2 * l2 / set_bytes) + 1;
 }

@@ -72,7 +72,7 @@ static int copies_for(tl_ctx *ctx, size_t set_bytes)
 {
     tl_device_info info;
     size_t l2 = (size_t)64 << 20;
-    if (tl_ctx_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0)
+    if (tl_ctx_get_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0)
         l2 = (size_t)info.l2_bytes;
     if (set_bytes == 0 || set_bytes > 2 * l2)
         return 1;

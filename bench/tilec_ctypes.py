@@ -98,7 +98,7 @@ _FUNCTIONS = {
     "tl_ctx_create": (c_int, [POINTER(TlCtxOptions), POINTER(_ctx_p), c_char_p, c_size_t]),
     "tl_ctx_destroy": (None, [_ctx_p]),
     "tl_ctx_error": (c_char_p, [_ctx_p]),
-    "tl_ctx_device_info": (c_int, [_ctx_p, POINTER(TlDeviceInfo)]),
+    "tl_ctx_get_device_info": (c_int, [_ctx_p, POINTER(TlDeviceInfo)]),
     "tl_op_softmax": (c_int, [_ctx_p, POINTER(TlSoftmaxDesc), c_uint64, c_uint64, c_void_p]),
     "tl_op_softmax_schedule": (TlSoftmaxSchedule, [_ctx_p, POINTER(TlSoftmaxDesc)]),
     "tl_op_gemm": (c_int, [_ctx_p, POINTER(TlGemmDesc), c_uint64, c_uint64, c_uint64, c_uint64, c_void_p]),
@@ -178,7 +178,7 @@ class Tilec:
 
     def device_info(self):
         info = TlDeviceInfo()
-        self._call("tl_ctx_device_info", ctypes.byref(info))
+        self._call("tl_ctx_get_device_info", ctypes.byref(info))
         return info
 
     # --- the ops, on tensors; `stream` is a CUstream handle (an int) -------

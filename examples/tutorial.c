@@ -52,7 +52,7 @@ static int open_context(void)
     printf("libtilec %s, CUDA driver %d, NVRTC %d.%d\n", tl_version(), drv, nv_major, nv_minor);
     if (create_context(msg, sizeof msg)) {
         tl_device_info d;
-        CHECK(tl_ctx_device_info(ctx, &d));
+        CHECK(tl_ctx_get_device_info(ctx, &d));
         printf("GPU: %s, compute capability %d.%d, %d SMs, %.1f GiB, L2 %d MiB,\n"
                "     shared memory %d KiB per block (%d KiB opt-in), target %s\n",
                d.name, d.cc_major, d.cc_minor, d.sm_count, (double)d.global_mem_bytes / (1 << 30), d.l2_bytes >> 20,

@@ -186,7 +186,7 @@ typedef struct tl_device_info {
 
 /* Fills *out with the context's device. Errors: TL_ERR_NO_DEVICE for an
  * offline context, TL_ERR_CUDA. */
-TL_API tl_status tl_ctx_device_info(tl_ctx *ctx, tl_device_info *out);
+TL_API tl_status tl_ctx_get_device_info(tl_ctx *ctx, tl_device_info *out);
 
 /* Versions without a context: the driver's (e.g. 13000) and NVRTC's.
  * Any out pointer may be NULL. Returns TL_ERR_NO_DRIVER / TL_ERR_NO_NVRTC
@@ -802,7 +802,7 @@ typedef struct tl_cache_stats {
 } tl_cache_stats;
 
 /* The cache's directory and counters. Errors: TL_ERR_INVALID_ARG. */
-TL_API tl_status tl_cache_stats_get(tl_ctx *ctx, tl_cache_stats *out);
+TL_API tl_status tl_cache_get_stats(tl_ctx *ctx, tl_cache_stats *out);
 /* Removes every entry from memory and disk: files in the directory that
  * are named like entries and start as entries do (others are left alone),
  * and whatever is in the way at a path the cache owns (a directory where
@@ -911,24 +911,6 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
  * sweeping. *out is a new kernel the caller destroys. */
 TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out);
 
-/* The same GEMM through cuBLAS, as the baseline of benchmarks and the
- * reference of GPU tests (the library's own kernels never call it). Same
- * semantics as tl_op_gemm: row-major A [M, K], B [K, N] or [N, K] with
- * trans_b, bias [N] of in_dtype, f32 accumulation, C of out_dtype (the
- * input type or f32; cuBLAS has no other). The schedule is ignored. No
- * bias and no epilogue: cublasGemmEx; otherwise cublasLtMatmul with the
- * BIAS, RELU, RELU_BIAS, GELU or GELU_BIAS epilogue (cuBLASLt's GELU is the
- * tanh form, so TL_EPI_GELU_TANH maps to it and TL_EPI_GELU_ERF is
- * TL_ERR_UNSUPPORTED). cuBLAS and cuBLASLt are loaded on first use; their
- * handles, a 32 MiB workspace and the last cuBLASLt plans stay in the
- * context until it is destroyed. Any sizes and alignments. Errors:
- * TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_UNSUPPORTED (a combination
- * cuBLAS(Lt) does not offer), TL_ERR_NO_DEVICE (offline context),
- * TL_ERR_NO_CUBLAS (the libraries cannot be loaded), TL_ERR_CUDA (a cuBLAS
- * call failed: the message names it and its status). */
-TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
-                                  uint64_t c, void *stream);
-
 /* c[i, j] = act(c[i, j] + bias[j]) in place, for c [m, n] row-major and
  * bias [n] (0: none), both of dtype (f32, f16, bf16; 16-bit values are
  * computed in f32), act one of tl_epilogue (TL_EPI_NONE: the bias alone).
@@ -937,15 +919,15 @@ TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a
  * c and bias must be aligned to the element size. Errors:
  * TL_ERR_INVALID_ARG (sizes, a null c, a misaligned pointer),
  * TL_ERR_DTYPE, TL_ERR_NO_DEVICE, those of tl_compile and tl_launch. */
-TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
+TL_API tl_status tl_op_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
                              tl_epilogue epi, void *stream);
-/* Builds the kernel of tl_bias_act: Y[i, j] = act(X[i, j] + bias[j]).
+/* Builds the kernel of tl_op_bias_act: Y[i, j] = act(X[i, j] + bias[j]).
  * Launch arguments: M, N, X, [bias,] Y (bias when has_bias). X and Y may be
- * the same tensor (tl_bias_act passes c for both); as two parameters the
+ * the same tensor (tl_op_bias_act passes c for both); as two parameters the
  * loads of X stay vectorised, which a tensor both read and written in one
  * loop would not be. *out is a new kernel the caller destroys. Errors:
  * TL_ERR_DTYPE, TL_ERR_INVALID_ARG (unknown epilogue). */
-TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
+TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out);
 
 /* The schedule of a row-wise op (tl_op_softmax, tl_op_rmsnorm): a block
  * holds `rows` rows of `width` columns as an f32 register fragment [rows,
@@ -1348,6 +1330,30 @@ TL_API tl_status tl_tune_db_list(tl_ctx *ctx, tl_tune_record **out, int *n);
 /* Removes every record, from the file and from the context. Errors:
  * TL_ERR_INVALID_ARG, TL_ERR_IO. */
 TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Baselines: vendor libraries, for benchmarks and tests                     */
+/* ------------------------------------------------------------------------ */
+/* Not part of the kernel API: what the library's kernels are measured and
+ * checked against. */
+
+/* tl_op_gemm's problem through cuBLAS, as the baseline of benchmarks and the
+ * reference of GPU tests (the library's own kernels never call it). Same
+ * semantics as tl_op_gemm: row-major A [M, K], B [K, N] or [N, K] with
+ * trans_b, bias [N] of in_dtype, f32 accumulation, C of out_dtype (the
+ * input type or f32; cuBLAS has no other). The schedule is ignored. No
+ * bias and no epilogue: cublasGemmEx; otherwise cublasLtMatmul with the
+ * BIAS, RELU, RELU_BIAS, GELU or GELU_BIAS epilogue (cuBLASLt's GELU is the
+ * tanh form, so TL_EPI_GELU_TANH maps to it and TL_EPI_GELU_ERF is
+ * TL_ERR_UNSUPPORTED). cuBLAS and cuBLASLt are loaded on first use; their
+ * handles, a 32 MiB workspace and the last cuBLASLt plans stay in the
+ * context until it is destroyed. Any sizes and alignments. Errors:
+ * TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_UNSUPPORTED (a combination
+ * cuBLAS(Lt) does not offer), TL_ERR_NO_DEVICE (offline context),
+ * TL_ERR_NO_CUBLAS (the libraries cannot be loaded), TL_ERR_CUDA (a cuBLAS
+ * call failed: the message names it and its status). */
+TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
+                                  uint64_t c, void *stream);
 
 #ifdef __cplusplus
 }

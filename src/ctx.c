@@ -530,14 +530,14 @@ int tl_ctx_has_device(const tl_ctx *ctx) { return ctx && ctx->has_device; }
 
 const char *tl_ctx_target(const tl_ctx *ctx) { return ctx ? ctx->target : ""; }
 
-tl_status tl_ctx_device_info(tl_ctx *ctx, tl_device_info *out)
+tl_status tl_ctx_get_device_info(tl_ctx *ctx, tl_device_info *out)
 {
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     if (!out)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_ctx_device_info: out is NULL");
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_ctx_get_device_info: out is NULL");
     if (!ctx->has_device)
-        return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_ctx_device_info: the context has no device "
+        return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_ctx_get_device_info: the context has no device "
                         "(it was created with TL_NO_DEVICE)");
     *out = ctx->info;
     return TL_OK;
@@ -663,15 +663,15 @@ tl_status tl_synchronize(tl_ctx *ctx)
 /* The cache                                                                 */
 /* ------------------------------------------------------------------------ */
 
-tl_status tl_cache_stats_get(tl_ctx *ctx, tl_cache_stats *out)
+tl_status tl_cache_get_stats(tl_ctx *ctx, tl_cache_stats *out)
 {
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     if (!out)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_cache_stats_get: out is NULL");
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_cache_get_stats: out is NULL");
     tl_status st = tli_cache_stats(ctx->cache, out);
     if (st != TL_OK)
-        return tli_fail(ctx, st, "tl_cache_stats_get: cannot read the cache statistics (%s)",
+        return tli_fail(ctx, st, "tl_cache_get_stats: cannot read the cache statistics (%s)",
                         tl_status_name(st));
     return TL_OK;
 }

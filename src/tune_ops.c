@@ -63,7 +63,7 @@ void tli_tune_bucket(char axis, int64_t x, char *out, size_t len)
 int tli_tune_copies(tl_ctx *ctx, size_t set_bytes, int max)
 {
     tl_device_info info;
-    size_t l2 = tl_ctx_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0 ? (size_t)info.l2_bytes : 64u << 20;
+    size_t l2 = tl_ctx_get_device_info(ctx, &info) == TL_OK && info.l2_bytes > 0 ? (size_t)info.l2_bytes : 64u << 20;
     size_t n = set_bytes > 2 * l2 ? 1 : 2 * l2 / (set_bytes ? set_bytes : 1) + 1;
     return n > (size_t)max ? max : (int)n;
 }

@@ -95,10 +95,10 @@ static tl_status p_tl_runtime_versions(void)
     return st == TL_OK ? TL_ERR_INTERNAL : st; /* the message is what is checked */
 }
 
-static tl_status p_tl_ctx_device_info(void)
+static tl_status p_tl_ctx_get_device_info(void)
 {
     tl_device_info info;
-    return tl_ctx_device_info(ctx, &info);
+    return tl_ctx_get_device_info(ctx, &info);
 }
 static tl_status p_tl_malloc(void)
 {
@@ -345,7 +345,7 @@ static tl_status p_tl_check(void)
     return tl_check(ctx, &s, &s, 0.1, &r); /* device spans, offline */
 }
 static tl_status p_tl_program_check(void) { return tl_program_check(prog, NULL, 0, NULL, NULL, NULL, 0.1, NULL); }
-static tl_status p_tl_cache_stats_get(void) { return tl_cache_stats_get(ctx, NULL); }
+static tl_status p_tl_cache_get_stats(void) { return tl_cache_get_stats(ctx, NULL); }
 
 /* A foreign directory deeper than clear digs, at an entry's path. */
 static tl_status p_tl_cache_clear(void)
@@ -397,11 +397,11 @@ static tl_status p_tl_op_gemm_build(void)
     return tl_op_gemm_build(ctx, &bad_gemm, &k);
 }
 static tl_status p_tl_baseline_gemm(void) { return tl_baseline_gemm(ctx, &bad_gemm, 0, 0, 0, 0, NULL); }
-static tl_status p_tl_bias_act(void) { return tl_bias_act(ctx, TL_I32, 1, 1, 0x1000, 0, TL_EPI_NONE, NULL); }
-static tl_status p_tl_bias_act_build(void)
+static tl_status p_tl_op_bias_act(void) { return tl_op_bias_act(ctx, TL_I32, 1, 1, 0x1000, 0, TL_EPI_NONE, NULL); }
+static tl_status p_tl_op_bias_act_build(void)
 {
     tl_kernel *k;
-    return tl_bias_act_build(ctx, TL_F32, (tl_epilogue)9, 0, &k);
+    return tl_op_bias_act_build(ctx, TL_F32, (tl_epilogue)9, 0, &k);
 }
 static tl_status p_tl_op_build(void)
 {
@@ -544,7 +544,7 @@ static const api_entry entries[] = {
     WHY(tl_int, "fails only when out of memory (test_alloc_fail covers that)"),
     WHY(tl_f32, "fails only when out of memory (test_alloc_fail covers that)"),
     PMSG(tl_ctx_create), PMSG(tl_runtime_versions),
-    P(tl_ctx_device_info), P(tl_malloc), P(tl_free), P(tl_memcpy_htod), P(tl_memcpy_dtoh), P(tl_memcpy_dtod),
+    P(tl_ctx_get_device_info), P(tl_malloc), P(tl_free), P(tl_memcpy_htod), P(tl_memcpy_dtoh), P(tl_memcpy_dtod),
     P(tl_memset_u8), P(tl_synchronize), P(tl_random_fill),
     P(tl_kernel_new), P(tl_dim), P(tl_param_scalar), P(tl_param_tensor), P(tl_grid), P(tl_block_idx),
     P(tl_float),
@@ -557,9 +557,9 @@ static const api_entry entries[] = {
     P(tl_compile), P(tl_kernel_source), P(tl_kernel_ptx), P(tl_interpret),
     PPROG(tl_program_get_info), PPROG(tl_program_param), PPROG(tl_launch), PPROG(tl_program_interpret),
     P(tl_time), P(tl_time_interleaved), PPROG(tl_time_launch), P(tl_check), PPROG(tl_program_check),
-    P(tl_cache_stats_get), PMSG(tl_cache_clear),
+    P(tl_cache_get_stats), PMSG(tl_cache_clear),
     P(tl_op_vadd), P(tl_op_vadd_program), P(tl_op_gemm), P(tl_op_gemm_schedule), P(tl_op_gemm_program),
-    P(tl_op_gemm_build), P(tl_baseline_gemm), P(tl_bias_act), P(tl_bias_act_build), P(tl_op_build),
+    P(tl_op_gemm_build), P(tl_baseline_gemm), P(tl_op_bias_act), P(tl_op_bias_act_build), P(tl_op_build),
     P(tl_reduce_max), P(tl_reduce_sum), P(tl_reduce_min), P(tl_reduce_absmax), P(tl_name), P(tl_kernel_dump),
     P(tl_kernel_lower_dump), P(tl_kernel_reproducer),
     P(tl_op_softmax), P(tl_op_softmax_schedule), P(tl_op_softmax_program), P(tl_op_softmax_build),

@@ -1,7 +1,7 @@
-/* test_bias_act.c - the separate bias + activation kernel (tl_bias_act_build)
+/* test_bias_act.c - the separate bias + activation kernel (tl_op_bias_act_build)
  * through the CPU interpreter against a double-precision reference written
  * here, at ragged sizes, in place and out of place; its cubins for sm_80
- * and sm_90a; and the argument checks of tl_bias_act and tl_baseline_gemm
+ * and sm_90a; and the argument checks of tl_op_bias_act and tl_baseline_gemm
  * that need no GPU. */
 #include "fixture.h"
 
@@ -24,7 +24,7 @@ static void check_case(tl_dtype dt, tl_epilogue epi, int has_bias, int64_t m, in
                        uint64_t seed)
 {
     tl_kernel *k;
-    assert_status(tl_bias_act_build(ctx, dt, epi, has_bias, &k), TL_OK);
+    assert_status(tl_op_bias_act_build(ctx, dt, epi, has_bias, &k), TL_OK);
     size_t sz = tl_dtype_size(dt), elems = (size_t)(m * n);
     unsigned char *x = malloc(elems * sz + 1), *x0 = malloc(elems * sz + 1);
     unsigned char *y = malloc((elems + PAD) * sz), *bias = malloc((size_t)n * sz + 1);
@@ -103,7 +103,7 @@ static void test_cubins_sm80_sm90a(void **state)
                     if (t == 0 && e != TL_EPI_GELU_ERF && e != TL_EPI_NONE)
                         continue; /* sm_80: enough to see each dtype and the erf */
                     tl_kernel *k;
-                    assert_status(tl_bias_act_build(ctx, dtypes[d], epis[e], b, &k), TL_OK);
+                    assert_status(tl_op_bias_act_build(ctx, dtypes[d], epis[e], b, &k), TL_OK);
                     tl_compile_options o = {.target = targets[t]};
                     tl_program *p = NULL;
                     tl_status st = tl_compile(k, &o, &p);
@@ -116,7 +116,7 @@ static void test_cubins_sm80_sm90a(void **state)
                     tl_kernel_destroy(k);
                 }
     tl_kernel *k;
-    assert_status(tl_bias_act_build(ctx, TL_BF16, TL_EPI_GELU_TANH, 1, &k), TL_OK);
+    assert_status(tl_op_bias_act_build(ctx, TL_BF16, TL_EPI_GELU_TANH, 1, &k), TL_OK);
     char *ptx = NULL;
     assert_status(tl_kernel_ptx(k, "sm_90a", &ptx), TL_OK);
     assert_non_null(strstr(ptx, "ld.global.v4"));
@@ -128,7 +128,7 @@ static void test_launch_parameters(void **state)
 {
     (void)state;
     tl_kernel *k;
-    assert_status(tl_bias_act_build(ctx, TL_F16, TL_EPI_RELU, 1, &k), TL_OK);
+    assert_status(tl_op_bias_act_build(ctx, TL_F16, TL_EPI_RELU, 1, &k), TL_OK);
     char *src = NULL;
     assert_status(tl_kernel_source(k, NULL, &src), TL_OK);
     assert_non_null(strstr(src, "bias_act_f16_relu_bias"));
@@ -143,19 +143,19 @@ static void test_errors(void **state)
 {
     (void)state;
     tl_kernel *k = (tl_kernel *)0x1;
-    assert_status(tl_bias_act_build(ctx, TL_I32, TL_EPI_NONE, 0, &k), TL_ERR_DTYPE);
+    assert_status(tl_op_bias_act_build(ctx, TL_I32, TL_EPI_NONE, 0, &k), TL_ERR_DTYPE);
     assert_null(k);
-    assert_status(tl_bias_act_build(ctx, TL_F32, (tl_epilogue)99, 0, &k), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_bias_act_build(ctx, TL_F32, (tl_epilogue)99, 0, &k), TL_ERR_INVALID_ARG);
     assert_non_null(strstr(tl_ctx_error(ctx), "epilogue"));
-    assert_status(tl_bias_act_build(ctx, TL_F32, TL_EPI_NONE, 0, NULL), TL_ERR_INVALID_ARG);
-    assert_status(tl_bias_act_build(NULL, TL_F32, TL_EPI_NONE, 0, &k), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_bias_act_build(ctx, TL_F32, TL_EPI_NONE, 0, NULL), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_bias_act_build(NULL, TL_F32, TL_EPI_NONE, 0, &k), TL_ERR_INVALID_ARG);
 
-    assert_status(tl_bias_act(ctx, TL_F64, 4, 4, 256, 0, TL_EPI_NONE, NULL), TL_ERR_DTYPE);
-    assert_status(tl_bias_act(ctx, TL_BF16, -1, 4, 256, 0, TL_EPI_NONE, NULL), TL_ERR_INVALID_ARG);
-    assert_status(tl_bias_act(ctx, TL_BF16, 4, 4, 0, 0, TL_EPI_NONE, NULL), TL_ERR_INVALID_ARG);
-    assert_status(tl_bias_act(ctx, TL_BF16, 4, 4, 256, 0, TL_EPI_GELU_ERF, NULL), TL_ERR_NO_DEVICE);
+    assert_status(tl_op_bias_act(ctx, TL_F64, 4, 4, 256, 0, TL_EPI_NONE, NULL), TL_ERR_DTYPE);
+    assert_status(tl_op_bias_act(ctx, TL_BF16, -1, 4, 256, 0, TL_EPI_NONE, NULL), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_bias_act(ctx, TL_BF16, 4, 4, 0, 0, TL_EPI_NONE, NULL), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_bias_act(ctx, TL_BF16, 4, 4, 256, 0, TL_EPI_GELU_ERF, NULL), TL_ERR_NO_DEVICE);
     assert_non_null(strstr(tl_ctx_error(ctx), "no device"));
-    assert_status(tl_bias_act(NULL, TL_BF16, 4, 4, 256, 0, TL_EPI_NONE, NULL), TL_ERR_INVALID_ARG);
+    assert_status(tl_op_bias_act(NULL, TL_BF16, 4, 4, 256, 0, TL_EPI_NONE, NULL), TL_ERR_INVALID_ARG);
 }
 
 /* What tl_baseline_gemm says without a GPU: the arguments are checked

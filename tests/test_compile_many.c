@@ -194,7 +194,7 @@ static void test_fills_the_cache(void **state)
             tl_kernel_destroy(k[i]);
         }
         tl_cache_stats s;
-        assert_status(tl_cache_stats_get(c, &s), TL_OK);
+        assert_status(tl_cache_get_stats(c, &s), TL_OK);
         assert_int_equal(s.disk_entries, 3);
         tl_ctx_destroy(c);
     }

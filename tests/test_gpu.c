@@ -276,7 +276,7 @@ static void test_cache_across_contexts(void **state)
         assert_true(info.regs > 0);
         from[round] = info.from_cache;
         tl_cache_stats cs;
-        assert_status(tl_cache_stats_get(c2, &cs), TL_OK);
+        assert_status(tl_cache_get_stats(c2, &cs), TL_OK);
         assert_true(cs.disk_entries >= 1);
         if (round == 1)
             assert_status(tl_cache_clear(c2), TL_OK);
@@ -292,7 +292,7 @@ static void test_device_info(void **state)
     (void)state;
     NEED_GPU();
     tl_device_info info;
-    assert_status(tl_ctx_device_info(ctx, &info), TL_OK);
+    assert_status(tl_ctx_get_device_info(ctx, &info), TL_OK);
     assert_true(info.sm_count > 0 && info.l2_bytes > 0 && info.smem_per_block_optin >= info.smem_per_block);
     assert_true(strlen(info.name) > 0 && info.nvrtc_major >= 12);
     printf("  device: %s, sm_%d%d, %d SMs, target %s\n", info.name, info.cc_major, info.cc_minor, info.sm_count,

@@ -119,10 +119,10 @@ static void test_ops_refuse_misaligned(void **state)
     assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_vadd: b = 0x20001 is not aligned to its 2-byte elements"));
     assert_status(tl_op_vadd(ctx, &d, 0x10000, 0, 0x30000, NULL), TL_ERR_INVALID_ARG);
     assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_vadd: b is a null device pointer"));
-    assert_status(tl_bias_act(ctx, TL_F32, 4, 4, 0x10002, 0, TL_EPI_RELU, NULL), TL_ERR_INVALID_ARG);
-    assert_non_null(strstr(tl_ctx_error(ctx), "tl_bias_act: c = 0x10002 is not aligned"));
-    assert_status(tl_bias_act(ctx, TL_F32, 4, 4, 0x10000, 0x20001, TL_EPI_RELU, NULL), TL_ERR_INVALID_ARG);
-    assert_non_null(strstr(tl_ctx_error(ctx), "tl_bias_act: bias = 0x20001 is not aligned"));
+    assert_status(tl_op_bias_act(ctx, TL_F32, 4, 4, 0x10002, 0, TL_EPI_RELU, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_bias_act: c = 0x10002 is not aligned"));
+    assert_status(tl_op_bias_act(ctx, TL_F32, 4, 4, 0x10000, 0x20001, TL_EPI_RELU, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_bias_act: bias = 0x20001 is not aligned"));
     tl_gemm_desc g = {.m = 16, .n = 16, .k = 16, .in_dtype = TL_BF16, .out_dtype = TL_F32};
     assert_status(tl_op_gemm(ctx, &g, 0x10000, 0x20000, 0, 0x30002, NULL), TL_ERR_INVALID_ARG);
     assert_non_null(strstr(tl_ctx_error(ctx), "tl_op_gemm: c = 0x30002 is not aligned to its 4-byte elements"));

@@ -301,10 +301,10 @@ static void test_offline_ctx(void **state)
     assert_int_equal(tl_ctx_has_device(ctx), 0);
     assert_string_equal(tl_ctx_error(ctx), "");
     tl_device_info info;
-    assert_int_equal(tl_ctx_device_info(ctx, &info), TL_ERR_NO_DEVICE);
+    assert_int_equal(tl_ctx_get_device_info(ctx, &info), TL_ERR_NO_DEVICE);
     assert_true(strlen(tl_ctx_error(ctx)) > 0);
     tl_cache_stats cs;
-    assert_int_equal(tl_cache_stats_get(ctx, &cs), TL_OK);
+    assert_int_equal(tl_cache_get_stats(ctx, &cs), TL_OK);
     assert_int_equal(cs.disk_enabled, 0);
     assert_int_equal(tl_cache_clear(ctx), TL_OK);
     tl_ctx_destroy(ctx);
@@ -383,7 +383,7 @@ static void test_null_arguments(void **state)
     tl_cache_stats cs;
     tl_timing t;
     uint64_t d;
-    assert_int_equal(tl_ctx_device_info(NULL, &info), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_ctx_get_device_info(NULL, &info), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_malloc(NULL, 16, &d), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_free(NULL, 0), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_memcpy_htod(NULL, 1, &d, 8), TL_ERR_INVALID_ARG);
@@ -391,7 +391,7 @@ static void test_null_arguments(void **state)
     assert_int_equal(tl_memcpy_dtod(NULL, 1, 2, 8, NULL), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_memset_u8(NULL, 1, 0, 8, NULL), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_synchronize(NULL), TL_ERR_INVALID_ARG);
-    assert_int_equal(tl_cache_stats_get(NULL, &cs), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_cache_get_stats(NULL, &cs), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_cache_clear(NULL), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_time(NULL, NULL, never_called, NULL, NULL, &t), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_time_launch(NULL, NULL, 0, NULL, NULL, &t), TL_ERR_INVALID_ARG);
@@ -399,13 +399,13 @@ static void test_null_arguments(void **state)
     tl_ctx_options o = offline_options();
     tl_ctx *ctx = NULL;
     assert_int_equal(tl_ctx_create(&o, &ctx, NULL, 0), TL_OK);
-    assert_int_equal(tl_ctx_device_info(ctx, NULL), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_ctx_get_device_info(ctx, NULL), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_malloc(ctx, 16, NULL), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_memcpy_htod(ctx, 1, NULL, 8), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_memcpy_dtoh(ctx, NULL, 1, 8), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_memcpy_htod(ctx, 0, &d, 8), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_memset_u8(ctx, 0, 0, 8, NULL), TL_ERR_INVALID_ARG);
-    assert_int_equal(tl_cache_stats_get(ctx, NULL), TL_ERR_INVALID_ARG);
+    assert_int_equal(tl_cache_get_stats(ctx, NULL), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_time(ctx, NULL, NULL, NULL, NULL, &t), TL_ERR_INVALID_ARG);
     assert_int_equal(tl_time(ctx, NULL, never_called, NULL, NULL, NULL), TL_ERR_INVALID_ARG);
     assert_true(strlen(tl_ctx_error(ctx)) > 0);
@@ -595,7 +595,7 @@ static tl_ctx *gpu_ctx_or_skip(void)
 static void check_device_info(tl_ctx *ctx)
 {
     tl_device_info info;
-    assert_int_equal(tl_ctx_device_info(ctx, &info), TL_OK);
+    assert_int_equal(tl_ctx_get_device_info(ctx, &info), TL_OK);
     print_message("%s: cc %d.%d, %d SMs, %.1f GiB, L2 %d KiB, smem optin %d, clock %d kHz, "
                   "driver %d, NVRTC %d.%d, target %s\n", info.name, info.cc_major, info.cc_minor,
                   info.sm_count, info.global_mem_bytes / 1073741824.0, info.l2_bytes / 1024,

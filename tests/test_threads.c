@@ -193,7 +193,7 @@ static void test_compile_in_parallel(void **state)
     memset(w, 0, sizeof w);
     run_workers(w, compile_worker);
     tl_cache_stats s;
-    assert_status(tl_cache_stats_get(disk_ctx, &s), TL_OK);
+    assert_status(tl_cache_get_stats(disk_ctx, &s), TL_OK);
     assert_int_equal(s.disk_entries, 2 * THREADS);
     assert_int_equal(tl_cache_clear(disk_ctx), TL_OK);
     tl_ctx_destroy(disk_ctx);

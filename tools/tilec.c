@@ -267,7 +267,7 @@ static int cmd_info(const cli *c)
     tl_status st = tl_ctx_create(&o, &ctx, msg, sizeof msg);
     if (st == TL_OK) {
         tl_device_info d;
-        st = tl_ctx_device_info(ctx, &d);
+        st = tl_ctx_get_device_info(ctx, &d);
         if (st == TL_OK)
             print_device(&d);
         int rc = st == TL_OK ? 0 : ctx_error(ctx, st);
@@ -435,7 +435,7 @@ static int open_cache_context(const cli *c, tl_ctx **ctx)
 static int cache_stats(tl_ctx *ctx)
 {
     tl_cache_stats s;
-    tl_status st = tl_cache_stats_get(ctx, &s);
+    tl_status st = tl_cache_get_stats(ctx, &s);
     if (st != TL_OK)
         return ctx_error(ctx, st);
     printf("directory:    %s\n", s.disk_enabled ? s.dir : "(none)");
@@ -451,7 +451,7 @@ static int cache_stats(tl_ctx *ctx)
 static int cache_clear(tl_ctx *ctx)
 {
     tl_cache_stats s;
-    tl_status st = tl_cache_stats_get(ctx, &s);
+    tl_status st = tl_cache_get_stats(ctx, &s);
     if (st == TL_OK)
         st = tl_cache_clear(ctx);
     if (st != TL_OK)

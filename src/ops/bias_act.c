@@ -5,7 +5,7 @@
  * A block takes a [rows, 256] tile; the 2-D parallel loop gives every
  * thread four 16-byte chunks along a row (the lowering vectorises X, bias
  * and Y, and falls back to element accesses at ragged edges or rows that
- * do not start 16-byte aligned). tl_bias_act works in place by passing one
+ * do not start 16-byte aligned). tl_op_bias_act works in place by passing one
  * pointer as both X and Y: each element is read and written by the same
  * thread, loads first, and a tensor that is only read keeps its vector
  * loads.
@@ -73,16 +73,16 @@ static tl_expr activation(tl_kernel *k, tl_epilogue epi, tl_expr x)
 
 static tl_expr to_f32(tl_kernel *k, tl_expr v, tl_dtype dt) { return dt == TL_F32 ? v : tl_cast(k, v, TL_F32); }
 
-TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out)
+TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi, int has_bias, tl_kernel **out)
 {
     if (!ctx || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act_build: NULL argument") : TL_ERR_INVALID_ARG;
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_bias_act_build: NULL argument") : TL_ERR_INVALID_ARG;
     *out = NULL;
     if (!dtype_ok(dtype))
-        return tli_fail(ctx, TL_ERR_DTYPE, "tl_bias_act_build: dtype %s is not f32, f16 or bf16",
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_bias_act_build: dtype %s is not f32, f16 or bf16",
                         tl_dtype_name(dtype));
     if (!epi_ok(epi))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act_build: unknown epilogue %d", (int)epi);
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_bias_act_build: unknown epilogue %d", (int)epi);
     char name[64];
     tli_fmt(name, sizeof name, "bias_act_%s_%s%s", tl_dtype_name(dtype), epi_name(epi), has_bias ? "_bias" : "");
     tl_kernel *k = tl_kernel_new(ctx, name);
@@ -110,7 +110,7 @@ TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi,
     tl_end(k);
     tl_status st = tl_kernel_status(k);
     if (st != TL_OK) {
-        tli_fail(ctx, st, "tl_bias_act_build: %s", tl_kernel_error(k));
+        tli_fail(ctx, st, "tl_op_bias_act_build: %s", tl_kernel_error(k));
         tl_kernel_destroy(k);
         return st;
     }
@@ -121,27 +121,27 @@ TL_API tl_status tl_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue epi,
 static tl_status build_cached(tl_ctx *ctx, const void *user, tl_kernel **out)
 {
     const bias_act_key *key = user;
-    return tl_bias_act_build(ctx, key->dtype, key->epi, key->has_bias, out);
+    return tl_op_bias_act_build(ctx, key->dtype, key->epi, key->has_bias, out);
 }
 
-TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
+TL_API tl_status tl_op_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, uint64_t c, uint64_t bias,
                              tl_epilogue epi, void *stream)
 {
     if (!ctx)
         return TL_ERR_INVALID_ARG;
     if (!dtype_ok(dtype))
-        return tli_fail(ctx, TL_ERR_DTYPE, "tl_bias_act: dtype %s is not f32, f16 or bf16", tl_dtype_name(dtype));
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_bias_act: dtype %s is not f32, f16 or bf16", tl_dtype_name(dtype));
     if (!epi_ok(epi))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act: unknown epilogue %d", (int)epi);
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_bias_act: unknown epilogue %d", (int)epi);
     if (m < 0 || n < 0)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_bias_act: m = %lld, n = %lld must not be negative",
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_bias_act: m = %lld, n = %lld must not be negative",
                         (long long)m, (long long)n);
     tl_status st;
-    if ((st = tli_op_check_dptr(ctx, "tl_bias_act", "c", c, dtype, m > 0 && n > 0)) != TL_OK ||
-        (st = tli_op_check_dptr(ctx, "tl_bias_act", "bias", bias, dtype, bias != 0)) != TL_OK)
+    if ((st = tli_op_check_dptr(ctx, "tl_op_bias_act", "c", c, dtype, m > 0 && n > 0)) != TL_OK ||
+        (st = tli_op_check_dptr(ctx, "tl_op_bias_act", "bias", bias, dtype, bias != 0)) != TL_OK)
         return st;
     if (!ctx->has_device)
-        return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_bias_act: the context has no device (it was created "
+        return tli_fail(ctx, TL_ERR_NO_DEVICE, "tl_op_bias_act: the context has no device (it was created "
                         "with TL_NO_DEVICE)");
     if (m == 0 || n == 0)
         return TL_OK;
@@ -152,7 +152,7 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     unsigned since = tli_fail_count();
     st = tli_op_program(ctx, name, build_cached, &key, &p);
     if (st != TL_OK)
-        return tli_fail_as(ctx, st, "tl_bias_act", since);
+        return tli_fail_as(ctx, st, "tl_op_bias_act", since);
     tl_arg args[5];
     int nargs = 0;
     args[nargs++] = tl_arg_int(m);
@@ -161,5 +161,5 @@ TL_API tl_status tl_bias_act(tl_ctx *ctx, tl_dtype dtype, int64_t m, int64_t n, 
     if (bias)
         args[nargs++] = tl_arg_dptr(bias);
     args[nargs++] = tl_arg_dptr(c);
-    return tli_fail_as(ctx, tl_launch(p, stream, nargs, args), "tl_bias_act", since);
+    return tli_fail_as(ctx, tl_launch(p, stream, nargs, args), "tl_op_bias_act", since);
 }

@@ -176,6 +176,19 @@ void tli_e_frag_coords(emitter *E, int32_t buf, const char *r, const char **idx,
     frag_coords(E, buf, r, idx, guard);
 }
 
+/* The warp's row and column offsets in an mma.sync split of wgn warps
+ * along N, as the leading terms of an index ("" when a term is 0, no
+ * "/ 1" or "% 1" when the split has one column of warps). */
+static const char *warp_row_term(emitter *E, const tli_warp_layout *w)
+{
+    return w->wgn == 1 ? tli_e_fmt(E, "tl_warp * %lld + ", (long long)w->wm)
+                       : tli_e_fmt(E, "(tl_warp / %d) * %lld + ", w->wgn, (long long)w->wm);
+}
+static const char *warp_col_term(emitter *E, const tli_warp_layout *w)
+{
+    return w->wgn == 1 ? "" : tli_e_fmt(E, "(tl_warp %% %d) * %lld + ", w->wgn, (long long)w->wn);
+}
+
 static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx, const char **guard)
 {
     const tli_bnode *b = buf_of(E, buf);
@@ -188,10 +201,9 @@ static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx
                                (long long)w->wm, r, 4 * w->nt, r);
             idx[1] = tli_e_fmt(E, "(%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", r, w->nt, r);
         } else {
-            idx[0] = tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / %d * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8", w->wgn,
-                               (long long)w->wm, r, 4 * w->nt, r);
-            idx[1] = tli_e_fmt(E, "(tl_warp %% %d) * %lld + (%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", w->wgn,
-                               (long long)w->wn, r, w->nt, r);
+            idx[0] = tli_e_fmt(E, "%s(%s) / %d * 16 + tl_lane / 4 + (%s) %% 4 / 2 * 8", warp_row_term(E, w), r,
+                               4 * w->nt, r);
+            idx[1] = tli_e_fmt(E, "%s(%s) / 4 %% %d * 8 + tl_lane %% 4 * 2 + (%s) %% 2", warp_col_term(E, w), r, w->nt, r);
         }
         return;
     }
@@ -218,10 +230,8 @@ static void frag_coords(emitter *E, int32_t buf, const char *r, const char **idx
                                         (long long)p->w.wm, r, r)
                             : tli_e_fmt(E, "(%s) / 2 * 8 + tl_lane %% 4 * 2 + (%s) %% 2", r, r);
         } else {
-            c = f->dim == 1 ? tli_e_fmt(E, "(tl_warp / %d) * %lld + (%s) / 2 * 16 + tl_lane / 4 + (%s) %% 2 * 8", p->w.wgn,
-                                        (long long)p->w.wm, r, r)
-                            : tli_e_fmt(E, "(tl_warp %% %d) * %lld + (%s) / 2 * 8 + tl_lane %% 4 * 2 + (%s) %% 2", p->w.wgn,
-                                        (long long)p->w.wn, r, r);
+            c = f->dim == 1 ? tli_e_fmt(E, "%s(%s) / 2 * 16 + tl_lane / 4 + (%s) %% 2 * 8", warp_row_term(E, &p->w), r, r)
+                            : tli_e_fmt(E, "%s(%s) / 2 * 8 + tl_lane %% 4 * 2 + (%s) %% 2", warp_col_term(E, &p->w), r, r);
         }
         idx[0] = c;
         return;
@@ -804,6 +814,21 @@ static void pack_a_regs(emitter *E, const char *a, int nt, const char *i, const 
  * the swizzled shared tile through descriptors, A from shared memory too
  * or from the registers of a 16-bit fragment; K / 16 steps, committed as
  * one group (the sync pass waits for it where its results are needed). */
+/* for (tl_i = 0; tl_i < mt; ++tl_i) {, unrolled; a plain block with tl_i
+ * = 0 when there is one tile (closed by close_block either way). */
+static void open_tile_loop(emitter *E, int mt)
+{
+    if (mt == 1) {
+        tli_e_line(E, "{");
+        E->indent++;
+        tli_e_line(E, "const int tl_i = 0;");
+        return;
+    }
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i) {", mt);
+    E->indent++;
+}
+
 static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
 {
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
@@ -832,9 +857,7 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
                    (long long)(b->cshape[0] * 64));
     else
         tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k);");
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i) {", w->mt);
-    E->indent++;
+    open_tile_loop(E, w->mt);
     if (a_regs) {
         pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
         tli_e_line(E, "%s(%s + tl_i * %lld, tl_a, tl_db);", fn, c->name, (long long)(N / 2));
@@ -866,15 +889,16 @@ static void emit_gemm_mma(emitter *E, const tli_snode *s)
     if (!a_regs)
         tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name, stage_base(E, s->gemm[0]));
     tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
-    tli_e_line(E, "const int tl_m0 = (tl_warp / %d) * %lld, tl_n0 = (tl_warp %% %d) * %lld;", w->wgn, (long long)w->wm,
-               w->wgn, (long long)w->wn);
+    if (w->wgn == 1)
+        tli_e_line(E, "const int tl_m0 = tl_warp * %lld, tl_n0 = 0;", (long long)w->wm);
+    else
+        tli_e_line(E, "const int tl_m0 = (tl_warp / %d) * %lld, tl_n0 = (tl_warp %% %d) * %lld;", w->wgn,
+                   (long long)w->wm, w->wgn, (long long)w->wn);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
     E->indent++;
     tli_e_line(E, "unsigned tl_af[%d][4], tl_b[%d][2];", w->mt, w->nt);
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_i = 0; tl_i < %d; ++tl_i) {", w->mt);
-    E->indent++;
+    open_tile_loop(E, w->mt);
     if (a_regs) {
         pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
         tli_e_line(E, "for (int tl_q = 0; tl_q < 4; ++tl_q) tl_af[tl_i][tl_q] = tl_a[tl_q];");

@@ -85,8 +85,17 @@ static inline void test_check_golden(const char *path, const char *src, const ch
     char *golden = test_read_file(path);
     if (!golden)
         fail_msg("%s is missing (run with TILEC_UPDATE_GOLDEN=1 from the repo root)", path);
-    if (strcmp(src, golden) != 0)
-        fail_msg("generated %s differs from %s:\n%s", what, path, src);
+    if (strcmp(src, golden) != 0) {
+        /* the first line that differs, not the whole text */
+        int line = 1;
+        const char *a = src, *b = golden, *la = src, *lb = golden;
+        for (; *a && *a == *b; a++, b++)
+            if (*a == '\n')
+                line++, la = a + 1, lb = b + 1;
+        int na = (int)strcspn(la, "\n"), nb = (int)strcspn(lb, "\n");
+        fail_msg("generated %s differs from %s at line %d:\n  now:    %.*s\n  golden: %.*s", what, path, line, na, la,
+                 nb, lb);
+    }
     free(golden);
 }
 

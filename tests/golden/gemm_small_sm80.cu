@@ -5,7 +5,7 @@
 #include "tl_device.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_nnbf16_bf16_e64289d7(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
+gemm_nnbf16_bf16_743f37c0(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
 {
     const long long tl_A_d0 = M;
     const long long tl_A_s0 = K;
@@ -100,8 +100,8 @@ gemm_nnbf16_bf16_e64289d7(long long M, long long N, long long K, const tl_bf16 *
             #pragma unroll
             for (int tl_k = 0; tl_k < 16; tl_k += 16) {
                 unsigned tl_af[1][4], tl_b[2][2];
-                #pragma unroll
-                for (int tl_i = 0; tl_i < 1; ++tl_i) {
+                {
+                    const int tl_i = 0;
                     tl_ldmatrix_x4(tl_af[tl_i], tl_A + tl_swz_off<16, 2>(tl_m0 + tl_i * 16 + tl_lane % 16, tl_k + tl_lane / 16 * 8));
                 }
                 #pragma unroll

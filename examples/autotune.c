@@ -36,7 +36,7 @@ static void show_schedule(const char *what, const tl_gemm_schedule *s)
 /* 1. The op's own choice and the tuner's space. */
 static void before_tuning(const tl_gemm_desc *d)
 {
-    printf("\n==== 9. Autotuning ====\n\n");
+    printf("\n==== 10. Autotuning ====\n\n");
     tl_gemm_schedule s = tl_op_gemm_schedule(ctx, d);
     show_schedule("tl_op_gemm runs now (heuristic):", &s);
     tl_gemm_schedule space[64];

@@ -195,7 +195,7 @@ static void gemm_chapter(int gpu)
     tl_program_info info;
     tl_program_get_info(p, &info);
     const char *src = tl_program_source(p);
-    const char *loop = strstr(src, "{ // tl_pipelined");
+    const char *loop = strstr(src, "// tl_pipelined");
     printf("The main loop of %s (%s, %d threads, %d bytes of shared memory):\n\n", info.name, info.target,
            info.threads, info.smem_bytes);
     if (loop) { /* the first lines of the pipelined loop */

@@ -32,8 +32,8 @@ bool tli_pass_known(const char *name);
 void tli_pass_verify(tli_lowered *L);   /* whole-kernel checks of the builder graph */
 void tli_pass_layout(tli_lowered *L);   /* fragment layouts, MMA atoms and warp splits */
 void tli_pass_threads(tli_lowered *L);  /* tl_parallel onto threads, vector accesses */
-void tli_pass_pipeline(tli_lowered *L); /* copy engines, software pipelines, warp specialisation */
 void tli_pass_reduce(tli_lowered *L);   /* reductions: shuffles and the cross-warp step */
+void tli_pass_pipeline(tli_lowered *L); /* copy engines, software pipelines, warp specialisation */
 void tli_pass_smem(tli_lowered *L);     /* shared-memory offsets and stages */
 void tli_pass_sync(tli_lowered *L);     /* barriers, deferred copy waits, wgmma waits */
 void tli_pass_launch(tli_lowered *L);   /* threads, grid, block indices, TMA maps, launch bounds */

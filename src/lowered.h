@@ -6,7 +6,7 @@
  * memory plan, the launch plan). The emitter prints it and decides nothing.
  *
  * The pipeline of passes (lower.c) reads top to bottom:
- *   verify -> layout -> threads -> pipeline -> smem -> sync -> launch
+ *   verify -> layout -> threads -> reduce -> pipeline -> smem -> sync -> launch
  * and TILEC_DUMP=<pass>|all prints the kernel after each one.
  *
  * What the passes write into the graph:

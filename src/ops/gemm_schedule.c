@@ -5,6 +5,7 @@
  * GEMM's place in the database (shape classes).
  */
 #include "ops.h"
+#include "target.h"
 
 #include "ctx.h"
 #include "tune.h"
@@ -85,10 +86,18 @@ static const heuristic_row heuristic[] = {
 };
 #define N_HEURISTIC (int)(sizeof heuristic / sizeof heuristic[0])
 
+/* Whether target has the Hopper GEMM machinery the sm_90a rows assume:
+ * wgmma, TMA and register reallocation (targets as data, not names). */
+static bool hopper_gemm(const char *target)
+{
+    tli_target t;
+    return tli_target_get(target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16) && t.setmaxnreg;
+}
+
 static unsigned conditions(const char *target, const tl_gemm_desc *d)
 {
     unsigned c = 0;
-    if (strcmp(target, "sm_90a") == 0)
+    if (hopper_gemm(target))
         c |= H_SM90A;
     if (!d)
         return c;
@@ -169,7 +178,7 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d)
     tli_gemm_tune_key(d, &key);
     tl_tune_record rec;
     tl_tune_config c;
-    bool sm90a = strcmp(tl_ctx_target(ctx), "sm_90a") == 0;
+    bool sm90a = hopper_gemm(tl_ctx_target(ctx));
     if (tli_tune_db_find(ctx, &key, &rec) && tli_tune_config_parse(tli_gemm_param_names, rec.config, &c)) {
         tl_gemm_schedule s = tl_gemm_schedule_from_config(&c);
         if (plausible(&s, d, sm90a))
@@ -223,7 +232,7 @@ static const tl_gemm_schedule space[] = {
 TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max)
 {
     bool all = !ctx || !d;
-    bool pingpong_ok = all || (strcmp(tl_ctx_target(ctx), "sm_90a") == 0 && tli_gemm_tma_rows(d));
+    bool pingpong_ok = all || (hopper_gemm(tl_ctx_target(ctx)) && tli_gemm_tma_rows(d));
     int n = 0;
     for (int i = 0; i < N_SPACE; i++) {
         if (space[i].pingpong && !pingpong_ok)

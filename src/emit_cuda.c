@@ -765,6 +765,36 @@ static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
  *                    for (tl_e < v) { the body, marked loads read from the vectors,
  *                                     marked stores fill vectors }
  *                    tl_st_chunk of each stored vector } */
+/* Opens `for (tl_q ...) {` over the runs of fragment loop s: the loop
+ * variables of the run, then `if (guard) {` when the layout pads. Returns
+ * whether it opened the guard; *live is the guard as an operand (NULL:
+ * none). */
+static bool open_run_loop(emitter *E, const tli_snode *s, int64_t runs, const char *comment, const char **live)
+{
+    int32_t f = s->x[TLI_X_PAR_FRAG];
+    int v = s->x[TLI_X_PAR_LANES], last = s->rank - 1;
+    const char *idx[TL_MAX_RANK], *guard = NULL;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_q = 0; tl_q < %lld; ++tl_q) {%s", (long long)runs, comment);
+    E->indent++;
+    tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
+    for (int d = 0; d < last; d++)
+        tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
+    tli_e_line(E, "const long long %s_run = %s;", loop_var_name(E, tli_E(E->ir, s->vars[last])), idx[last]);
+    *live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
+    if (guard) {
+        tli_e_line(E, "if (%s) {", guard);
+        E->indent++;
+    }
+    return guard != NULL;
+}
+
+static void close_brace(emitter *E)
+{
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
 void tli_e_frag_runs(emitter *E, int32_t sid)
 {
     const tli_snode *s = tli_S(E->ir, sid);
@@ -789,43 +819,28 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
         tli_e_line(E, "tl_vec<%s, %d> tl_L%d[%lld][%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), n->vec,
                    loads[i], (long long)runs, v / n->vec);
     }
-    const char *idx[TL_MAX_RANK], *guard = NULL, *live = NULL;
-    for (int pass = nloads ? 0 : 1; pass < 2; pass++) {
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_q = 0; tl_q < %lld; ++tl_q) {%s", (long long)runs, pass ? "" : " // the loads");
-        E->indent++;
-        tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
-        for (int d = 0; d < last; d++)
-            tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
-        tli_e_line(E, "const long long %s_run = %s;", lastv, idx[last]);
-        live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
-        if (guard) {
-            tli_e_line(E, "if (%s) {", guard);
-            E->indent++;
-        }
-        if (pass == 1)
-            break; /* the arithmetic follows in this loop */
+    const char *live;
+    if (nloads) {
+        bool load_guard = open_run_loop(E, s, runs, " // the loads", &live);
         reset_temps(E);
         E->pre = NULL;
         for (int i = 0; i < nloads; i++) {
-            int ln = tli_E(E->ir, loads[i])->vec;
             const tli_enode *n = tli_E(E->ir, loads[i]);
-            for (int c = 0; c < v / ln; c++) {
+            for (int c = 0; c < v / n->vec; c++) {
                 E->var_text[s->vars[last]] =
-                    c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
+                    c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * n->vec) : tli_e_fmt(E, "%s_run", lastv);
                 const char *li[TL_MAX_RANK];
                 index_texts(E, n->buf, n->idx, li);
                 tli_e_line(E, "tl_ld_chunk(tl_L%d[tl_q][%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
             }
         }
         E->var_text[s->vars[last]] = NULL;
-        if (guard) {
-            E->indent--;
-            tli_e_line(E, "}");
-        }
-        E->indent--;
-        tli_e_line(E, "}");
+        if (load_guard)
+            close_brace(E);
+        close_brace(E);
     }
+    /* the arithmetic, in a loop of the same shape (closed further down) */
+    bool guarded = open_run_loop(E, s, runs, "", &live);
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
         const tli_snode *x = tli_S(E->ir, st);
         if (x->x[TLI_X_STORE_VEC])
@@ -876,14 +891,10 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
         }
     }
     E->var_text[s->vars[last]] = NULL;
-    if (guard) {
-        E->indent--;
-        tli_e_line(E, "}");
-    }
-    E->indent--;
-    tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "}");
+    if (guarded)
+        close_brace(E);
+    close_brace(E);
+    close_brace(E);
 }
 
 static void emit_parallel(emitter *E, int32_t sid)
@@ -980,7 +991,7 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
         tli_e_line(E, "if (threadIdx.x == 0) {");
         tli_e_line(E, "    for (int tl_s = 0; tl_s < %lld; ++tl_s)", (long long)tli_B(E->ir, s->buf)->cshape[0]);
         tli_e_line(E, "        tl_mbar_init(&%s[tl_s], %d);", tli_e_buf(E, s->buf), s->a1);
-        if (E->L->target.sm >= 90)
+        if (s->x[TLI_X_MBAR_FENCE])
             tli_e_line(E, "    tl_mbar_init_fence();");
         tli_e_line(E, "}");
         break;

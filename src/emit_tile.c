@@ -702,18 +702,9 @@ static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
      * run at a time would put a single load of a thread in flight). */
     if (!from_frag)
         tli_e_line(E, "tl_vec<%s, %d> tl_v[%lld];", ctype(g), x->v, (long long)(per / x->v));
-    for (int pass = from_frag ? 1 : 0; pass < 2; pass++) {
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)per, x->v);
     E->indent++;
-    if (pass == 1 && !from_frag) {
-        for (int e = 0; e < x->v; e++)
-            tli_e_line(E, "%s[tl_r + %d] = %s;", f->name, e,
-                       convert(E, tli_e_fmt(E, "tl_v[tl_r / %d].e[%d]", x->v, e), (tl_dtype)g->dtype,
-                               (tl_dtype)f->dtype));
-        close_block(E);
-        continue;
-    }
     const char *loc[TL_MAX_RANK], *guard, *gi[TL_MAX_RANK];
     frag_coords(E, fb, "tl_r", loc, &guard);
     for (int d = 0; d < f->rank; d++) {
@@ -743,6 +734,15 @@ static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
         tli_e_line(E, "tl_ld_chunk(tl_v[tl_r / %d], %s);", x->v, args);
     }
     close_block(E);
+    if (!from_frag) { /* the conversions, once every load is in flight */
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)per, x->v);
+        E->indent++;
+        for (int e = 0; e < x->v; e++)
+            tli_e_line(E, "%s[tl_r + %d] = %s;", f->name, e,
+                       convert(E, tli_e_fmt(E, "tl_v[tl_r / %d].e[%d]", x->v, e), (tl_dtype)g->dtype,
+                               (tl_dtype)f->dtype));
+        close_block(E);
     }
     close_block(E);
 }

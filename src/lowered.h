@@ -159,6 +159,10 @@ enum { TLI_X_GEMM_ATOM = 0, TLI_X_GEMM_A_REGS };
  * 1 leaves each warp's partial there, phase 2 combines them into dst. */
 enum { TLI_X_RED_SCRATCH = 0, TLI_X_RED_LANES, TLI_X_RED_WARPS, TLI_X_RED_PHASE, TLI_X_RED_GROUP };
 
+/* S_MBAR_INIT: 1 when a fence.mbarrier_init follows the initialisation
+ * (the target's mbarrier_init_fence) */
+enum { TLI_X_MBAR_FENCE = 0 };
+
 /* S_SERIAL made by a pass: 1 to unroll it */
 enum { TLI_X_SERIAL_UNROLL = 0 };
 

@@ -276,6 +276,7 @@ static int32_t mbar_array(piper *P, const char *name, int64_t n)
 static int32_t mbar_init(piper *P, int32_t bar, int count)
 {
     tli_snode n = {.op = S_MBAR_INIT, .buf = bar, .a1 = count};
+    n.x[TLI_X_MBAR_FENCE] = P->L->target.mbarrier_init_fence;
     return tli_low_stmt(P->L, &n);
 }
 

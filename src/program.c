@@ -544,16 +544,15 @@ tl_status tli_program_safe_variant(const tl_program *cp, const tl_program **out)
         pthread_mutex_lock(&p->safe_lock);
     tl_status st = TL_OK;
     if (!p->safe_variant) {
-        tli_target t;
         tl_program *s = NULL;
-        st = tli_target_get(p->target, &t) ? new_program(p->ctx, &p->ir, &t, true, &p->opt, "tl_launch", &s)
-                                           : TL_ERR_INTERNAL;
-        if (st == TL_OK)
+        st = tli_program_prepare_safe(p, "tl_launch", &s);
+        if (st == TL_OK && s)
             st = finish_program(p->ctx, s, &p->opt, &s);
         if (st == TL_OK)
             p->safe_variant = s;
     }
-    *out = p->safe_variant;
+    /* a program that assumes no alignment is its own safe variant */
+    *out = p->safe_variant ? p->safe_variant : p;
     if (p->has_lock)
         pthread_mutex_unlock(&p->safe_lock);
     return st;

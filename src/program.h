@@ -62,7 +62,7 @@ void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, u
 /* The safe variant of p (no alignment assumed: no TMA, no 16-byte
  * cp.async), compiled on first need, once, whichever thread asks first;
  * owned by p. tl_launch takes it when a launch's tensors miss what p
- * assumes; tests compile it offline. */
+ * assumes; tests compile it offline. p itself when it assumes nothing. */
 tl_status tli_program_safe_variant(const tl_program *p, const tl_program **out);
 
 /* Compiles a hand-written CUDA source that includes "tl_device.cuh" (the

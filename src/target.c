@@ -48,6 +48,7 @@ bool tli_target_get(const char *name, tli_target *out)
     out->max_regs_thread = 255;
     out->mbarrier = sm >= 80;
     out->setmaxnreg = sm == 90 && a;
+    out->mbarrier_init_fence = sm >= 90;
     out->clusters = sm >= 90;
     int m = 0, c = 0;
     if (sm == 90 && a)

@@ -39,6 +39,7 @@ typedef struct tli_target {
     bool mbarrier;         /* mbarrier objects in shared memory */
     bool setmaxnreg;       /* per-warpgroup register reallocation */
     bool clusters;         /* thread-block clusters */
+    bool mbarrier_init_fence; /* fence.mbarrier_init: makes initialised mbarriers visible to TMA */
     tli_mma_atom mma[TLI_MAX_ATOMS];         /* best first, MMA_NONE-terminated */
     tli_copy_engine copy[TLI_MAX_ATOMS];     /* best first, COPY_ENGINE_NONE-terminated */
 } tli_target;

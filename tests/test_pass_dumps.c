@@ -9,21 +9,6 @@
 
 #include "../examples/dual_gemm.h"
 
-/* The first line where a and b differ, for a readable failure. */
-static void first_difference(const char *a, const char *b, char *out, size_t n)
-{
-    int line = 1;
-    const char *la = a, *lb = b;
-    while (*a && *a == *b) {
-        if (*a == '\n')
-            line++, la = a + 1, lb = b + 1;
-        a++, b++;
-    }
-    const char *ea = strchr(la, '\n'), *eb = strchr(lb, '\n');
-    snprintf(out, n, "line %d:\n  now:    %.*s\n  golden: %.*s", line, ea ? (int)(ea - la) : (int)strlen(la), la,
-             eb ? (int)(eb - lb) : (int)strlen(lb), lb);
-}
-
 static void check_dump(tl_kernel *k, const char *target, const char *name)
 {
     assert_non_null(k);
@@ -32,21 +17,7 @@ static void check_dump(tl_kernel *k, const char *target, const char *name)
         fail_msg("%s: %s", name, tl_ctx_error(ctx));
     char path[256];
     snprintf(path, sizeof path, "tests/golden/passes/%s.txt", name);
-    const char *update = getenv("TILEC_UPDATE_GOLDEN");
-    if (update && strcmp(update, "1") == 0) {
-        FILE *f = fopen(path, "wb");
-        assert_non_null(f);
-        fputs(text, f);
-        fclose(f);
-    }
-    char *golden = test_read_file(path);
-    if (!golden)
-        fail_msg("%s is missing (run with TILEC_UPDATE_GOLDEN=1 from the repo root)", path);
-    if (strcmp(text, golden) != 0) {
-        char diff[1024];
-        first_difference(text, golden, diff, sizeof diff);
-        fail_msg("the passes' dump of %s differs from %s at %s", name, path, diff);
-    }
+    test_check_golden(path, text, name);
     /* every pass is there, in order */
     const char *passes[] = {"verify", "layout", "threads", "reduce", "pipeline", "smem", "sync", "launch"};
     const char *at = text;
@@ -57,7 +28,6 @@ static void check_dump(tl_kernel *k, const char *target, const char *name)
         if (!at)
             fail_msg("%s: no dump %s, or out of order", name, head);
     }
-    free(golden);
     tl_free_host(text);
     tl_kernel_destroy(k);
 }

@@ -295,26 +295,10 @@ static int cmd_info(const cli *c)
 /* source, ptx, compile                                                      */
 /* ------------------------------------------------------------------------ */
 
-static int cmd_source(const cli *c)
-{
-    tl_ctx *ctx;
-    tl_kernel *k;
-    int rc = build_op(c, 0, &ctx, &k);
-    if (rc)
-        return rc;
-    char *src = NULL;
-    tl_status st = tl_kernel_source(k, c->arch, &src);
-    if (st == TL_OK)
-        print_text(src);
-    else
-        rc = ctx_error(ctx, st);
-    tl_free_host(src);
-    tl_kernel_destroy(k);
-    tl_ctx_destroy(ctx);
-    return rc;
-}
+/* What source, ptx and dump print of the op's kernel. */
+typedef enum { TEXT_SOURCE, TEXT_PTX, TEXT_DUMP } op_text;
 
-static int cmd_dump(const cli *c)
+static int print_op_text(const cli *c, op_text what)
 {
     tl_ctx *ctx;
     tl_kernel *k;
@@ -322,7 +306,10 @@ static int cmd_dump(const cli *c)
     if (rc)
         return rc;
     char *text = NULL;
-    tl_status st = c->after ? tl_kernel_lower_dump(k, c->arch, c->after, &text) : tl_kernel_dump(k, &text);
+    tl_status st = what == TEXT_SOURCE ? tl_kernel_source(k, c->arch, &text)
+                   : what == TEXT_PTX  ? tl_kernel_ptx(k, c->arch, &text)
+                   : c->after          ? tl_kernel_lower_dump(k, c->arch, c->after, &text)
+                                       : tl_kernel_dump(k, &text);
     if (st == TL_OK)
         print_text(text);
     else
@@ -333,24 +320,9 @@ static int cmd_dump(const cli *c)
     return rc;
 }
 
-static int cmd_ptx(const cli *c)
-{
-    tl_ctx *ctx;
-    tl_kernel *k;
-    int rc = build_op(c, 0, &ctx, &k);
-    if (rc)
-        return rc;
-    char *ptx = NULL;
-    tl_status st = tl_kernel_ptx(k, c->arch, &ptx);
-    if (st == TL_OK)
-        print_text(ptx);
-    else
-        rc = ctx_error(ctx, st);
-    tl_free_host(ptx);
-    tl_kernel_destroy(k);
-    tl_ctx_destroy(ctx);
-    return rc;
-}
+static int cmd_source(const cli *c) { return print_op_text(c, TEXT_SOURCE); }
+static int cmd_ptx(const cli *c) { return print_op_text(c, TEXT_PTX); }
+static int cmd_dump(const cli *c) { return print_op_text(c, TEXT_DUMP); }
 
 static const char *origin_text(int from_cache)
 {

@@ -526,8 +526,11 @@ static void catch_up(repro *R, int32_t until)
 static void declare_through(repro *R, int32_t di)
 {
     while (R->st == TL_OK && R->next_decl <= di) {
-        catch_up(R, R->decls[R->next_decl].at);
-        if (R->next_decl <= di && R->st == TL_OK)
+        int32_t target = R->next_decl;
+        catch_up(R, R->decls[target].at);
+        /* catch_up makes a declaration that makes no node itself (a tile
+         * made at the clock); the next one may be due later on the clock */
+        if (R->next_decl == target && R->st == TL_OK)
             declare_next(R);
     }
 }

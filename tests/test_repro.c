@@ -386,6 +386,29 @@ static void test_repro_tiles(void **state)
     tl_kernel_destroy(k);
 }
 
+/* Two tiles made at one point of the clock, then nodes, then a third tile
+ * the first statement takes: the replay declared the third at the first
+ * two's clock (the fuzzer found it: TL_ERR_INTERNAL "a declaration made at
+ * 19 comes at 16"). */
+static void test_repro_tiles_at_one_clock(void **state)
+{
+    (void)state;
+    tl_kernel *k = tl_kernel_new(ctx, "clock");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf A = tl_param_tensor(k, "A", TL_F32, 2, (tl_expr[]){N, N}, NULL);
+    tl_grid(k, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_alloc_shared(k, TL_F32, 2, (int64_t[]){32, 32});
+    tl_alloc_shared(k, TL_F32, 2, (int64_t[]){32, 32});
+    tl_expr bx = tl_block_idx(k, 0);
+    tl_block_idx(k, 1);
+    tl_buf F = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 32});
+    tl_clear(k, F); /* a statement with no expression: nothing else catches the replay up */
+    tl_copy(k, tl_all(F), tl_tile(k, A, bx, tl_int(k, 0)));
+    assert_status(tl_kernel_status(k), TL_OK);
+    check_repro(k, "clock", NULL, 0);
+    tl_kernel_destroy(k);
+}
+
 /* A kernel of one f32 tensor A [N], one block of 32 threads per element,
  * and no statement yet. */
 static tl_kernel *one_tensor_kernel(const char *name, tl_expr *N, tl_buf *A)
@@ -481,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_repro_gemm),      cmocka_unit_test(test_repro_rows),
         cmocka_unit_test(test_repro_attention_dual_gemm),
         cmocka_unit_test(test_repro_everything), cmocka_unit_test(test_repro_tiles),
+        cmocka_unit_test(test_repro_tiles_at_one_clock),
         cmocka_unit_test(test_repro_incomplete), cmocka_unit_test(test_repro_deep),
         cmocka_unit_test(test_repro_errors),
     };

@@ -371,9 +371,10 @@ static void expect_text(tl_status st, char *text, const char *api)
 static void inspect(tl_kernel *k)
 {
     char *text = NULL;
-    expect_text(tl_kernel_dump(k, &text), text, "tl_kernel_dump");
+    tl_status st = tl_kernel_dump(k, &text); /* before reading text: argument order is unspecified */
+    expect_text(st, text, "tl_kernel_dump");
     text = NULL;
-    tl_status st = tl_kernel_reproducer(k, &text);
+    st = tl_kernel_reproducer(k, &text);
     if (tl_kernel_status(k) == TL_OK)
         expect_text(st, text, "tl_kernel_reproducer");
     else
@@ -397,7 +398,8 @@ static void emit(tl_kernel *k)
         tl_free_host(src);
     }
     char *text = NULL;
-    expect_text(tl_kernel_lower_dump(k, "sm_90a", "all", &text), text, "tl_kernel_lower_dump");
+    tl_status lst = tl_kernel_lower_dump(k, "sm_90a", "all", &text);
+    expect_text(lst, text, "tl_kernel_lower_dump");
 }
 
 /* Arguments from the bytes after the program: dims 0..8, small scalars;

@@ -5,7 +5,8 @@
  * when causal. The ratio printed is to ANCHORS.md's cuDNN figure (another
  * day's measurement: a lead, not a bar); bench/torch_compare.py times
  * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
- * Usage: bench_attention [S D causal]   (default: the whole grid)
+ * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong]]
+ * (default: the whole grid; a schedule's zero fields keep the op's choice)
  */
 #include "bench.h"
 
@@ -34,11 +35,13 @@ static tl_status run(void *user, void *stream)
     return tl_op_flash_attn(w->ctx, &w->d, w->q, w->k, w->v, w->o, 0, stream);
 }
 
+static tl_flash_attn_schedule sched; /* from the command line; zeros: the op's */
+
 static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
 {
     int64_t b = 16384 / s, h = 2048 / d, n = b * h * (int64_t)s * d;
     work w = {ctx, {.batch = b, .heads = h, .kv_heads = h, .seq_q = s, .seq_kv = s, .head_dim = d, .dtype = TL_BF16,
-                    .causal = causal}, 0, 0, 0, 0};
+                    .causal = causal, .schedule = sched}, 0, 0, 0, 0};
     uint64_t *bufs[] = {&w.q, &w.k, &w.v, &w.o};
     for (int i = 0; i < 4; i++) {
         BENCH_CHECK(tl_malloc(ctx, (size_t)n * 2, bufs[i]));
@@ -52,7 +55,9 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
     char shape[64];
     snprintf(shape, sizeof shape, "b%lld_h%lld_s%d_d%d%s", (long long)b, (long long)h, s, d, causal ? "_causal" : "");
     bench_csv("flash_attn", shape, "bf16", "tilec", t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
-    printf("%-28s %8.3f ms %6.0f TFLOP/s", shape, t.median_ms, tf);
+    tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w.d);
+    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d]", shape, t.median_ms, tf, e.block_m, e.block_n,
+           e.stages, e.threads, e.warp_specialize, e.pingpong);
     if (anchor)
         printf("   %.2fx ANCHORS cuDNN (%.0f)", tf / anchor, anchor);
     printf("\n");
@@ -63,7 +68,10 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
 int main(int argc, char **argv)
 {
     tl_ctx *ctx = bench_open("bench_attention");
-    if (argc == 4) {
+    if (argc == 10)
+        sched = (tl_flash_attn_schedule){atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]), atoi(argv[8]),
+                                         atoi(argv[9])};
+    if (argc == 4 || argc == 10) {
         bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0);
     } else {
         for (int causal = 0; causal < 2; causal++)

@@ -624,9 +624,16 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
     int32_t sb = tli_copy_buf(ir, s->a0), db = tli_copy_buf(ir, s->a1);
     if (buf_of(E, sb)->scope == B_FRAGMENT && buf_of(E, db)->scope == B_FRAGMENT) {
         const tli_bnode *x = buf_of(E, sb), *y = buf_of(E, db);
-        tli_e_line(E, "#pragma unroll // tl_copy %s -> %s, register by register", x->name, y->name);
-        tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) %s[tl_r] = %s;", (long long)lay(E, db)->per_thread, y->name,
-                   convert(E, tli_e_fmt(E, "%s[tl_r]", x->name), (tl_dtype)x->dtype, (tl_dtype)y->dtype));
+        int64_t n = lay(E, db)->per_thread;
+        bool halves = x->dtype == TL_F32 && (y->dtype == TL_BF16 || y->dtype == TL_F16) && n % 2 == 0;
+        tli_e_line(E, "#pragma unroll // tl_copy %s -> %s, register by register%s", x->name, y->name,
+                   halves ? ", two conversions at once" : "");
+        if (halves) /* one cvt per pair (FlashAttention's P = S every tile) instead of two and a repack */
+            tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) tl_conv2(&%s[tl_r], %s[tl_r], %s[tl_r + 1]);",
+                       (long long)n, y->name, x->name, x->name);
+        else
+            tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) %s[tl_r] = %s;", (long long)n, y->name,
+                       convert(E, tli_e_fmt(E, "%s[tl_r]", x->name), (tl_dtype)x->dtype, (tl_dtype)y->dtype));
         return;
     }
     bool from_frag = buf_of(E, sb)->scope == B_FRAGMENT;
@@ -764,7 +771,8 @@ void tli_e_copy(emitter *E, int32_t sid)
 
 /* The device function for one wgmma m64nNk16 with f32 accumulators, B from
  * shared memory (descriptor db) and A from shared memory (descriptor da) or
- * registers (four 32-bit registers a[0..3] holding two 16-bit values each):
+ * registers (four 32-bit registers a[0..3] holding two 16-bit values each);
+ * scale_d 0 ignores d's old values (a gemm that starts from zero):
  *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d...}, da|{a...}, db, p, 1, 1[, 0, tb]; */
 static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs)
 {
@@ -778,7 +786,7 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
     int regs = n / 2, na = a_regs ? 4 : 1;
     tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA, A from %s, B from shared memory.\n", n,
                     a_regs ? "registers" : "shared memory");
-    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db)\n{\n", name,
+    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db, int scale_d)\n{\n", name,
                     a_regs ? "const unsigned *a" : "unsigned long long da");
     tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + na + 1);
     tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
@@ -792,9 +800,9 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
     for (int i = 0; i < regs; i++)
         tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
     if (a_regs)
-        tli_str_appendf(h, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n}\n\n");
+        tli_str_appendf(h, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n}\n\n");
     else
-        tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n\n");
+        tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
     return name;
 }
 
@@ -833,18 +841,31 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
 {
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
     const tli_warp_layout *w = &lay(E, s->gemm[2])->w;
-    bool tb = s->a1 & TL_GEMM_TRANS_B, a_regs = s->x[TLI_X_GEMM_A_REGS];
+    bool tb = s->a1 & TL_GEMM_TRANS_B, a_regs = s->x[TLI_X_GEMM_A_REGS], zero = s->x[TLI_X_GEMM_ZERO];
     int64_t K = a->cshape[1], N = w->wn;
     const char *fn = wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs);
     const char *et = ctype(b);
-    tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma, A from %s", c->name, a->name,
-               b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)N,
+    const char *scale_d = zero ? "tl_k > 0" : "1";
+    tli_e_line(E, "{ // tl_gemm %s %s %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma, A from %s", c->name,
+               zero ? "=" : "+=", a->name, b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)N,
                a_regs ? "registers" : "shared memory");
     E->indent++;
     if (!a_regs)
         tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
                    tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * 64))));
     tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
+    if (a_regs) { /* packed before the fence: no register of A is written between the wgmmas (ptxas would put
+                   * a warpgroup.arrive before each one that reads a register written after the fence) */
+        tli_e_line(E, "unsigned tl_ap[%lld][%d][4];", (long long)(K / 16), w->mt);
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
+        E->indent++;
+        open_tile_loop(E, w->mt);
+        pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
+        tli_e_line(E, "for (int tl_j = 0; tl_j < 4; ++tl_j) tl_ap[tl_k / 16][tl_i][tl_j] = tl_a[tl_j];");
+        close_block(E);
+        close_block(E);
+    }
     tli_e_line(E, "tl_wgmma_fence();");
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
@@ -859,12 +880,12 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
         tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k);");
     open_tile_loop(E, w->mt);
     if (a_regs) {
-        pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
-        tli_e_line(E, "%s(%s + tl_i * %lld, tl_a, tl_db);", fn, c->name, (long long)(N / 2));
+        tli_e_line(E, "%s(%s + tl_i * %lld, tl_ap[tl_k / 16][tl_i], tl_db, %s);", fn, c->name, (long long)(N / 2),
+                   scale_d);
     } else {
         const char *koff = K > 64 ? tli_e_fmt(E, "tl_k / 64 * %lld + tl_k %% 64", (long long)(a->cshape[0] * 64)) : "tl_k";
-        tli_e_line(E, "%s(%s + tl_i * %lld, tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s), tl_db);", fn, c->name,
-                   (long long)(N / 2), koff);
+        tli_e_line(E, "%s(%s + tl_i * %lld, tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s), tl_db, %s);", fn, c->name,
+                   (long long)(N / 2), koff, scale_d);
     }
     close_block(E);
     close_block(E);
@@ -1041,22 +1062,47 @@ static void emit_reduce_frag(emitter *E, const tli_snode *s)
     tli_e_line(E, "{ // tl_reduce_%s %s -> %s along dimension %d: partials in registers, shuffles over lanes xor 0x%x%s",
                red_name(op), sb->name, db->name, s->rank, lanes, warps ? ", then a partial per warp into shared memory" : "");
     E->indent++;
-    tli_e_line(E, "float tl_red[%lld];", (long long)nj);
+    /* Long runs per result go into CHAINS independent partials (the
+     * registers split into CHAINS contiguous quarters), combined by a small
+     * tree: a single chain of dependent max/add is latency-bound where few
+     * warps share an SM (FlashAttention's softmax, 32 registers a row). */
+    enum { CHAINS = 4 };
+    bool chains = np % CHAINS == 0 && np / nj >= 4 * CHAINS;
+    const char *acc = chains ? "tl_ch" : "tl_red";
+    if (chains)
+        tli_e_line(E, "float tl_ch[%lld][%d];", (long long)nj, (int)CHAINS);
+    else
+        tli_e_line(E, "float tl_red[%lld];", (long long)nj);
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) tl_red[tl_j] = %s;", (long long)nj, red_identity(op));
+    if (chains)
+        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) tl_ch[tl_j][0] = tl_ch[tl_j][1] = tl_ch[tl_j][2] = "
+                   "tl_ch[tl_j][3] = %s;", (long long)nj, red_identity(op));
+    else
+        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) tl_red[tl_j] = %s;", (long long)nj, red_identity(op));
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; ++tl_r) {", (long long)np);
     E->indent++;
     const char *idx[TL_MAX_RANK], *guard;
     frag_coords(E, src, "tl_r", idx, &guard);
     const char *j = slice_reg(E, src, sl->dim, "tl_r");
-    const char *upd = tli_e_fmt(E, "tl_red[%s] = %s;", j,
-                                red_combine(E, op, tli_e_fmt(E, "tl_red[%s]", j), tli_e_fmt(E, "tl_f32(%s[tl_r])", sb->name), true));
+    const char *slot = chains ? tli_e_fmt(E, "%s[%s][tl_r / %lld]", acc, j, (long long)(np / CHAINS))
+                              : tli_e_fmt(E, "%s[%s]", acc, j);
+    const char *upd = tli_e_fmt(E, "%s = %s;", slot,
+                                red_combine(E, op, slot, tli_e_fmt(E, "tl_f32(%s[tl_r])", sb->name), true));
     if (guard)
         tli_e_line(E, "if (%s) %s", guard, upd);
     else
         tli_e_line(E, "%s", upd);
     close_block(E);
+    if (chains) {
+        tli_e_line(E, "float tl_red[%lld];", (long long)nj);
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j)", (long long)nj);
+        tli_e_line(E, "    tl_red[tl_j] = %s;",
+                   red_combine(E, op, tli_e_fmt(E, "(%s)", red_combine(E, op, "tl_ch[tl_j][0]", "tl_ch[tl_j][1]", false)),
+                               tli_e_fmt(E, "(%s)", red_combine(E, op, "tl_ch[tl_j][2]", "tl_ch[tl_j][3]", false)),
+                               false));
+    }
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
     E->indent++;

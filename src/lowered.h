@@ -149,8 +149,10 @@ typedef enum tli_copy_how {
  * copies with its own 128. TLI_X_COPY_MANAGED: a pipeline's copy, ordered
  * by the pipeline's own waits and mbarriers (the sync pass leaves it be). */
 
-/* S_GEMM */
-enum { TLI_X_GEMM_ATOM = 0, TLI_X_GEMM_A_REGS };
+/* S_GEMM: its MMA atom; 1 when A comes from registers; 1 when it starts
+ * from zero (the tl_clear of C just before it is folded into the first
+ * k-step's scale-d = 0 of wgmma: no zeroing of the accumulator registers) */
+enum { TLI_X_GEMM_ATOM = 0, TLI_X_GEMM_A_REGS, TLI_X_GEMM_ZERO };
 
 /* S_REDUCE of a fragment. The threads that hold one element of the result
  * differ in the bits X_RED_LANES of their lane (a butterfly of shuffles)

@@ -412,18 +412,43 @@ static bool is_reduce_dst(const tli_ir *ir, int32_t first, int32_t b)
     return false;
 }
 
-static void walk_gemms(layouter *Y, int32_t first, bool check)
+/* A wgmma gemm right after the tl_clear of its accumulator starts from
+ * zero instead: its first k-step runs with scale-d = 0 and the clear goes,
+ * which saves zeroing every accumulator register each time (FlashAttention
+ * clears S = Q K^T once per K/V tile). *prev_lk is the link that holds the
+ * statement before gemm s; true when the clear was folded (s hangs there). */
+static bool fold_clear(layouter *Y, int32_t *prev_lk, int32_t s)
 {
-    for (int32_t s = first; s && Y->L->st == TL_OK; s = tli_S(Y->ir, s)->next) {
-        const tli_snode *n = tli_S(Y->ir, s);
-        if (n->op == S_GEMM) {
-            if (check)
+    tli_snode *g = &Y->ir->s.v[s];
+    const tli_snode *c = tli_S(Y->ir, *prev_lk);
+    if (g->x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16 || c->op != S_FILL || c->value || c->buf != g->gemm[2] ||
+        g->gemm[0] == g->gemm[2] || g->gemm[1] == g->gemm[2])
+        return false;
+    *prev_lk = s;
+    g->x[TLI_X_GEMM_ZERO] = 1;
+    return true;
+}
+
+/* The gemms of the list held by *lk: their atoms and accumulator layouts
+ * (check: the A operands in registers, once every layout is known). */
+static void walk_gemms(layouter *Y, int32_t *lk, bool check)
+{
+    int32_t *prev_lk = NULL;
+    while (*lk && Y->L->st == TL_OK) {
+        int32_t s = *lk;
+        if (tli_S(Y->ir, s)->op == S_GEMM) {
+            if (check) {
                 check_a_regs(Y, s);
-            else
+            } else {
                 gemm_layout(Y, s);
+                if (prev_lk && fold_clear(Y, prev_lk, s))
+                    lk = prev_lk;
+            }
         }
-        walk_gemms(Y, n->body, check);
-        walk_gemms(Y, n->orelse, check);
+        walk_gemms(Y, &Y->ir->s.v[s].body, check);
+        walk_gemms(Y, &Y->ir->s.v[s].orelse, check);
+        prev_lk = lk;
+        lk = &Y->ir->s.v[s].next;
     }
 }
 
@@ -472,12 +497,12 @@ static void record_owners(layouter *Y, int32_t first)
 void tli_pass_layout(tli_lowered *L)
 {
     layouter Y = {L, &L->ir, false};
-    walk_gemms(&Y, L->ir.body, false);
+    walk_gemms(&Y, &L->ir.body, false);
     if (L->st == TL_OK)
         check_operand_storage(&Y, L->ir.body);
     settle(&Y);
     if (L->st == TL_OK)
-        walk_gemms(&Y, L->ir.body, true);
+        walk_gemms(&Y, &L->ir.body, true);
     for (int32_t b = 1; b < L->ir.b.n && L->st == TL_OK; b++) {
         const tli_bnode *bn = tli_B(&L->ir, b);
         if (bn->scope != B_FRAGMENT)

@@ -227,6 +227,70 @@ static void test_deferred_copy_and_bounds(void **state)
     tl_kernel_destroy(k);
 }
 
+/* C = A B^T with C cleared just before the gemm: on wgmma the clear folds
+ * into the first k-step (scale-d = 0) and no register of C is zeroed; a
+ * fill with another value, or mma.sync, keeps its statement. */
+static tl_kernel *clear_then_gemm(float fill)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "clear_gemm");
+    tl_expr n64 = tl_int(k, 64);
+    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){n64, n64}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){n64, n64}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){n64, n64}, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 64});
+    tl_name(k, As, "As");
+    tl_name(k, Bs, "Bs");
+    tl_name(k, Cf, "Cf");
+    tl_expr z = tl_int(k, 0);
+    tl_copy(k, tl_tile(k, A, z, z), tl_all(As));
+    tl_copy(k, tl_tile(k, B, z, z), tl_all(Bs));
+    if (fill == 0.0f)
+        tl_clear(k, Cf);
+    else
+        tl_fill(k, Cf, tl_f32(k, fill));
+    tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C, z, z));
+    return k;
+}
+
+static void test_clear_folds_into_wgmma(void **state)
+{
+    (void)state;
+    char *src;
+    tl_kernel *k = clear_then_gemm(0.0f);
+    assert_status(tl_kernel_status(k), TL_OK);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_non_null(strstr(src, "tl_gemm Cf = As * Bs^T"));
+    assert_non_null(strstr(src, ", tl_k > 0);"));
+    assert_null(strstr(src, "Cf[tl_r] = tl_zero"));
+    tl_free_host(src);
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK); /* mma.sync has no scale-d: the clear stays */
+    assert_non_null(strstr(src, "Cf[tl_r] = tl_zero"));
+    tl_free_host(src);
+    /* the interpreter runs the graph as built: C = A B^T from zero */
+    static uint16_t a[64 * 64], b[64 * 64];
+    static float c[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) {
+        a[i] = 0x3f80; /* bf16 1.0 */
+        b[i] = i % 64 == 0 ? 0x4000 : 0; /* B [N, K]: 2.0 at k = 0, so C = A B^T = 2 */
+        c[i] = -1.0f;
+    }
+    tl_arg args[] = {tl_arg_hptr(a), tl_arg_hptr(b), tl_arg_hptr(c)};
+    assert_status(tl_interpret(k, 3, args), TL_OK);
+    for (int i = 0; i < 64 * 64; i++)
+        assert_true(c[i] == 2.0f);
+    tl_kernel_destroy(k);
+    k = clear_then_gemm(1.0f); /* not a clear: the fill stays and the gemm accumulates */
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_null(strstr(src, "tl_k > 0"));
+    assert_non_null(strstr(src, "tl_gemm Cf += As * Bs^T"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
 static void test_ptx_has_vector_accesses(void **state)
 {
     (void)state;
@@ -276,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_barriers_in_serial_loops),
         cmocka_unit_test(test_fast_math_source),
         cmocka_unit_test(test_deferred_copy_and_bounds),
+        cmocka_unit_test(test_clear_folds_into_wgmma),
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_unknown_op),

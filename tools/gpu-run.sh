@@ -5,7 +5,7 @@
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench bench-gemm
-#          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold
+#          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -54,6 +54,16 @@ for s in $steps; do
         TAIL=60 run ncu-softmax ncu --clock-control none -k regex:softmax -c 2 --section SpeedOfLight \
             --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
             build/bench/bench_softmax 8192x4096 ;;
+    ncu-attn) # where FlashAttention's time goes: D=128, S=8k, non-causal, one launch
+        TAIL=80 run ncu-attn ncu --clock-control none -k regex:flash_attn -s 2 -c 1 --section SpeedOfLight \
+            --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
+            --section InstructionStats build/bench/bench_attention 8192 128 0 ;;
+    attn-sweep) # FlashAttention schedules side by side (bench_attention S D causal bm bn stages threads ws pp)
+        for p in "4096 128 0" "8192 128 0" "8192 128 1" "8192 64 0" "8192 64 1"; do
+            for sch in "0 0 0 0 0 0" "128 176 2 256 1 1" "128 128 2 256 1 1" "128 192 3 256 1 1"; do
+                echo "== $p / $sch"; build/bench/bench_attention $p $sch 2>&1 | tail -n 1
+            done
+        done > "$OUT/attn-sweep.log" 2>&1; cat "$OUT/attn-sweep.log" ;;
     bench-gemm) TAIL=40 run bench-gemm build/bench/bench_gemm ;;
     bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
     bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;

@@ -311,6 +311,24 @@ template <> __device__ __forceinline__ void tl_mma_16816<tl_f16>(float *d, const
 }
 
 // Converts a value to the element type T of a store.
+// Two f32 values rounded to 16 bits by one instruction (cvt.rn.*x2.f32
+// puts its first source in the high half), into two adjacent elements: a
+// copy from an f32 fragment into a 16-bit one converts pairs this way, and
+// tl_pack2 of the pair then reads the converted register unchanged.
+__device__ __forceinline__ void tl_conv2(tl_bf16 *d, float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    d[0].bits = (unsigned short)r;
+    d[1].bits = (unsigned short)(r >> 16);
+}
+__device__ __forceinline__ void tl_conv2(tl_f16 *d, float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    d[0].bits = (unsigned short)r;
+    d[1].bits = (unsigned short)(r >> 16);
+}
 template <typename T> __device__ __forceinline__ T tl_conv(float x) { return (T)x; }
 template <> __device__ __forceinline__ tl_f16 tl_conv<tl_f16>(float x) { return tl_to_f16(x); }
 template <> __device__ __forceinline__ tl_bf16 tl_conv<tl_bf16>(float x) { return tl_to_bf16(x); }

@@ -40,8 +40,9 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     tli_target t;
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     if (wgmma) /* two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax
-                * runs under the other's GEMMs), a producer warpgroup */
-        return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : 128,
+                * runs under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against
+                * 404 TFLOP/s for 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row */
+        return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : d->head_dim > 64 ? 128 : 192,
                                         .stages = d->head_dim > 128 ? 2 : 3, .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128};
     /* mma.sync: eight warps of 16 rows each (the output accumulator of a

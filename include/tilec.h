@@ -569,7 +569,13 @@ TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
  *     two groups take in order, so what one group does between its tensor-
  *     core calls (a softmax, say) runs while the other's are on the tensor
  *     cores. Every tl_gemm of the loop must sit at its top level.
- * Requirements otherwise: those of tl_use_warp_specialize. on: 1 or 0. */
+ *     on = 2 also overlaps inside each group (FlashAttention-3's order):
+ *     when the loop is [.. gemm g1, other work W, gemm g2 ..], tile j's g1
+ *     and tile j - 1's g2 are issued in one turn and W of tile j runs
+ *     while g2 is on the tensor cores (the statements up to g1 must not
+ *     touch what those from g2 on write, or on = 2 acts as 1).
+ * Requirements otherwise: those of tl_use_warp_specialize. on: 0, 1 or 2
+ * (another value: TL_ERR_INVALID_ARG). */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
 
 /* Names a shared, fragment or local buffer in the generated code, dumps and
@@ -1024,7 +1030,9 @@ typedef struct tl_flash_attn_schedule {
     int stages;            /* K/V tiles in flight */
     int threads;           /* consumer threads per block (128 per 64 rows on sm_90a) */
     int warp_specialize;   /* 1: a producer warpgroup loads K and V (tl_use_warp_specialize) */
-    int pingpong;          /* 1: the consumer warpgroups take turns on the tensor cores */
+    int pingpong;          /* 1: the consumer warpgroups take turns on the tensor cores;
+                              2: and each issues the next tile's Q K^T with this one's P V
+                              (tl_use_pingpong's overlap) */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {

@@ -382,8 +382,14 @@ TL_API void tl_use_swizzle(tl_kernel *k, int panel)
 
 TL_API void tl_use_pingpong(tl_kernel *k, int on)
 {
-    if (tli_klive(k))
-        k->ir.pingpong = on != 0;
+    if (!tli_klive(k))
+        return;
+    if (on < 0 || on > 2) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, "tl_use_pingpong", "mode %d (0 off, 1 on, 2 on with the overlap of the next "
+                  "tile's first gemm)", on);
+        return;
+    }
+    k->ir.pingpong = (uint8_t)on;
 }
 
 TL_API void tl_use_warp_specialize(tl_kernel *k, int on)

@@ -316,7 +316,7 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
     if (ir->fast_math)
         tli_str_append(out, ", fast math");
     if (ir->pingpong)
-        tli_str_append(out, ", ping-pong");
+        tli_str_append(out, ir->pingpong == 2 ? ", ping-pong with overlap" : ", ping-pong");
     if (ir->warp_specialize)
         tli_str_append(out, ", warp-specialised");
     tli_str_append(out, "\n");

@@ -355,9 +355,10 @@ void tli_e_frag_parallel(emitter *E, int32_t sid)
     const char *idx[TL_MAX_RANK], *guard;
     frag_coords(E, f, "tl_r", idx, &guard);
     for (int d = 0; d < s->rank; d++) {
+        /* named after the loop the variable was made for: a copy of a loop
+         * (the rotation's prologue) declares the original's names in its own scope */
         const tli_enode *v = tli_E(E->ir, s->vars[d]);
-        const char *name = v->loop == sid ? (s->rank > 1 ? tli_e_fmt(E, "tl_i%d_%d", sid, d) : tli_e_fmt(E, "tl_i%d", sid))
-                                          : "tl_unused";
+        const char *name = s->rank > 1 ? tli_e_fmt(E, "tl_i%d_%d", v->loop, d) : tli_e_fmt(E, "tl_i%d", v->loop);
         tli_e_line(E, "const long long %s = %s;", name, idx[d]);
     }
     if (guard) {

@@ -174,7 +174,8 @@ typedef struct tli_ir {
     int32_t grid[3];     /* expressions; 0 means 1 */
     int swizzle;         /* L2 rasterisation panel (0: off) */
     bool fast_math;      /* f32 math lowered to the approximate units */
-    bool pingpong;       /* consumers take turns on the tensor cores (tl_use_pingpong) */
+    uint8_t pingpong;    /* consumers take turns on the tensor cores (tl_use_pingpong: 1, or 2 with
+                            the next tile's first gemm issued in the turn of the last one's) */
     bool warp_specialize;/* a producer warpgroup issues the copies (tl_use_warp_specialize) */
     int threads;         /* 0 until tl_grid */
     int32_t body;        /* first statement of the kernel body */

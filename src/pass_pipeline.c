@@ -690,6 +690,257 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     return out.first;
 }
 
+/* ------------------------------------------- rotation of the consumers */
+
+/* Rotated consumers (in-block ping-pong of two warpgroups): the body
+ * [A1 = .. g1, A2, B = g2 ..] of a loop whose first tl_gemm g1 is followed
+ * by other work A2 (a softmax) and then a second tl_gemm g2 runs as
+ *   for j in 0 .. n:  A1(j) [j < n];  B(j - 1) [j > 0];  A2(j) [j < n]
+ * so that each warpgroup issues S = Q K^T of tile j and O += P V of tile
+ * j - 1 back to back (one turn on the tensor cores), and then works on
+ * tile j's softmax while P V still runs: FlashAttention-3's overlap inside
+ * a warpgroup, on top of the ping-pong between the two. A1 moves ahead of
+ * the previous iteration's B, so it must not touch what B writes nor write
+ * what B reads (the ring's tiles aside: each iteration reads its own
+ * slot). The sync pass then waits for g1 alone before A2 reads its result,
+ * and for g2 where A2 overwrites its accumulator or its A registers. */
+typedef struct rotation {
+    int32_t a1, a2, b;   /* the three lists (a2 may not be empty) */
+} rotation;
+
+static bool staged_buf(const pipe_info *pi, int32_t b)
+{
+    for (int i = 0; i < pi->nprod; i++)
+        if (pi->bufs[i] == b)
+            return true;
+    return false;
+}
+
+/* Whether lists x and y can swap: neither writes what the other touches
+ * (staged tiles, only read by consumers, aside). */
+static bool independent(piper *P, const pipe_info *pi, int32_t x, int32_t y)
+{
+    tli_ir *ir = P->ir;
+    tli_bufset rx = {0}, wx = {0}, ry = {0}, wy = {0};
+    bool ok = tli_bufset_init(&rx, ir->b.n) && tli_bufset_init(&wx, ir->b.n) && tli_bufset_init(&ry, ir->b.n) &&
+              tli_bufset_init(&wy, ir->b.n);
+    for (int32_t s = x; ok && s; s = ir->s.v[s].next)
+        tli_stmt_access(ir, s, &rx, &wx);
+    for (int32_t s = y; ok && s; s = ir->s.v[s].next)
+        tli_stmt_access(ir, s, &ry, &wy);
+    for (int32_t b = 1; ok && b < ir->b.n; b++) {
+        if (staged_buf(pi, b))
+            continue;
+        bool xw = tli_bufset_has(&wx, b), yw = tli_bufset_has(&wy, b);
+        bool xt = xw || tli_bufset_has(&rx, b), yt = yw || tli_bufset_has(&ry, b);
+        if ((xw && yt) || (yw && xt))
+            ok = false;
+    }
+    tli_bufset_free(&rx);
+    tli_bufset_free(&wx);
+    tli_bufset_free(&ry);
+    tli_bufset_free(&wy);
+    return ok;
+}
+
+/* Statements whose expressions the rotation knows how to shift and copy
+ * (an S_LET would need its uses renamed in a copy). */
+static bool shiftable(const tli_ir *ir, int32_t first)
+{
+    for (int32_t s = first; s; s = ir->s.v[s].next) {
+        switch ((tli_sop)ir->s.v[s].op) {
+        case S_STORE: case S_SERIAL: case S_IF: case S_FILL: case S_COPY: case S_PARALLEL: case S_GEMM:
+        case S_REDUCE: break;
+        default: return false;
+        }
+        if (!shiftable(ir, ir->s.v[s].body) || !shiftable(ir, ir->s.v[s].orelse))
+            return false;
+    }
+    return true;
+}
+
+static bool find_rotation(piper *P, const pipe_info *pi, rotation *r)
+{
+    tli_ir *ir = P->ir;
+    int32_t g1 = 0, g2 = 0, before_g2 = 0;
+    for (int32_t s = pi->first_consumer, prev = 0; s; prev = s, s = ir->s.v[s].next) {
+        if (ir->s.v[s].op != S_GEMM || ir->s.v[s].x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16)
+            continue;
+        if (!g1) {
+            g1 = s;
+        } else if (!g2) {
+            g2 = s;
+            before_g2 = prev;
+        }
+    }
+    if (!g1 || !g2 || before_g2 == g1 || !shiftable(ir, pi->first_consumer))
+        return false;
+    *r = (rotation){pi->first_consumer, ir->s.v[g1].next, g2};
+    /* cut the lists: A1 ends at g1, A2 before g2 */
+    int32_t g1_next = ir->s.v[g1].next;
+    ir->s.v[g1].next = 0;
+    ir->s.v[before_g2].next = 0;
+    if (independent(P, pi, r->a1, r->b))
+        return true;
+    ir->s.v[g1].next = g1_next;
+    ir->s.v[before_g2].next = g2;
+    return false;
+}
+
+/* Replaces every use of loop variable var in the expressions of statement
+ * s itself by expression with. */
+static void shift_one(piper *P, int32_t s, int32_t var, int32_t with)
+{
+    tli_ir *ir = P->ir;
+    tli_snode n = ir->s.v[s];
+    switch ((tli_sop)n.op) {
+    case S_STORE: {
+        int rank = tli_B(ir, n.buf)->rank;
+        int32_t idx[TL_MAX_RANK];
+        for (int d = 0; d < rank; d++)
+            idx[d] = tli_low_subst(P->L, ir->pool.v[n.idx + d], var, with);
+        int32_t at = tli_ir_add_indices(ir, idx, rank);
+        if (at < 0)
+            tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        n.idx = at;
+        n.value = tli_low_subst(P->L, n.value, var, with);
+        break;
+    }
+    case S_SERIAL: case S_IF: n.a0 = tli_low_subst(P->L, n.a0, var, with); break;
+    case S_FILL: n.value = n.value ? tli_low_subst(P->L, n.value, var, with) : 0; break;
+    case S_COPY:
+        for (int side = 0; side < 2; side++) {
+            int32_t operand = side ? n.a1 : n.a0;
+            if (operand <= 0 || !tli_R(ir, operand)->tiled)
+                continue;
+            tli_rnode rr = *tli_R(ir, operand);
+            for (int d = 0; d < tli_B(ir, rr.buf)->rank; d++)
+                rr.idx[d] = tli_low_subst(P->L, rr.idx[d], var, with);
+            int32_t id = tli_ir_add_region(ir, &rr);
+            if (!id)
+                tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+            if (side)
+                n.a1 = id;
+            else
+                n.a0 = id;
+        }
+        break;
+    default: break;
+    }
+    ir->s.v[s].idx = n.idx;
+    ir->s.v[s].value = n.value;
+    ir->s.v[s].a0 = n.a0;
+    ir->s.v[s].a1 = n.a1;
+}
+
+static void shift_stmts(piper *P, int32_t first, int32_t var, int32_t with)
+{
+    for (int32_t s = first; s && P->L->st == TL_OK; s = P->ir->s.v[s].next) {
+        shift_one(P, s, var, with);
+        shift_stmts(P, P->ir->s.v[s].body, var, with);
+        shift_stmts(P, P->ir->s.v[s].orelse, var, with);
+    }
+}
+
+/* A copy of the statements of list first (nested ones too), loop variable
+ * var replaced by expression with. The copies of a tl_parallel keep its
+ * variables (printed by the loop they belong to, in the copy's scope). */
+static int32_t copy_stmts(piper *P, int32_t first, int32_t var, int32_t with)
+{
+    tli_list l = {0};
+    for (int32_t s = first; s && P->L->st == TL_OK; s = P->ir->s.v[s].next) {
+        tli_snode n = P->ir->s.v[s];
+        n.next = n.body = n.orelse = 0;
+        int32_t id = tli_low_stmt(P->L, &n);
+        if (!id)
+            return 0;
+        shift_one(P, id, var, with);
+        int32_t body = copy_stmts(P, P->ir->s.v[s].body, var, with);
+        int32_t orelse = copy_stmts(P, P->ir->s.v[s].orelse, var, with);
+        P->ir->s.v[id].body = body;
+        P->ir->s.v[id].orelse = orelse;
+        tli_set_parent(P->L, body, id);
+        tli_set_parent(P->L, orelse, id);
+        tli_list_add(P->L, &l, id);
+    }
+    return l.first;
+}
+
+/* One turn on the tensor cores of this warpgroup, around list `work`:
+ * group g's turn k waits for the other's turn k - 1 + g, and hands over
+ * when its gemms are issued. */
+static void turn(piper *P, const ws_plan *w, tli_list *l, int32_t k, int32_t work)
+{
+    tli_lowered *L = P->L;
+    int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
+    int32_t kg = bin(P, E_ADD, cast32(P, k), group);
+    int32_t wait = mk_if(P, bin(P, E_GT, kg, I32(P, 0)),
+                         mbar_op(P, S_MBAR_WAIT, w->order, group, bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2))),
+                         0);
+    tli_list_add(L, l, wait);
+    tli_list_add(L, l, work);
+    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
+    tli_list_add(L, l, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0));
+}
+
+/* The rotated consumer loop (see above) in place of the pipelined
+ * statement, for n tiles: a prologue with tile 0's A1 and A2, a loop over
+ * tiles j = 1 .. n - 1 issuing A1(j) and B(j - 1) in one turn, then A2(j),
+ * and an epilogue with B(n - 1). No wgmma is issued under a condition that
+ * a later wait depends on (ptxas would serialise every wgmma). */
+static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const rotation *r, int32_t n,
+                         tli_list *out)
+{
+    tli_lowered *L = P->L;
+    int S = pi->S;
+    int32_t v = pi->var; /* the loop's variable: tile j = v + 1 */
+    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
+    int32_t zero = I(P, 0), last = bin(P, E_SUB, n, I(P, 1));
+    /* prologue: tile 0 */
+    tli_list pro = {0};
+    tli_list_add(L, &pro, mbar_op(P, S_MBAR_WAIT, w->r.full, I32(P, 0), I32(P, 0)));
+    turn(P, w, &pro, zero, stage_of(P, pi, I32(P, 0), copy_stmts(P, r->a1, v, zero)));
+    wgmma_wait(P, &pro, 0);
+    tli_list_add(L, &pro, stage_of(P, pi, I32(P, 0), copy_stmts(P, r->a2, v, zero)));
+    /* epilogue: B of tile n - 1, and its slot released */
+    int32_t lseq = cast32(P, last), lslot = bin(P, E_MOD, lseq, I32(P, S));
+    tli_list epi = {0};
+    turn(P, w, &epi, n, stage_of(P, pi, lslot, copy_stmts(P, r->b, v, last)));
+    wgmma_wait(P, &epi, 0);
+    tli_list_add(L, &epi, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->r.empty, lslot, 0), 0));
+    /* the loop, on the original statements: A1, A2 of tile v + 1, B of tile v */
+    int32_t next = bin(P, E_ADD, v, I(P, 1));
+    shift_stmts(P, r->a1, v, next);
+    shift_stmts(P, r->a2, v, next);
+    tli_list body = {0};
+    int32_t seq_let = tli_low_let(L, "tl_seq#", cast32(P, next));
+    int32_t seq = let_ref(P, seq_let);
+    int32_t st_let = tli_low_let(L, "tl_st#", bin(P, E_MOD, seq, I32(P, S)));
+    int32_t st = let_ref(P, st_let);
+    int32_t prev = bin(P, E_MOD, bin(P, E_ADD, seq, I32(P, S - 1)), I32(P, S));
+    tli_list_add(L, &body, seq_let);
+    tli_list_add(L, &body, st_let);
+    int32_t phase = bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2));
+    tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, st, phase));
+    tli_list issue = {0};
+    tli_list_add(L, &issue, stage_of(P, pi, st, r->a1));
+    tli_list_add(L, &issue, stage_of(P, pi, prev, r->b));
+    turn(P, w, &body, next, issue.first);
+    tli_list_add(L, &body, stage_of(P, pi, st, r->a2));
+    wgmma_wait(P, &body, 0); /* B of tile v: done already where A2 rewrote its accumulator */
+    tli_list_add(L, &body, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->r.empty, prev, 0), 0));
+    P->ir->s.v[pi->sid].op = S_SERIAL;
+    P->ir->s.v[pi->sid].a0 = bin(P, E_SUB, n, I(P, 1));
+    set_body(P, pi->sid, body.first);
+    tli_low_note(L, pi->sid,
+                 "tl_pipelined, consumer side, rotated: S of tile j and O of tile j - 1 issued in one turn, tile j's "
+                 "softmax under O's gemm (%d-slot ring)",
+                 S);
+    int32_t more = bin(P, E_GT, n, zero);
+    tli_list_add(L, out, mk_if(P, more, pro.first, 0));
+    splice_around(P, pi->sid, out->first, mk_if(P, more, epi.first, 0));
+}
+
 /* The consumer side of the loop, in place of the pipelined statement: wait
  * for each slot, run the consumers on it, release the previous slot. p:
  * the persistent tile loop's variable (0: none). */
@@ -706,6 +957,11 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     if (w->persistent) { /* the other group has issued its main loop of the block before */
         int32_t parity_ = bin(P, E_MOD, bin(P, E_DIV, bin(P, E_SUB, p, I(P, 1)), I(P, 2)), I(P, 2));
         tli_list_add(L, &out, mk_if(P, bin(P, E_GT, p, I(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, parity_), 0));
+    }
+    rotation rot;
+    if (w->turns && !w->persistent && P->ir->pingpong == 2 && find_rotation(P, pi, &rot)) {
+        rotated_loop(P, pi, w, &rot, n, &out);
+        return 0;
     }
     tli_list body = {0};
     int32_t seq_let = tli_low_let(L, "tl_seq#", ring_pos(P, p, n, pi->var));

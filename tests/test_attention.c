@@ -165,6 +165,48 @@ static void test_sm90a_lowering(void **state)
     tl_kernel_destroy(k);
 }
 
+/* tl_use_pingpong(k, 2): each consumer group issues S = Q K^T of tile j
+ * and O += P V of tile j - 1 in one turn and runs tile j's softmax while
+ * P V is on the tensor cores: the loop is rotated (a prologue with tile
+ * 0's S and softmax, an epilogue with the last P V), and the softmax
+ * waits for S alone (wgmma wait 1) before its first read. Compiled for
+ * every head_dim, causal or not; other modes are refused. */
+static void test_overlap_lowering(void **state)
+{
+    (void)state;
+    tl_ctx *tctx = test_offline_ctx("sm_90a");
+    for (int64_t dim = 64; dim <= 128; dim *= 2)
+        for (int causal = 0; causal < 2; causal++) {
+            tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = dim,
+                                    .dtype = TL_BF16, .causal = causal};
+            d.schedule = tl_op_flash_attn_schedule(tctx, &d);
+            d.schedule.pingpong = 2;
+            tl_kernel *k;
+            assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
+            char *src;
+            assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+            const char *loop = strstr(src, "consumer side, rotated");
+            assert_non_null(loop);
+            const char *s_gemm = strstr(loop, "tl_gemm S = Qs * Ks^T"), *o_gemm = strstr(loop, "tl_gemm acc += P * Vs");
+            const char *wait1 = strstr(loop, "tl_wgmma_wait<1>();"), *rescale = strstr(loop, "acc[tl_r] = (acc[tl_r] *");
+            assert_true(s_gemm && o_gemm && wait1 && rescale);
+            assert_true(s_gemm < o_gemm && o_gemm < wait1 && wait1 < rescale);
+            /* the epilogue's P V, after the loop */
+            assert_non_null(strstr(rescale, "tl_gemm acc += P * Vs"));
+            tl_free_host(src);
+            tl_kernel_destroy(k);
+            const tl_program *p;
+            if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+                fail_msg("d%lld causal %d overlap: %s", (long long)dim, causal, tl_ctx_error(tctx));
+        }
+    tl_kernel *k = tl_kernel_new(tctx, "bad_mode");
+    tl_use_pingpong(k, 3);
+    assert_status(tl_kernel_status(k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_kernel_error(k), "tl_use_pingpong"));
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(tctx);
+}
+
 static void test_descriptor_errors(void **state)
 {
     (void)state;
@@ -195,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_rows_without_keys_and_lse),
         cmocka_unit_test(test_cubins_sm80_sm90a),
         cmocka_unit_test(test_sm90a_lowering),
+        cmocka_unit_test(test_overlap_lowering),
         cmocka_unit_test(test_descriptor_errors),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);

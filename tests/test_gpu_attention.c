@@ -97,6 +97,16 @@ static void test_plain_schedule(void **state)
         s.warp_specialize = 1;
         run_case(&cases[i], &s, 700 + 10 * i);
     }
+    if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
+        return;
+    for (size_t i = 0; i < n; i++) { /* tl_use_pingpong's overlap: each group's softmax under its own P V */
+        tl_flash_attn_desc d = attn_desc(&cases[i], 0);
+        tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
+        if (!s.pingpong)
+            continue;
+        s.pingpong = 2;
+        run_case(&cases[i], &s, 900 + 10 * i);
+    }
 }
 
 /* A large case against unfused attention on the GPU: S = Q K^T by cuBLAS

@@ -59,8 +59,9 @@ for s in $steps; do
             --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
             --section InstructionStats build/bench/bench_attention 8192 128 0 ;;
     attn-sweep) # FlashAttention schedules side by side (bench_attention S D causal bm bn stages threads ws pp)
-        for p in "4096 128 0" "8192 128 0" "8192 128 1" "8192 64 0" "8192 64 1"; do
-            for sch in "0 0 0 0 0 0" "128 176 2 256 1 1" "128 128 2 256 1 1" "128 192 3 256 1 1"; do
+        for p in "4096 128 0" "8192 128 0" "8192 128 1" "16384 128 0" "8192 64 0" "8192 64 1"; do
+            d=${p#* }; d=${d% *}; bn=128; [ "$d" = 64 ] && bn=192
+            for sch in "128 $bn 3 256 1 1" "128 $bn 3 256 1 2" "128 176 2 256 1 2" "128 128 2 256 1 2"; do
                 echo "== $p / $sch"; build/bench/bench_attention $p $sch 2>&1 | tail -n 1
             done
         done > "$OUT/attn-sweep.log" 2>&1; cat "$OUT/attn-sweep.log" ;;

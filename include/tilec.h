@@ -915,7 +915,9 @@ typedef struct tl_gemm_desc {
  * hardware tanh, relative error about 2^-11; the erf GELU on an erf with
  * absolute error below 1e-6), well below the rounding of a 16-bit output.
  * Errors: TL_ERR_INVALID_ARG (sizes, misaligned pointers, which one),
- * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. It is tl_op_gemm_ex
+ * (below: leading dimensions, batches, alpha, beta) with
+ * tl_gemm_default_args() and these four pointers. */
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The schedule tl_op_gemm_program compiles for d: d->schedule with the

@@ -72,8 +72,8 @@ static void block_lets(tli_lowered *L, tli_list *l, int32_t t, int32_t gx, int32
     int P = ir->swizzle;
     int32_t plane = bin(L, E_MUL, gx, gy);
     int32_t tt = with_z && ir->grid[2] ? bin(L, E_MOD, t, plane) : t;
-    if (with_z && ir->grid[2] && uses_block_axis(ir, 2))
-        add_let(L, l, "tl_bz", bin(L, E_DIV, t, plane));
+    if (with_z && uses_block_axis(ir, 2)) /* 0 without a z dimension */
+        add_let(L, l, "tl_bz", ir->grid[2] ? bin(L, E_DIV, t, plane) : I(L, 0));
     if (P && ir->grid[1]) {
         int32_t panel_let = tli_low_let(L, "tl_panel", bin(L, E_MUL, I(L, P), gx));
         tli_list_add(L, l, panel_let);
@@ -267,7 +267,7 @@ void tli_pass_launch(tli_lowered *L)
     } else if (ir->swizzle && ir->grid[1]) {
         int32_t t = bin(L, E_ADD, bin(L, E_MUL, th(L, TH_RAW_BY), th(L, TH_GRID_X)), th(L, TH_RAW_BX));
         block_lets(L, &top, t, th(L, TH_GRID_X), th(L, TH_GRID_Y), false);
-        if (ir->grid[2] && uses_block_axis(ir, 2))
+        if (uses_block_axis(ir, 2))
             add_let(L, &top, "tl_bz", th(L, TH_RAW_BZ));
     } else {
         static const tli_thread_value raw[3] = {TH_RAW_BX, TH_RAW_BY, TH_RAW_BZ};

@@ -641,6 +641,17 @@ static void test_tensor_array(void **state)
     assert_non_null(strstr(text, "float *const Y = tl_arr_Y[tl_bz];"));
     tl_free_host(text);
     test_ptx_or_skip(ctx, k);
+    /* block z of a grid without a z dimension, in a rasterised grid: 0
+     * (tl_bz was left undefined there) */
+    k = tl_kernel_new(ctx, "no_z");
+    tl_expr n = tl_dim(k, "n");
+    tl_buf X = tl_param_tensor_array(k, "X", TL_F32, 1, &n, NULL, n, 2);
+    tl_grid(k, n, n, TL_NONE_EXPR, 64);
+    tl_use_swizzle(k, 4);
+    tl_expr i = tl_parallel1(k, 64);
+    tl_store(k, X, &i, tl_f32(k, 1.0f));
+    tl_end(k);
+    test_ptx_or_skip(ctx, k);
 }
 
 static void test_tensor_array_builder_errors(void **state)

@@ -75,6 +75,24 @@ static void gemm_structs(void)
     FIELD(tl_gemm_desc, has_bias);
     FIELD(tl_gemm_desc, epilogue);
     FIELD(tl_gemm_desc, schedule);
+
+    STRUCT(tl_gemm_args);
+    FIELD(tl_gemm_args, a);
+    FIELD(tl_gemm_args, b);
+    FIELD(tl_gemm_args, bias);
+    FIELD(tl_gemm_args, c);
+    FIELD(tl_gemm_args, lda);
+    FIELD(tl_gemm_args, ldb);
+    FIELD(tl_gemm_args, ldc);
+    FIELD(tl_gemm_args, batch);
+    FIELD(tl_gemm_args, stride_a);
+    FIELD(tl_gemm_args, stride_b);
+    FIELD(tl_gemm_args, stride_c);
+    FIELD(tl_gemm_args, a_array);
+    FIELD(tl_gemm_args, b_array);
+    FIELD(tl_gemm_args, c_array);
+    FIELD(tl_gemm_args, alpha);
+    FIELD(tl_gemm_args, beta);
 }
 
 static void softmax_structs(void)

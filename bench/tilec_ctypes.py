@@ -59,6 +59,13 @@ class TlGemmDesc(ctypes.Structure):
                 ("trans_b", c_int), ("has_bias", c_int), ("epilogue", c_int), ("schedule", TlGemmSchedule)]
 
 
+class TlGemmArgs(ctypes.Structure):
+    _fields_ = [("a", c_uint64), ("b", c_uint64), ("bias", c_uint64), ("c", c_uint64), ("lda", c_int64),
+                ("ldb", c_int64), ("ldc", c_int64), ("batch", c_int64), ("stride_a", c_int64),
+                ("stride_b", c_int64), ("stride_c", c_int64), ("a_array", c_uint64), ("b_array", c_uint64),
+                ("c_array", c_uint64), ("alpha", c_double), ("beta", c_double)]
+
+
 class TlSoftmaxSchedule(ctypes.Structure):
     _fields_ = [("width", c_int), ("rows", c_int), ("threads", c_int)]
 
@@ -84,7 +91,7 @@ class TlFlashAttnDesc(ctypes.Structure):
 # Every struct bound here, by its C name: what --check-abi compares.
 STRUCTS = {
     "tl_ctx_options": TlCtxOptions, "tl_device_info": TlDeviceInfo,
-    "tl_gemm_schedule": TlGemmSchedule, "tl_gemm_desc": TlGemmDesc,
+    "tl_gemm_schedule": TlGemmSchedule, "tl_gemm_desc": TlGemmDesc, "tl_gemm_args": TlGemmArgs,
     "tl_softmax_schedule": TlSoftmaxSchedule, "tl_softmax_desc": TlSoftmaxDesc,
     "tl_flash_attn_schedule": TlFlashAttnSchedule, "tl_flash_attn_desc": TlFlashAttnDesc,
 }
@@ -103,6 +110,8 @@ _FUNCTIONS = {
     "tl_op_softmax_schedule": (TlSoftmaxSchedule, [_ctx_p, POINTER(TlSoftmaxDesc)]),
     "tl_op_gemm": (c_int, [_ctx_p, POINTER(TlGemmDesc), c_uint64, c_uint64, c_uint64, c_uint64, c_void_p]),
     "tl_op_gemm_schedule": (TlGemmSchedule, [_ctx_p, POINTER(TlGemmDesc)]),
+    "tl_gemm_default_args": (TlGemmArgs, []),
+    "tl_op_gemm_ex": (c_int, [_ctx_p, POINTER(TlGemmDesc), POINTER(TlGemmArgs), c_void_p]),
     "tl_op_flash_attn": (c_int, [_ctx_p, POINTER(TlFlashAttnDesc), c_uint64, c_uint64, c_uint64, c_uint64,
                                  c_uint64, c_void_p]),
     "tl_op_flash_attn_schedule": (TlFlashAttnSchedule, [_ctx_p, POINTER(TlFlashAttnDesc)]),
@@ -190,6 +199,10 @@ class Tilec:
         bias_ptr = bias.data_ptr() if bias is not None else 0
         self._call("tl_op_gemm", ctypes.byref(desc), a.data_ptr(), b.data_ptr(), bias_ptr, c.data_ptr(), stream)
 
+    def gemm_ex(self, desc, args, stream):
+        """tl_op_gemm_ex: desc a TlGemmDesc, args a TlGemmArgs (gemm_args)."""
+        self._call("tl_op_gemm_ex", ctypes.byref(desc), ctypes.byref(args), stream)
+
     def flash_attn(self, desc, q, k, v, o, lse, stream):
         lse_ptr = lse.data_ptr() if lse is not None else 0
         self._call("tl_op_flash_attn", ctypes.byref(desc), q.data_ptr(), k.data_ptr(), v.data_ptr(),
@@ -222,9 +235,10 @@ def softmax_desc(x, y):
 
 
 def gemm_desc(a, b, c, trans_b, bias=None, epilogue=TL_EPI_NONE):
-    """C [M, N] = epilogue(A [M, K] B [+ bias]), B [K, N] or, with trans_b, [N, K]."""
-    m, k = a.shape
-    n = b.shape[0] if trans_b else b.shape[1]
+    """C [M, N] = epilogue(A [M, K] B [+ bias]), B [K, N] or, with trans_b, [N, K]
+    (or one matrix of a batch of them: [batch, M, K] and so on)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-2] if trans_b else b.shape[-1]
     return TlGemmDesc(m=m, n=n, k=k, in_dtype=tl_dtype_of(a), out_dtype=tl_dtype_of(c), trans_b=int(trans_b),
                       has_bias=int(bias is not None), epilogue=epilogue)
 
@@ -243,3 +257,22 @@ def flash_attn_desc(q, k, v, o, causal, lse=False, scale=0.0):
                            head_dim=head_dim, dtype=tl_dtype_of(q), causal=int(causal), scale=scale,
                            q_stride=_bhs_strides(q), k_stride=_bhs_strides(k), v_stride=_bhs_strides(v),
                            o_stride=_bhs_strides(o), lse=int(lse))
+
+
+def gemm_args(a, b, c, bias=None, alpha=1.0, beta=0.0):
+    """tl_op_gemm_ex's operands for tensors of rank 2 (one GEMM) or 3 (a
+    strided batch: the same batch in a, b and c, or 1 in a or b for one
+    matrix every entry shares), each with a unit stride in its last
+    dimension: row strides become lda, ldb, ldc, batch strides stride_a,
+    stride_b, stride_c."""
+    def layout(t, batch):
+        if t.stride(-1) != 1:
+            raise ValueError("gemm_args: the last dimension must be contiguous (stride 1), not %d" % t.stride(-1))
+        ld = t.stride(-2)
+        stride = t.stride(0) if t.dim() == 3 and t.shape[0] == batch and batch > 1 else 0
+        return ld, stride
+    batch = c.shape[0] if c.dim() == 3 else 1
+    (lda, sa), (ldb, sb), (ldc, sc) = layout(a, batch), layout(b, batch), layout(c, batch)
+    return TlGemmArgs(a=a.data_ptr(), b=b.data_ptr(), bias=bias.data_ptr() if bias is not None else 0,
+                      c=c.data_ptr(), lda=lda, ldb=ldb, ldc=ldc, batch=batch, stride_a=sa, stride_b=sb,
+                      stride_c=sc, alpha=alpha, beta=beta)

@@ -292,6 +292,25 @@ TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype);
  * TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides);
+/* A tensor per block, from an array of pointers (the batch of
+ * cublasGemmBatchedEx): the launch argument is a device pointer to `count`
+ * device pointers (8-byte aligned array), and the block whose index along
+ * block axis `axis` (0, 1, 2: tl_block_idx's) is i uses the tensor at
+ * pointer i, of this shape, strides (NULL: row-major) and dtype, as
+ * tl_param_tensor declares one. Each launch checks that the grid along
+ * `axis` is at most `count` (TL_ERR_LAUNCH_ARGS) and that the array is not
+ * null when a block uses it; the tensors the pointers point at cannot be
+ * checked (they are in device memory): each must be aligned to its
+ * element, and hold every element the shape and strides reach. Their
+ * copies into shared memory go element by element (no TMA, no cp.async:
+ * their alignment is unknown at the launch). The interpreter takes a host
+ * array of host pointers. tl_program_check and tl_autotune's custom
+ * kernels, which copy tensors to the host, refuse such parameters
+ * (TL_ERR_UNSUPPORTED). count: an integer computable from the parameters.
+ * Errors: those of tl_param_tensor, and TL_ERR_INVALID_ARG for an axis
+ * outside 0..2 or a count the host cannot compute. */
+TL_API tl_buf tl_param_tensor_array(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
+                                    const tl_expr *shape, const tl_expr *strides, tl_expr count, int axis);
 
 /* --- launch shape --- */
 
@@ -681,6 +700,8 @@ typedef struct tl_param_info {
     tl_dtype dtype;     /* element type (tensor), i64 (dim), scalar's type */
     int rank;           /* tensors */
     int written;        /* tensors the kernel stores to */
+    int pointer_array;  /* tensors of tl_param_tensor_array: the argument
+                           is a device array of device pointers */
 } tl_param_info;
 TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out);
 
@@ -900,7 +921,9 @@ typedef struct tl_gemm_desc {
  * hardware tanh, relative error about 2^-11; the erf GELU on an erf with
  * absolute error below 1e-6), well below the rounding of a 16-bit output.
  * Errors: TL_ERR_INVALID_ARG (sizes, misaligned pointers, which one),
- * TL_ERR_DTYPE, those of tl_compile and tl_launch. */
+ * TL_ERR_DTYPE, those of tl_compile and tl_launch. It is tl_op_gemm_ex
+ * (below: leading dimensions, batches, alpha, beta) with
+ * tl_gemm_default_args() and these four pointers. */
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                             uint64_t c, void *stream);
 /* The schedule tl_op_gemm_program compiles for d: d->schedule with the
@@ -916,6 +939,103 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
 /* Builds the GEMM kernel of d (schedule included) for inspection or
  * sweeping. *out is a new kernel the caller destroys. */
 TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out);
+
+/* The operands of a tl_op_gemm_ex call, as a BLAS caller has them: row
+ * strides (sub-matrices of larger buffers), a batch (strided, or arrays
+ * of pointers as cublasGemmBatchedEx takes), and the scales alpha and
+ * beta with C read as an input. Start from tl_gemm_default_args() (alpha
+ * 1, batch 1, everything else 0): a zeroed struct has alpha 0 and batch 0,
+ * which is an error. The matrices are row
+ * major, as in tl_op_gemm; element (i, j) of entry e of a strided batch is
+ *   A: a + e stride_a + i lda + j      ([M, K])
+ *   B: b + e stride_b + i ldb + j      ([K, N], or [N, K] with trans_b)
+ *   C: c + e stride_c + i ldc + j      ([M, N])
+ * in elements, and of a pointer-array batch a_array[e] + i lda + j (and so
+ * on). Each entry computes
+ *   C = act(alpha (A B) + beta C + bias)
+ * in f32, in that order: the product is scaled, beta times C's old value
+ * (converted to f32) added, then the bias, then the activation, and the
+ * result is converted to out_dtype once (cuBLASLt's order, D = epilogue(
+ * alpha A B + beta C + bias)). With beta == 0 C is not read (it may hold
+ * anything, NaN included); A and B are read whatever alpha is. The bias
+ * [N] is the same for every entry. */
+typedef struct tl_gemm_args {
+    uint64_t a, b, bias, c;   /* device pointers: the matrices (entry 0 of a
+                                 strided batch); bias [N] of in_dtype, read
+                                 only with d->has_bias. a, b, c must be 0
+                                 for a pointer-array batch. */
+    int64_t lda, ldb, ldc;    /* elements between rows: lda >= K; ldb >= N
+                                 (>= K with trans_b); ldc >= N. 0: dense
+                                 (the row's length). */
+    int64_t batch;            /* GEMMs in the call, 1..65535 (the default
+                                 args: 1) */
+    int64_t stride_a, stride_b, stride_c; /* strided batch: elements between
+                                 entries (>= 0; ignored for one entry).
+                                 stride_a or stride_b 0: one matrix for every
+                                 entry; stride_c must keep the entries' C
+                                 apart. 0 in a pointer-array batch. */
+    uint64_t a_array, b_array, c_array; /* pointer-array batch (all three or
+                                 none): device arrays of `batch` device
+                                 pointers (8-byte aligned), each to a matrix
+                                 laid out with lda, ldb, ldc */
+    double alpha, beta;       /* scales, rounded to f32 */
+} tl_gemm_args;
+
+/* alpha 1, batch 1 and every other field 0: one dense GEMM once a, b, c
+ * are set. */
+TL_API tl_gemm_args tl_gemm_default_args(void);
+
+/* The GEMM of d on the operands of args, on stream (asynchronously): the
+ * entry point a BLAS caller expects (see tl_gemm_args for what it
+ * computes). d gives the problem of one entry (M, N, K, types, layout of
+ * B, bias and activation, schedule); args the memory. A call with dense
+ * rows, one entry, alpha 1 and beta 0 runs tl_op_gemm's program; any other
+ * runs a general program of the same kernel (ops/gemm.c), one per type,
+ * layout, epilogue and schedule, whose row strides, batch, batch strides
+ * and alpha are launch arguments; beta != 0 (C read) and a pointer-array
+ * batch are compiled in, each a program of its own. The batch is the
+ * grid's z dimension (the persistent ping-pong kernel walks it as tiles
+ * too); its schedule is the one tl_op_gemm_schedule picks for batch x M
+ * rows, with rows TMA can read only when lda, ldb, stride_a and stride_b
+ * are multiples of 8 and the batch is strided. Operands the fast copies
+ * cannot take (pointers not 16-byte aligned, a row stride or batch stride
+ * not a multiple of 16 bytes) run the program's element-wise variant:
+ * slower, never an error. The matrices of a pointer-array batch are read
+ * element by element (their alignment is in device memory, unknown at the
+ * launch). Errors (the message starts "tl_op_gemm_ex:" and names the
+ * argument): TL_ERR_INVALID_ARG (NULL d or args; those of tl_op_gemm; a
+ * negative ld or stride; lda, ldb or ldc shorter than its row; a batch
+ * outside 1..65535; a stride_c with which two entries' C share an element;
+ * a pointer-array batch with one array missing, or with a, b, c or a
+ * stride set; an array not 8-byte aligned), TL_ERR_DTYPE, those of
+ * tl_compile and tl_launch. Entries of c_array must not overlap each other
+ * or any entry's A or B (not checked: the arrays are in device memory),
+ * nor may a strided C overlap A or B. */
+TL_API tl_status tl_op_gemm_ex(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, void *stream);
+/* The program tl_op_gemm_ex runs for d and args (owned by the context).
+ * Only the shape of args is read, not its pointers: a, b, c, bias and the
+ * arrays' values are ignored but for which of a_array or a is used, and
+ * the sizes and strides are checked as by tl_op_gemm_ex. For the dense,
+ * single, alpha 1, beta 0 call it is tl_op_gemm_program's program; for the
+ * others its launch arguments are, in order:
+ *   strided:       M, N, K, batch, lda, ldb, ldc, stride_a, stride_b,
+ *                  stride_c, batch_a, batch_b, alpha, [beta,] A, B,
+ *                  [bias,] C
+ *   pointer array: M, N, K, batch, lda, ldb, ldc, alpha, [beta,] A, B,
+ *                  [bias,] C (A, B, C the device arrays of pointers)
+ * (beta only when args->beta != 0, bias only with d->has_bias). batch_a is
+ * 1 when stride_a is 0 (entry e reads A's entry min(e, batch_a - 1)), else
+ * batch; batch_b likewise; alpha and beta are floats, the others integers
+ * and device pointers. Errors: as tl_op_gemm_ex before the launch. */
+TL_API tl_status tl_op_gemm_ex_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args,
+                                       const tl_program **out);
+/* The kernel of tl_op_gemm_ex_program, not compiled (inspection,
+ * interpretation: with host pointers, tl_interpret runs it, pointer arrays
+ * included, whose entries are then host pointers). *out is a new kernel the
+ * caller destroys, named gemm_<nn|nt><in>_<out>[_strided|_ptrarray][_beta].
+ * Errors: as tl_op_gemm_ex_program. */
+TL_API tl_status tl_op_gemm_ex_build(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args,
+                                     tl_kernel **out);
 
 /* c[i, j] = act(c[i, j] + bias[j]) in place, for c [m, n] row-major and
  * bias [n] (0: none), both of dtype (f32, f16, bf16; 16-bit values are
@@ -1362,6 +1482,22 @@ TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
  * call failed: the message names it and its status). */
 TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
                                   uint64_t c, void *stream);
+/* tl_op_gemm_ex's call through cuBLAS, with the same arguments and
+ * meaning (tl_gemm_args): leading dimensions and alpha, beta go to
+ * cublasGemmEx; a strided batch to cublasGemmStridedBatchedEx; a
+ * pointer-array batch to cublasGemmBatchedEx; with a bias or an activation,
+ * cublasLtMatmul with the leading dimensions, the batch (BATCH_COUNT,
+ * STRIDED_BATCH_OFFSET on every layout, one bias for every entry) and
+ * alpha, beta (D = epilogue(alpha A B + beta C + bias), C and D both c).
+ * tl_baseline_gemm is this with tl_gemm_default_args() and a, b, bias, c.
+ * Sizes 0..INT_MAX (M or N 0: nothing), any alignment; no check that
+ * outputs do not overlap. Errors: as tl_baseline_gemm (messages start
+ * "tl_baseline_gemm_ex:"), and TL_ERR_INVALID_ARG (NULL args, a leading
+ * dimension shorter than its row or over INT_MAX, a batch outside
+ * 1..INT_MAX, negative strides, an incomplete pointer-array form),
+ * TL_ERR_UNSUPPORTED (a pointer-array batch with a bias or an activation:
+ * cuBLASLt has none; a cuBLAS without the batched calls). */
+TL_API tl_status tl_baseline_gemm_ex(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, void *stream);
 
 #ifdef __cplusplus
 }

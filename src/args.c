@@ -55,6 +55,25 @@ static tl_status bind_one(const tli_param *p, int i, const tl_arg *a, tl_arg_kin
     return TL_OK;
 }
 
+/* The argument of a tl_param_tensor_array: a count >= 0 and an array of
+ * whole 8-byte pointers (its tensors are in device memory: unchecked). */
+static tl_status check_array(const tli_ir *ir, const tli_bound *b, int i, char *err, size_t n)
+{
+    const tli_param *p = &ir->p.v[i];
+    int64_t count = tli_eval_host_int(ir, b, tli_B(ir, p->buf)->array_count);
+    if (count < 0) {
+        tli_fmt(err, n, "argument %d ('%s'): its count of pointers evaluates to %lld", i - 1, p->name,
+                (long long)count);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    if (b->ptr[i] % 8) {
+        tli_fmt(err, n, "argument %d ('%s') = 0x%llx is not aligned to its 8-byte pointers", i - 1, p->name,
+                (unsigned long long)b->ptr[i]);
+        return TL_ERR_LAUNCH_ARGS;
+    }
+    return TL_OK;
+}
+
 /* Checks, for this launch, that tensor i (parameter slot) has extents and
  * strides >= 0, that every offset it spans fits in int64_t in bytes, and
  * that its pointer is non-null (unless it is empty) and holds whole
@@ -89,6 +108,8 @@ static tl_status check_tensor(const tli_ir *ir, const tli_bound *b, int i, char 
         return TL_ERR_LAUNCH_ARGS;
     }
     uint64_t ptr = b->ptr[i];
+    if (t->array_count) /* an array of pointers: the grid's check (tli_eval_grid) covers its use */
+        return check_array(ir, b, i, err, n);
     if (!empty && ptr == 0) {
         tli_fmt(err, n, "argument %d ('%s') is a null pointer", i - 1, p->name);
         return TL_ERR_LAUNCH_ARGS;
@@ -176,7 +197,33 @@ bool tli_eval_grid(const tli_ir *ir, const tli_bound *b, int64_t grid[3], char *
             return false;
         }
     }
+    /* every block's pointer is in its array, and the array is there */
+    for (int32_t i = 1; i < ir->b.n; i++) {
+        const tli_bnode *t = tli_B(ir, i);
+        if (t->scope != B_GLOBAL || !t->array_count)
+            continue;
+        int64_t count = tli_eval_host_int(ir, b, t->array_count), g = grid[t->array_axis];
+        const char *name = ir->p.v[t->param].name;
+        bool blocks = grid[0] && grid[1] && grid[2];
+        if (blocks && g > count) {
+            tli_fmt(err, errlen, "grid dimension %c = %lld is more than the %lld pointers of '%s'",
+                    "xyz"[t->array_axis], (long long)g, (long long)count, name);
+            return false;
+        }
+        if (blocks && !b->ptr[t->param]) {
+            tli_fmt(err, errlen, "'%s' is a null array of pointers", name);
+            return false;
+        }
+    }
     return true;
+}
+
+const char *tli_array_param(const tli_ir *ir)
+{
+    for (int32_t i = 1; i < ir->p.n; i++)
+        if (ir->p.v[i].kind == TL_PARAM_TENSOR && tli_B(ir, ir->p.v[i].buf)->array_count)
+            return ir->p.v[i].name;
+    return NULL;
 }
 
 int64_t tli_tensor_span(const tli_ir *ir, const tli_bound *b, int32_t buf)

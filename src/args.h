@@ -31,6 +31,11 @@ int64_t tli_eval_host_int(const tli_ir *ir, const tli_bound *b, int32_t e);
  * beyond CUDA's limits. */
 bool tli_eval_grid(const tli_ir *ir, const tli_bound *b, int64_t grid[3], char *err, size_t errlen);
 
+/* The name of the first tensor parameter of tl_param_tensor_array (whose
+ * tensors are behind device pointers in device memory, which what copies
+ * tensors to the host cannot follow), or NULL when there is none. */
+const char *tli_array_param(const tli_ir *ir);
+
 /* Elements spanned by tensor buf: 1 + the largest offset (0 when empty). */
 int64_t tli_tensor_span(const tli_ir *ir, const tli_bound *b, int32_t buf);
 

@@ -41,6 +41,7 @@ enum { /* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES */
  * memcmp sees no stray padding. */
 typedef struct lt_key {
     int64_t m, n, k;
+    int64_t lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
     int32_t in_type, out_type;
     int32_t trans_b, has_bias;
     uint32_t epilogue;
@@ -123,8 +124,13 @@ static uint32_t lt_epilogue(const tl_gemm_desc *d)
     }
 }
 
-static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
-                            uint64_t c)
+/* A call's operands with the defaults filled in (lds of 0: dense). */
+typedef struct call {
+    int64_t lda, ldb, ldc, batch;
+    bool arrays;
+} call;
+
+static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, call *c)
 {
     if (d->m < 0 || d->n < 0 || d->k < 0 || d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: m = %lld, n = %lld, k = %lld must "
@@ -144,12 +150,32 @@ static tl_status check_desc(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint
                         "(its GELU is the tanh form: use TL_EPI_GELU_TANH)");
     if (lt_epilogue(d) == 0)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: unknown epilogue %d", (int)d->epilogue);
-    if (d->has_bias && !bias)
+    if (d->has_bias && !g->bias)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: has_bias is set but bias is 0");
+    /* cuBLAS wants ld >= 1 even for an empty row */
+    const int64_t rows[3] = {d->k, d->trans_b ? d->k : d->n, d->n}, lds[3] = {g->lda, g->ldb, g->ldc};
+    int64_t *out[3] = {&c->lda, &c->ldb, &c->ldc};
+    for (int i = 0; i < 3; i++) {
+        int64_t row = rows[i] > 1 ? rows[i] : 1;
+        if (lds[i] < 0 || (lds[i] && lds[i] < row) || lds[i] > INT_MAX)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: ld%c = %lld is not 0 or in %lld..%d",
+                            "abc"[i], (long long)lds[i], (long long)row, INT_MAX);
+        *out[i] = lds[i] ? lds[i] : row;
+    }
+    if (g->batch < 1 || g->batch > INT_MAX)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: batch = %lld is outside 1..%d",
+                        (long long)g->batch, INT_MAX);
+    c->batch = g->batch;
+    c->arrays = g->a_array || g->b_array || g->c_array;
+    if (c->arrays && (!g->a_array || !g->b_array || !g->c_array || g->a || g->b || g->c))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: a pointer-array batch takes a_array, "
+                        "b_array and c_array, and a, b, c of 0");
+    if (g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: a negative batch stride");
     bool empty = d->m == 0 || d->n == 0;
-    if (!empty && (!c || (d->k > 0 && (!a || !b))))
+    if (!empty && !c->arrays && (!g->c || (d->k > 0 && (!g->a || !g->b))))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: a null device pointer (%s)",
-                        !c ? "c" : !a ? "a" : "b");
+                        !g->c ? "c" : !g->a ? "a" : "b");
     return TL_OK;
 }
 
@@ -248,10 +274,12 @@ void tli_baseline_release(tl_ctx *ctx)
 /* ------------------------------------------------------------------------ */
 
 /* Row-major C[M,N] = A[M,K] B as column-major C^T[N,M] = op(B) A^T, where
- * A^T is A's memory read column-major ([K,M], ld K) and op(B) is B's memory
- * [N,K] with ld N (B given [K,N]) or its transpose (B given [N,K], ld K). */
-static tl_status gemm_plain(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc *d, uint64_t a,
-                            uint64_t b, uint64_t c, void *stream)
+ * A^T is A's memory read column-major ([K,M], ld lda) and op(B) is B's
+ * memory [N,K] with ld ldb (B given [K,N]) or its transpose (B given
+ * [N,K]). A batch goes to cublasGemmStridedBatchedEx or, with arrays of
+ * pointers, to cublasGemmBatchedEx, with the same swap. */
+static tl_status gemm_plain(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc *d, const tl_gemm_args *g,
+                            const call *c, void *stream)
 {
     const tli_cublas_api *api = s->api;
     tl_status st = need_blas(ctx, s);
@@ -259,16 +287,37 @@ static tl_status gemm_plain(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_d
         st = blas_check(ctx, api, api->cublasSetStream(s->blas, (CUstream)stream), "cublasSetStream");
     if (st != TL_OK)
         return st;
-    int m = (int)d->m, n = (int)d->n, k = (int)d->k;
-    int ldb = d->trans_b ? (k > 1 ? k : 1) : n;
-    int lda = k > 1 ? k : 1;
-    int in = cuda_type(d->in_dtype);
-    const float alpha = 1.0f, beta = 0.0f;
+    int m = (int)d->m, n = (int)d->n, k = (int)d->k, batch = (int)c->batch;
+    int lda = (int)c->lda, ldb = (int)c->ldb, ldc = (int)c->ldc;
+    int in = cuda_type(d->in_dtype), out = cuda_type(d->out_dtype), tb = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float alpha = (float)g->alpha, beta = (float)g->beta;
+    if (c->arrays) {
+        if (!api->cublasGemmBatchedEx)
+            return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: this cuBLAS has no cublasGemmBatchedEx");
+        return blas_check(ctx, api,
+                          api->cublasGemmBatchedEx(s->blas, tb, CUBLAS_OP_N, n, m, k, &alpha,
+                                                   (const void *const *)(uintptr_t)g->b_array, in, ldb,
+                                                   (const void *const *)(uintptr_t)g->a_array, in, lda, &beta,
+                                                   (void *const *)(uintptr_t)g->c_array, out, ldc, batch,
+                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          "cublasGemmBatchedEx");
+    }
+    if (batch > 1) {
+        if (!api->cublasGemmStridedBatchedEx)
+            return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: this cuBLAS has no "
+                            "cublasGemmStridedBatchedEx");
+        return blas_check(ctx, api,
+                          api->cublasGemmStridedBatchedEx(s->blas, tb, CUBLAS_OP_N, n, m, k, &alpha,
+                                                          (const void *)(uintptr_t)g->b, in, ldb, g->stride_b,
+                                                          (const void *)(uintptr_t)g->a, in, lda, g->stride_a,
+                                                          &beta, (void *)(uintptr_t)g->c, out, ldc, g->stride_c,
+                                                          batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          "cublasGemmStridedBatchedEx");
+    }
     return blas_check(ctx, api,
-                      api->cublasGemmEx(s->blas, d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k,
-                                        &alpha, (const void *)(uintptr_t)b, in, ldb,
-                                        (const void *)(uintptr_t)a, in, lda, &beta, (void *)(uintptr_t)c,
-                                        cuda_type(d->out_dtype), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      api->cublasGemmEx(s->blas, tb, CUBLAS_OP_N, n, m, k, &alpha, (const void *)(uintptr_t)g->b, in,
+                                        ldb, (const void *)(uintptr_t)g->a, in, lda, &beta, (void *)(uintptr_t)g->c,
+                                        out, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                       "cublasGemmEx");
 }
 
@@ -276,22 +325,31 @@ static tl_status gemm_plain(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_d
 /* cublasLtMatmul: the epilogues                                             */
 /* ------------------------------------------------------------------------ */
 
-static lt_key make_key(const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
+static lt_key make_key(const tl_gemm_desc *d, const tl_gemm_args *g, const call *c)
 {
     lt_key key;
     memset(&key, 0, sizeof key);
     key.m = d->m;
     key.n = d->n;
     key.k = d->k;
+    key.lda = c->lda;
+    key.ldb = c->ldb;
+    key.ldc = c->ldc;
+    key.batch = c->batch;
+    if (c->batch > 1) {
+        key.stride_a = g->stride_a;
+        key.stride_b = g->stride_b;
+        key.stride_c = g->stride_c;
+    }
     key.in_type = cuda_type(d->in_dtype);
     key.out_type = cuda_type(d->out_dtype);
     key.trans_b = d->trans_b != 0;
     key.has_bias = d->has_bias != 0;
     key.epilogue = lt_epilogue(d);
-    key.align_a = ptr_alignment(a);
-    key.align_b = ptr_alignment(b);
-    key.align_c = ptr_alignment(c);
-    key.align_bias = d->has_bias ? ptr_alignment(bias) : 0;
+    key.align_a = ptr_alignment(g->a);
+    key.align_b = ptr_alignment(g->b);
+    key.align_c = ptr_alignment(g->c);
+    key.align_bias = d->has_bias ? ptr_alignment(g->bias) : 0;
     return key;
 }
 
@@ -329,24 +387,37 @@ static tl_status plan_desc(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p, u
     return st;
 }
 
+/* A column-major layout of rows x cols with leading dimension ld, and
+ * for a batch its count and the elements between its matrices. */
 static tl_status make_layout(tl_ctx *ctx, const tli_cublas_api *api, cublasLtMatrixLayout_t *l, int type,
-                             int64_t rows, int64_t cols)
+                             int64_t rows, int64_t cols, int64_t ld, const lt_key *key, int64_t stride)
 {
-    int64_t ld = rows > 1 ? rows : 1;
-    return blas_check(ctx, api, api->cublasLtMatrixLayoutCreate(l, type, (uint64_t)rows, (uint64_t)cols, ld),
-                      "cublasLtMatrixLayoutCreate");
+    tl_status st = blas_check(ctx, api, api->cublasLtMatrixLayoutCreate(l, type, (uint64_t)rows, (uint64_t)cols, ld),
+                              "cublasLtMatrixLayoutCreate");
+    int32_t batch = (int32_t)key->batch;
+    if (st == TL_OK && batch > 1)
+        st = blas_check(ctx, api, api->cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                                                        sizeof batch),
+                        "cublasLtMatrixLayoutSetAttribute");
+    if (st == TL_OK && batch > 1)
+        st = blas_check(ctx, api,
+                        api->cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                              sizeof stride),
+                        "cublasLtMatrixLayoutSetAttribute");
+    return st;
 }
 
 /* Column-major layouts of the swapped form: D^T[N,M] = op(B^T) A^T. */
 static tl_status plan_layouts(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p)
 {
     const lt_key *key = &p->key;
-    tl_status st = key->trans_b ? make_layout(ctx, api, &p->la, key->in_type, key->k, key->n)
-                                : make_layout(ctx, api, &p->la, key->in_type, key->n, key->k);
+    int bt = key->in_type;
+    tl_status st = key->trans_b ? make_layout(ctx, api, &p->la, bt, key->k, key->n, key->ldb, key, key->stride_b)
+                                : make_layout(ctx, api, &p->la, bt, key->n, key->k, key->ldb, key, key->stride_b);
     if (st == TL_OK)
-        st = make_layout(ctx, api, &p->lb, key->in_type, key->k, key->m);
+        st = make_layout(ctx, api, &p->lb, key->in_type, key->k, key->m, key->lda, key, key->stride_a);
     if (st == TL_OK)
-        st = make_layout(ctx, api, &p->lc, key->out_type, key->n, key->m);
+        st = make_layout(ctx, api, &p->lc, key->out_type, key->n, key->m, key->ldc, key, key->stride_c);
     return st;
 }
 
@@ -433,14 +504,18 @@ static tl_status get_plan(tl_ctx *ctx, struct tli_baseline *s, const lt_key *key
     return TL_OK;
 }
 
-static tl_status gemm_lt(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc *d, uint64_t a, uint64_t b,
-                         uint64_t bias, uint64_t c, void *stream)
+static tl_status gemm_lt(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc *d, const tl_gemm_args *g,
+                         const call *cl, void *stream)
 {
     const tli_cublas_api *api = s->api;
+    if (cl->arrays)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt has no pointer-array batch (a bias "
+                        "or an activation with a_array)");
     tl_status st = need_lt(ctx, s);
     if (st != TL_OK)
         return st;
-    lt_key key = make_key(d, a, b, bias, c);
+    uint64_t a = g->a, b = g->b, c = g->c, bias = d->has_bias ? g->bias : 0;
+    lt_key key = make_key(d, g, cl);
     lt_plan *p = NULL;
     if ((st = get_plan(ctx, s, &key, bias, &p)) != TL_OK)
         return st;
@@ -449,7 +524,7 @@ static tl_status gemm_lt(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc
         if ((st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr)) != TL_OK)
             return st;
     }
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = (float)g->alpha, beta = (float)g->beta;
     return blas_check(ctx, api,
                       api->cublasLtMatmul(s->lt, p->op, &alpha, (const void *)(uintptr_t)b, p->la,
                                           (const void *)(uintptr_t)a, p->lb, &beta, (const void *)(uintptr_t)c,
@@ -462,20 +537,37 @@ static tl_status gemm_lt(tl_ctx *ctx, struct tli_baseline *s, const tl_gemm_desc
 /* Entry point                                                               */
 /* ------------------------------------------------------------------------ */
 
-TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
-                                  uint64_t c, void *stream)
+/* Both entry points; the messages name tl_baseline_gemm. */
+static tl_status run_baseline(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, void *stream)
 {
-    if (!ctx)
-        return TL_ERR_INVALID_ARG;
-    if (!d)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: d is NULL");
-    tl_status st = check_desc(ctx, d, a, b, bias, c);
+    if (!d || !args)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: %s is NULL", !d ? "d" : "args");
+    call c;
+    tl_status st = check_call(ctx, d, args, &c);
     struct tli_baseline *s = NULL;
     if (st == TL_OK)
         st = begin(ctx, &s);
     if (st != TL_OK || d->m == 0 || d->n == 0)
         return st;
     if (!d->has_bias && d->epilogue == TL_EPI_NONE)
-        return gemm_plain(ctx, s, d, a, b, c, stream);
-    return gemm_lt(ctx, s, d, a, b, d->has_bias ? bias : 0, c, stream);
+        return gemm_plain(ctx, s, d, args, &c, stream);
+    return gemm_lt(ctx, s, d, args, &c, stream);
+}
+
+TL_API tl_status tl_baseline_gemm_ex(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, void *stream)
+{
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    unsigned since = tli_fail_count();
+    return tli_fail_as(ctx, run_baseline(ctx, d, args, stream), "tl_baseline_gemm_ex", since);
+}
+
+TL_API tl_status tl_baseline_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias,
+                                  uint64_t c, void *stream)
+{
+    if (!ctx)
+        return TL_ERR_INVALID_ARG;
+    tl_gemm_args g = tl_gemm_default_args();
+    g.a = a, g.b = b, g.bias = bias, g.c = c;
+    return run_baseline(ctx, d, &g, stream);
 }

@@ -350,28 +350,27 @@ static bool tensor_layout(tl_kernel *k, tli_bnode *b, const tl_expr *shape, cons
     return true;
 }
 
-TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
-                              const tl_expr *shape, const tl_expr *strides)
+/* The tensor parameter of tl_param_tensor and tl_param_tensor_array: its
+ * buffer id, or 0 after recording why not. */
+static int32_t param_tensor(tl_kernel *k, const char *api, const char *name, tl_dtype dtype, int rank,
+                            const tl_expr *shape, const tl_expr *strides)
 {
-    static const char api[] = "tl_param_tensor";
-    if (!tli_klive(k))
-        return TL_NONE_BUF;
     const char *shown = name ? name : "(null)";
     if (!tensor_dtype_ok(dtype)) {
         tli_kfail(k, TL_ERR_DTYPE, api, "'%s': unsupported element type %s", shown, tl_dtype_name(dtype));
-        return TL_NONE_BUF;
+        return 0;
     }
     if (rank < 1 || rank > TL_MAX_RANK) {
         tli_kfail(k, TL_ERR_SHAPE, api, "'%s': rank %d is not in 1..%d", shown, rank, TL_MAX_RANK);
-        return TL_NONE_BUF;
+        return 0;
     }
     if (!shape) {
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': shape is NULL", shown);
-        return TL_NONE_BUF;
+        return 0;
     }
     tli_bnode b = {.scope = B_GLOBAL, .dtype = (uint8_t)dtype, .rank = rank, .at = k->ir.e.n};
     if (!param_ok(k, name, api) || !tensor_layout(k, &b, shape, strides, api))
-        return TL_NONE_BUF;
+        return 0;
     tli_fmt(b.name, sizeof b.name, "%s", name);
     tli_param p = {.kind = TL_PARAM_TENSOR, .dtype = (uint8_t)dtype};
     tli_fmt(p.name, sizeof p.name, "%s", name);
@@ -380,9 +379,45 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
     int32_t pid = bid ? tli_ir_add_param(&k->ir, &p) : 0;
     if (!pid) {
         tli_koom(k, api);
-        return TL_NONE_BUF;
+        return 0;
     }
     k->ir.b.v[bid].param = pid;
+    return bid;
+}
+
+TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
+                              const tl_expr *shape, const tl_expr *strides)
+{
+    if (!tli_klive(k))
+        return TL_NONE_BUF;
+    int32_t bid = param_tensor(k, "tl_param_tensor", name, dtype, rank, shape, strides);
+    return bid ? (tl_buf){k->tag, (uint32_t)bid} : TL_NONE_BUF;
+}
+
+TL_API tl_buf tl_param_tensor_array(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
+                                    const tl_expr *shape, const tl_expr *strides, tl_expr count, int axis)
+{
+    static const char api[] = "tl_param_tensor_array";
+    if (!tli_klive(k))
+        return TL_NONE_BUF;
+    if (axis < 0 || axis > 2) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s': axis %d is not a block axis (0, 1 or 2)", name ? name : "(null)",
+                  axis);
+        return TL_NONE_BUF;
+    }
+    /* the count first: a failed count leaves no parameter behind */
+    if (!host_int_expr(k, count, api, "count"))
+        return TL_NONE_BUF;
+    int32_t n = (int32_t)count.id;
+    if (!host_evaluable(k, n)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "count must be computable from the parameters");
+        return TL_NONE_BUF;
+    }
+    int32_t bid = not_negative(k, n, api, "count") ? param_tensor(k, api, name, dtype, rank, shape, strides) : 0;
+    if (!bid)
+        return TL_NONE_BUF;
+    k->ir.b.v[bid].array_count = n;
+    k->ir.b.v[bid].array_axis = axis;
     return (tl_buf){k->tag, (uint32_t)bid};
 }
 

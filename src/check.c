@@ -186,6 +186,10 @@ TL_API tl_status tl_program_check(const tl_program *p, void *stream, int nargs, 
         return tli_fail(p->ctx, TL_ERR_INVALID_ARG, "tl_program_check: %s",
                         !res ? "res is NULL" : "the program has no kernel graph");
     memset(res, 0, sizeof *res);
+    const char *array = tli_array_param(&p->ir);
+    if (array)
+        return tli_fail(p->ctx, TL_ERR_UNSUPPORTED, "tl_program_check: '%s' is an array of pointers "
+                        "(tl_param_tensor_array), which the host copies cannot follow", array);
     unsigned since = tli_fail_count();
     check_state s;
     memset(&s, 0, sizeof s);

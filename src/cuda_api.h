@@ -328,7 +328,8 @@ enum { /* cublasLtMatrixLayoutAttribute_t */
     CUBLASLT_MATRIX_LAYOUT_ROWS = 2,
     CUBLASLT_MATRIX_LAYOUT_COLS = 3,
     CUBLASLT_MATRIX_LAYOUT_LD = 4,
-    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5
+    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,          /* int32_t */
+    CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6  /* int64_t, elements */
 };
 enum { CUBLASLT_ORDER_COL = 0, CUBLASLT_ORDER_ROW = 1 }; /* cublasLtOrder_t */
 enum { /* cublasLtMatmulPreferenceAttributes_t */
@@ -347,6 +348,19 @@ typedef struct tli_cublas_api {
                                    const void *beta, void *c, int c_type, int ldc,
                                    int compute_type, int algo);
     const char *(*cublasGetStatusString)(cublasStatus_t st); /* may be NULL */
+    /* batched forms (CUDA 11+: the compute type is a cublasComputeType_t);
+     * may be NULL in a library without them */
+    cublasStatus_t (*cublasGemmStridedBatchedEx)(cublasHandle_t h, int transa, int transb, int m, int n, int k,
+                                                 const void *alpha, const void *a, int a_type, int lda,
+                                                 long long stride_a, const void *b, int b_type, int ldb,
+                                                 long long stride_b, const void *beta, void *c, int c_type,
+                                                 int ldc, long long stride_c, int batch, int compute_type,
+                                                 int algo);
+    cublasStatus_t (*cublasGemmBatchedEx)(cublasHandle_t h, int transa, int transb, int m, int n, int k,
+                                          const void *alpha, const void *const *a, int a_type, int lda,
+                                          const void *const *b, int b_type, int ldb, const void *beta,
+                                          void *const *c, int c_type, int ldc, int batch, int compute_type,
+                                          int algo);
 
     cublasStatus_t (*cublasLtCreate)(cublasLtHandle_t *h);
     cublasStatus_t (*cublasLtDestroy)(cublasLtHandle_t h);

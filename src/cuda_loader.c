@@ -278,6 +278,8 @@ static const sym_spec cublas_syms[] = {
     BLAS(cublasSetMathMode, "cublasSetMathMode"),
     BLAS(cublasGemmEx, "cublasGemmEx"),
     BLAS_OPT(cublasGetStatusString, "cublasGetStatusString"),
+    BLAS_OPT(cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx"),
+    BLAS_OPT(cublasGemmBatchedEx, "cublasGemmBatchedEx"),
 };
 
 static const sym_spec cublaslt_syms[] = {

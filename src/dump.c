@@ -247,6 +247,11 @@ static void stmt(dumper *D, int32_t s, int depth)
         }
         break;
     case S_SETMAXNREG: tli_str_appendf(o, "setmaxnreg.%s %d", n->a0 ? "inc" : "dec", n->a1); break;
+    case S_ARRAY_BASE:
+        tli_str_appendf(o, "%s = pointer ", tli_B(D->ir, n->buf)->name);
+        line_expr(D, n->a0);
+        tli_str_append(o, " of its array");
+        break;
     case S_TILE_LOOP:
         tli_str_append(o, "tiles p = ");
         line_expr(D, n->a0);
@@ -337,6 +342,11 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
                 line_expr(&D, b->stride[d]);
             }
             tli_str_append(out, "]");
+            if (b->array_count) {
+                tli_str_append(out, ", one per block.");
+                tli_str_appendf(out, "%c of an array of ", "xyz"[b->array_axis]);
+                line_expr(&D, b->array_count);
+            }
         }
         tli_str_append(out, "\n");
     }

@@ -1006,6 +1006,12 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
     case S_LET: emit_let(E, sid, s); break;
     case S_STAGE: emit_stage(E, s); break;
     case S_TILE_LOOP: emit_tile_loop(E, s); break;
+    case S_ARRAY_BASE: {
+        const tli_bnode *b = tli_B(E->ir, s->buf);
+        tli_e_line(E, "%s%s *const %s = tl_arr_%s[%s];", b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)b->dtype),
+                   b->name, b->name, tli_e_single(E, s->a0));
+        break;
+    }
     default: tli_e_fail(E, "statement %d of unknown kind %d", sid, s->op); break;
     }
 }
@@ -1041,8 +1047,9 @@ static void emit_signature_params(emitter *E, tli_str *sig)
         const char *sep = i > 1 ? ", " : "";
         if (p->kind == TL_PARAM_TENSOR) {
             const tli_bnode *b = tli_B(ir, p->buf);
-            tli_str_appendf(sig, "%s%s%s *%s", sep, b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)p->dtype),
-                            p->name);
+            /* an array of pointers: S_ARRAY_BASE names the block's tensor */
+            tli_str_appendf(sig, "%s%s%s *%s%s", sep, b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)p->dtype),
+                            b->array_count ? "const *tl_arr_" : "", p->name);
         } else {
             tli_str_appendf(sig, "%s%s %s", sep, tli_dtype_ctype((tl_dtype)p->dtype), p->name);
         }

@@ -588,16 +588,22 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
     tli_e_line(E, "const long long tl_t0 = %s, tl_t1 = %s;", origin[lead], origin[lead + 1]);
     const char *s0 = tli_e_stride(E, ob, lead), *s1 = tli_e_stride(E, ob, lead + 1);
     const char *base = "tl_t0 * %s + tl_t1";
-    tli_str pre;
+    tli_str pre, lead_ok;
     tli_str_init(&pre);
-    for (int d = 0; d < lead; d++)
+    tli_str_init(&lead_ok);
+    /* leading indices: inside, and at even strides, so the pairs stay aligned */
+    for (int d = 0; d < lead; d++) {
         tli_str_appendf(&pre, "(%s) * %s + ", origin[d], tli_e_stride(E, ob, d));
+        tli_str_appendf(&lead_ok, " && tl_in(%s, %s) && %s %% 2 == 0", origin[d], tli_e_dim(E, ob, d),
+                        tli_e_stride(E, ob, d));
+    }
     const char *oct = ctype(o);
     /* offsets within the tile in 32 bits: 64-bit ones cost a register pair
      * per store, which pushed the kernel into spills */
-    tli_e_line(E, "if (tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s && %s %% 2 == 0%s &&", (long long)f->cshape[0],
+    tli_e_line(E, "if (tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s && %s %% 2 == 0%s%s &&", (long long)f->cshape[0],
                tli_e_dim(E, ob, lead), (long long)f->cshape[1], tli_e_dim(E, ob, lead + 1), s0,
-               strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1));
+               strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1), lead_ok.data ? lead_ok.data : "");
+    tli_str_free(&lead_ok);
     tli_e_line(E, "    %s <= 2147483647LL / %lld &&", s0, (long long)(f->cshape[0] + 1));
     tli_e_line(E, "    tl_aligned<%d>(%s)) { // the whole tile inside: unmasked pair stores", 2 * esize(o), o->name);
     E->indent++;

@@ -620,12 +620,26 @@ static bool bind_view(const tli_ir *ir, const tli_bound *b, int32_t i, tensor_vi
         v->base = calloc((size_t)st, sizeof(double));
         return v->base != NULL;
     }
-    v->base = (void *)(uintptr_t)b->ptr[t->param];
+    v->base = t->array_count ? NULL : (void *)(uintptr_t)b->ptr[t->param]; /* arrays: per block */
     for (int d = 0; d < t->rank; d++) {
         v->dim[d] = tli_eval_host_int(ir, b, t->shape[d]);
         v->st[d] = tli_eval_host_int(ir, b, t->stride[d]);
     }
     return true;
+}
+
+/* The tensors of tl_param_tensor_array for the block at I->block: the
+ * pointer of its index along the array's axis (tli_eval_grid checked that
+ * the array holds it). */
+static void bind_arrays(interp *I)
+{
+    for (int32_t i = 1; i < I->ir->b.n; i++) {
+        const tli_bnode *t = tli_B(I->ir, i);
+        if (t->scope == B_GLOBAL && t->array_count) {
+            const uint64_t *ptrs = (const uint64_t *)(uintptr_t)I->b->ptr[t->param];
+            I->t[i].base = (void *)(uintptr_t)ptrs[I->block[t->array_axis]];
+        }
+    }
 }
 
 /* Zeroes every tile; returns the elements cleared. */
@@ -675,6 +689,7 @@ tl_status tli_interp_run_budget(const tli_ir *ir, const tli_bound *b, uint64_t b
         for (I.block[1] = 0; I.block[1] < grid[1] && !I.exhausted; I.block[1]++)
             for (I.block[0] = 0; I.block[0] < grid[0] && !I.exhausted; I.block[0]++) {
                 charge(&I, 1 + clear_tiles(ir, I.t)); /* tiles start undefined: zero here */
+                bind_arrays(&I);
                 run_stmts(&I, ir->body);
             }
     free_views(ir, I.t);

@@ -95,6 +95,8 @@ typedef enum tli_sop {
     S_MBAR_EXPECT,/* arrives on buf[a0] expecting a1 more transaction bytes */
     S_SETMAXNREG, /* a0 == 1: raise to a1 registers per thread; 0: lower to a1 */
     S_TILE_LOOP,  /* persistent: this CTA's blocks p = a0, a0 + a1, ... (lowered.h) */
+    S_ARRAY_BASE, /* tensor buf (tl_param_tensor_array) is pointer a0 of its array
+                     from here on (a0: the block's index along the array's axis) */
     S_SOP_COUNT
 } tli_sop;
 
@@ -138,6 +140,10 @@ typedef struct tli_bnode {
     int32_t stride[TL_MAX_RANK]; /* integer expressions (always filled) */
     bool explicit_strides;
     int32_t param;   /* index into params (B_GLOBAL) */
+    int32_t array_count; /* B_GLOBAL of tl_param_tensor_array: the number of
+                            pointers in its argument (an expression); 0 for
+                            an ordinary tensor */
+    int32_t array_axis;  /* ... and the block axis whose index picks one */
     int64_t cshape[TL_MAX_RANK]; /* constant shape (B_SHARED, B_FRAGMENT, B_LOCAL) */
     bool written, read;
     int32_t at;      /* expressions the kernel had when the buffer was made:

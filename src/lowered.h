@@ -11,7 +11,7 @@
  *
  * What the passes write into the graph:
  *   - the x[] fields of statements (TLI_X_* below), the vec field of loads;
- *   - new statements (S_LET ... S_TILE_LOOP of ir.h) and expressions (E_LET,
+ *   - new statements (S_LET ... S_ARRAY_BASE of ir.h) and expressions (E_LET,
  *     E_THREAD);
  *   - new buffers: mbarrier arrays (B_MBAR), scratch tiles for reductions;
  *   - the S_LETs the generated code reads by name: tl_tid, tl_warp, tl_lane,

@@ -72,8 +72,8 @@ static void block_lets(tli_lowered *L, tli_list *l, int32_t t, int32_t gx, int32
     int P = ir->swizzle;
     int32_t plane = bin(L, E_MUL, gx, gy);
     int32_t tt = with_z && ir->grid[2] ? bin(L, E_MOD, t, plane) : t;
-    if (with_z && ir->grid[2] && uses_block_axis(ir, 2))
-        add_let(L, l, "tl_bz", bin(L, E_DIV, t, plane));
+    if (with_z && uses_block_axis(ir, 2)) /* 0 without a z dimension */
+        add_let(L, l, "tl_bz", ir->grid[2] ? bin(L, E_DIV, t, plane) : I(L, 0));
     if (P && ir->grid[1]) {
         int32_t panel_let = tli_low_let(L, "tl_panel", bin(L, E_MUL, I(L, P), gx));
         tli_list_add(L, l, panel_let);
@@ -95,19 +95,54 @@ static void block_lets(tli_lowered *L, tli_list *l, int32_t t, int32_t gx, int32
         add_let(L, l, "tl_bx", bin(L, E_MOD, tt, gx));
 }
 
-/* Block indices at the top of every persistent tile loop. */
-static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy)
+/* The tensors of tl_param_tensor_array, bound to the block's pointer of
+ * their array where the block indices are known: after block_lets. The
+ * index expressions are made before any block let, which they make
+ * needed (uses_block_axis). */
+typedef struct array_bases {
+    int n;
+    int32_t buf[TLI_MAX_ALIGN_REQ], idx[TLI_MAX_ALIGN_REQ];
+} array_bases;
+
+static void find_arrays(tli_lowered *L, array_bases *ab)
+{
+    ab->n = 0;
+    for (int32_t b = 1; b < L->ir.b.n && L->st == TL_OK; b++) {
+        const tli_bnode *t = tli_B(&L->ir, b);
+        if (t->scope != B_GLOBAL || !t->array_count)
+            continue;
+        if (ab->n == TLI_MAX_ALIGN_REQ) {
+            tli_low_fail(L, TL_ERR_UNSUPPORTED, "tl_param_tensor_array: more than %d arrays of pointers",
+                         TLI_MAX_ALIGN_REQ);
+            return;
+        }
+        tli_enode n = {.op = E_BLOCK_IDX, .dtype = TL_I64, .ival = t->array_axis};
+        ab->buf[ab->n] = b;
+        ab->idx[ab->n++] = tli_low_expr(L, &n);
+    }
+}
+
+static void add_array_bases(tli_lowered *L, tli_list *l, const array_bases *ab)
+{
+    for (int i = 0; i < ab->n; i++)
+        tli_list_add(L, l, tli_low_stmt(L, &(tli_snode){.op = S_ARRAY_BASE, .buf = ab->buf[i], .a0 = ab->idx[i]}));
+}
+
+/* Block indices (and tensors of arrays) at the top of every persistent
+ * tile loop. */
+static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy, const array_bases *ab)
 {
     for (int32_t s = first; s; s = L->ir.s.v[s].next) {
         if (L->ir.s.v[s].op == S_TILE_LOOP) {
             tli_list l = {0};
             block_lets(L, &l, th(L, TH_TILE), gx, gy, true);
+            add_array_bases(L, &l, ab);
             tli_list_add(L, &l, L->ir.s.v[s].body);
             L->ir.s.v[s].body = l.first;
             tli_set_parent(L, l.first, s);
         }
-        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy);
-        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy);
+        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy, ab);
+        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy, ab);
     }
 }
 
@@ -208,6 +243,8 @@ void tli_pass_launch(tli_lowered *L)
         lp->max_regs = 255;
     tma_maps(L, ir->body);
     alignment(L, ir->body);
+    array_bases ab;
+    find_arrays(L, &ab);
     /* who am I: the statements every thread starts with */
     tli_list top = {0};
     if (L->warp_specialized) {
@@ -226,11 +263,11 @@ void tli_pass_launch(tli_lowered *L)
         tli_list_add(L, &top, gy_let);
         int32_t gx = tli_low_let_ref(L, gx_let), gy = tli_low_let_ref(L, gy_let);
         add_let(L, &top, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
-        tile_loop_lets(L, ir->body, gx, gy);
+        tile_loop_lets(L, ir->body, gx, gy, &ab);
     } else if (ir->swizzle && ir->grid[1]) {
         int32_t t = bin(L, E_ADD, bin(L, E_MUL, th(L, TH_RAW_BY), th(L, TH_GRID_X)), th(L, TH_RAW_BX));
         block_lets(L, &top, t, th(L, TH_GRID_X), th(L, TH_GRID_Y), false);
-        if (ir->grid[2] && uses_block_axis(ir, 2))
+        if (uses_block_axis(ir, 2))
             add_let(L, &top, "tl_bz", th(L, TH_RAW_BZ));
     } else {
         static const tli_thread_value raw[3] = {TH_RAW_BX, TH_RAW_BY, TH_RAW_BZ};
@@ -239,6 +276,8 @@ void tli_pass_launch(tli_lowered *L)
             if (uses_block_axis(ir, a))
                 add_let(L, &top, names[a], th(L, raw[a]));
     }
+    if (!lp->persistent)
+        add_array_bases(L, &top, &ab);
     tli_list_add(L, &top, ir->body);
     ir->body = top.first;
     tli_set_parent(L, ir->body, 0);

@@ -50,14 +50,15 @@ static int32_t let_ref(piper *P, int32_t let) { return tli_low_let_ref(P->L, let
 
 /* Whether global -> shared copy s can move whole 16-byte chunks: the same
  * element type, at most 2-D, rows of whole chunks. The launch checks that
- * the tensor suits it (16-byte aligned base, strides and row length). */
+ * the tensor suits it (16-byte aligned base, strides and row length); a
+ * tensor of tl_param_tensor_array has a base the launch cannot see. */
 static bool chunkable(piper *P, int32_t s)
 {
     const tli_snode *n = tli_S(P->ir, s);
     const tli_bnode *g = B(P, tli_copy_buf(P->ir, n->a0)), *t = B(P, tli_copy_buf(P->ir, n->a1));
     int per = 16 / esize(t);
-    return !P->L->safe && tli_target_has_copy(&P->L->target, COPY_ENGINE_CP_ASYNC) && g->dtype == t->dtype &&
-           t->rank <= 2 && g->rank >= t->rank && t->cshape[t->rank - 1] % per == 0;
+    return !P->L->safe && !g->array_count && tli_target_has_copy(&P->L->target, COPY_ENGINE_CP_ASYNC) &&
+           g->dtype == t->dtype && t->rank <= 2 && g->rank >= t->rank && t->cshape[t->rank - 1] % per == 0;
 }
 
 /* Whether producer s can be TMA boxes: a 2-D tile of 16-bit elements into
@@ -68,7 +69,7 @@ static bool tma_ok(piper *P, int32_t s)
     const tli_snode *n = tli_S(P->ir, s);
     int32_t sb = tli_copy_buf(P->ir, n->a1);
     const tli_bnode *g = B(P, tli_copy_buf(P->ir, n->a0)), *t = B(P, sb);
-    if (P->L->safe || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
+    if (P->L->safe || g->array_count || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
         return false;
     if (g->rank < 2 || g->rank > 4 || t->rank != 2 || g->dtype != t->dtype || esize(t) != 2 || t->cshape[0] > 256)
         return false;

@@ -390,6 +390,7 @@ TL_API tl_status tl_program_param(const tl_program *p, int i, tl_param_info *out
     out->dtype = (tl_dtype)q->dtype;
     out->rank = q->kind == TL_PARAM_TENSOR ? tli_B(&p->ir, q->buf)->rank : 0;
     out->written = q->kind == TL_PARAM_TENSOR && tli_B(&p->ir, q->buf)->written;
+    out->pointer_array = q->kind == TL_PARAM_TENSOR && tli_B(&p->ir, q->buf)->array_count != 0;
     return TL_OK;
 }
 

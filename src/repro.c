@@ -268,6 +268,8 @@ static int tensor_roots(const tli_bnode *b, int32_t roots[MAX_ROOTS])
         roots[r++] = b->shape[d];
     for (int d = 0; b->explicit_strides && d < b->rank; d++)
         roots[r++] = b->stride[d];
+    if (b->array_count)
+        roots[r++] = b->array_count;
     return r;
 }
 
@@ -425,13 +427,19 @@ static void declare_tensor(repro *R, const tli_param *p)
 {
     const tli_bnode *b = tli_B(R->ir, p->buf);
     assign_buf(R, p->buf);
-    tli_str_appendf(R->out, "tl_param_tensor(k, \"%s\", %s, %d, ", p->name, dtype_enum(p->dtype), b->rank);
+    tli_str_appendf(R->out, "tl_param_tensor%s(k, \"%s\", %s, %d, ", b->array_count ? "_array" : "", p->name,
+                    dtype_enum(p->dtype), b->rank);
     put_list(R, b->shape, b->rank);
     tli_str_append(R->out, ", ");
     if (b->explicit_strides)
         put_list(R, b->stride, b->rank);
     else
         tli_str_append(R->out, "NULL");
+    if (b->array_count) {
+        tli_str_append(R->out, ", ");
+        put_expr(R, b->array_count);
+        tli_str_appendf(R->out, ", %d", b->array_axis);
+    }
     tli_str_append(R->out, ");\n");
 }
 

@@ -201,8 +201,13 @@ extern const char *const tli_gemm_param_names[];
 /* The schedule tl_op_gemm runs for an all-zero d->schedule: the database's
  * record for ctx's GPU, else the heuristic table. */
 tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d);
+/* The same, for a call whose operands TMA can read (tma) or not whatever
+ * d's sizes (a row or batch stride not a multiple of 8, a pointer-array
+ * batch): then no ping-pong, and the database's ",unaligned" class. */
+tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma);
 /* The heuristic table alone (no database), for target. */
 tl_gemm_schedule tli_gemm_heuristic(const char *target, const tl_gemm_desc *d);
+tl_gemm_schedule tli_gemm_heuristic_for(const char *target, const tl_gemm_desc *d, bool tma);
 /* Its row for any shape: the default of a build without a problem. */
 tl_gemm_schedule tli_gemm_generic_schedule(const char *target);
 /* Where d's record goes in the database. */

@@ -137,6 +137,10 @@ static tl_status compute_reference(custom_problem *c, const tl_program *p, const
 {
     tli_bound b;
     char err[256];
+    const char *array = tli_array_param(&p->ir);
+    if (array)
+        return tli_fail(c->ctx, TL_ERR_UNSUPPORTED, "tl_autotune: '%s' of candidate '%s' is an array of pointers "
+                        "(tl_param_tensor_array), which the reference's host copies cannot follow", array, p->kname);
     tl_status st = tli_bind_args(&p->ir, c->nargs, c->args, TL_ARG_DEVICE_PTR, &b, err, sizeof err);
     if (st != TL_OK)
         return tli_fail(c->ctx, st, "tl_autotune: the arguments do not fit candidate '%s': %s", p->kname, err);

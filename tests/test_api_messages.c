@@ -145,6 +145,13 @@ static tl_status p_tl_param_tensor(void)
     tl_param_tensor(k, "T", TL_F32, 0, NULL, NULL);
     return done(k);
 }
+static tl_status p_tl_param_tensor_array(void)
+{
+    tl_kernel *k = fresh();
+    tl_expr n = tl_dim(k, "n");
+    tl_param_tensor_array(k, "T", TL_F32, 1, &n, NULL, n, 3);
+    return done(k);
+}
 static tl_status p_tl_grid(void)
 {
     tl_kernel *k = fresh();
@@ -397,6 +404,19 @@ static tl_status p_tl_op_gemm_build(void)
     return tl_op_gemm_build(ctx, &bad_gemm, &k);
 }
 static tl_status p_tl_baseline_gemm(void) { return tl_baseline_gemm(ctx, &bad_gemm, 0, 0, 0, 0, NULL); }
+static const tl_gemm_args no_args; /* batch 0 */
+static tl_status p_tl_op_gemm_ex(void) { return tl_op_gemm_ex(ctx, &bad_gemm, &no_args, NULL); }
+static tl_status p_tl_op_gemm_ex_program(void)
+{
+    const tl_program *p;
+    return tl_op_gemm_ex_program(ctx, &bad_gemm, &no_args, &p);
+}
+static tl_status p_tl_op_gemm_ex_build(void)
+{
+    tl_kernel *k;
+    return tl_op_gemm_ex_build(ctx, &bad_gemm, &no_args, &k);
+}
+static tl_status p_tl_baseline_gemm_ex(void) { return tl_baseline_gemm_ex(ctx, &bad_gemm, &no_args, NULL); }
 static tl_status p_tl_op_bias_act(void) { return tl_op_bias_act(ctx, TL_I32, 1, 1, 0x1000, 0, TL_EPI_NONE, NULL); }
 static tl_status p_tl_op_bias_act_build(void)
 {
@@ -546,7 +566,8 @@ static const api_entry entries[] = {
     PMSG(tl_ctx_create), PMSG(tl_runtime_versions),
     P(tl_ctx_get_device_info), P(tl_malloc), P(tl_free), P(tl_memcpy_htod), P(tl_memcpy_dtoh), P(tl_memcpy_dtod),
     P(tl_memset_u8), P(tl_synchronize), P(tl_random_fill),
-    P(tl_kernel_new), P(tl_dim), P(tl_param_scalar), P(tl_param_tensor), P(tl_grid), P(tl_block_idx),
+    P(tl_kernel_new), P(tl_dim), P(tl_param_scalar), P(tl_param_tensor), P(tl_param_tensor_array), P(tl_grid),
+    P(tl_block_idx),
     P(tl_float),
     P(tl_add), P(tl_sub), P(tl_mul), P(tl_div), P(tl_mod), P(tl_ceildiv), P(tl_max), P(tl_min), P(tl_lt),
     P(tl_le), P(tl_gt), P(tl_ge), P(tl_eq), P(tl_ne), P(tl_and), P(tl_or), P(tl_neg), P(tl_abs), P(tl_not),
@@ -559,7 +580,8 @@ static const api_entry entries[] = {
     P(tl_time), P(tl_time_interleaved), PPROG(tl_time_launch), P(tl_check), PPROG(tl_program_check),
     P(tl_cache_get_stats), PMSG(tl_cache_clear),
     P(tl_op_vadd), P(tl_op_vadd_program), P(tl_op_gemm), P(tl_op_gemm_schedule), P(tl_op_gemm_program),
-    P(tl_op_gemm_build), P(tl_baseline_gemm), P(tl_op_bias_act), P(tl_op_bias_act_build), P(tl_op_build),
+    P(tl_op_gemm_build), P(tl_baseline_gemm), P(tl_op_gemm_ex), P(tl_op_gemm_ex_program), P(tl_op_gemm_ex_build),
+    P(tl_baseline_gemm_ex), WHY(tl_gemm_default_args, "returns a value; it cannot fail"), P(tl_op_bias_act), P(tl_op_bias_act_build), P(tl_op_build),
     P(tl_reduce_max), P(tl_reduce_sum), P(tl_reduce_min), P(tl_reduce_absmax), P(tl_name), P(tl_kernel_dump),
     P(tl_kernel_lower_dump), P(tl_kernel_reproducer),
     P(tl_op_softmax), P(tl_op_softmax_schedule), P(tl_op_softmax_program), P(tl_op_softmax_build),

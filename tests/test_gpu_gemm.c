@@ -4,7 +4,10 @@
  * same random inputs (tl_random_host is bit-identical to tl_random_fill);
  * element-aligned but not 16-byte-aligned operands; argument errors;
  * several schedules; and (not under TILEC_TEST_SMALL=1) 4096^3 against
- * cuBLAS. Outputs are poisoned before every run and the bytes around them
+ * cuBLAS. tl_op_gemm_ex: leading dimensions, alpha, misaligned rows and
+ * pointers, strided batches with gaps, beta, shared operands, arrays of
+ * pointers in device memory, against float64 and, in the same run,
+ * tl_baseline_gemm_ex (cuBLAS); 8 x 1024x1024x512 batches against cuBLAS. Outputs are poisoned before every run and the bytes around them
  * must stay poisoned. Every test skips, saying why, where there is no GPU. */
 #include "fixture.h"
 
@@ -353,6 +356,417 @@ static void test_large_against_cublas(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* tl_op_gemm_ex: leading dimensions, batches, alpha and beta                */
+/* ------------------------------------------------------------------------ */
+
+#define MAXB 6
+
+/* A tl_op_gemm_ex call on the device with its host mirror: every buffer
+ * random (C too: beta reads it, and the elements outside the entries must
+ * keep their values), a strided call in one buffer per operand, a
+ * pointer-array call in one buffer per entry and operand. */
+typedef struct excall {
+    tl_gemm_desc d;
+    tl_gemm_args g;                    /* device pointers                     */
+    int64_t lda, ldb, ldc, sa, sb, sc; /* effective                           */
+    int off;                           /* elements before every matrix        */
+    bool arrays;
+    int nbuf;                          /* buffers: 1, or batch (arrays)       */
+    size_t n[3];                       /* elements of an A, B, C buffer       */
+    uint64_t dev[3][MAXB];             /* A, B, C buffers                     */
+    unsigned char *host[3][MAXB];      /* their contents before the call      */
+    uint64_t bias_dev, ptr_dev[3];     /* bias [N]; the arrays of pointers    */
+    unsigned char *bias_host;
+} excall;
+
+static size_t ex_span(int64_t nb, int64_t stride, int64_t rows, int64_t ld, int64_t cols)
+{
+    return (size_t)((nb - 1) * stride + (rows - 1) * ld + cols);
+}
+
+/* Random contents of `n` elements (plus PAD) at `off` into a new buffer. */
+static uint64_t ex_buffer(tl_dtype dt, size_t n, int off, uint64_t seed, unsigned char **host)
+{
+    size_t sz = tl_dtype_size(dt), total = n + (size_t)off + PAD;
+    *host = malloc(total * sz);
+    assert_non_null(*host);
+    assert_status(tl_random_host(*host, dt, (int64_t)total, seed, -1, 1), TL_OK);
+    uint64_t p = dalloc(total * sz);
+    assert_status(tl_memcpy_htod(ctx, p, *host, total * sz), TL_OK);
+    return p;
+}
+
+static void ex_init(excall *x, const tl_gemm_desc *d, const tl_gemm_args *shape, int off, uint64_t seed)
+{
+    memset(x, 0, sizeof *x);
+    x->d = *d, x->g = *shape, x->off = off;
+    int64_t M = d->m, N = d->n, K = d->k, nb = shape->batch;
+    int64_t brows = d->trans_b ? N : K, bcols = d->trans_b ? K : N;
+    x->lda = shape->lda ? shape->lda : K;
+    x->ldb = shape->ldb ? shape->ldb : bcols;
+    x->ldc = shape->ldc ? shape->ldc : N;
+    x->arrays = shape->a_array != 0;
+    int64_t per = x->arrays ? 1 : nb; /* entries per buffer */
+    if (!x->arrays)
+        x->sa = shape->stride_a, x->sb = shape->stride_b, x->sc = shape->stride_c;
+    x->n[0] = ex_span(per, x->sa, M, x->lda, K);
+    x->n[1] = ex_span(per, x->sb, brows, x->ldb, bcols);
+    x->n[2] = ex_span(per, x->sc, M, x->ldc, N);
+    x->nbuf = x->arrays ? (int)nb : 1;
+    assert_true(x->nbuf <= MAXB);
+    const tl_dtype types[3] = {d->in_dtype, d->in_dtype, d->out_dtype};
+    uint64_t at[3][MAXB];
+    for (int o = 0; o < 3; o++)
+        for (int e = 0; e < x->nbuf; e++) {
+            x->dev[o][e] = ex_buffer(types[o], x->n[o], off, seed + 10 * (uint64_t)e + (uint64_t)o, &x->host[o][e]);
+            at[o][e] = x->dev[o][e] + (uint64_t)off * tl_dtype_size(types[o]);
+        }
+    x->bias_dev = ex_buffer(d->in_dtype, (size_t)N, 0, seed + 99, &x->bias_host);
+    x->g.bias = d->has_bias ? x->bias_dev : 0;
+    if (x->arrays) {
+        for (int o = 0; o < 3; o++) {
+            x->ptr_dev[o] = dalloc((size_t)nb * 8);
+            assert_status(tl_memcpy_htod(ctx, x->ptr_dev[o], at[o], (size_t)nb * 8), TL_OK);
+        }
+        x->g.a_array = x->ptr_dev[0], x->g.b_array = x->ptr_dev[1], x->g.c_array = x->ptr_dev[2];
+    } else {
+        x->g.a = at[0][0], x->g.b = at[1][0], x->g.c = at[2][0];
+    }
+}
+
+static void ex_free(excall *x)
+{
+    for (int o = 0; o < 3; o++)
+        for (int e = 0; e < x->nbuf; e++) {
+            tl_free(ctx, x->dev[o][e]);
+            free(x->host[o][e]);
+        }
+    for (int o = 0; o < 3; o++)
+        tl_free(ctx, x->ptr_dev[o]);
+    tl_free(ctx, x->bias_dev);
+    free(x->bias_host);
+}
+
+/* Element (e, i, j) of operand o (0 A [M,K], 1 B as stored, 2 C) before
+ * the call: its buffer and element index there. */
+static size_t ex_at(const excall *x, int o, int64_t e, int64_t i, int64_t j, int *buf)
+{
+    const int64_t ld[3] = {x->lda, x->ldb, x->ldc}, st[3] = {x->sa, x->sb, x->sc};
+    *buf = x->arrays ? (int)e : 0;
+    return (size_t)(x->off + (x->arrays ? 0 : e * st[o]) + i * ld[o] + j);
+}
+
+static double ex_val(const excall *x, int o, int64_t e, int64_t i, int64_t j)
+{
+    int b;
+    size_t at = ex_at(x, o, e, i, j, &b);
+    return test_elem(o == 2 ? x->d.out_dtype : x->d.in_dtype, x->host[o][b], (int64_t)at);
+}
+
+/* act(alpha A B + beta C + bias) for every element of every entry, in
+ * double from the operands as stored. */
+static double *ex_reference(const excall *x)
+{
+    int64_t M = x->d.m, N = x->d.n, K = x->d.k, nb = x->g.batch;
+    double *ref = malloc(sizeof(double) * (size_t)(nb * M * N)), *arow = malloc(sizeof(double) * (size_t)K);
+    assert_true(ref && arow);
+    double alpha = (float)x->g.alpha, beta = (float)x->g.beta;
+    for (int64_t e = 0, t = 0; e < nb; e++)
+        for (int64_t i = 0; i < M; i++) {
+            for (int64_t k = 0; k < K; k++)
+                arow[k] = ex_val(x, 0, e, i, k);
+            for (int64_t j = 0; j < N; j++, t++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += arow[k] * (x->d.trans_b ? ex_val(x, 1, e, j, k) : ex_val(x, 1, e, k, j));
+                double v = alpha * acc;
+                if (beta != 0)
+                    v += beta * ex_val(x, 2, e, i, j);
+                if (x->d.has_bias)
+                    v += test_elem(x->d.in_dtype, x->bias_host, j);
+                ref[t] = test_act(x->d.epilogue, v);
+            }
+        }
+    free(arow);
+    return ref;
+}
+
+/* Whether element `at` of C buffer `buf` is in an entry. */
+static bool ex_in_entry(const excall *x, int buf, size_t at)
+{
+    int64_t r0 = (int64_t)at - x->off;
+    for (int64_t e = 0; e < (x->arrays ? 1 : x->g.batch); e++) {
+        int64_t r = r0 - (x->arrays ? 0 : e * x->sc);
+        if (r >= 0 && r / x->ldc < x->d.m && r % x->ldc < x->d.n)
+            return true;
+    }
+    (void)buf;
+    return false;
+}
+
+/* Runs the call (ours, or cuBLAS's when `baseline`) and checks every entry
+ * against the reference and every other element of C against its value
+ * before. Returns TL_OK, or the baseline's TL_ERR_NO_CUBLAS (skip) or
+ * TL_ERR_UNSUPPORTED (cuBLASLt has no algorithm for it: noted). */
+static tl_status ex_check(excall *x, const char *what, bool baseline)
+{
+    tl_status st = baseline ? tl_baseline_gemm_ex(ctx, &x->d, &x->g, NULL) : tl_op_gemm_ex(ctx, &x->d, &x->g, NULL);
+    if (baseline && (st == TL_ERR_NO_CUBLAS || st == TL_ERR_UNSUPPORTED)) {
+        printf("  %s: %s\n", st == TL_ERR_NO_CUBLAS ? "skip" : "note: cuBLAS refuses it", tl_ctx_error(ctx));
+        return st;
+    }
+    if (st == TL_OK)
+        st = tl_synchronize(ctx);
+    if (st != TL_OK)
+        fail_msg("%s%s: %s: %s", what, baseline ? " (cuBLAS)" : "", tl_status_name(st), tl_ctx_error(ctx));
+    int64_t M = x->d.m, N = x->d.n, nb = x->g.batch;
+    size_t sz = tl_dtype_size(x->d.out_dtype), total = x->n[2] + (size_t)x->off + PAD;
+    double *got = malloc(sizeof(double) * (size_t)(nb * M * N));
+    unsigned char *after[MAXB];
+    assert_non_null(got);
+    for (int b = 0; b < x->nbuf; b++) {
+        after[b] = malloc(total * sz);
+        assert_non_null(after[b]);
+        assert_status(tl_memcpy_dtoh(ctx, after[b], x->dev[2][b], total * sz), TL_OK);
+        for (size_t at = 0; at < total; at++)
+            if (!ex_in_entry(x, b, at) && memcmp(after[b] + at * sz, x->host[2][b] + at * sz, sz))
+                fail_msg("%s: element %zu of C buffer %d, outside every entry, was written", what, at, b);
+    }
+    for (int64_t e = 0, t = 0; e < nb; e++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++, t++) {
+                int b;
+                size_t at = ex_at(x, 2, e, i, j, &b);
+                got[t] = test_elem(x->d.out_dtype, after[b], (int64_t)at);
+            }
+    double *ref = ex_reference(x);
+    tl_span o = {.dtype = TL_F64, .n = nb * M * N, .host = got}, r = {.dtype = TL_F64, .n = nb * M * N, .host = ref};
+    tl_check_result res;
+    double tol = tolerance(x->d.in_dtype, x->d.out_dtype);
+    assert_status(tl_check(ctx, &o, &r, tol, &res), TL_OK);
+    if (!res.pass)
+        fail_msg("%s%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld (entry %lld): got %g want %g", what,
+                 baseline ? " (cuBLAS)" : "", res.rel_err, tol, (long long)res.nonfinite, (long long)res.first_bad,
+                 res.first_bad >= 0 ? (long long)(res.first_bad / (M * N)) : -1LL,
+                 res.first_bad >= 0 ? got[res.first_bad] : 0.0, res.first_bad >= 0 ? ref[res.first_bad] : 0.0);
+    for (int b = 0; b < x->nbuf; b++)
+        free(after[b]);
+    free(got), free(ref);
+    return TL_OK;
+}
+
+/* The cases of the tests below (and of the precompile plan). */
+typedef struct excase {
+    int64_t m, n, k;
+    tl_dtype in, out;
+    int trans_b, has_bias;
+    tl_epilogue epi;
+    int off;             /* elements before every matrix (misaligned) */
+    tl_gemm_args g;      /* the shape: lds, batch, strides, alpha, beta; a_array 1: pointer arrays */
+    int pingpong;        /* the explicit ping-pong schedule instead of the op's */
+    const char *what;
+} excase;
+
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1};
+
+/* batch 0 and alpha 0 below stand for 1 (excase_shape) */
+#define ARGS(...) ((tl_gemm_args){__VA_ARGS__})
+
+static const excase excases[] = {
+    /* leading dimensions wider than the rows, alpha, ragged sizes */
+    {257, 129, 72, TL_BF16, TL_BF16, 0, 1, TL_EPI_GELU_TANH, 0, ARGS(.lda = 80, .ldb = 136, .ldc = 144, .alpha = 0.5),
+     0, "ld 80/136/144 alpha 0.5 NN"},
+    {257, 129, 72, TL_BF16, TL_F32, 1, 0, TL_EPI_NONE, 0, ARGS(.lda = 88, .ldb = 96, .ldc = 136, .alpha = -2),
+     0, "ld 88/96/136 alpha -2 NT"},
+    {200, 264, 136, TL_F16, TL_F16, 1, 1, TL_EPI_RELU, 0, ARGS(.lda = 136, .ldb = 136, .ldc = 300), 1,
+     "ldc 300 NT ping-pong"},
+    /* misaligned: leading dimensions and pointers off 16 bytes take the element-wise variant */
+    {127, 136, 40, TL_BF16, TL_F32, 0, 1, TL_EPI_GELU_ERF, 0, ARGS(.lda = 41, .ldb = 137, .ldc = 139), 0,
+     "odd ld (element-wise copies)"},
+    {127, 136, 40, TL_BF16, TL_BF16, 1, 0, TL_EPI_NONE, 1, ARGS(.lda = 48, .ldb = 48, .ldc = 136, .alpha = 1.5), 0,
+     "pointers 2 bytes off 16"},
+    {200, 264, 136, TL_BF16, TL_BF16, 1, 0, TL_EPI_NONE, 3, ARGS(.batch = 2, .stride_a = 200 * 136,
+     .stride_b = 264 * 136, .stride_c = 200 * 264), 1, "batch, pointers off 16, ping-pong"},
+    /* strided batches: gaps, beta, shared operands, entries side by side */
+    {129, 200, 96, TL_BF16, TL_BF16, 0, 1, TL_EPI_RELU, 0, ARGS(.batch = 3, .lda = 104, .ldb = 208, .ldc = 200,
+     .stride_a = 129 * 104 + 8, .stride_b = 96 * 208 + 16, .stride_c = 129 * 200 + 5, .beta = 0.5), 0,
+     "batch 3, gaps, beta 0.5"},
+    {129, 200, 96, TL_F16, TL_F32, 1, 1, TL_EPI_GELU_TANH, 0, ARGS(.batch = 4, .stride_a = 0,
+     .stride_b = 200 * 96, .stride_c = 129 * 200, .alpha = 2, .beta = -1), 0, "batch 4, A shared, beta -1"},
+    {256, 256, 128, TL_BF16, TL_BF16, 1, 1, TL_EPI_GELU_TANH, 0, ARGS(.batch = 5, .stride_a = 256 * 128,
+     .stride_b = 0, .stride_c = 256 * 256, .beta = 1), 1, "batch 5, B shared, beta 1, ping-pong"},
+    {100, 64, 80, TL_BF16, TL_F32, 0, 0, TL_EPI_NONE, 0, ARGS(.batch = 3, .stride_a = 100 * 80, .stride_b = 80 * 64,
+     .stride_c = 64, .ldc = 200), 0, "batch 3 side by side in C's rows"},
+    /* arrays of pointers */
+    {129, 136, 72, TL_BF16, TL_BF16, 1, 1, TL_EPI_GELU_ERF, 0, ARGS(.batch = 3, .a_array = 1, .lda = 80, .ldb = 80,
+     .ldc = 136), 0, "pointer arrays NT"},
+    {129, 136, 72, TL_F16, TL_F32, 0, 0, TL_EPI_NONE, 1, ARGS(.batch = 4, .a_array = 1, .alpha = 0.5, .beta = 2), 0,
+     "pointer arrays NN, beta 2, pointers off 16"},
+};
+#define N_EXCASES (int)(sizeof excases / sizeof excases[0])
+
+static tl_gemm_desc excase_desc(const excase *c)
+{
+    tl_gemm_desc d = {.m = c->m, .n = c->n, .k = c->k, .in_dtype = c->in, .out_dtype = c->out, .trans_b = c->trans_b,
+                      .has_bias = c->has_bias, .epilogue = c->epi};
+    if (c->pingpong)
+        d.schedule = pingpong_schedule;
+    return d;
+}
+
+/* The shape of the call of c (pointer-array markers become any pointer). */
+static tl_gemm_args excase_shape(const excase *c)
+{
+    tl_gemm_args g = c->g;
+    g.batch = g.batch ? g.batch : 1;
+    g.alpha = g.alpha != 0 ? g.alpha : 1;
+    if (g.a_array)
+        g.a_array = g.b_array = g.c_array = 8;
+    return g;
+}
+
+static void run_excases(int first, int last)
+{
+    for (int i = first; i < last; i++) {
+        const excase *c = &excases[i];
+        tl_gemm_desc d = excase_desc(c);
+        tl_gemm_args g = excase_shape(c);
+        excall x;
+        ex_init(&x, &d, &g, c->off, 20000 + 100 * (uint64_t)i);
+        char what[160];
+        snprintf(what, sizeof what, "tl_op_gemm_ex %lldx%lldx%lld %s->%s %s: %s", (long long)c->m, (long long)c->n,
+                 (long long)c->k, tl_dtype_name(c->in), tl_dtype_name(c->out), c->trans_b ? "NT" : "NN", c->what);
+        ex_check(&x, what, false);
+        ex_free(&x);
+    }
+}
+
+/* Leading dimensions, alpha, misaligned operands: the first six cases. */
+static void test_ex_leading_dims(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    run_excases(0, 6);
+}
+
+/* Strided batches and beta. */
+static void test_ex_strided_batches(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    run_excases(6, 10);
+}
+
+/* Arrays of pointers in device memory. */
+static void test_ex_pointer_arrays(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    run_excases(10, N_EXCASES);
+}
+
+/* The same calls through tl_baseline_gemm_ex (cuBLAS: cublasGemmEx with
+ * lds and alpha/beta, the strided and pointer-array batched calls,
+ * cuBLASLt for epilogues) against the same float64 reference, where
+ * cuBLAS offers them (input type or f32 out; no erf GELU; no epilogue with
+ * pointer arrays): the two run on the same operands in one run. */
+static void test_ex_baseline_agrees(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int ran = 0;
+    for (int i = 0; i < N_EXCASES; i++) {
+        const excase *c = &excases[i];
+        bool epi = c->has_bias || c->epi != TL_EPI_NONE;
+        if ((c->out != c->in && c->out != TL_F32) || c->epi == TL_EPI_GELU_ERF || (c->g.a_array && epi))
+            continue;
+        tl_gemm_desc d = excase_desc(c);
+        tl_gemm_args g = excase_shape(c);
+        excall x;
+        ex_init(&x, &d, &g, c->off, 30000 + 100 * (uint64_t)i);
+        char what[160];
+        snprintf(what, sizeof what, "%s (%s)", c->what, epi ? "cuBLASLt" : "cuBLAS");
+        tl_status st = ex_check(&x, what, true);
+        ex_free(&x);
+        if (st == TL_ERR_NO_CUBLAS)
+            skip();
+        ran += st == TL_OK;
+    }
+    printf("  %d calls agree with cuBLAS's\n", ran);
+}
+
+/* A large strided batch and a large pointer-array batch against cuBLAS on
+ * the device (not under TILEC_TEST_SMALL=1): 8 x 1024 x 1024 x 512. */
+static void test_ex_large_against_cublas(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (small) {
+        printf("  skip: TILEC_TEST_SMALL=1\n");
+        skip();
+    }
+    const int64_t nb = 8, m = 1024, n = 1024, k = 512;
+    uint64_t a = dalloc((size_t)(nb * m * k) * 2), b = dalloc((size_t)(nb * k * n) * 2);
+    uint64_t c = dalloc((size_t)(nb * m * n) * 2), ref = dalloc((size_t)(nb * m * n) * 2);
+    assert_status(tl_random_fill(ctx, a, TL_BF16, nb * m * k, 40000, -1, 1, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, b, TL_BF16, nb * k * n, 40001, -1, 1, NULL), TL_OK);
+    uint64_t ptrs[3][8], parr[3];
+    for (int e = 0; e < nb; e++)
+        ptrs[0][e] = a + (uint64_t)(e * m * k) * 2, ptrs[1][e] = b + (uint64_t)(e * k * n) * 2;
+    for (int o = 0; o < 3; o++)
+        parr[o] = dalloc(8 * (size_t)nb);
+    assert_status(tl_memcpy_htod(ctx, parr[0], ptrs[0], 8 * (size_t)nb), TL_OK);
+    assert_status(tl_memcpy_htod(ctx, parr[1], ptrs[1], 8 * (size_t)nb), TL_OK);
+    bool skipped = false;
+    for (int t = 0; t < 2 && !skipped; t++)
+        for (int arrays = 0; arrays < 2 && !skipped; arrays++) {
+            tl_gemm_desc d = {.m = m, .n = n, .k = k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = t};
+            tl_gemm_args g = tl_gemm_default_args();
+            g.batch = nb;
+            uint64_t outs[2] = {ref, c};
+            for (int who = 0; who < 2; who++) {
+                if (arrays) {
+                    for (int e = 0; e < nb; e++)
+                        ptrs[2][e] = outs[who] + (uint64_t)(e * m * n) * 2;
+                    assert_status(tl_memcpy_htod(ctx, parr[2], ptrs[2], 8 * (size_t)nb), TL_OK);
+                    g.a_array = parr[0], g.b_array = parr[1], g.c_array = parr[2];
+                } else {
+                    g.a = a, g.b = b, g.c = outs[who];
+                    g.stride_a = m * k, g.stride_b = k * n, g.stride_c = m * n;
+                }
+                assert_status(tl_memset_u8(ctx, outs[who], 0xFF, (size_t)(nb * m * n) * 2, NULL), TL_OK);
+                tl_status st = who ? tl_op_gemm_ex(ctx, &d, &g, NULL) : tl_baseline_gemm_ex(ctx, &d, &g, NULL);
+                if (st == TL_ERR_NO_CUBLAS) {
+                    printf("  skip: %s\n", tl_ctx_error(ctx));
+                    skipped = true;
+                    break;
+                }
+                if (st == TL_OK)
+                    st = tl_synchronize(ctx);
+                if (st != TL_OK)
+                    fail_msg("%s %s: %s: %s", who ? "tl_op_gemm_ex" : "cuBLAS", arrays ? "arrays" : "strided",
+                             tl_status_name(st), tl_ctx_error(ctx));
+            }
+            if (skipped)
+                break;
+            tl_span o = {.dtype = TL_BF16, .n = nb * m * n, .dptr = c}, r = {.dtype = TL_BF16, .n = nb * m * n, .dptr = ref};
+            tl_check_result res;
+            assert_status(tl_check(ctx, &o, &r, 1e-2, &res), TL_OK);
+            printf("  8 x 1024x1024x512 %s %s: rel err %.2e vs cuBLAS\n", t ? "NT" : "NN",
+                   arrays ? "pointer arrays" : "strided", res.rel_err);
+            if (!res.pass)
+                fail_msg("8 x 1024x1024x512 %s %s: rel err %.3e, %lld non-finite, first bad %lld", t ? "NT" : "NN",
+                         arrays ? "pointer arrays" : "strided", res.rel_err, (long long)res.nonfinite,
+                         (long long)res.first_bad);
+        }
+    for (int o = 0; o < 3; o++)
+        tl_free(ctx, parr[o]);
+    tl_free(ctx, a), tl_free(ctx, b), tl_free(ctx, c), tl_free(ctx, ref);
+    if (skipped)
+        skip();
+}
+
+/* ------------------------------------------------------------------------ */
 /* Every program the tests will run, compiled up front in one parallel batch */
 /* ------------------------------------------------------------------------ */
 
@@ -441,7 +855,7 @@ static int gemm_setup(void **state)
         return 0;
     static precompile pc;
     plan_tests(&pc);
-    static tl_compile_job jobs[MAX_PRECOMPILE];
+    static tl_compile_job jobs[MAX_PRECOMPILE + N_EXCASES];
     int n = 0, safe = 0;
     for (int i = 0; i < pc.n; i++)
         if (tl_op_gemm_build(ctx, &pc.d[i], &jobs[n].kernel) == TL_OK) {
@@ -449,6 +863,18 @@ static int gemm_setup(void **state)
             safe += pc.safe[i];
             n++;
         }
+    /* tl_op_gemm_ex's kernels (a plain call's is among those above, the
+     * same kernel twice costs a cache hit) */
+    for (int i = 0; i < N_EXCASES; i++) {
+        tl_gemm_desc d = excase_desc(&excases[i]);
+        tl_gemm_args g = excase_shape(&excases[i]);
+        if (tl_op_gemm_ex_build(ctx, &d, &g, &jobs[n].kernel) == TL_OK) {
+            const tl_gemm_args *c = &excases[i].g;
+            jobs[n].safe_variant = excases[i].off || c->lda % 8 || c->ldb % 8 || c->ldc % 8;
+            safe += jobs[n].safe_variant;
+            n++;
+        }
+    }
     struct timespec t0, t1;
     timespec_get(&t0, TIME_UTC);
     tl_status st = tl_compile_many(ctx, jobs, n, NULL, 0);
@@ -473,6 +899,11 @@ int main(void)
         cmocka_unit_test(test_unaligned_operands),
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_large_against_cublas),
+        cmocka_unit_test(test_ex_leading_dims),
+        cmocka_unit_test(test_ex_strided_batches),
+        cmocka_unit_test(test_ex_pointer_arrays),
+        cmocka_unit_test(test_ex_baseline_agrees),
+        cmocka_unit_test(test_ex_large_against_cublas),
     };
     return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);
 }

@@ -222,6 +222,19 @@ static void test_repro_gemm(void **state)
     d.in_dtype = TL_F16;
     check_gemm(ctx80, &d, "gemm_sm80");
     tl_ctx_destroy(ctx80);
+    /* tl_op_gemm_ex's kernels: a strided batch reading C, and arrays of
+     * pointers (tl_param_tensor_array) */
+    tl_gemm_args g = tl_gemm_default_args();
+    g.batch = 2, g.stride_a = g.stride_b = g.stride_c = 512 * 512, g.beta = 1;
+    tl_kernel *k;
+    assert_status(tl_op_gemm_ex_build(ctx, &d, &g, &k), TL_OK);
+    check_repro(k, "gemm_strided_beta", NULL, 0);
+    tl_kernel_destroy(k);
+    g = tl_gemm_default_args();
+    g.batch = 2, g.a_array = g.b_array = g.c_array = 8, g.lda = 600;
+    assert_status(tl_op_gemm_ex_build(ctx, &d, &g, &k), TL_OK);
+    check_repro(k, "gemm_ptrarray", (const char *const[]){"sm_80"}, 1);
+    tl_kernel_destroy(k);
 }
 
 static void test_repro_rows(void **state)

@@ -3,9 +3,17 @@
  * public builder API: tiles of A and B move global -> shared through a
  * software pipeline, tl_gemm accumulates in an f32 fragment, the bias and
  * activation run on the fragment in registers, one store writes C.
+ *
+ * tl_op_gemm_ex is the BLAS-shaped entry point (row strides, strided and
+ * pointer-array batches, alpha and beta); tl_op_gemm is its plain call.
+ * One kernel, three ways of declaring its operands: dense [M, K] tensors
+ * (the plain kernel, unchanged for tl_op_gemm), [batch, M, K] tensors with
+ * strides that are launch arguments (strided), and per-block tensors from
+ * arrays of pointers (tl_param_tensor_array); the batch is the grid's z.
  */
 #include "ops.h"
 
+#include "checked.h"
 #include "ctx.h"
 #include "program.h"
 #include "tune.h"
@@ -93,21 +101,361 @@ static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The call: what tl_op_gemm_ex's arguments ask of the kernel                 */
+/* ------------------------------------------------------------------------ */
+
+/* The kernels of one descriptor and schedule. The plain one (0) is
+ * tl_op_gemm's: dense rows, one entry, alpha 1, beta 0. Any other call
+ * runs a general one, whose row strides, batch, batch strides and alpha
+ * are launch arguments; what changes the code is compiled in: a pointer-
+ * array batch instead of a strided one, and reading C (beta != 0). */
+enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4 };
+
+#define GEMM_MAX_BATCH 65535 /* the grid's z dimension */
+
+/* A checked call, normalised: the leading dimensions and strides the
+ * kernel gets (0 replaced), and what picks its program and schedule. */
+typedef struct gemm_call {
+    unsigned variant;
+    int64_t batch, lda, ldb, ldc;
+    int64_t sa, sb, sc;         /* batch strides (strided variant)              */
+    int64_t batch_a, batch_b;   /* entries of A and B: 1 for a shared matrix      */
+    float alpha, beta;
+    bool tma;                   /* strides TMA could read (the schedule's choice) */
+} gemm_call;
+
+/* What the op's program cache builds a kernel from. */
+typedef struct gemm_spec {
+    tl_gemm_desc d;
+    unsigned variant;
+} gemm_spec;
+
+/* Whether two entries of a strided batch of C (m x n, rows ldc apart,
+ * entries sc apart) share an element: entries db apart do when some row
+ * offset dr (|dr| < m) brings db sc + dr ldc within n - 1 of 0. Only db
+ * with db sc below one entry's span can, and those are few. */
+static bool outputs_overlap(int64_t m, int64_t n, int64_t ldc, int64_t sc, int64_t batch, int64_t span)
+{
+    if (sc == 0)
+        return true;
+    int64_t x = 0;
+    for (int64_t db = 1; db < batch; db++) {
+        x += sc; /* db sc; below span + sc, which fits */
+        if (x >= span)
+            return false;
+        int64_t q = x / ldc, r = x % ldc; /* dr = -q leaves r, dr = -q - 1 leaves r - ldc */
+        if ((q <= m - 1 && r <= n - 1) || (q + 1 <= m - 1 && ldc - r <= n - 1))
+            return true;
+    }
+    return false;
+}
+
+static tl_status check_ld(tl_ctx *ctx, const char *api, const char *name, int64_t ld, int64_t row,
+                          const char *what, int64_t *out)
+{
+    if (ld < 0)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s = %lld is negative (0 means dense rows)", api, name,
+                        (long long)ld);
+    if (ld && ld < row)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s = %lld is shorter than a row of %s (%lld elements)", api,
+                        name, (long long)ld, what, (long long)row);
+    *out = ld ? ld : row;
+    return TL_OK;
+}
+
+/* The pointer-array form: all three arrays, nothing of the strided form,
+ * arrays of whole 8-byte pointers. */
+static tl_status check_arrays(tl_ctx *ctx, const tl_gemm_args *g, const char *api, bool pointers)
+{
+    const char *names[3] = {"a_array", "b_array", "c_array"};
+    const uint64_t arr[3] = {g->a_array, g->b_array, g->c_array};
+    const uint64_t plain[3] = {g->a, g->b, g->c};
+    const int64_t strides[3] = {g->stride_a, g->stride_b, g->stride_c};
+    for (int i = 0; i < 3; i++) {
+        if (!arr[i])
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: a pointer-array batch needs a_array, b_array and "
+                            "c_array; %s is 0", api, names[i]);
+        if (pointers && plain[i])
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %c = 0x%llx is set, but the batch is a pointer array "
+                            "(%s): %c must be 0", api, "abc"[i], (unsigned long long)plain[i], names[i], "abc"[i]);
+        if (strides[i])
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: stride_%c = %lld is set, but the batch is a pointer "
+                            "array (%s): the strides must be 0", api, "abc"[i], (long long)strides[i], names[i]);
+        if (pointers && arr[i] % 8)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s = 0x%llx is not aligned to its 8-byte device "
+                            "pointers", api, names[i], (unsigned long long)arr[i]);
+    }
+    return TL_OK;
+}
+
+/* The strided form: strides >= 0, C's entries apart, and what the kernel
+ * gets: for one entry, or a matrix every entry shares (stride 0), one
+ * entry of the operand whose stride is its span (any stride serves one
+ * entry; a span keeps TMA's descriptor valid). */
+static tl_status check_strides(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, const char *api,
+                               gemm_call *c)
+{
+    const int64_t strides[3] = {g->stride_a, g->stride_b, g->stride_c};
+    for (int i = 0; i < 3; i++)
+        if (strides[i] < 0)
+            return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: stride_%c = %lld is negative", api, "abc"[i],
+                            (long long)strides[i]);
+    int64_t rows_b = d->trans_b ? d->n : d->k;
+    int64_t span_a = 0, span_b = 0, span_c = 0;
+    bool big = tli_mul_overflows(d->m, c->lda, &span_a) | tli_mul_overflows(rows_b, c->ldb, &span_b) |
+               tli_mul_overflows(d->m, c->ldc, &span_c);
+    if (big)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: a matrix of these sizes and leading dimensions spans more "
+                        "than 2^63 elements", api);
+    bool many = c->batch > 1;
+    c->batch_a = many && g->stride_a ? c->batch : 1;
+    c->batch_b = many && g->stride_b ? c->batch : 1;
+    c->sa = c->batch_a > 1 ? g->stride_a : span_a;
+    c->sb = c->batch_b > 1 ? g->stride_b : span_b;
+    c->sc = many ? g->stride_c : span_c;
+    /* one entry of C ends (m - 1) ldc + n elements after its start */
+    if (many && outputs_overlap(d->m, d->n, c->ldc, g->stride_c, c->batch, span_c - c->ldc + d->n))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: stride_c = %lld makes the C of batch entries overlap (each "
+                        "is %lld x %lld with ldc = %lld)", api, (long long)g->stride_c, (long long)d->m,
+                        (long long)d->n, (long long)c->ldc);
+    return TL_OK;
+}
+
+/* Checks d and g for api and fills *c; with `pointers`, the device
+ * pointers too (the program functions read only the shape of g). */
+static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, const char *api,
+                            bool pointers, gemm_call *c)
+{
+    memset(c, 0, sizeof *c);
+    tl_status st = tli_gemm_check_desc(ctx, d, api);
+    if (st != TL_OK)
+        return st;
+    if (!g)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL args", api);
+    if ((st = check_ld(ctx, api, "lda", g->lda, d->k, "A", &c->lda)) != TL_OK ||
+        (st = check_ld(ctx, api, "ldb", g->ldb, d->trans_b ? d->k : d->n, "B", &c->ldb)) != TL_OK ||
+        (st = check_ld(ctx, api, "ldc", g->ldc, d->n, "C", &c->ldc)) != TL_OK)
+        return st;
+    if (g->batch < 1 || g->batch > GEMM_MAX_BATCH)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: batch = %lld is outside 1..%d (tl_gemm_default_args() "
+                        "gives 1)", api, (long long)g->batch, GEMM_MAX_BATCH);
+    c->batch = g->batch;
+    bool ptrs = g->a_array || g->b_array || g->c_array;
+    st = ptrs ? check_arrays(ctx, g, api, pointers) : check_strides(ctx, d, g, api, c);
+    if (st == TL_OK && pointers && !ptrs)
+        st = tli_op_check_dptr(ctx, api, "a", g->a, d->in_dtype, true);
+    if (st == TL_OK && pointers && !ptrs)
+        st = tli_op_check_dptr(ctx, api, "b", g->b, d->in_dtype, true);
+    if (st == TL_OK && pointers)
+        st = tli_op_check_dptr(ctx, api, "bias", g->bias, d->in_dtype, d->has_bias != 0);
+    if (st == TL_OK && pointers && !ptrs)
+        st = tli_op_check_dptr(ctx, api, "c", g->c, d->out_dtype, true);
+    if (st != TL_OK)
+        return st;
+    c->alpha = (float)g->alpha;
+    c->beta = (float)g->beta;
+    bool dense = c->lda == d->k && c->ldb == (d->trans_b ? d->k : d->n) && c->ldc == d->n;
+    if (ptrs)
+        c->variant = GEMM_PTRARRAY;
+    else if (!dense || c->batch > 1 || c->alpha != 1.0f || c->beta != 0.0f)
+        c->variant = GEMM_STRIDED;
+    if (c->beta != 0.0f)
+        c->variant |= GEMM_BETA;
+    c->tma = !ptrs && c->lda % 8 == 0 && c->ldb % 8 == 0 && (c->batch_a == 1 || c->sa % 8 == 0) &&
+             (c->batch_b == 1 || c->sb % 8 == 0);
+    return TL_OK;
+}
+
+/* The schedule of a call: d's own when it sets one, else the op's choice
+ * for the batch's rows (batch x M), with TMA only where the strides let it
+ * read. A plain call chooses as tl_op_gemm_schedule does. */
+static tl_gemm_desc choice_desc(const tl_gemm_desc *d, const gemm_call *c)
+{
+    tl_gemm_desc rows = *d;
+    if (d->m <= INT64_MAX / c->batch)
+        rows.m = d->m * c->batch;
+    return rows;
+}
+
+static tl_gemm_schedule call_schedule(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c)
+{
+    if (!schedule_is_zero(&d->schedule))
+        return effective_schedule(ctx, d);
+    tl_gemm_desc rows = choice_desc(d, c);
+    return tli_gemm_pick_for(ctx, &rows, c->tma);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The kernel                                                                */
+/* ------------------------------------------------------------------------ */
+
 /* The epilogue on the accumulator, in registers:
- *   Cf[i, j] = act(Cf[i, j] + bias_s[j])
- * with the block's bias slab in shared memory (bias_s, loaded before the
- * main loop): loading it from global memory here let the compiler hoist
- * the 64 loads per thread into the main loop, where the registers they
- * hold pushed the kernel into spills. */
-static void epilogue(tl_kernel *k, const tl_gemm_desc *d, const tl_gemm_schedule *s, tl_buf Cf, tl_buf bias_s)
+ *   Cf[i, j] = act(alpha Cf[i, j] + beta C[i, j] + bias_s[j])
+ * (alpha and beta in general kernels, beta when it reads C), with the
+ * block's bias slab in shared memory (bias_s, loaded before the main
+ * loop): loading it from global memory here let the compiler hoist the 64
+ * loads per thread into the main loop, where the registers they hold
+ * pushed the kernel into spills. C's old values are read here, once per
+ * element, masked at the edges. */
+typedef struct epilogue_in {
+    tl_expr alpha, beta;     /* null: 1 and 0 */
+    tl_buf C;                /* read when beta is given */
+    tl_expr cz;              /* C's batch index (null: C is [M, N]) */
+    tl_expr row0, col0;      /* the block's first row and column */
+    tl_buf bias_s;
+} epilogue_in;
+
+static void epilogue(tl_kernel *k, const tl_gemm_desc *d, const tl_gemm_schedule *s, tl_buf Cf,
+                     const epilogue_in *in)
 {
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){s->block_m, s->block_n}, v);
     tl_expr x = tl_load(k, Cf, v);
+    if (in->alpha.id)
+        x = tl_mul(k, in->alpha, x);
+    if (in->beta.id) {
+        tl_expr r = tl_add(k, in->row0, v[0]), col = tl_add(k, in->col0, v[1]);
+        tl_expr old = tl_load(k, in->C, in->cz.id ? (tl_expr[]){in->cz, r, col} : (tl_expr[]){r, col});
+        x = tl_add(k, x, tl_mul(k, in->beta, tl_cast(k, old, TL_F32)));
+    }
     if (d->has_bias)
-        x = tl_add(k, x, tl_cast(k, tl_load(k, bias_s, &v[1]), TL_F32));
+        x = tl_add(k, x, tl_cast(k, tl_load(k, in->bias_s, &v[1]), TL_F32));
     tl_store(k, Cf, v, activation(k, x, d->epilogue));
     tl_end(k);
+}
+
+/* The kernel's parameters (launch order: tl_op_gemm_ex_program in tilec.h). */
+typedef struct gemm_params {
+    tl_expr M, N, K;
+    tl_expr batch;              /* general kernels: the entries (grid z)          */
+    tl_expr batch_a, batch_b;   /* strided: entries of A and B (1: one matrix)    */
+    tl_expr alpha, beta;        /* general kernels; beta when C is read           */
+    tl_buf A, B, bias, C;
+    bool strided;               /* A, B, C carry the batch as dimension 0         */
+} gemm_params;
+
+static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant, gemm_params *p)
+{
+    memset(p, 0, sizeof *p);
+    tl_expr M = p->M = tl_dim(k, "M"), N = p->N = tl_dim(k, "N"), K = p->K = tl_dim(k, "K");
+    tl_expr bshape[2] = {d->trans_b ? N : K, d->trans_b ? K : N};
+    if (!variant) {
+        p->A = tl_param_tensor(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, NULL);
+        p->B = tl_param_tensor(k, "B", d->in_dtype, 2, bshape, NULL);
+        p->bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+        p->C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
+        return;
+    }
+    p->strided = (variant & GEMM_STRIDED) != 0;
+    p->batch = tl_dim(k, "batch");
+    tl_expr lda = tl_dim(k, "lda"), ldb = tl_dim(k, "ldb"), ldc = tl_dim(k, "ldc"), one = tl_int(k, 1);
+    tl_expr sa = TL_NONE_EXPR, sb = TL_NONE_EXPR, sc = TL_NONE_EXPR;
+    if (p->strided) {
+        sa = tl_dim(k, "stride_a"), sb = tl_dim(k, "stride_b"), sc = tl_dim(k, "stride_c");
+        p->batch_a = tl_dim(k, "batch_a"), p->batch_b = tl_dim(k, "batch_b");
+    }
+    p->alpha = tl_param_scalar(k, "alpha", TL_F32);
+    if (variant & GEMM_BETA)
+        p->beta = tl_param_scalar(k, "beta", TL_F32);
+    if (p->strided) {
+        p->A = tl_param_tensor(k, "A", d->in_dtype, 3, (tl_expr[]){p->batch_a, M, K}, (tl_expr[]){sa, lda, one});
+        p->B = tl_param_tensor(k, "B", d->in_dtype, 3, (tl_expr[]){p->batch_b, bshape[0], bshape[1]},
+                               (tl_expr[]){sb, ldb, one});
+    } else { /* each block's matrices: entry blockIdx.z of the arrays */
+        p->A = tl_param_tensor_array(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, (tl_expr[]){lda, one}, p->batch, 2);
+        p->B = tl_param_tensor_array(k, "B", d->in_dtype, 2, bshape, (tl_expr[]){ldb, one}, p->batch, 2);
+    }
+    p->bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+    if (p->strided)
+        p->C = tl_param_tensor(k, "C", d->out_dtype, 3, (tl_expr[]){p->batch, M, N}, (tl_expr[]){sc, ldc, one});
+    else
+        p->C = tl_param_tensor_array(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, (tl_expr[]){ldc, one}, p->batch, 2);
+}
+
+static const char *variant_suffix(unsigned variant)
+{
+    static const char *const names[8] = {"", "_strided", "_ptrarray", "?", "_beta", "_strided_beta",
+                                         "_ptrarray_beta", "?"};
+    return names[variant & 7];
+}
+
+/* The GEMM of d, variant and schedule s, written with the builder:
+ *
+ *   grid (ceil(N / BN), ceil(M / BM), batch), tl_use_swizzle(swizzle)
+ *   [bias_s = bias tile bx]
+ *   Cf = 0
+ *   for ko in tl_pipelined(ceil(K / BK), stages):
+ *       As = tile (by, ko) of A's entry;  Bs = tile (ko, bx) (or (bx, ko)) of B's entry
+ *       tl_gemm(As, Bs, Cf)
+ *   Cf = act(alpha Cf + beta C + bias_s)  (what the kernel has of it)
+ *   tile (by, bx) of C's entry = Cf
+ *
+ * A's entry of block z is A[min(z, batch_a - 1)] in a strided kernel (a
+ * matrix shared by every entry is an A of one entry), array entry z in a
+ * pointer-array one; B's and C's likewise (C's is always z). */
+static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant, const tl_gemm_schedule *sp,
+                            tl_kernel **out)
+{
+    tl_gemm_schedule s = *sp;
+    char name[64];
+    tli_fmt(name, sizeof name, "gemm_%s%s_%s%s", d->trans_b ? "nt" : "nn", tl_dtype_name(d->in_dtype),
+            tl_dtype_name(d->out_dtype), variant_suffix(variant));
+    tl_kernel *k = tl_kernel_new(ctx, name);
+    if (!k)
+        return TL_ERR_OUT_OF_MEMORY;
+    gemm_params p;
+    declare_params(k, d, variant, &p);
+    tl_expr M = p.M, N = p.N, K = p.K;
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, s.block_n)), tl_ceildiv(k, M, tl_int(k, s.block_m)), p.batch,
+            s.threads);
+    tl_use_swizzle(k, s.swizzle);
+    /* the activations in f32 with the hardware tanh: its 2^-11 is far below
+     * what the bf16/f16 operands carry (see tl_op_gemm in tilec.h) */
+    tl_use_fast_math(k, 1);
+    if (s.pingpong)
+        tl_use_pingpong(k, 1);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    /* (the plain kernel makes no more nodes than it always did: its source
+     * and dumps stay as they were) */
+    tl_expr bz = variant ? tl_block_idx(k, 2) : TL_NONE_EXPR, az = TL_NONE_EXPR, bzb = TL_NONE_EXPR;
+    if (p.strided) {
+        az = tl_min(k, bz, tl_sub(k, p.batch_a, tl_int(k, 1)));
+        bzb = tl_min(k, bz, tl_sub(k, p.batch_b, tl_int(k, 1)));
+    }
+    tl_buf As = tl_alloc_shared(k, d->in_dtype, 2, (int64_t[]){s.block_m, s.block_k});
+    tl_buf Bs = tl_alloc_shared(k, d->in_dtype, 2,
+                                d->trans_b ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
+    tl_buf bias_s = TL_NONE_BUF;
+    if (d->has_bias) {
+        bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){s.block_n});
+        tl_copy(k, tl_tile(k, p.bias, bx), tl_all(bias_s));
+    }
+    tl_clear(k, Cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, s.block_k)), s.stages);
+    tl_expr bt[2] = {d->trans_b ? bx : ko, d->trans_b ? ko : bx};
+    tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : tl_tile(k, p.A, by, ko), tl_all(As));
+    tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, p.B, bt[0], bt[1]), tl_all(Bs));
+    tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
+    tl_end(k);
+    if (variant || d->has_bias || d->epilogue != TL_EPI_NONE) {
+        epilogue_in in = {.alpha = p.alpha, .beta = p.beta, .C = p.C, .cz = p.strided ? bz : TL_NONE_EXPR,
+                          .bias_s = bias_s};
+        if (p.beta.id) {
+            in.row0 = tl_mul(k, by, tl_int(k, s.block_m));
+            in.col0 = tl_mul(k, bx, tl_int(k, s.block_n));
+        }
+        epilogue(k, d, &s, Cf, &in);
+    }
+    tl_copy(k, tl_all(Cf), p.strided ? tl_tile(k, p.C, bz, by, bx) : tl_tile(k, p.C, by, bx));
+    tl_status st = tl_kernel_status(k);
+    if (st != TL_OK) {
+        tl_kernel_destroy(k);
+        return st;
+    }
+    *out = k;
+    return TL_OK;
 }
 
 TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out)
@@ -119,105 +467,159 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
     if (st != TL_OK)
         return st;
     tl_gemm_schedule s = effective_schedule(ctx, d);
-    char name[48];
-    tli_fmt(name, sizeof name, "gemm_%s%s_%s", d->trans_b ? "nt" : "nn", tl_dtype_name(d->in_dtype),
-            tl_dtype_name(d->out_dtype));
-    tl_kernel *k = tl_kernel_new(ctx, name);
-    if (!k)
-        return TL_ERR_OUT_OF_MEMORY;
-    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
-    tl_buf A = tl_param_tensor(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, NULL);
-    tl_buf B = tl_param_tensor(k, "B", d->in_dtype, 2, d->trans_b ? (tl_expr[]){N, K} : (tl_expr[]){K, N}, NULL);
-    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
-    tl_buf C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
-    tl_grid(k, tl_ceildiv(k, N, tl_int(k, s.block_n)), tl_ceildiv(k, M, tl_int(k, s.block_m)), TL_NONE_EXPR,
-            s.threads);
-    tl_use_swizzle(k, s.swizzle);
-    /* the activations in f32 with the hardware tanh: its 2^-11 is far below
-     * what the bf16/f16 operands carry (see tl_op_gemm in tilec.h) */
-    tl_use_fast_math(k, 1);
-    if (s.pingpong)
-        tl_use_pingpong(k, 1);
-    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
-    tl_buf As = tl_alloc_shared(k, d->in_dtype, 2, (int64_t[]){s.block_m, s.block_k});
-    tl_buf Bs = tl_alloc_shared(k, d->in_dtype, 2,
-                                d->trans_b ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
-    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
-    tl_buf bias_s = TL_NONE_BUF;
-    if (d->has_bias) {
-        bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){s.block_n});
-        tl_copy(k, tl_tile(k, bias, bx), tl_all(bias_s));
-    }
-    tl_clear(k, Cf);
-    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, s.block_k)), s.stages);
-    tl_copy(k, tl_tile(k, A, by, ko), tl_all(As));
-    tl_copy(k, d->trans_b ? tl_tile(k, B, bx, ko) : tl_tile(k, B, ko, bx), tl_all(Bs));
-    tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
-    tl_end(k);
-    if (d->has_bias || d->epilogue != TL_EPI_NONE)
-        epilogue(k, d, &s, Cf, bias_s);
-    tl_copy(k, tl_all(Cf), tl_tile(k, C, by, bx));
-    st = tl_kernel_status(k);
-    if (st != TL_OK) {
-        tl_kernel_destroy(k);
-        return st;
-    }
-    *out = k;
-    return TL_OK;
+    return build_gemm(ctx, d, 0, &s, out);
 }
 
 static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
 {
-    return tl_op_gemm_build(ctx, (const tl_gemm_desc *)user, out);
+    const gemm_spec *spec = user;
+    return build_gemm(ctx, &spec->d, spec->variant, &spec->d.schedule, out);
 }
 
-/* The op's program of d for schedule s: one program serves every size, so
+/* The op's program of d, variant and schedule s: one program serves every
+ * size (and, for the general kernels, every stride, batch and alpha), so
  * the key holds only what the code depends on. */
-static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_schedule *s, const tl_program **out)
+static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant, const tl_gemm_schedule *s,
+                             const tl_program **out)
 {
-    tl_gemm_desc with = *d;
-    with.schedule = *s;
-    char key[128];
-    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d", tl_dtype_name(d->in_dtype),
+    gemm_spec spec = {.d = *d, .variant = variant};
+    spec.d.schedule = *s;
+    char key[128], v[8] = "";
+    if (variant)
+        tli_fmt(v, sizeof v, ":v%u", variant);
+    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
-            s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0);
-    return tli_op_program(ctx, key, build_for_op, &with, out);
+            s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0, v);
+    return tli_op_program(ctx, key, build_for_op, &spec, out);
+}
+
+/* The program of a checked call, for api. A tuning record whose schedule
+ * no longer compiles (another NVRTC, an edited file) must not break the
+ * op: the heuristic's schedule runs, with a warning. */
+static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c, const char *api,
+                              const tl_program **out)
+{
+    unsigned since = tli_fail_count();
+    tl_gemm_schedule s = call_schedule(ctx, d, c);
+    tl_status st = tli_fail_as(ctx, program_for(ctx, d, c->variant, &s, out), api, since);
+    if (st == TL_OK || !schedule_is_zero(&d->schedule))
+        return st;
+    tl_gemm_desc rows = choice_desc(d, c);
+    tl_gemm_schedule h = tli_gemm_heuristic_for(tl_ctx_target(ctx), &rows, c->tma);
+    if (memcmp(&h, &s, sizeof h) == 0)
+        return st;
+    tli_log(ctx, TL_LOG_WARN, "%s: the tuned schedule failed (%s: %s); using the heuristic's", api,
+            tl_status_name(st), tl_ctx_error(ctx));
+    return tli_fail_as(ctx, program_for(ctx, d, c->variant, &h, out), api, since);
+}
+
+/* tl_op_gemm's call as tl_op_gemm_ex's arguments. */
+static tl_gemm_args plain_args(uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
+{
+    tl_gemm_args g = tl_gemm_default_args();
+    g.a = a, g.b = b, g.bias = bias, g.c = c;
+    return g;
 }
 
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out)
 {
     if (!ctx || !out)
         return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_program: NULL argument") : TL_ERR_INVALID_ARG;
-    unsigned since = tli_fail_count();
-    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm_program");
-    if (st != TL_OK)
-        return st;
-    tl_gemm_schedule s = effective_schedule(ctx, d);
-    st = tli_fail_as(ctx, program_for(ctx, d, &s, out), "tl_op_gemm_program", since);
-    if (st == TL_OK || !schedule_is_zero(&d->schedule))
-        return st;
-    /* A tuning record whose schedule no longer compiles (another NVRTC, an
-     * edited file) must not break the op: the heuristic's schedule runs. */
-    tl_gemm_schedule h = tli_gemm_heuristic(tl_ctx_target(ctx), d);
-    if (memcmp(&h, &s, sizeof h) == 0)
-        return st;
-    tli_log(ctx, TL_LOG_WARN, "tl_op_gemm: the tuned schedule failed (%s: %s); using the heuristic's",
-            tl_status_name(st), tl_ctx_error(ctx));
-    return tli_fail_as(ctx, program_for(ctx, d, &h, out), "tl_op_gemm_program", since);
+    gemm_call c;
+    tl_gemm_args g = plain_args(0, 0, 0, 0);
+    tl_status st = check_call(ctx, d, &g, "tl_op_gemm_program", false, &c);
+    return st != TL_OK ? st : call_program(ctx, d, &c, "tl_op_gemm_program", out);
 }
 
-/* Pointers must hold whole elements; 16-byte alignment only picks the fast
- * copy path inside the kernel. */
-static tl_status check_pointers(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c)
+TL_API tl_gemm_args tl_gemm_default_args(void)
 {
-    static const char api[] = "tl_op_gemm";
-    tl_status st;
-    if ((st = tli_op_check_dptr(ctx, api, "a", a, d->in_dtype, true)) != TL_OK ||
-        (st = tli_op_check_dptr(ctx, api, "b", b, d->in_dtype, true)) != TL_OK ||
-        (st = tli_op_check_dptr(ctx, api, "bias", bias, d->in_dtype, d->has_bias != 0)) != TL_OK ||
-        (st = tli_op_check_dptr(ctx, api, "c", c, d->out_dtype, true)) != TL_OK)
+    tl_gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.batch = 1;
+    g.alpha = 1.0;
+    return g;
+}
+
+TL_API tl_status tl_op_gemm_ex_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args,
+                                       const tl_program **out)
+{
+    static const char api[] = "tl_op_gemm_ex_program";
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    *out = NULL;
+    gemm_call c;
+    tl_status st = check_call(ctx, d, args, api, false, &c);
+    return st != TL_OK ? st : call_program(ctx, d, &c, api, out);
+}
+
+TL_API tl_status tl_op_gemm_ex_build(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, tl_kernel **out)
+{
+    static const char api[] = "tl_op_gemm_ex_build";
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    *out = NULL;
+    gemm_call c;
+    tl_status st = check_call(ctx, d, args, api, false, &c);
+    if (st != TL_OK)
         return st;
-    return TL_OK;
+    unsigned since = tli_fail_count();
+    tl_gemm_schedule s = call_schedule(ctx, d, &c);
+    return tli_fail_as(ctx, build_gemm(ctx, d, c.variant, &s, out), api, since);
+}
+
+/* The launch arguments of call c (tl_op_gemm_ex_program's order). */
+static int call_args(const tl_gemm_desc *d, const gemm_call *c, const tl_gemm_args *g, tl_arg *args)
+{
+    int n = 0;
+    bool ptrs = c->variant & GEMM_PTRARRAY;
+    args[n++] = tl_arg_int(d->m);
+    args[n++] = tl_arg_int(d->n);
+    args[n++] = tl_arg_int(d->k);
+    if (c->variant) {
+        args[n++] = tl_arg_int(c->batch);
+        args[n++] = tl_arg_int(c->lda);
+        args[n++] = tl_arg_int(c->ldb);
+        args[n++] = tl_arg_int(c->ldc);
+        if (!ptrs) {
+            args[n++] = tl_arg_int(c->sa);
+            args[n++] = tl_arg_int(c->sb);
+            args[n++] = tl_arg_int(c->sc);
+            args[n++] = tl_arg_int(c->batch_a);
+            args[n++] = tl_arg_int(c->batch_b);
+        }
+        args[n++] = tl_arg_float(c->alpha);
+        if (c->variant & GEMM_BETA)
+            args[n++] = tl_arg_float(c->beta);
+    }
+    args[n++] = tl_arg_dptr(ptrs ? g->a_array : g->a);
+    args[n++] = tl_arg_dptr(ptrs ? g->b_array : g->b);
+    if (d->has_bias)
+        args[n++] = tl_arg_dptr(g->bias);
+    args[n++] = tl_arg_dptr(ptrs ? g->c_array : g->c);
+    return n;
+}
+
+/* Tensors TMA or 16-byte copies cannot take (misaligned pointers, rows or
+ * batch strides not of whole 16 bytes) run the program's safe variant:
+ * tl_launch picks it. */
+static tl_status run_gemm(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, void *stream, const char *api)
+{
+    unsigned since = tli_fail_count();
+    gemm_call c;
+    const tl_program *p;
+    tl_status st = check_call(ctx, d, g, api, true, &c);
+    if (st == TL_OK)
+        st = call_program(ctx, d, &c, api, &p);
+    if (st != TL_OK)
+        return st;
+    tl_arg args[20];
+    int n = call_args(d, &c, g, args);
+    return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);
+}
+
+TL_API tl_status tl_op_gemm_ex(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, void *stream)
+{
+    return ctx ? run_gemm(ctx, d, args, stream, "tl_op_gemm_ex") : TL_ERR_INVALID_ARG;
 }
 
 TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint64_t b, uint64_t bias, uint64_t c,
@@ -225,27 +627,6 @@ TL_API tl_status tl_op_gemm(tl_ctx *ctx, const tl_gemm_desc *d, uint64_t a, uint
 {
     if (!ctx)
         return TL_ERR_INVALID_ARG;
-    unsigned since = tli_fail_count();
-    tl_status st = tli_gemm_check_desc(ctx, d, "tl_op_gemm");
-    if (st == TL_OK)
-        st = check_pointers(ctx, d, a, b, bias, c);
-    if (st != TL_OK)
-        return st;
-    /* tensors TMA or 16-byte copies cannot take (misaligned pointers,
-     * rows of a length not a multiple of 16 bytes) run the program's safe
-     * variant: tl_launch picks it */
-    const tl_program *p;
-    if ((st = tl_op_gemm_program(ctx, d, &p)) != TL_OK)
-        return tli_fail_as(ctx, st, "tl_op_gemm", since);
-    tl_arg args[7];
-    int n = 0;
-    args[n++] = tl_arg_int(d->m);
-    args[n++] = tl_arg_int(d->n);
-    args[n++] = tl_arg_int(d->k);
-    args[n++] = tl_arg_dptr(a);
-    args[n++] = tl_arg_dptr(b);
-    if (d->has_bias)
-        args[n++] = tl_arg_dptr(bias);
-    args[n++] = tl_arg_dptr(c);
-    return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_gemm", since);
+    tl_gemm_args g = plain_args(a, b, bias, c);
+    return run_gemm(ctx, d, &g, stream, "tl_op_gemm");
 }

@@ -94,7 +94,7 @@ static bool hopper_gemm(const char *target)
     return tli_target_get(target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16) && t.setmaxnreg;
 }
 
-static unsigned conditions(const char *target, const tl_gemm_desc *d)
+static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
 {
     unsigned c = 0;
     if (hopper_gemm(target))
@@ -103,7 +103,7 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d)
         return c;
     if (d->has_bias || d->epilogue != TL_EPI_NONE)
         c |= H_EPILOGUE;
-    if (tli_gemm_tma_rows(d))
+    if (tma && tli_gemm_tma_rows(d))
         c |= H_TMA;
     if (((d->m + 127) / 128) * ((d->n + 255) / 256) <= 64)
         c |= H_FEW_TILES;
@@ -112,13 +112,18 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d)
     return c;
 }
 
-tl_gemm_schedule tli_gemm_heuristic(const char *target, const tl_gemm_desc *d)
+tl_gemm_schedule tli_gemm_heuristic_for(const char *target, const tl_gemm_desc *d, bool tma)
 {
-    unsigned have = conditions(target, d);
+    unsigned have = conditions(target, d, tma);
     for (int i = 0; i < N_HEURISTIC; i++)
         if ((heuristic[i].when & have) == heuristic[i].when)
             return heuristic[i].s;
     return heuristic[N_HEURISTIC - 1].s;
+}
+
+tl_gemm_schedule tli_gemm_heuristic(const char *target, const tl_gemm_desc *d)
+{
+    return tli_gemm_heuristic_for(target, d, true);
 }
 
 tl_gemm_schedule tli_gemm_generic_schedule(const char *target)
@@ -142,7 +147,7 @@ static const char *epilogue_name(tl_epilogue e)
 
 /* Rows TMA cannot read take other kernels (no ping-pong), so they are a
  * class of their own. */
-void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out)
+static void tune_key(const tl_gemm_desc *d, bool tma, tli_tune_key *out)
 {
     memset(out, 0, sizeof *out);
     tli_fmt(out->op, sizeof out->op, "gemm");
@@ -154,13 +159,15 @@ void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out)
     tli_tune_bucket('n', d->n, n, sizeof n);
     tli_tune_bucket('k', d->k, k, sizeof k);
     tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,%s%s", m, n, k,
-            tli_gemm_tma_rows(d) ? "" : ",unaligned");
+            tma && tli_gemm_tma_rows(d) ? "" : ",unaligned");
 }
+
+void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out) { tune_key(d, true, out); }
 
 /* A record's schedule is used only when it is one the op can build for
  * this problem: a database is a file, and files get edited; and a context
  * may aim at another target than the GPU's own (no ping-pong on sm_80). */
-static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm90a)
+static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm90a, bool tma)
 {
     bool tile = s->block_m >= 16 && s->block_m <= 256 && s->block_m % 16 == 0 && s->block_n >= 16 &&
                 s->block_n <= 256 && s->block_n % 16 == 0 && s->block_k >= 16 && s->block_k <= 128 &&
@@ -169,26 +176,28 @@ static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm9
                 s->threads % 32 == 0 && s->swizzle >= 0 && s->swizzle <= 64 && s->pingpong >= 0 && s->pingpong <= 1;
     bool policy = s->warp_policy == TL_GEMM_WARP_SQUARE || s->warp_policy == TL_GEMM_WARP_ROWS ||
                   s->warp_policy == TL_GEMM_WARP_COLS;
-    return tile && rest && policy && (!s->pingpong || (sm90a && tli_gemm_tma_rows(d)));
+    return tile && rest && policy && (!s->pingpong || (sm90a && tma && tli_gemm_tma_rows(d)));
 }
 
-tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d)
+tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
 {
     tli_tune_key key;
-    tli_gemm_tune_key(d, &key);
+    tune_key(d, tma, &key);
     tl_tune_record rec;
     tl_tune_config c;
     bool sm90a = hopper_gemm(tl_ctx_target(ctx));
     if (tli_tune_db_find(ctx, &key, &rec) && tli_tune_config_parse(tli_gemm_param_names, rec.config, &c)) {
         tl_gemm_schedule s = tl_gemm_schedule_from_config(&c);
-        if (plausible(&s, d, sm90a))
+        if (plausible(&s, d, sm90a, tma))
             return s;
         tli_log(ctx, TL_LOG_WARN, "tuning database: the record for gemm %s %s %s names a schedule this "
                 "problem cannot use (%s); using the heuristic", key.dtypes, key.layout, key.shape_class, rec.config);
         tli_tune_db_forget(ctx, &key);
     }
-    return tli_gemm_heuristic(tl_ctx_target(ctx), d);
+    return tli_gemm_heuristic_for(tl_ctx_target(ctx), d, tma);
 }
+
+tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_gemm_pick_for(ctx, d, true); }
 
 /* ------------------------------------------------------------------------ */
 /* The tuner's space                                                         */

@@ -1305,8 +1305,9 @@ typedef struct tl_tune_result {
  * float64 softmax computed on the host from the same random bits; the
  * baseline a device-to-device copy of the input; rates in GB/s (the input
  * read and the output written once). The space: one-pass widths holding
- * 8, 16 or 32 elements per thread at 128 to 1024 threads, and chunks of
- * 2048 to 8192 columns narrower than the row.
+ * 8, 16 or 32 elements per thread at 128 to 1024 threads, each without a
+ * pipeline and with a ring of 3 stages where shared memory holds it, and
+ * chunks of 2048 to 8192 columns narrower than the row.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the

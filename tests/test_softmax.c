@@ -251,6 +251,22 @@ static void test_default_schedules(void **state)
     d.schedule = (tl_softmax_schedule){.threads = 128};
     s = tl_op_softmax_schedule(ctx, &d);
     assert_true(s.width == 8192 && s.rows == 1 && s.threads == 128);
+    /* a default ring fits the target's shared memory, f32 rows included */
+    const char *targets[] = {"sm_80", "sm_90a"};
+    const int64_t limit[] = {166912, 232448};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx *c = test_offline_ctx(targets[t]);
+        for (int64_t cols = 1; cols <= 32768; cols *= 2)
+            for (int dt = 0; dt < 2; dt++) {
+                tl_softmax_desc f = {.rows = 10, .cols = cols, .in_dtype = dt ? TL_F32 : TL_F16, .out_dtype = TL_F16};
+                tl_softmax_schedule e = tl_op_softmax_schedule(c, &f);
+                int64_t bytes = (int64_t)e.stages * e.rows * e.width * (dt ? 4 : 2);
+                assert_true(e.stages >= 1 && e.stages <= 8);
+                if (e.stages > 1 && bytes > limit[t])
+                    fail_msg("%s cols %lld: a default ring of %lld bytes", targets[t], (long long)cols, (long long)bytes);
+            }
+        tl_ctx_destroy(c);
+    }
     /* invalid: zeros */
     d.schedule.threads = 100;
     s = tl_op_softmax_schedule(ctx, &d);
@@ -336,9 +352,12 @@ static void test_registry_and_parameters(void **state)
     tl_kernel_destroy(k);
     assert_status(tl_op_build(ctx, "rmsnorm", TL_F32, &k), TL_OK);
     float x[3] = {3, 4, 0}, w[3] = {1, 2, 3}, y[3];
-    tl_arg args[8] = {tl_arg_int(1),     tl_arg_int(3),     tl_arg_int(3),     tl_arg_int(3),
-                      tl_arg_hptr(x),    tl_arg_hptr(y),    tl_arg_hptr(w),    tl_arg_float(0)};
-    assert_status(tl_interpret(k, 8, args), TL_OK);
+    tl_arg args[9] = {tl_arg_int(1),  tl_arg_int(3),  tl_arg_int(3),  tl_arg_int(3),   tl_arg_hptr(x),
+                      tl_arg_hptr(y), tl_arg_hptr(w), tl_arg_float(0), tl_arg_int(1)};
+    /* the registry's kernel is the default schedule of 1024 columns: with a
+     * ring, the blocks-at-once argument comes last */
+    tl_rmsnorm_desc rd = {.rows = 1, .cols = 1024, .in_dtype = TL_F32, .out_dtype = TL_F32, .eps = 1e-6};
+    assert_status(tl_interpret(k, tl_op_rmsnorm_schedule(ctx, &rd).stages > 1 ? 9 : 8, args), TL_OK);
     /* mean of squares 25 / 3 */
     double r = 1 / sqrt(25.0 / 3);
     assert_true(fabs(y[0] - 3 * r) < 1e-6 && fabs(y[1] - 8 * r) < 1e-6 && y[2] == 0);

@@ -113,9 +113,10 @@ tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
         s.stages = def->stages;
         /* a default ring that the target's shared memory cannot hold shrinks */
         int64_t tile = (int64_t)s.rows * s.width * (int64_t)tl_dtype_size(d->in_dtype);
-        while (s.stages > 2 && s.stages * tile > smem_budget(ctx))
+        int64_t room = smem_budget(ctx) - 1024; /* the reductions' scratch */
+        while (s.stages > 2 && s.stages * tile > room)
             s.stages--;
-        if (s.stages == 2 && 2 * tile > smem_budget(ctx))
+        if (s.stages == 2 && 2 * tile > room)
             s.stages = 1;
     }
     if (d->cols > s.width) /* the online path has no tile loop */

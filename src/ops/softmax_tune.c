@@ -105,7 +105,8 @@ bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule
     tl_tune_config c;
     if (!tli_tune_db_find(ctx, &k, &rec))
         return false;
-    if (tli_tune_config_parse(param_names, rec.config, &c) && valid(&(tl_softmax_schedule){c.v[0], c.v[1], c.v[2], c.v[3]})) {
+    if (tli_tune_config_parse(param_names, rec.config, &c) &&
+        valid(&(tl_softmax_schedule){c.v[0], c.v[1], c.v[2], c.v[3]})) {
         *out = schedule_of(&c);
         return true;
     }

@@ -101,6 +101,7 @@ static void softmax_structs(void)
     FIELD(tl_softmax_schedule, width);
     FIELD(tl_softmax_schedule, rows);
     FIELD(tl_softmax_schedule, threads);
+    FIELD(tl_softmax_schedule, stages);
 
     STRUCT(tl_softmax_desc);
     FIELD(tl_softmax_desc, rows);

@@ -689,6 +689,9 @@ typedef struct tl_program_info {
     int threads;           /* threads per block                         */
     int smem_bytes;        /* dynamic shared memory per block           */
     int regs;              /* registers per thread (0 when not loaded)  */
+    int blocks_per_sm;     /* blocks one SM holds at once, from its
+                              registers, shared memory and threads (0
+                              when not loaded or the driver cannot tell) */
 } tl_program_info;
 TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out);
 
@@ -1068,11 +1071,25 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  * other schedule, zero fields take the default's values for that width.
  * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
  * threads a multiple of 32 in 32..1024. How many registers a thread may
- * hold is checked by tl_compile (TL_ERR_SHAPE). */
+ * hold is checked by tl_compile (TL_ERR_SHAPE).
+ * stages, how the one-pass path keeps memory busy while a block reduces
+ * (the online path ignores it):
+ *   1     no pipeline: a block takes one tile of `rows` rows, loaded
+ *         straight into registers;
+ *   2..8  a block takes several tiles in turn, as many as make the grid
+ *         one wave of the GPU (from its SM count and the program's blocks
+ *         per SM, at launch), each arriving through a ring of `stages`
+ *         shared-memory slots that cp.async fills stages - 1 tiles ahead
+ *         (stages x rows x width input elements of shared memory).
+ * With stages other than 1 the program takes one more launch argument,
+ * the last: how many blocks the GPU runs at once (tl_op_softmax and
+ * tl_op_rmsnorm pass its SM count times the program's blocks_per_sm; any
+ * value is correct, 0 counting as 1). */
 typedef struct tl_softmax_schedule {
     int width;
     int rows;
     int threads;
+    int stages;
 } tl_softmax_schedule;
 
 /* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
@@ -1102,7 +1119,9 @@ TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x
  * filled in. Zeros for a NULL ctx or d, or an invalid d. */
 TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_desc *d);
 /* The compiled program tl_op_softmax uses for d (owned by the context).
- * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers). */
+ * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers), and
+ * for a schedule with stages other than 1 the blocks the GPU runs at once
+ * (an integer). */
 TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out);
 /* Builds the softmax kernel of d (schedule included) for inspection, the
  * interpreter or a sweep. *out is a new kernel the caller destroys. */
@@ -1127,7 +1146,7 @@ TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x
                                void *stream);
 /* The schedule, the program and the kernel of tl_op_rmsnorm, as those of
  * tl_op_softmax. The program's launch arguments: M, N, ld_in, ld_out
- * (integers), X, Y, W (pointers), eps (a float). */
+ * (integers), X, Y, W (pointers), eps (a float)[, blocks at once]. */
 TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_desc *d);
 TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, const tl_program **out);
 TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out);
@@ -1249,7 +1268,7 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
  * kernel's builder gives its own). For "gemm" they are the fields of
  * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
  * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp); for
- * "softmax" those of tl_softmax_schedule: width, rows, threads. */
+ * "softmax" those of tl_softmax_schedule: width, rows, threads, stages. */
 typedef struct tl_tune_config {
     int v[TL_TUNE_MAX_PARAMS];
 } tl_tune_config;
@@ -1414,8 +1433,9 @@ typedef struct tl_tune_result {
  * float64 softmax computed on the host from the same random bits; the
  * baseline a device-to-device copy of the input; rates in GB/s (the input
  * read and the output written once). The space: one-pass widths holding
- * 8, 16 or 32 elements per thread at 128 to 1024 threads, and chunks of
- * 2048 to 8192 columns narrower than the row.
+ * 8, 16 or 32 elements per thread at 128 to 1024 threads, each without a
+ * pipeline and with a ring of 3 stages where shared memory holds it, and
+ * chunks of 2048 to 8192 columns narrower than the row.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the

@@ -191,6 +191,9 @@ typedef struct tli_driver_api {
     CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*cuGetErrorName)(CUresult r, const char **name);
     CUresult (*cuGetErrorString)(CUresult r, const char **text);
+    /* may be NULL */
+    CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, CUfunction fn, int block_size,
+                                                           size_t dynamic_smem_bytes);
     /* may be NULL (drivers before 12.0) */
     CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *map, int data_type, uint32_t rank,
                                        void *global_address, const uint64_t *global_dim,

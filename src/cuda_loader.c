@@ -176,6 +176,7 @@ static const sym_spec driver_syms[] = {
     DRV(cuGetErrorName, "cuGetErrorName"),
     DRV(cuGetErrorString, "cuGetErrorString"),
     DRV_OPT(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
+    DRV_OPT(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
 };
 
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;

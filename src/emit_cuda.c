@@ -831,7 +831,13 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
                     c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * n->vec) : tli_e_fmt(E, "%s_run", lastv);
                 const char *li[TL_MAX_RANK];
                 index_texts(E, n->buf, n->idx, li);
-                tli_e_line(E, "tl_ld_chunk(tl_L%d[tl_q][%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
+                if (tli_B(E->ir, n->buf)->scope == B_SHARED) { /* a whole piece in one place (pass_threads) */
+                    char *off, *ok;
+                    tli_e_smem_access(E, n->buf, li, NULL, &off, &ok);
+                    tli_e_line(E, "tl_ld_vec(tl_L%d[tl_q][%d], %s + (%s));", loads[i], c, tli_e_buf(E, n->buf), off);
+                } else {
+                    tli_e_line(E, "tl_ld_chunk(tl_L%d[tl_q][%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
+                }
             }
         }
         E->var_text[s->vars[last]] = NULL;

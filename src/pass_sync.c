@@ -200,11 +200,30 @@ static void keep_visible(syncer *Y, tli_bufset *set)
             set->bits[b / 64] &= ~(1ull << (b % 64));
 }
 
+/* What the next iteration of loop s touches before a barrier: the
+ * statements of its body ahead of the first block barrier at its top
+ * level (a pipeline's), or the whole body when there is none. */
+static void head_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
+{
+    int32_t c = tli_S(Y->ir, s)->body;
+    while (c && tli_S(Y->ir, c)->op != S_BARRIER)
+        c = tli_S(Y->ir, c)->next;
+    if (!c) {
+        access(Y, s, rd, wr);
+        return;
+    }
+    tli_bufset_clear(rd);
+    tli_bufset_clear(wr);
+    for (c = tli_S(Y->ir, s)->body; tli_S(Y->ir, c)->op != S_BARRIER; c = tli_S(Y->ir, c)->next)
+        tli_stmt_access(Y->ir, c, rd, wr);
+}
+
 /* A loop: the body walked from the state it is entered with, except that
  * the wgmma groups one iteration leaves in flight (found by a dry walk)
  * are in flight when the next starts; what the end of an iteration leaves
- * against the body's accesses gets a barrier (and the wait of a pending
- * copy) at the end of the body. */
+ * against what the next one touches before its first barrier gets a
+ * barrier at the end of the body, and a copy still pending that the body
+ * touches anywhere its wait. */
 static void walk_loop(syncer *Y, int32_t s, state *st)
 {
     state probe, run;
@@ -231,6 +250,7 @@ static void walk_loop(syncer *Y, int32_t s, state *st)
     else {
         access(Y, s, &rd, &wr);
         bool copy = tli_bufset_meets(&run.async, &rd) || tli_bufset_meets(&run.async, &wr);
+        head_access(Y, s, &rd, &wr);
         keep_visible(Y, &rd);
         keep_visible(Y, &wr);
         bool hazard = tli_bufset_meets(&run.wr, &rd) || tli_bufset_meets(&run.wr, &wr) || tli_bufset_meets(&run.rd, &wr);

@@ -39,10 +39,43 @@ static bool straight_stores(const tli_ir *ir, int32_t body)
     return body != 0;
 }
 
+/* Whether load n of shared tile [R, C] in loop s over blocked-rows runs
+ * can read whole pieces of `lanes` elements: its column index is the
+ * loop's last variable itself (a run starts at a multiple of v, a piece at
+ * a multiple of lanes), its row index does not move with it and stays in
+ * the tile, and the loop does not write the tile. A piece then lies in one
+ * 16-byte chunk of a row, which the swizzle moves whole, at an offset
+ * aligned to its size (rows and stages of whole pieces, buffers aligned to
+ * 128 bytes): one ld.shared of 4, 8 or 16 bytes, where element by element
+ * a 16-byte run costs eight loads and their address arithmetic. */
+static bool shared_piece(const tli_lowered *L, int32_t s, const tli_enode *n, int lanes)
+{
+    const tli_ir *ir = &L->ir;
+    const tli_snode *loop = tli_S(ir, s);
+    const tli_bnode *b = tli_B(ir, n->buf);
+    int last = loop->rank - 1;
+    size_t bytes = tl_dtype_size((tl_dtype)b->dtype) * (size_t)lanes;
+    if (b->scope != B_SHARED || b->rank != 2 || L->smem[n->buf].blocked || lanes < 2 ||
+        (bytes != 4 && bytes != 8 && bytes != 16) || b->cshape[1] % lanes)
+        return false;
+    int32_t row = ir->pool.v[n->idx], col = ir->pool.v[n->idx + 1];
+    const tli_enode *c = tli_E(ir, col);
+    if (c->op != E_LOOP_VAR || c->loop != s || c->ival != last || loop->extents[last] > b->cshape[1])
+        return false;
+    int64_t lo, hi;
+    if (tli_expr_uses_var(ir, row, s, last) || !tli_expr_range(ir, row, &lo, &hi) || lo < 0 || hi >= b->cshape[0])
+        return false;
+    for (int32_t st = loop->body; st; st = tli_S(ir, st)->next)
+        if (tli_S(ir, st)->buf == n->buf)
+            return false;
+    return true;
+}
+
 /* A loop over a blocked-rows fragment: a thread's registers come in runs
  * of v consecutive columns, so a global access at unit stride along the
- * columns can move a run (in 16-byte pieces) at once. Marks those accesses
- * and records the run length in TLI_X_PAR_LANES. */
+ * columns can move a run (in 16-byte pieces) at once, and so can a read of
+ * a shared tile along its rows (shared_piece). Marks those accesses and
+ * records the run length in TLI_X_PAR_LANES. */
 static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
 {
     tli_ir *ir = &L->ir;
@@ -68,10 +101,12 @@ static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
             tli_enode *n = &ir->e.v[e];
             if (!e || n->scope == 0 || n->vec)
                 continue;
-            if (n->op == E_LOAD && tli_B(ir, n->buf)->scope == B_GLOBAL) {
+            int scope = n->op == E_LOAD ? tli_B(ir, n->buf)->scope : 0;
+            if (scope == B_GLOBAL || scope == B_SHARED) {
                 int ln = 16 / (int)tl_dtype_size((tl_dtype)tli_B(ir, n->buf)->dtype);
                 ln = ln < v ? ln : v;
-                if (tli_access_vectorizable(ir, s, n->buf, n->idx, ln, true)) {
+                if (scope == B_GLOBAL ? tli_access_vectorizable(ir, s, n->buf, n->idx, ln, true)
+                                      : shared_piece(L, s, n, ln)) {
                     n->vec = (uint8_t)ln;
                     any = true;
                 }

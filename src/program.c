@@ -167,6 +167,10 @@ tl_status tli_program_load(tl_ctx *ctx, tl_program *p)
                           "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
     if (st == TL_OK)
         cu->cuFuncGetAttribute(&p->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, p->fn);
+    if (st == TL_OK && cu->cuOccupancyMaxActiveBlocksPerMultiprocessor &&
+        cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&p->blocks_per_sm, p->fn, p->threads,
+                                                         (size_t)p->smem_bytes) != CUDA_SUCCESS)
+        p->blocks_per_sm = 0;
     return st;
 }
 
@@ -375,6 +379,7 @@ TL_API tl_status tl_program_get_info(const tl_program *p, tl_program_info *out)
     out->threads = p->threads;
     out->smem_bytes = p->smem_bytes;
     out->regs = p->regs;
+    out->blocks_per_sm = p->blocks_per_sm;
     return TL_OK;
 }
 

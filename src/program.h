@@ -35,6 +35,7 @@ struct tl_program {
     CUmodule mod;          /* NULL when not loaded                        */
     CUfunction fn;
     int regs;
+    int blocks_per_sm;     /* the driver's occupancy (0: not known)        */
 };
 
 /* Compiling in phases (tl_compile runs them in order; a batch compile can

@@ -108,6 +108,9 @@ static void test_explicit_schedules(void **state)
     const tl_softmax_schedule sched[] = {
         {.width = 64, .rows = 4, .threads = 64},    {.width = 256, .rows = 1, .threads = 32},
         {.width = 2048, .rows = 2, .threads = 128}, {.width = 1024, .rows = 4, .threads = 512},
+        {.width = 64, .rows = 4, .threads = 64, .stages = 3},
+        {.width = 2048, .rows = 2, .threads = 128, .stages = 2},
+        {.width = 1024, .rows = 8, .threads = 256, .stages = 4},
     };
     const int64_t cols[] = {50, 64, 300, 2048, 5000};
     for (size_t s = 0; s < sizeof sched / sizeof sched[0]; s++)
@@ -120,6 +123,35 @@ static void test_explicit_schedules(void **state)
 
 /* -inf rows give zeros, also after whole -inf chunks of the online path;
  * +-1e4 (exp overflows / underflows) is exact, in both paths. */
+/* Rings of shared tiles (rows.c): blocks that take many tiles (rows well
+ * past one wave), the widest rows, a row past the ring's last full tile;
+ * rows that are not whole 16-byte chunks, or strides or starts that are
+ * not aligned, run the safe variant (plain copies into the slots). */
+static void test_ring_schedules(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const struct { int64_t rows, cols; tl_softmax_schedule s; } cases[] = {
+        {small ? 300 : 5000, 1024, {.width = 1024, .rows = 8, .threads = 256, .stages = 3}},
+        {small ? 200 : 3001, 2000, {.width = 2048, .rows = 4, .threads = 256, .stages = 2}},
+        {small ? 40 : 700, 4096, {.width = 4096, .rows = 1, .threads = 512, .stages = 4}},
+        {small ? 9 : 300, 32768, {.width = 32768, .rows = 1, .threads = 1024, .stages = 3}},
+        {small ? 9 : 300, 30000, {.width = 32768, .rows = 1, .threads = 1024, .stages = 2}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        row_case c = row_case_make(cases[i].rows, cases[i].cols, TL_F16, TL_F16);
+        c.sched = cases[i].s;
+        run_both(&c, 500 + i, -6, 6, 0);
+        c.ld_in = c.cols + 3, c.ld_out = c.cols + 1; /* the safe variant */
+        run_both(&c, 510 + i, -6, 6, 0);
+        c.ld_in = c.ld_out = c.cols + 8; /* aligned rows at a misaligned start: safe too */
+        run_both(&c, 520 + i, -6, 6, 1);
+    }
+    row_case c = row_case_make(small ? 50 : 999, 777, TL_BF16, TL_F32); /* rows of 1554 bytes: safe */
+    c.sched = (tl_softmax_schedule){.width = 1024, .rows = 4, .threads = 128, .stages = 3};
+    run_both(&c, 530, -6, 6, 0);
+}
+
 static void test_special_values(void **state)
 {
     (void)state;
@@ -164,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_shapes_and_dtypes),
         cmocka_unit_test(test_strided_and_misaligned),
         cmocka_unit_test(test_explicit_schedules),
+        cmocka_unit_test(test_ring_schedules),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_pointer_errors),
     };

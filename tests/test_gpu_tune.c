@@ -232,7 +232,8 @@ static void test_tune_softmax_then_use(void **state)
     assert_true(r->passed > 0);
     assert_true(r->saved);
     assert_string_equal(r->unit, "GB/s");
-    tl_softmax_schedule want = {r->entries[0].config.v[0], r->entries[0].config.v[1], r->entries[0].config.v[2]};
+    tl_softmax_schedule want = {r->entries[0].config.v[0], r->entries[0].config.v[1], r->entries[0].config.v[2],
+                                r->entries[0].config.v[3]};
     tl_softmax_schedule got = tl_op_softmax_schedule(ctx, &d);
     assert_memory_equal(&got, &want, sizeof got);
     tl_tune_result_destroy(r);

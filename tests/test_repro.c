@@ -4,7 +4,7 @@
  * must print what the original kernel gives, byte for byte: its generated
  * source (for the baked-in target or one given on the command line) and its
  * dump. Kernels: the vector add (also a golden file), the test zoo, GEMMs
- * with fused epilogues (classic and ping-pong), softmax (one pass and
+ * with fused epilogues (classic and ping-pong), softmax (one pass, ring and
  * online), RMSNorm, FlashAttention, the dual GEMM of the examples, and
  * kernels made to reach every builder call. Where no
  * C compiler is found, the programs are still written and checked for what
@@ -253,6 +253,16 @@ static void test_repro_rows(void **state)
     tl_rmsnorm_desc r = {.rows = 64, .cols = 4096, .in_dtype = TL_F16, .out_dtype = TL_F32, .eps = 1e-6};
     assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_OK);
     check_repro(k, "rmsnorm", NULL, 0);
+    tl_kernel_destroy(k);
+    /* a ring of shared tiles: tl_pipelined, the tile copy, the blocks dim */
+    s = (tl_softmax_desc){.rows = 64, .cols = 2000, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                          .schedule = {.width = 2048, .rows = 2, .threads = 128, .stages = 3}};
+    assert_status(tl_op_softmax_build(ctx, &s, &k), TL_OK);
+    check_repro(k, "softmax_ring", NULL, 0);
+    tl_kernel_destroy(k);
+    r.schedule = (tl_softmax_schedule){.stages = 2};
+    assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_OK);
+    check_repro(k, "rmsnorm_ring", NULL, 0);
     tl_kernel_destroy(k);
 }
 

@@ -6,7 +6,13 @@
  * the default schedules; descriptor errors name the call. */
 #include "fixture.h"
 
+#include "program.h"
 #include "rows_ref.h"
+
+/* The blocks-at-once argument a pipelined schedule's program takes last
+ * (any value is correct: a few, so that blocks take several tiles, the
+ * last block fewer). */
+static int blocks_arg = 3;
 
 /* Runs the softmax kernel of c in the interpreter on x (c->rows rows of
  * ld_in elements of in_dtype) and compares it with the reference. */
@@ -17,9 +23,10 @@ static void check_softmax(const row_case *c, const void *x)
     tl_kernel *k;
     assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
     void *y = row_alloc_poisoned(c->rows, c->ld_out, c->out);
-    tl_arg args[6] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
-                      tl_arg_hptr((void *)x), tl_arg_hptr(y)};
-    assert_status(tl_interpret(k, 6, args), TL_OK);
+    tl_arg args[7] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
+                      tl_arg_hptr((void *)x), tl_arg_hptr(y), tl_arg_int(blocks_arg)};
+    int n = tl_op_softmax_schedule(ctx, &d).stages > 1 ? 7 : 6;
+    assert_status(tl_interpret(k, n, args), TL_OK);
     double *ref = row_softmax_ref(c, x);
     row_compare(c, "softmax", y, ref);
     free(ref), free(y);
@@ -34,9 +41,11 @@ static void check_rmsnorm(const row_case *c, const void *x, double eps)
     assert_status(tl_op_rmsnorm_build(ctx, &d, &k), TL_OK);
     void *w = row_alloc_random(1, c->cols, c->in, 4242, 0.5, 1.5);
     void *y = row_alloc_poisoned(c->rows, c->ld_out, c->out);
-    tl_arg args[8] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
-                      tl_arg_hptr((void *)x), tl_arg_hptr(y), tl_arg_hptr(w), tl_arg_float(eps)};
-    assert_status(tl_interpret(k, 8, args), TL_OK);
+    tl_arg args[9] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
+                      tl_arg_hptr((void *)x), tl_arg_hptr(y), tl_arg_hptr(w), tl_arg_float(eps),
+                      tl_arg_int(blocks_arg)};
+    int n = tl_op_rmsnorm_schedule(ctx, &d).stages > 1 ? 9 : 8;
+    assert_status(tl_interpret(k, n, args), TL_OK);
     double *ref = row_rmsnorm_ref(c, x, w, eps);
     row_compare(c, "rmsnorm", y, ref);
     free(ref), free(y), free(w);
@@ -85,6 +94,97 @@ static void test_online_path(void **state)
         c.ld_in = cols[i] + 1;
         check_both(&c, 60 + i, -10, 10);
     }
+}
+
+/* Pipelined schedules (a ring of shared tiles, rows.c): blocks that take
+ * several tiles, the last block fewer, a tile past the last row, ragged
+ * and strided rows, every dtype pair, and blocks-at-once arguments of 1
+ * (one block takes every tile), a few, and more than there are tiles; the
+ * online path ignores the stages (no extra argument). */
+static void test_ring_schedules(void **state)
+{
+    (void)state;
+    const int64_t shapes[][2] = {{1, 1}, {5, 3}, {11, 50}, {37, 64}, {9, 33}, {23, 17}};
+    const tl_dtype pairs[][2] = {{TL_F16, TL_F16}, {TL_BF16, TL_F32}, {TL_F32, TL_F32}, {TL_F32, TL_BF16}};
+    const tl_softmax_schedule sched[] = {
+        {.width = 64, .rows = 4, .threads = 64, .stages = 2},
+        {.width = 64, .rows = 1, .threads = 32, .stages = 3},
+        {.width = 128, .rows = 2, .threads = 64, .stages = 4},
+    };
+    const int blocks[] = {1, 3, 1000};
+    uint64_t seed = 400;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            row_case c = row_case_make(shapes[s][0], shapes[s][1], pairs[p][0], pairs[p][1]);
+            c.sched = sched[(s + p) % 3];
+            if (p % 2)
+                c.ld_in = c.cols + 5, c.ld_out = c.cols + 2;
+            blocks_arg = blocks[(s + 2 * p) % 3];
+            check_both(&c, seed++, -6, 6);
+        }
+    row_case c = row_case_make(7, 100, TL_F16, TL_F16); /* online: 4 chunks of 32 */
+    c.sched = (tl_softmax_schedule){.width = 32, .rows = 2, .threads = 64, .stages = 3};
+    tl_softmax_desc d = {.rows = c.rows, .cols = c.cols, .in_dtype = c.in, .out_dtype = c.out, .schedule = c.sched};
+    assert_int_equal(tl_op_softmax_schedule(ctx, &d).stages, 1);
+    check_both(&c, 450, -6, 6);
+    blocks_arg = 3;
+}
+
+/* The ring's code: cp.async into the slots, 16-byte ld.shared out of them
+ * (pass_threads), the blocks-at-once parameter last, no barrier at the end
+ * of the tile loop (its head has the pipeline's); cubins for sm_80 and
+ * sm_90a and the safe variants (misaligned rows: plain copies) compile. */
+static void test_ring_code_and_cubins(void **state)
+{
+    (void)state;
+    const tl_softmax_schedule sched[] = {
+        {.width = 1024, .rows = 8, .threads = 256, .stages = 3},
+        {.width = 4096, .rows = 1, .threads = 256, .stages = 3},
+        {.width = 32768, .rows = 1, .threads = 1024, .stages = 3},
+    };
+    const char *targets[] = {"sm_80", "sm_90a"};
+    for (size_t s = 0; s < sizeof sched / sizeof sched[0]; s++)
+        for (int op = 0; op < 2; op++) {
+            tl_kernel *k;
+            if (op == 0) {
+                tl_softmax_desc d = {.rows = 1, .cols = sched[s].width, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                                     .schedule = sched[s]};
+                assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
+            } else {
+                tl_rmsnorm_desc d = {.rows = 1, .cols = sched[s].width, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                                     .eps = 1e-6, .schedule = sched[s]};
+                assert_status(tl_op_rmsnorm_build(ctx, &d, &k), TL_OK);
+            }
+            char *src;
+            assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+            const char *want[] = {"tl_cp_async16(", "tl_ld_vec(tl_L", "long long blocks)", "_ring3_"};
+            for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+                if (!strstr(src, want[i]))
+                    fail_msg("%s width %d: the source lacks %s", op ? "rmsnorm" : "softmax", sched[s].width, want[i]);
+            /* the stores are the loop's last statements: no barrier after them */
+            const char *end = strstr(src, "tl_cp_async_wait<0>();"), *last_bar = NULL, *last_st = NULL;
+            assert_non_null(end);
+            for (const char *b = strstr(src, "__syncthreads();"); b && b < end; b = strstr(b + 1, "__syncthreads();"))
+                last_bar = b;
+            for (const char *b = strstr(src, "tl_st_chunk("); b && b < end; b = strstr(b + 1, "tl_st_chunk("))
+                last_st = b;
+            assert_true(last_bar && last_st && last_st > last_bar);
+            tl_free_host(src);
+            for (int t = 0; t < 2; t++) {
+                if (t == 0 && sched[s].width == 32768)
+                    continue; /* 3 x 64 KiB is over sm_80's 163 KiB */
+                tl_program *p;
+                if (tl_compile(k, &(tl_compile_options){.target = targets[t]}, &p) != TL_OK)
+                    fail_msg("%s width %d %s: %s", op ? "rmsnorm" : "softmax", sched[s].width, targets[t],
+                             tl_ctx_error(ctx));
+                const tl_program *safe;
+                if (tli_program_safe_variant(p, &safe) != TL_OK)
+                    fail_msg("%s width %d %s, safe variant: %s", op ? "rmsnorm" : "softmax", sched[s].width,
+                             targets[t], tl_ctx_error(ctx));
+                tl_program_destroy(p);
+            }
+            tl_kernel_destroy(k);
+        }
 }
 
 /* Beyond 32768 columns the default is the online path, in 8192-column
@@ -151,6 +251,22 @@ static void test_default_schedules(void **state)
     d.schedule = (tl_softmax_schedule){.threads = 128};
     s = tl_op_softmax_schedule(ctx, &d);
     assert_true(s.width == 8192 && s.rows == 1 && s.threads == 128);
+    /* a default ring fits the target's shared memory, f32 rows included */
+    const char *targets[] = {"sm_80", "sm_90a"};
+    const int64_t limit[] = {166912, 232448};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx *c = test_offline_ctx(targets[t]);
+        for (int64_t cols = 1; cols <= 32768; cols *= 2)
+            for (int dt = 0; dt < 2; dt++) {
+                tl_softmax_desc f = {.rows = 10, .cols = cols, .in_dtype = dt ? TL_F32 : TL_F16, .out_dtype = TL_F16};
+                tl_softmax_schedule e = tl_op_softmax_schedule(c, &f);
+                int64_t bytes = (int64_t)e.stages * e.rows * e.width * (dt ? 4 : 2);
+                assert_true(e.stages >= 1 && e.stages <= 8);
+                if (e.stages > 1 && bytes > limit[t])
+                    fail_msg("%s cols %lld: a default ring of %lld bytes", targets[t], (long long)cols, (long long)bytes);
+            }
+        tl_ctx_destroy(c);
+    }
     /* invalid: zeros */
     d.schedule.threads = 100;
     s = tl_op_softmax_schedule(ctx, &d);
@@ -236,9 +352,12 @@ static void test_registry_and_parameters(void **state)
     tl_kernel_destroy(k);
     assert_status(tl_op_build(ctx, "rmsnorm", TL_F32, &k), TL_OK);
     float x[3] = {3, 4, 0}, w[3] = {1, 2, 3}, y[3];
-    tl_arg args[8] = {tl_arg_int(1),     tl_arg_int(3),     tl_arg_int(3),     tl_arg_int(3),
-                      tl_arg_hptr(x),    tl_arg_hptr(y),    tl_arg_hptr(w),    tl_arg_float(0)};
-    assert_status(tl_interpret(k, 8, args), TL_OK);
+    tl_arg args[9] = {tl_arg_int(1),  tl_arg_int(3),  tl_arg_int(3),  tl_arg_int(3),   tl_arg_hptr(x),
+                      tl_arg_hptr(y), tl_arg_hptr(w), tl_arg_float(0), tl_arg_int(1)};
+    /* the registry's kernel is the default schedule of 1024 columns: with a
+     * ring, the blocks-at-once argument comes last */
+    tl_rmsnorm_desc rd = {.rows = 1, .cols = 1024, .in_dtype = TL_F32, .out_dtype = TL_F32, .eps = 1e-6};
+    assert_status(tl_interpret(k, tl_op_rmsnorm_schedule(ctx, &rd).stages > 1 ? 9 : 8, args), TL_OK);
     /* mean of squares 25 / 3 */
     double r = 1 / sqrt(25.0 / 3);
     assert_true(fabs(y[0] - 3 * r) < 1e-6 && fabs(y[1] - 8 * r) < 1e-6 && y[2] == 0);
@@ -251,6 +370,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_pass_ragged),
         cmocka_unit_test(test_online_path),
+        cmocka_unit_test(test_ring_schedules),
+        cmocka_unit_test(test_ring_code_and_cubins),
         cmocka_unit_test(test_default_online_beyond_32768),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_default_schedules),

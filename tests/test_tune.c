@@ -735,11 +735,14 @@ static void test_softmax_space_and_record(void **state)
     assert_string_equal(key.dtypes, "f16->f16");
     tl_tune_config cfg[64];
     int n = op->space(ctx, &d, cfg, 64);
-    assert_int_equal(n, 12); /* one pass: 8, 16, 32 elements per thread x 4 thread counts */
+    /* one pass: 8, 16, 32 elements per thread x 4 thread counts, without a
+     * pipeline and with a ring of 3 stages */
+    assert_int_equal(n, 24);
     for (int i = 0; i < n; i++) {
         tl_softmax_desc one = d;
-        one.schedule = (tl_softmax_schedule){cfg[i].v[0], cfg[i].v[1], cfg[i].v[2]};
+        one.schedule = (tl_softmax_schedule){cfg[i].v[0], cfg[i].v[1], cfg[i].v[2], cfg[i].v[3]};
         assert_int_equal(one.schedule.width, 1024);
+        assert_int_equal(one.schedule.stages, i < 12 ? 1 : 3);
         tl_kernel *k;
         assert_status(op->build(ctx, &d, &cfg[i], &k), TL_OK); /* every candidate builds */
         tl_kernel_destroy(k);
@@ -763,7 +766,11 @@ static void test_softmax_space_and_record(void **state)
     r.ms = 1;
     snprintf(r.shape, sizeof r.shape, "4000x1000");
     assert_status(tli_tune_db_save(c, &r), TL_OK);
-    tl_softmax_schedule got = tl_op_softmax_schedule(c, &d), want = {1024, 2, 128};
+    /* a record from before stages existed: the default's stages */
+    tl_softmax_desc plain = d;
+    plain.schedule.width = 1024;
+    tl_softmax_schedule got = tl_op_softmax_schedule(c, &d),
+                        want = {1024, 2, 128, tl_op_softmax_schedule(ctx, &plain).stages};
     assert_memory_equal(&got, &want, sizeof got);
     tl_softmax_desc other = d;
     other.rows = 64; /* another class */

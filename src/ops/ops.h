@@ -31,8 +31,10 @@ typedef struct tli_rows_desc {
 /* Checks sizes, strides, dtypes and the schedule's fields; the message on
  * ctx starts with api. */
 tl_status tli_rows_check(tl_ctx *ctx, const tli_rows_desc *d, const char *api);
-/* d->schedule with the defaults filled in (d already checked). */
-tl_softmax_schedule tli_rows_schedule(const tli_rows_desc *d);
+/* d->schedule with the defaults filled in (d already checked): stages
+ * fitted to the shared memory of ctx's target when defaulted, 1 on the
+ * online path. */
+tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d);
 
 /* A device pointer argument of a row-wise op, for tli_rows_check_pointers. */
 typedef struct tli_rows_ptr {
@@ -45,19 +47,37 @@ tl_status tli_rows_check_pointers(tl_ctx *ctx, const tli_rows_desc *d, const cha
                                   const tli_rows_ptr *ptrs);
 
 /* A row-wise kernel under construction: dims M, N, ld_in, ld_out, tensors
- * X [M, N] (in_dtype) and Y [M, N] (out_dtype) with those row strides, the
- * grid (one block per R rows) and the block's first row. */
+ * X [M, N] (in_dtype) and Y [M, N] (out_dtype) with those row strides;
+ * after tli_rows_open, the grid and the first row of the tile the block
+ * works on (inside the loop over its tiles when stages != 1). */
 typedef struct tli_rows_kernel {
     tl_kernel *k;
     tl_expr M, N, bx, row0;
     tl_buf X, Y;
-    int64_t R, W;   /* rows per block, columns per pass (the fragment) */
+    int64_t R, W;   /* rows per tile, columns per pass (the fragment) */
     bool online;    /* cols > W: passes over chunks of W columns */
+    int stages;     /* the effective schedule's (rows.c) */
+    int threads;
+    tl_dtype in;
+    tl_expr P, t;   /* stages != 1: tiles per block, the tile loop's variable */
+    tl_buf ring;    /* stages >= 2: the shared tile the ring of slots is made of */
 } tli_rows_kernel;
 
-/* Starts the kernel `<op>_<in>_<out>_w<W>[_online]` of d's effective
- * schedule. Returns TL_OK or TL_ERR_OUT_OF_MEMORY. */
+/* Starts the kernel `<op>_<in>_<out>_w<W>[_online][_ring<S>]` of
+ * d's effective schedule: its dims and tensors. Returns TL_OK or
+ * TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tli_rows_kernel *rk);
+/* After the op's own parameters: [the `tiles` dim,] the grid, and, when
+ * stages != 1, the loop over the block's tiles (with the copy of the ring's
+ * tile at its head), which tli_rows_close ends. */
+void tli_rows_open(tli_rows_kernel *rk);
+void tli_rows_close(tli_rows_kernel *rk);
+/* Inside the tile loop (stages >= 2): x [R, W] (an f32 fragment) = the
+ * ring slot's rows in f32, pad past column N. */
+void tli_rows_load(const tli_rows_kernel *rk, tl_buf x, float pad);
+/* The same element by element, inside the caller's tl_parallel over
+ * [R, W] (variables v): the slot's X[row, v[1]] in f32, pad past N. */
+tl_expr tli_rows_ring_at(const tli_rows_kernel *rk, const tl_expr *v, float pad);
 /* Hands the kernel over (*out), or destroys it and reports its error on
  * ctx, prefixed by api. */
 tl_status tli_rows_end(tl_ctx *ctx, tli_rows_kernel *rk, const char *api, tl_kernel **out);
@@ -69,6 +89,12 @@ tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
 /* The first launch arguments of every row-wise program: M, N, ld_in,
  * ld_out, X, Y. Returns how many it wrote (6). */
 int tli_rows_args(const tli_rows_desc *d, uint64_t x, uint64_t y, tl_arg *args);
+/* The last launch argument of program p of d, when its schedule has one
+ * (stages != 1): the blocks ctx's GPU runs at once, tli_rows_wave.
+ * Returns how many it wrote (0 or 1). */
+int tli_rows_tail_args(tl_ctx *ctx, const tl_program *p, const tli_rows_desc *d, tl_arg *args);
+/* SMs x the blocks of p one SM holds (1 when unknown). */
+int64_t tli_rows_wave(tl_ctx *ctx, const tl_program *p);
 
 /* TL_OK when device pointer p of element type dtype may be used: not null
  * and aligned to the element size, or not needed (no element is touched);

@@ -25,10 +25,21 @@ typedef struct rms_kernel {
     tl_buf x, sq, ss; /* the row tile, its squares, the sum of squares */
 } rms_kernel;
 
-/* x = the tile of X at (block, chunk c), in f32 (0 outside X). */
+/* x = the tile of X at (block, chunk c), in f32 (0 outside X). With a
+ * ring of tiles (rows.c) the rows stay in the ring's slot, which both
+ * loops below read: no fragment holds a row across the reduction, only
+ * the running sums (with x held, ptxas needed over 64 registers a thread
+ * at 1024 threads, the weights on top of the row). */
 static void load_chunk(const rms_kernel *r, tl_expr c)
 {
-    tl_copy(r->rk.k, tl_tile(r->rk.k, r->rk.X, r->rk.bx, c), tl_all(r->x));
+    if (r->rk.stages == 1)
+        tl_copy(r->rk.k, tl_tile(r->rk.k, r->rk.X, r->rk.bx, c), tl_all(r->x));
+}
+
+/* x[i, j] inside a tl_parallel over [R, W] */
+static tl_expr x_at(const rms_kernel *r, const tl_expr *v)
+{
+    return r->rk.stages == 1 ? tl_load(r->rk.k, r->x, v) : tli_rows_ring_at(&r->rk, v, 0.0f);
 }
 
 /* ss[i] (+)= sum_j x[i, j]^2 */
@@ -37,13 +48,15 @@ static void sum_squares(const rms_kernel *r, int clear)
     tl_kernel *k = r->rk.k;
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){r->rk.R, r->rk.W}, v);
-    tl_expr x = tl_load(k, r->x, v);
+    tl_expr x = x_at(r, v);
     tl_store(k, r->sq, v, tl_mul(k, x, x));
     tl_end(k);
     tl_reduce_sum(k, r->sq, r->ss, 1, clear);
 }
 
-/* Y[row0 + i, col] = x[i, j] * rsqrt(ss[i] / N + eps) * w[col] */
+/* Y[row0 + i, col] = x[i, j] * rsqrt(ss[i] / N + eps) * w[col]; from a
+ * ring slot through x (the loop's own fragment): x = ring * rsqrt(...),
+ * Y = x w. */
 static void store_normalised(const rms_kernel *r, tl_expr c)
 {
     tl_kernel *k = r->rk.k;
@@ -52,7 +65,12 @@ static void store_normalised(const rms_kernel *r, tl_expr c)
     tl_expr col = tl_add(k, tl_mul(k, c, tl_int(k, r->rk.W)), v[1]);
     tl_expr mean = tl_div(k, tl_load(k, r->ss, &v[0]), tl_cast(k, r->rk.N, TL_F32));
     tl_expr scale = tl_rsqrt(k, tl_add(k, mean, r->eps));
-    tl_expr y = tl_mul(k, tl_mul(k, tl_load(k, r->x, v), scale), tl_cast(k, tl_load(k, r->w, &col), TL_F32));
+    tl_expr n = tl_mul(k, x_at(r, v), scale);
+    if (r->rk.stages != 1) {
+        tl_store(k, r->x, v, n);
+        n = tl_load(k, r->x, v);
+    }
+    tl_expr y = tl_mul(k, n, tl_cast(k, tl_load(k, r->w, &col), TL_F32));
     tl_store(k, r->rk.Y, (tl_expr[]){tl_add(k, r->rk.row0, v[0]), col}, tl_cast(k, y, r->out));
     tl_end(k);
 }
@@ -67,11 +85,13 @@ static void body(rms_kernel *r)
     r->x = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){R, W});
     r->sq = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){R, W});
     r->ss = tl_alloc_fragment(k, TL_F32, 1, &R);
+    tli_rows_open(&r->rk);
     if (!r->rk.online) {
         tl_expr c0 = tl_int(k, 0);
         load_chunk(r, c0);
         sum_squares(r, 1);
         store_normalised(r, c0);
+        tli_rows_close(&r->rk);
         return;
     }
     tl_expr chunks = tl_ceildiv(k, r->rk.N, tl_int(k, W));
@@ -108,7 +128,7 @@ TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_
     if (!ctx || check(ctx, d, "tl_op_rmsnorm_schedule") != TL_OK)
         return zero;
     tli_rows_desc r = rows_of(d);
-    return tli_rows_schedule(&r);
+    return tli_rows_schedule(ctx, &r);
 }
 
 TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_kernel **out)
@@ -164,9 +184,10 @@ TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x
     unsigned since = tli_fail_count();
     if ((st = tl_op_rmsnorm_program(ctx, d, &p)) != TL_OK)
         return tli_fail_as(ctx, st, "tl_op_rmsnorm", since);
-    tl_arg args[8];
+    tl_arg args[9];
     int n = tli_rows_args(&r, x, y, args);
     args[n++] = tl_arg_dptr(w);
     args[n++] = tl_arg_float(d->eps);
+    n += tli_rows_tail_args(ctx, p, &r, args + n);
     return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_rmsnorm", since);
 }

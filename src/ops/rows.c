@@ -1,7 +1,7 @@
 /*
  * rows.c - what the row-wise ops (softmax.c, rmsnorm.c) share: their
  * default schedules, the checks of their descriptors and pointers, and the
- * start and end of their kernels.
+ * start and end of their kernels, with the loop over a block's row tiles.
  *
  * A block takes R consecutive rows and holds W columns of each in an f32
  * register fragment [R, W]; its T threads reduce each row with
@@ -21,6 +21,23 @@
  *     several warps (T / R > 32), one step through shared memory;
  *   - the reduced fragment [R] is held by every thread of its row, so the
  *     loops that use it broadcast a register.
+ *
+ * The schedule's stages say how memory stays busy while a block reduces.
+ * With 1 a block takes one tile and the overlap comes only from the other
+ * blocks on its SM (as many as registers allow); its loads, reductions
+ * and stores follow one another. With S >= 2 a block walks P consecutive
+ * tiles, P = ceil(tiles / blocks) for the launch argument `blocks` (the
+ * blocks the GPU runs at once: the grid is one wave), and the next S - 1
+ * tiles are on their way while this one is reduced:
+ *   ring = shared [R, W] of X's type
+ *   for t in tl_pipelined(P, S):                 the pipeline pass: a ring of S
+ *       tl_copy(X tile (bx P + t) -> ring)       slots, cp.async S - 1 tiles ahead
+ *       x = ring in f32, padded past N           16-byte ld.shared (pass_threads)
+ *       ... the op's reductions, and stores of rows (bx P + t) R + i ...
+ * An ordinary builder program: what a user's kernel would write. (Tried
+ * and dropped: the next tile loaded into a second register fragment of
+ * X's type instead of shared memory; ptxas gave that 106 to 255 registers,
+ * two fragments and the lane-by-lane paths of the loads.)
  */
 #include "ops.h"
 
@@ -36,22 +53,33 @@
  * a row spans W / 1024 warps and each reduction takes one step through
  * shared memory). 256 threads, up to 1024 for the longest rows, so that
  * E stays 32: at E = 64 the fragment and its temporaries no longer fit
- * the 64 registers a thread has at full occupancy. Meant to be tuned: the
- * autotuner measures others through tl_softmax_schedule. */
+ * the 64 registers a thread has at full occupancy. stages: see above; a
+ * default ring that does not fit the target's shared memory (f32 rows)
+ * shrinks, down to no pipeline. Meant to be tuned: the autotuner measures
+ * others through tl_softmax_schedule. */
+#define ONE_PASS_STAGES 1 /* the pipeline of the wide rows (1024 columns and more) */
 static const tl_softmax_schedule one_pass[] = {
-    {.width = 1, .rows = 4096, .threads = 256},    {.width = 2, .rows = 2048, .threads = 256},
-    {.width = 4, .rows = 1024, .threads = 256},    {.width = 8, .rows = 512, .threads = 256},
-    {.width = 16, .rows = 256, .threads = 256},    {.width = 32, .rows = 128, .threads = 256},
-    {.width = 64, .rows = 64, .threads = 256},     {.width = 128, .rows = 32, .threads = 256},
-    {.width = 256, .rows = 16, .threads = 256},    {.width = 512, .rows = 8, .threads = 256},
-    {.width = 1024, .rows = 8, .threads = 256},    {.width = 2048, .rows = 4, .threads = 256},
-    {.width = 4096, .rows = 2, .threads = 256},    {.width = 8192, .rows = 1, .threads = 256},
-    {.width = 16384, .rows = 1, .threads = 512},   {.width = 32768, .rows = 1, .threads = 1024},
+    {.width = 1, .rows = 4096, .threads = 256, .stages = 1},
+    {.width = 2, .rows = 2048, .threads = 256, .stages = 1},
+    {.width = 4, .rows = 1024, .threads = 256, .stages = 1},
+    {.width = 8, .rows = 512, .threads = 256, .stages = 1},
+    {.width = 16, .rows = 256, .threads = 256, .stages = 1},
+    {.width = 32, .rows = 128, .threads = 256, .stages = 1},
+    {.width = 64, .rows = 64, .threads = 256, .stages = 1},
+    {.width = 128, .rows = 32, .threads = 256, .stages = 1},
+    {.width = 256, .rows = 16, .threads = 256, .stages = 1},
+    {.width = 512, .rows = 8, .threads = 256, .stages = 1},
+    {.width = 1024, .rows = 8, .threads = 256, .stages = ONE_PASS_STAGES},
+    {.width = 2048, .rows = 4, .threads = 256, .stages = ONE_PASS_STAGES},
+    {.width = 4096, .rows = 2, .threads = 256, .stages = ONE_PASS_STAGES},
+    {.width = 8192, .rows = 1, .threads = 256, .stages = ONE_PASS_STAGES},
+    {.width = 16384, .rows = 1, .threads = 512, .stages = ONE_PASS_STAGES},
+    {.width = 32768, .rows = 1, .threads = 1024, .stages = ONE_PASS_STAGES},
 };
 /* Longer rows: the online path in chunks of 8192 columns, 256 threads per
  * row. Smaller blocks than the widest one-pass entry keep 8 of them per
  * SM, and several rows in flight, across the reductions of each chunk. */
-static const tl_softmax_schedule online_chunk = {.width = 8192, .rows = 1, .threads = 256};
+static const tl_softmax_schedule online_chunk = {.width = 8192, .rows = 1, .threads = 256, .stages = 1};
 
 #define MAX_WIDTH (1 << 20)  /* a tile's extent */
 #define MAX_ELEMS (1 << 24)  /* a tile's elements */
@@ -64,7 +92,14 @@ static const tl_softmax_schedule *default_for(int64_t cols)
     return &online_chunk;
 }
 
-tl_softmax_schedule tli_rows_schedule(const tli_rows_desc *d)
+/* Shared memory a block may use on the context's target. */
+static int64_t smem_budget(tl_ctx *ctx)
+{
+    tli_target t;
+    return tli_target_get(ctx->target, &t) ? t.smem_limit : 48 * 1024;
+}
+
+tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
 {
     tl_softmax_schedule s = d->schedule;
     const tl_softmax_schedule *def = default_for(s.width ? s.width : d->cols);
@@ -74,6 +109,18 @@ tl_softmax_schedule tli_rows_schedule(const tli_rows_desc *d)
         s.rows = def->rows;
     if (!s.threads)
         s.threads = def->threads;
+    if (!s.stages) {
+        s.stages = def->stages;
+        /* a default ring that the target's shared memory cannot hold shrinks */
+        int64_t tile = (int64_t)s.rows * s.width * (int64_t)tl_dtype_size(d->in_dtype);
+        int64_t room = smem_budget(ctx) - 1024; /* the reductions' scratch */
+        while (s.stages > 2 && s.stages * tile > room)
+            s.stages--;
+        if (s.stages == 2 && 2 * tile > room)
+            s.stages = 1;
+    }
+    if (d->cols > s.width) /* the online path has no tile loop */
+        s.stages = 1;
     return s;
 }
 
@@ -90,7 +137,9 @@ static tl_status check_schedule(tl_ctx *ctx, const tli_rows_desc *d, const char 
     if (z->threads && (z->threads < 32 || z->threads > 1024 || z->threads % 32))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.threads = %d is not a multiple of 32 in 32..1024",
                         api, z->threads);
-    tl_softmax_schedule s = tli_rows_schedule(d);
+    if (z->stages < 0 || z->stages > 8)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stages = %d is not in 0..8", api, z->stages);
+    tl_softmax_schedule s = tli_rows_schedule(ctx, d);
     if ((int64_t)s.rows * s.width > MAX_ELEMS)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule: %d rows of %d columns is more than 2^24 elements "
                         "per block", api, s.rows, s.width);
@@ -127,14 +176,19 @@ tl_status tli_rows_check_pointers(tl_ctx *ctx, const tli_rows_desc *d, const cha
 
 tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tli_rows_kernel *rk)
 {
-    tl_softmax_schedule s = tli_rows_schedule(d);
+    tl_softmax_schedule s = tli_rows_schedule(ctx, d);
     memset(rk, 0, sizeof *rk);
     rk->R = s.rows;
     rk->W = s.width;
+    rk->threads = s.threads;
+    rk->stages = s.stages;
+    rk->in = d->in_dtype;
     rk->online = d->cols > s.width;
-    char name[64];
-    tli_fmt(name, sizeof name, "%s_%s_%s_w%d%s", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
-            s.width, rk->online ? "_online" : "");
+    char name[64], pipe[16] = "";
+    if (s.stages > 1)
+        tli_fmt(pipe, sizeof pipe, "_ring%d", s.stages);
+    tli_fmt(name, sizeof name, "%s_%s_%s_w%d%s%s", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
+            s.width, rk->online ? "_online" : "", pipe);
     tl_kernel *k = rk->k = tl_kernel_new(ctx, name);
     if (!k)
         return TL_ERR_OUT_OF_MEMORY;
@@ -143,11 +197,54 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
     tl_expr ldx = tl_dim(k, "ld_in"), ldy = tl_dim(k, "ld_out"), one = tl_int(k, 1);
     rk->X = tl_param_tensor(k, "X", d->in_dtype, 2, (tl_expr[]){rk->M, rk->N}, (tl_expr[]){ldx, one});
     rk->Y = tl_param_tensor(k, "Y", d->out_dtype, 2, (tl_expr[]){rk->M, rk->N}, (tl_expr[]){ldy, one});
-    /* rows along x, which takes 2^31 - 1 blocks */
-    tl_grid(k, tl_ceildiv(k, rk->M, tl_int(k, rk->R)), TL_NONE_EXPR, TL_NONE_EXPR, s.threads);
-    rk->bx = tl_block_idx(k, 0);
-    rk->row0 = tl_mul(k, rk->bx, tl_int(k, rk->R));
     return TL_OK;
+}
+
+void tli_rows_open(tli_rows_kernel *rk)
+{
+    tl_kernel *k = rk->k;
+    tl_expr R = tl_int(k, rk->R), zero = tl_int(k, 0);
+    int64_t shape[2] = {rk->R, rk->W};
+    if (rk->stages == 1) { /* rows along x, which takes 2^31 - 1 blocks */
+        tl_grid(k, tl_ceildiv(k, rk->M, R), TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
+        rk->bx = tl_block_idx(k, 0);
+        rk->row0 = tl_mul(k, rk->bx, R);
+        return;
+    }
+    /* the last launch argument: how many blocks the GPU runs at once; each
+     * block takes P consecutive tiles, so that the grid is one wave */
+    tl_expr wave = tl_dim(k, "blocks");
+    tl_expr tiles = tl_ceildiv(k, rk->M, R);
+    rk->P = tl_max(k, tl_ceildiv(k, tiles, tl_max(k, wave, tl_int(k, 1))), tl_int(k, 1));
+    tl_grid(k, tl_ceildiv(k, tiles, rk->P), TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
+    rk->bx = tl_block_idx(k, 0);
+    tl_expr first = tl_mul(k, rk->bx, rk->P);
+    rk->ring = tl_alloc_shared(k, rk->in, 2, shape);
+    rk->t = tl_pipelined(k, rk->P, rk->stages);
+    tl_copy(k, tl_tile(k, rk->X, tl_add(k, first, rk->t), zero), tl_all(rk->ring));
+    rk->row0 = tl_mul(k, tl_add(k, first, rk->t), R);
+}
+
+tl_expr tli_rows_ring_at(const tli_rows_kernel *rk, const tl_expr *v, float pad)
+{
+    tl_kernel *k = rk->k;
+    tl_expr raw = tl_cast(k, tl_load(k, rk->ring, v), TL_F32);
+    return tl_select(k, tl_lt(k, v[1], rk->N), raw, tl_f32(k, pad));
+}
+
+void tli_rows_load(const tli_rows_kernel *rk, tl_buf x, float pad)
+{
+    tl_kernel *k = rk->k;
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){rk->R, rk->W}, v);
+    tl_store(k, x, v, tli_rows_ring_at(rk, v, pad));
+    tl_end(k);
+}
+
+void tli_rows_close(tli_rows_kernel *rk)
+{
+    if (rk->stages != 1)
+        tl_end(rk->k);
 }
 
 tl_status tli_rows_end(tl_ctx *ctx, tli_rows_kernel *rk, const char *api, tl_kernel **out)
@@ -169,10 +266,10 @@ tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
 {
     /* what the code depends on: dtypes and the effective schedule, never
      * the sizes (the one-pass program of a width serves every cols up to it) */
-    tl_softmax_schedule s = tli_rows_schedule(d);
+    tl_softmax_schedule s = tli_rows_schedule(ctx, d);
     char key[128];
-    tli_fmt(key, sizeof key, "%s:%s:%s:%d:%d:%d:%d", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
-            s.width, s.rows, s.threads, d->cols > s.width);
+    tli_fmt(key, sizeof key, "%s:%s:%s:%d:%d:%d:%d:%d", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
+            s.width, s.rows, s.threads, d->cols > s.width, s.stages);
     return tli_op_program(ctx, key, build, user, out);
 }
 
@@ -185,4 +282,23 @@ int tli_rows_args(const tli_rows_desc *d, uint64_t x, uint64_t y, tl_arg *args)
     args[4] = tl_arg_dptr(x);
     args[5] = tl_arg_dptr(y);
     return 6;
+}
+
+int64_t tli_rows_wave(tl_ctx *ctx, const tl_program *p)
+{
+    tl_device_info dev;
+    tl_program_info info;
+    if (tl_ctx_get_device_info(ctx, &dev) != TL_OK || tl_program_get_info(p, &info) != TL_OK)
+        return 1;
+    /* too few is only slower (fewer blocks, more tiles each); too many
+     * would leave a second wave of whole blocks */
+    return (int64_t)(dev.sm_count > 0 ? dev.sm_count : 1) * (info.blocks_per_sm > 0 ? info.blocks_per_sm : 1);
+}
+
+int tli_rows_tail_args(tl_ctx *ctx, const tl_program *p, const tli_rows_desc *d, tl_arg *args)
+{
+    if (tli_rows_schedule(ctx, d).stages == 1)
+        return 0;
+    args[0] = tl_arg_int(tli_rows_wave(ctx, p));
+    return 1;
 }

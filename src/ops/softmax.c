@@ -86,19 +86,24 @@ static tl_buf rows_tile(const tli_rows_kernel *rk)
 }
 static tl_buf per_row(const tli_rows_kernel *rk) { return tl_alloc_fragment(rk->k, TL_F32, 1, &rk->R); }
 
-/* The whole row in registers:
+/* The whole row in registers, for each of the block's tiles (rows.c):
  *   x = X rows (-inf padding); m = max_j x; x = exp(x - m); s = sum_j x;
  *   Y = x / s */
-static void one_pass(const tli_rows_kernel *rk, tl_dtype out)
+static void one_pass(tli_rows_kernel *rk, tl_dtype out)
 {
     tl_kernel *k = rk->k;
     tl_buf x = rows_tile(rk), m = per_row(rk), s = per_row(rk);
     tl_expr c0 = tl_int(k, 0);
-    load_chunk(rk, x, c0);
+    tli_rows_open(rk);
+    if (rk->stages == 1)
+        load_chunk(rk, x, c0);
+    else
+        tli_rows_load(rk, x, -INFINITY);
     tl_reduce_max(k, x, m, 1, 1);
     exponentiate(rk, x, m);
     tl_reduce_sum(k, x, s, 1, 1);
     store_scaled(rk, x, s, c0, out);
+    tli_rows_close(rk);
 }
 
 /* Before the running maximum grows from m_old to m: s = s exp(m_old - m),
@@ -119,10 +124,11 @@ static void rescale_sum(const tli_rows_kernel *rk, tl_buf s, tl_buf m_old, tl_bu
  *   for each chunk: x = chunk (-inf padding); m = max(m, max_j x);
  *                   s = s exp(m_old - m); m_old = m; x = exp(x - m); s += sum_j x
  *   for each chunk: x = chunk; Y = exp(x - m) / s */
-static void online(const tli_rows_kernel *rk, tl_dtype out)
+static void online(tli_rows_kernel *rk, tl_dtype out)
 {
     tl_kernel *k = rk->k;
     tl_buf x = rows_tile(rk), m = per_row(rk), m_old = per_row(rk), s = per_row(rk);
+    tli_rows_open(rk); /* one tile per block: no loop */
     tl_expr chunks = tl_ceildiv(k, rk->N, tl_int(k, rk->W));
     tl_fill(k, m, tl_f32(k, -INFINITY));
     tl_fill(k, m_old, tl_f32(k, -INFINITY));
@@ -166,7 +172,7 @@ TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_
     if (!ctx || check(ctx, d, "tl_op_softmax_schedule") != TL_OK)
         return zero;
     tli_rows_desc r = rows_of(ctx, d);
-    return tli_rows_schedule(&r);
+    return tli_rows_schedule(ctx, &r);
 }
 
 TL_API tl_status tl_op_softmax_build(tl_ctx *ctx, const tl_softmax_desc *d, tl_kernel **out)
@@ -222,7 +228,8 @@ TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x
     unsigned since = tli_fail_count();
     if ((st = tl_op_softmax_program(ctx, d, &p)) != TL_OK)
         return tli_fail_as(ctx, st, "tl_op_softmax", since);
-    tl_arg args[6];
+    tl_arg args[7];
     int n = tli_rows_args(&r, x, y, args);
+    n += tli_rows_tail_args(ctx, p, &r, args + n);
     return tli_fail_as(ctx, tl_launch(p, stream, n, args), "tl_op_softmax", since);
 }

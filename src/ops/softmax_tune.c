@@ -9,6 +9,7 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "target.h"
 #include "tune.h"
 
 #include <math.h>
@@ -19,11 +20,12 @@
 #define MAX_ONE_PASS 32768   /* widest one-pass row of the default table  */
 #define MAX_TILE (1 << 24)   /* rows x width of a block (rows.c)          */
 
-static const char *const param_names[] = {"width", "rows", "threads", NULL};
+static const char *const param_names[] = {"width", "rows", "threads", "stages", NULL};
 
+/* (a record written before stages existed reads stages 0: the default's) */
 static tl_softmax_schedule schedule_of(const tl_tune_config *c)
 {
-    return (tl_softmax_schedule){.width = c->v[0], .rows = c->v[1], .threads = c->v[2]};
+    return (tl_softmax_schedule){.width = c->v[0], .rows = c->v[1], .threads = c->v[2], .stages = c->v[3]};
 }
 
 static int pow2_at_least(int64_t x)
@@ -40,27 +42,33 @@ static int pow2_at_least(int64_t x)
 
 /* One-pass schedules hold the row in registers: E = width x rows /
  * threads elements per thread, of which 8 to 32 fit (the default table
- * uses 32). The online path takes chunks narrower than the row. */
+ * uses 32), each without a pipeline and with a ring of 3 shared tiles
+ * where the target's shared memory holds one (rows.c). The online path
+ * takes chunks narrower than the row. */
 static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
 {
-    (void)ctx;
     const tl_softmax_desc *d = desc;
     int n = 0;
     const int per_thread[] = {8, 16, 32};
+    tli_target tg;
+    int64_t smem = tli_target_get(ctx->target, &tg) ? tg.smem_limit : 48 * 1024;
     if (d->cols <= MAX_ONE_PASS) {
         int w = pow2_at_least(d->cols);
-        for (int e = 0; e < 3; e++)
-            for (int t = 128; t <= 1024; t *= 2) {
-                int64_t rows = (int64_t)per_thread[e] * t / w;
-                if (rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w && n < max)
-                    out[n++] = (tl_tune_config){{w, (int)rows, t}};
-            }
+        for (int s = 1; s <= 3; s += 2)
+            for (int e = 0; e < 3; e++)
+                for (int t = 128; t <= 1024; t *= 2) {
+                    int64_t rows = (int64_t)per_thread[e] * t / w;
+                    bool fits = s == 1 || s * rows * w * (int64_t)tl_dtype_size(d->in_dtype) + 1024 <= smem;
+                    if (rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w && fits &&
+                        n < max)
+                        out[n++] = (tl_tune_config){{w, (int)rows, t, s}};
+                }
     }
     for (int w = 2048; w <= 8192 && w < d->cols; w *= 2)
         for (int e = 0; e < 3; e++) {
             int t = w / per_thread[e];
             if (t >= 32 && t <= 1024 && n < max)
-                out[n++] = (tl_tune_config){{w, 1, t}};
+                out[n++] = (tl_tune_config){{w, 1, t, 1}};
         }
     return n;
 }
@@ -86,7 +94,7 @@ static bool valid(const tl_softmax_schedule *s)
 {
     bool pow2 = s->width >= 1 && s->width <= (1 << 20) && (s->width & (s->width - 1)) == 0;
     return pow2 && s->rows >= 1 && (int64_t)s->rows * s->width <= MAX_TILE && s->threads >= 32 &&
-           s->threads <= 1024 && s->threads % 32 == 0;
+           s->threads <= 1024 && s->threads % 32 == 0 && s->stages >= 0 && s->stages <= 8;
 }
 
 bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out)
@@ -97,7 +105,8 @@ bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule
     tl_tune_config c;
     if (!tli_tune_db_find(ctx, &k, &rec))
         return false;
-    if (tli_tune_config_parse(param_names, rec.config, &c) && valid(&(tl_softmax_schedule){c.v[0], c.v[1], c.v[2]})) {
+    if (tli_tune_config_parse(param_names, rec.config, &c) &&
+        valid(&(tl_softmax_schedule){c.v[0], c.v[1], c.v[2], c.v[3]})) {
         *out = schedule_of(&c);
         return true;
     }
@@ -127,12 +136,17 @@ static size_t bytes_of(const softmax_problem *s, tl_dtype dt)
     return (size_t)(s->d.rows * s->d.cols) * tl_dtype_size(dt);
 }
 
+/* Every candidate's program takes the arguments of its own schedule: the
+ * tiles per block of a pipelined one come from its launch parameters. */
 static tl_status launch(softmax_problem *s, const tl_program *p, int i, void *stream)
 {
-    tl_arg args[6];
+    tl_arg args[7];
     tli_rows_desc r = {.rows = s->d.rows, .cols = s->d.cols, .in_dtype = s->d.in_dtype,
                        .out_dtype = s->d.out_dtype};
     int n = tli_rows_args(&r, s->x[i], s->y[i], args);
+    tl_program_info info;
+    if (tl_program_get_info(p, &info) == TL_OK && info.num_params > n)
+        args[n++] = tl_arg_int(tli_rows_wave(s->ctx, p));
     return tl_launch(p, stream, n, args);
 }
 

@@ -1067,7 +1067,9 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  * tuning record for this GPU and the problem's class (see tl_autotune),
  * else the default, from a table
  * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
- * (one pass), else the online path in chunks of 8192 columns. In any
+ * (one pass), else the online path in chunks of 8192 columns; stages 1,
+ * except tl_op_softmax's rows wider than 16384 columns, which take a ring
+ * of 3 where shared memory holds it (measured, bench/NOTES.md). In any
  * other schedule, zero fields take the default's values for that width.
  * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
  * threads a multiple of 32 in 32..1024. How many registers a thread may

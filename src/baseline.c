@@ -457,7 +457,11 @@ static tl_status plan_algo(tl_ctx *ctx, struct tli_baseline *s, lt_plan *p)
         api->cublasLtMatmulPreferenceDestroy(pref);
     if (st != TL_OK)
         return st;
-    if (bs == CUBLAS_STATUS_NOT_SUPPORTED || (bs == CUBLAS_STATUS_SUCCESS && returned < 1))
+    /* a batch that shares A or B (stride 0): cuBLASLt's heuristic answers INVALID_VALUE on the H200
+     * (CUDA 13), i.e. it has no algorithm for it */
+    bool shared = key->batch > 1 && (key->stride_a == 0 || key->stride_b == 0);
+    if (bs == CUBLAS_STATUS_NOT_SUPPORTED || (bs == CUBLAS_STATUS_INVALID_VALUE && shared) ||
+        (bs == CUBLAS_STATUS_SUCCESS && returned < 1))
         return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt has no algorithm for %lld x %lld "
                         "x %lld, %s in, %s out, %s, epilogue %u%s (cublasLtMatmulAlgoGetHeuristic: %s)",
                         (long long)key->m, (long long)key->n, (long long)key->k,

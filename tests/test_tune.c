@@ -758,7 +758,7 @@ static void test_softmax_space_and_record(void **state)
     assert_non_null(mkdtemp(dir));
     tl_ctx *c = disk_ctx(dir, &lc);
     d.cols = 1000;
-    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8); /* rows.c's default for 1024 */
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 4); /* rows.c's default for 1024 */
     op->key(&d, &key);
     tl_tune_record r;
     tli_tune_record_init(c, &key, &r);
@@ -774,11 +774,11 @@ static void test_softmax_space_and_record(void **state)
     assert_memory_equal(&got, &want, sizeof got);
     tl_softmax_desc other = d;
     other.rows = 64; /* another class */
-    assert_int_equal(tl_op_softmax_schedule(c, &other).rows, 8);
+    assert_int_equal(tl_op_softmax_schedule(c, &other).rows, 4);
     snprintf(r.config, sizeof r.config, "width=1000 rows=2 threads=128");
     assert_status(tli_tune_db_save(c, &r), TL_OK);
-    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8);
-    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 8);
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 4);
+    assert_int_equal(tl_op_softmax_schedule(c, &d).rows, 4);
     assert_int_equal(lc.warns, 1);
     tl_ctx_destroy(c);
     rm_rf(dir);

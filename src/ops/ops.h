@@ -26,6 +26,7 @@ typedef struct tli_rows_desc {
     int64_t rows, cols, ld_in, ld_out;
     tl_dtype in_dtype, out_dtype;
     tl_softmax_schedule schedule;
+    int wide_stages;  /* the default stages past 16384 columns (0: the table's) */
 } tli_rows_desc;
 
 /* Checks sizes, strides, dtypes and the schedule's fields; the message on

@@ -2,8 +2,10 @@
  * analysis.c - questions the passes ask of the graph: which buffers a
  * statement touches, how an index moves with a loop variable, whether a
  * parallel loop can move whole vectors, how warps can split a GEMM tile.
- * Expression walks visit each node of the DAG once per question (a visit
- * mark), so shared subexpressions cost nothing extra.
+ * Expression walks visit each node of the DAG once per question (a stamp
+ * per node, tli_marks), so shared subexpressions cost nothing extra, and
+ * keep their pending nodes on a stack of their own, so a deep chain costs
+ * no call stack.
  */
 #include "lower.h"
 
@@ -63,82 +65,150 @@ bool tli_bufset_empty(const tli_bufset *s)
     return true;
 }
 
+/* ------------------------------------------------------------ walks */
+
+/* Grows the arrays to cover every expression of ir (the passes add some). */
+static bool marks_cover(tli_marks *m, const tli_ir *ir)
+{
+    if (m->n >= ir->e.n)
+        return true;
+    int64_t twice = 2 * (int64_t)m->n;
+    int32_t n = twice > ir->e.n && twice <= INT32_MAX ? (int32_t)twice : ir->e.n;
+    uint32_t *st = realloc(m->stamp, (size_t)n * sizeof *st);
+    if (st)
+        m->stamp = st;
+    int64_t *v = realloc(m->val, (size_t)n * sizeof *v);
+    if (v)
+        m->val = v;
+    if (!st || !v)
+        return false;
+    memset(m->stamp + m->n, 0, (size_t)(n - m->n) * sizeof *st);
+    m->n = n;
+    return true;
+}
+
+bool tli_marks_begin(tli_marks *m, const tli_ir *ir)
+{
+    m->sp = 0;
+    if (!marks_cover(m, ir)) {
+        m->oom = true;
+        return false;
+    }
+    if (++m->now == 0) { /* the stamps wrapped around: start afresh */
+        memset(m->stamp, 0, (size_t)m->n * sizeof *m->stamp);
+        m->now = 1;
+    }
+    return true;
+}
+
+bool tli_marks_seen(const tli_marks *m, int32_t e) { return e > 0 && e < m->n && m->stamp[e] == m->now; }
+
+void tli_marks_set(tli_marks *m, int32_t e)
+{
+    if (e > 0 && e < m->n)
+        m->stamp[e] = m->now;
+}
+
+void tli_marks_push(tli_marks *m, int32_t e)
+{
+    if (!e || tli_marks_seen(m, e))
+        return;
+    if (m->sp == m->cap) {
+        int32_t cap = m->cap ? 2 * m->cap : 64;
+        int32_t *st = realloc(m->stack, (size_t)cap * sizeof *st);
+        if (!st) {
+            m->oom = true;
+            return;
+        }
+        m->stack = st;
+        m->cap = cap;
+    }
+    m->stack[m->sp++] = e;
+}
+
+int32_t tli_marks_next(tli_marks *m)
+{
+    while (m->sp) {
+        int32_t e = m->stack[--m->sp];
+        if (!tli_marks_seen(m, e)) {
+            tli_marks_set(m, e);
+            return e;
+        }
+    }
+    return 0;
+}
+
+void tli_marks_push_operands(tli_marks *m, const tli_ir *ir, int32_t e)
+{
+    const tli_enode *n = tli_E(ir, e);
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        tli_marks_push(m, n->a[i]);
+}
+
+void tli_marks_free(tli_marks *m)
+{
+    free(m->stamp);
+    free(m->val);
+    free(m->stack);
+    memset(m, 0, sizeof *m);
+}
+
 /* ------------------------------------------------------ buffer accesses */
 
-/* Loads of e, each node once: an explicit stack instead of recursion, and
- * a mark per node, so a deep chain or a wide DAG costs its size. */
-static void reads_of(const tli_ir *ir, int32_t root, tli_bufset *rd, uint8_t *seen)
+/* Adds the loads of e to rd, skipping the nodes this walk has seen. */
+static void reads_of(tli_lowered *L, int32_t root, tli_bufset *rd)
 {
-    if (!root)
-        return;
-    int32_t cap = 64, n = 0;
-    int32_t *stack = malloc((size_t)cap * sizeof *stack);
-    if (!stack)
-        return;
-    stack[n++] = root;
-    while (n) {
-        int32_t e = stack[--n];
-        if (!e || seen[e])
-            continue;
-        seen[e] = 1;
+    const tli_ir *ir = &L->ir;
+    tli_marks *m = &L->walk;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
         const tli_enode *x = tli_E(ir, e);
-        int extra = x->op == E_LOAD ? tli_B(ir, x->buf)->rank : 0;
-        if (n + 3 + extra > cap) {
-            int32_t *bigger = realloc(stack, (size_t)(cap * 2 + extra) * sizeof *stack);
-            if (!bigger)
-                break;
-            stack = bigger;
-            cap = cap * 2 + extra;
-        }
         if (x->op == E_LOAD) {
             tli_bufset_add(rd, x->buf);
-            for (int d = 0; d < extra; d++)
-                stack[n++] = ir->pool.v[x->idx + d];
+            for (int d = 0; d < tli_B(ir, x->buf)->rank; d++)
+                tli_marks_push(m, ir->pool.v[x->idx + d]);
         }
-        for (int i = 0; i < tli_eop_arity((tli_eop)x->op); i++)
-            stack[n++] = x->a[i];
+        tli_marks_push_operands(m, ir, e);
     }
-    free(stack);
 }
 
-void tli_expr_reads(const tli_ir *ir, int32_t e, tli_bufset *rd)
+void tli_expr_reads(tli_lowered *L, int32_t e, tli_bufset *rd)
 {
-    uint8_t *seen = calloc((size_t)ir->e.n, 1);
-    if (!seen)
-        return;
-    reads_of(ir, e, rd, seen);
-    free(seen);
+    if (tli_marks_begin(&L->walk, &L->ir))
+        reads_of(L, e, rd);
 }
 
-static void region_access(const tli_ir *ir, int32_t operand, tli_bufset *rd, tli_bufset *touched, uint8_t *seen)
+static void region_access(tli_lowered *L, int32_t operand, tli_bufset *rd, tli_bufset *touched)
 {
+    const tli_ir *ir = &L->ir;
     tli_bufset_add(touched, tli_copy_buf(ir, operand));
     if (operand > 0 && tli_R(ir, operand)->tiled)
         for (int d = 0; d < tli_B(ir, tli_R(ir, operand)->buf)->rank; d++)
-            reads_of(ir, tli_R(ir, operand)->idx[d], rd, seen);
+            reads_of(L, tli_R(ir, operand)->idx[d], rd);
 }
 
-static void stmt_access(const tli_ir *ir, int32_t s, tli_bufset *rd, tli_bufset *wr, uint8_t *seen)
+static void stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *wr)
 {
+    const tli_ir *ir = &L->ir;
     const tli_snode *n = tli_S(ir, s);
     switch ((tli_sop)n->op) {
     case S_STORE:
         tli_bufset_add(wr, n->buf);
-        reads_of(ir, n->value, rd, seen);
+        reads_of(L, n->value, rd);
         for (int d = 0; d < tli_B(ir, n->buf)->rank; d++)
-            reads_of(ir, ir->pool.v[n->idx + d], rd, seen);
+            reads_of(L, ir->pool.v[n->idx + d], rd);
         break;
     case S_COPY:
         /* a pipeline's own copies are ordered by the pipeline's mbarriers
          * and waits, not by the barriers hazards call for */
         if (n->x[TLI_X_COPY_MANAGED])
             break;
-        region_access(ir, n->a0, rd, rd, seen);
-        region_access(ir, n->a1, rd, wr, seen);
+        region_access(L, n->a0, rd, rd);
+        region_access(L, n->a1, rd, wr);
         break;
     case S_FILL:
         tli_bufset_add(wr, n->buf);
-        reads_of(ir, n->value, rd, seen);
+        reads_of(L, n->value, rd);
         break;
     case S_GEMM:
         tli_bufset_add(rd, n->gemm[0]);
@@ -161,39 +231,20 @@ static void stmt_access(const tli_ir *ir, int32_t s, tli_bufset *rd, tli_bufset 
     case S_IF:
     case S_LET:
     case S_STAGE:
-        reads_of(ir, n->a0, rd, seen);
+        reads_of(L, n->a0, rd);
         break;
     default: break;
     }
     for (int32_t c = n->body; c; c = tli_S(ir, c)->next)
-        stmt_access(ir, c, rd, wr, seen);
+        stmt_access(L, c, rd, wr);
     for (int32_t c = n->orelse; c; c = tli_S(ir, c)->next)
-        stmt_access(ir, c, rd, wr, seen);
+        stmt_access(L, c, rd, wr);
 }
 
-void tli_stmt_access(const tli_ir *ir, int32_t s, tli_bufset *rd, tli_bufset *wr)
+void tli_stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *wr)
 {
-    uint8_t *seen = calloc((size_t)ir->e.n, 1);
-    if (!seen)
-        return;
-    stmt_access(ir, s, rd, wr, seen);
-    free(seen);
-}
-
-bool tli_stmt_uses_buf(const tli_ir *ir, int32_t s, int32_t buf)
-{
-    tli_bufset rd, wr;
-    if (!tli_bufset_init(&rd, ir->b.n))
-        return true; /* out of memory: the conservative answer */
-    if (!tli_bufset_init(&wr, ir->b.n)) {
-        tli_bufset_free(&rd);
-        return true;
-    }
-    tli_stmt_access(ir, s, &rd, &wr);
-    bool used = tli_bufset_has(&rd, buf) || tli_bufset_has(&wr, buf);
-    tli_bufset_free(&rd);
-    tli_bufset_free(&wr);
-    return used;
+    if (tli_marks_begin(&L->walk, &L->ir))
+        stmt_access(L, s, rd, wr);
 }
 
 int32_t tli_copy_buf(const tli_ir *ir, int32_t operand)
@@ -219,25 +270,22 @@ int32_t tli_first_consumer(const tli_ir *ir, int32_t s)
 /* ----------------------------------------------------- affine indices */
 
 /* Per-question memory of the coefficient of one loop variable in each
- * expression node: 0 unknown yet, 1 affine (coef in val), 2 not affine. */
-typedef struct coef_memo {
-    uint8_t *state;
-    int64_t *val;
-} coef_memo;
+ * expression node (L->coef): stamped nodes are known, with their
+ * coefficient in val, or NOT_AFFINE. */
+typedef tli_marks coef_memo;
+#define NOT_AFFINE INT64_MIN
 
 static bool affine_coef(const tli_ir *ir, int32_t e, int32_t loop, int dim, int64_t *coef, coef_memo *m, int depth);
 
 static bool affine_child(const tli_ir *ir, int32_t e, int32_t loop, int dim, int64_t *coef, coef_memo *m, int depth)
 {
-    if (m->state[e] == 1) {
+    if (tli_marks_seen(m, e)) {
         *coef = m->val[e];
-        return true;
+        return *coef != NOT_AFFINE;
     }
-    if (m->state[e] == 2)
-        return false;
     bool ok = affine_coef(ir, e, loop, dim, coef, m, depth + 1);
-    m->state[e] = ok ? 1 : 2;
-    m->val[e] = ok ? *coef : 0;
+    tli_marks_set(m, e);
+    m->val[e] = ok ? *coef : NOT_AFFINE;
     return ok;
 }
 
@@ -305,13 +353,9 @@ static bool affine_coef(const tli_ir *ir, int32_t e, int32_t loop, int dim, int6
     }
 }
 
-static bool coef_of(const tli_ir *ir, int32_t e, int32_t loop, int dim, int64_t *coef)
+static bool coef_of(tli_lowered *L, int32_t e, int32_t loop, int dim, int64_t *coef)
 {
-    coef_memo m = {calloc((size_t)ir->e.n, 1), calloc((size_t)ir->e.n, sizeof(int64_t))};
-    bool ok = m.state && m.val && affine_child(ir, e, loop, dim, coef, &m, 0);
-    free(m.state);
-    free(m.val);
-    return ok;
+    return tli_marks_begin(&L->coef, &L->ir) && affine_child(&L->ir, e, loop, dim, coef, &L->coef, 0);
 }
 
 static bool buf_written_in(const tli_ir *ir, int32_t s, int32_t buf)
@@ -328,8 +372,9 @@ static bool buf_written_in(const tli_ir *ir, int32_t s, int32_t buf)
     return false;
 }
 
-bool tli_access_vectorizable(const tli_ir *ir, int32_t s, int32_t buf, int32_t idx, int lanes, bool is_load)
+bool tli_access_vectorizable(tli_lowered *L, int32_t s, int32_t buf, int32_t idx, int lanes, bool is_load)
 {
+    const tli_ir *ir = &L->ir;
     const tli_snode *loop = tli_S(ir, s);
     const tli_bnode *b = tli_B(ir, buf);
     int last = loop->rank - 1;
@@ -340,7 +385,7 @@ bool tli_access_vectorizable(const tli_ir *ir, int32_t s, int32_t buf, int32_t i
         return false;
     for (int d = 0; d < b->rank; d++) {
         int64_t c;
-        if (!coef_of(ir, ir->pool.v[idx + d], s, last, &c))
+        if (!coef_of(L, ir->pool.v[idx + d], s, last, &c))
             return false;
         if (c != (d == b->rank - 1 ? 1 : 0))
             return false;
@@ -354,25 +399,20 @@ bool tli_access_vectorizable(const tli_ir *ir, int32_t s, int32_t buf, int32_t i
 
 /* ------------------------------------------------------ parallel loops */
 
-/* The global loads of e that move with the last variable of loop s, each
- * node once (seen), in *list (up to max). */
-static void moving_loads(const tli_ir *ir, int32_t s, int32_t root, uint8_t *seen, int32_t *list, int *n, int max)
+/* The loads of e inside the loop (not built before it), in *list (up to
+ * max), each node once in the walk begun by the caller. */
+static void loop_loads(tli_lowered *L, int32_t root, int32_t *list, int *n, int max)
 {
-    int32_t stack[512];
-    int sp = 0;
-    stack[sp++] = root;
-    while (sp) {
-        int32_t e = stack[--sp];
-        const tli_enode *x = tli_E(ir, e);
-        if (!e || seen[e] || x->scope == 0)
+    tli_marks *m = &L->walk;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
+        const tli_enode *x = tli_E(&L->ir, e);
+        if (x->scope == 0)
             continue;
-        seen[e] = 1;
         if (x->op == E_LOAD && *n < max)
             list[(*n)++] = e;
-        for (int i = 0; i < tli_eop_arity((tli_eop)x->op) && sp < 509; i++)
-            stack[sp++] = x->a[i];
+        tli_marks_push_operands(m, &L->ir, e);
     }
-    (void)s;
 }
 
 /* Vector mode needs a body of plain stores to global tensors. */
@@ -386,16 +426,16 @@ static bool straight_stores(const tli_ir *ir, int32_t body)
 
 #define MAX_LOADS 64
 
-void tli_plan_parallel(const tli_ir *ir, int32_t s, int threads, tli_par_plan *plan)
+void tli_plan_parallel(tli_lowered *L, int32_t s, int threads, tli_par_plan *plan)
 {
+    const tli_ir *ir = &L->ir;
     const tli_snode *loop = tli_S(ir, s);
     plan->total = 1;
     for (int d = 0; d < loop->rank; d++)
         plan->total *= loop->extents[d];
     plan->vector = false;
     plan->lanes = 1;
-    uint8_t *seen = calloc((size_t)ir->e.n, 1);
-    if (seen && straight_stores(ir, loop->body)) {
+    if (straight_stores(ir, loop->body) && tli_marks_begin(&L->walk, ir)) {
         size_t maxsize = 0;
         int32_t loads[MAX_LOADS];
         int nloads = 0;
@@ -403,7 +443,7 @@ void tli_plan_parallel(const tli_ir *ir, int32_t s, int threads, tli_par_plan *p
             const tli_snode *n = tli_S(ir, st);
             size_t sz = tl_dtype_size((tl_dtype)tli_B(ir, n->buf)->dtype);
             maxsize = sz > maxsize ? sz : maxsize;
-            moving_loads(ir, s, n->value, seen, loads, &nloads, MAX_LOADS);
+            loop_loads(L, n->value, loads, &nloads, MAX_LOADS);
         }
         for (int i = 0; i < nloads; i++) {
             const tli_enode *x = tli_E(ir, loads[i]);
@@ -417,16 +457,15 @@ void tli_plan_parallel(const tli_ir *ir, int32_t s, int threads, tli_par_plan *p
                 continue;
             bool any = false;
             for (int32_t st = loop->body; st && !any; st = tli_S(ir, st)->next)
-                any = tli_access_vectorizable(ir, s, tli_S(ir, st)->buf, tli_S(ir, st)->idx, v, false);
+                any = tli_access_vectorizable(L, s, tli_S(ir, st)->buf, tli_S(ir, st)->idx, v, false);
             for (int i = 0; i < nloads && !any; i++)
-                any = tli_access_vectorizable(ir, s, tli_E(ir, loads[i])->buf, tli_E(ir, loads[i])->idx, v, true);
+                any = tli_access_vectorizable(L, s, tli_E(ir, loads[i])->buf, tli_E(ir, loads[i])->idx, v, true);
             if (any) {
                 plan->vector = true;
                 plan->lanes = v;
             }
         }
     }
-    free(seen);
     plan->chunks = plan->total / plan->lanes;
     plan->per_thread = (plan->chunks + threads - 1) / threads;
     /* Enough independent accesses in flight to cover memory latency, few

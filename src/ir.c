@@ -143,7 +143,7 @@ const char *tli_eop_name(tli_eop op)
     return (op < E_COUNT && names[op]) ? names[op] : "?";
 }
 
-bool tli_expr_uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim)
+static bool uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim, int *look)
 {
     const tli_enode *n = tli_E(ir, e);
     if (n->op == E_LOOP_VAR)
@@ -151,16 +151,24 @@ bool tli_expr_uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim)
     /* Values built outside the loop cannot mention its variables. */
     if (n->scope == 0)
         return false;
+    if (--*look < 0)
+        return true;
     for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
-        if (tli_expr_uses_var(ir, n->a[i], loop, dim))
+        if (uses_var(ir, n->a[i], loop, dim, look))
             return true;
     if (n->op == E_LOAD) {
         int rank = tli_B(ir, n->buf)->rank;
         for (int d = 0; d < rank; d++)
-            if (tli_expr_uses_var(ir, ir->pool.v[n->idx + d], loop, dim))
+            if (uses_var(ir, ir->pool.v[n->idx + d], loop, dim, look))
                 return true;
     }
     return false;
+}
+
+bool tli_expr_uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim)
+{
+    int look = TLI_EXPR_LOOK;
+    return uses_var(ir, e, loop, dim, &look);
 }
 
 bool tli_expr_const_int(const tli_ir *ir, int32_t e, int64_t *v)
@@ -193,10 +201,10 @@ static int64_t max4(int64_t a, int64_t b, int64_t c, int64_t d)
     return m > d ? m : d;
 }
 
-bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi)
+static bool range_of(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi, int *look)
 {
     const tli_enode *n = tli_E(ir, e);
-    if (!tli_dtype_is_int((tl_dtype)n->dtype) && n->op != E_CAST)
+    if ((!tli_dtype_is_int((tl_dtype)n->dtype) && n->op != E_CAST) || --*look < 0)
         return false;
     int64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
     switch ((tli_eop)n->op) {
@@ -206,7 +214,7 @@ bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi)
         if (s->op == S_PARALLEL) {
             *lo = 0;
             *hi = s->extents[n->ival] - 1;
-        } else if ((s->op == S_SERIAL || s->op == S_PIPELINED) && tli_expr_range(ir, s->a0, &a0, &a1)) {
+        } else if ((s->op == S_SERIAL || s->op == S_PIPELINED) && range_of(ir, s->a0, &a0, &a1, look)) {
             *lo = 0; /* the variable runs over [0, extent) */
             *hi = a1 - 1;
         } else
@@ -216,9 +224,9 @@ bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi)
     case E_CAST:
         if (!tli_dtype_is_int((tl_dtype)n->dtype) || !tli_dtype_is_int((tl_dtype)tli_E(ir, n->a[0])->dtype))
             return false;
-        return tli_expr_range(ir, n->a[0], lo, hi) && (n->dtype == TL_I64 || (*lo >= INT32_MIN && *hi <= INT32_MAX));
+        return range_of(ir, n->a[0], lo, hi, look) && (n->dtype == TL_I64 || (*lo >= INT32_MIN && *hi <= INT32_MAX));
     case E_ADD: case E_SUB: case E_MUL: case E_DIV: case E_MOD: case E_MAX: case E_MIN:
-        if (!tli_expr_range(ir, n->a[0], &a0, &a1) || !tli_expr_range(ir, n->a[1], &b0, &b1))
+        if (!range_of(ir, n->a[0], &a0, &a1, look) || !range_of(ir, n->a[1], &b0, &b1, look))
             return false;
         switch ((tli_eop)n->op) {
         case E_ADD: *lo = a0 + b0; *hi = a1 + b1; break;
@@ -250,4 +258,10 @@ bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi)
     default: return false;
     }
     return range_ok(*lo, *hi);
+}
+
+bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi)
+{
+    int look = TLI_EXPR_LOOK;
+    return range_of(ir, e, lo, hi, &look);
 }

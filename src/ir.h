@@ -223,14 +223,20 @@ static inline int64_t tli_buf_elems(const tli_bnode *b)
 int tli_eop_arity(tli_eop op);
 /* Short name of an op for messages and dumps ("add", "exp", ...). */
 const char *tli_eop_name(tli_eop op);
-/* true when expression e mentions loop variable (loop, dim). */
+/* Both questions below look at most TLI_EXPR_LOOK nodes deep and wide (a
+ * DAG's shared nodes once per path): index expressions are small, and a
+ * larger one gets the cautious answer at once rather than a walk that is
+ * exponential in a DAG's depth or overflows the stack on a long chain. */
+#define TLI_EXPR_LOOK 4096
+/* true when expression e mentions loop variable (loop, dim), or may (too
+ * large to tell). */
 bool tli_expr_uses_var(const tli_ir *ir, int32_t e, int32_t loop, int dim);
 /* true when e is an integer constant; its value in *v. */
 bool tli_expr_const_int(const tli_ir *ir, int32_t e, int64_t *v);
 /* true when every value integer expression e can take lies in [*lo, *hi]
  * (constants, loop variables with constant extents, + - * max min, and /
  * and % of non-negative values by positive constants); false when that
- * is not known. */
+ * is not known (or e is too large to tell). */
 bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi);
 
 static inline bool tli_dtype_is_float(tl_dtype d) { return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64; }

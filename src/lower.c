@@ -55,7 +55,11 @@ tl_status tli_lower(const tli_ir *ir, const tli_target *t, const tli_lower_optio
     const char *dump = opt ? opt->dump : NULL;
     for (int i = 0; i < NPASSES && L->st == TL_OK; i++) {
         passes[i].run(L);
-        if (L->st == TL_OK && !tli_low_plan_bufs(L))
+        /* a walk that ran out of memory gave a partial answer the pass may
+         * have acted on (even failed on): out of memory is what happened */
+        if (L->walk.oom || L->coef.oom)
+            L->st = TL_OK;
+        if (L->walk.oom || L->coef.oom || (L->st == TL_OK && !tli_low_plan_bufs(L)))
             tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
         if (L->st == TL_OK && dump && opt->dump_out && (strcmp(dump, "all") == 0 || strcmp(dump, passes[i].name) == 0)) {
             tli_str_appendf(opt->dump_out, "// ---- kernel '%s' after pass '%s' (%s)\n", ir->name, passes[i].name,
@@ -69,6 +73,8 @@ tl_status tli_lower(const tli_ir *ir, const tli_target *t, const tli_lower_optio
 void tli_lowered_free(tli_lowered *L)
 {
     tli_ir_free(&L->ir);
+    tli_marks_free(&L->walk);
+    tli_marks_free(&L->coef);
     free(L->frag);
     free(L->smem);
     L->frag = NULL;

@@ -68,11 +68,11 @@ typedef struct tli_par_plan {
     int group;         /* chunks a thread loads before it computes        */
 } tli_par_plan;
 
-void tli_plan_parallel(const tli_ir *ir, int32_t s, int threads, tli_par_plan *plan);
+void tli_plan_parallel(tli_lowered *L, int32_t s, int threads, tli_par_plan *plan);
 /* true when access buf[idx...] (idx: pool start) inside parallel loop s can
  * move `lanes` elements at once: unit stride along the last loop variable,
  * 4..16 bytes. For loads, the buffer must not be written in the loop. */
-bool tli_access_vectorizable(const tli_ir *ir, int32_t s, int32_t buf, int32_t idx, int lanes, bool is_load);
+bool tli_access_vectorizable(tli_lowered *L, int32_t s, int32_t buf, int32_t idx, int lanes, bool is_load);
 
 /* Buffers statement s (with what is inside it) reads and writes, as bit
  * sets over buffer ids (tli_bufset); async copies and gemms count their
@@ -90,11 +90,9 @@ bool tli_bufset_meets(const tli_bufset *a, const tli_bufset *b);
 void tli_bufset_union(tli_bufset *a, const tli_bufset *b);
 bool tli_bufset_empty(const tli_bufset *s);
 /* Adds what statement s (and its body) reads to rd and writes to wr. */
-void tli_stmt_access(const tli_ir *ir, int32_t s, tli_bufset *rd, tli_bufset *wr);
+void tli_stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *wr);
 /* Adds the buffers expression e loads from to rd. */
-void tli_expr_reads(const tli_ir *ir, int32_t e, tli_bufset *rd);
-/* true when statement s (or one inside it) reads or writes buffer buf. */
-bool tli_stmt_uses_buf(const tli_ir *ir, int32_t s, int32_t buf);
+void tli_expr_reads(tli_lowered *L, int32_t e, tli_bufset *rd);
 
 /* true when copy statement s moves global -> shared (a pipeline producer). */
 bool tli_is_producer(const tli_ir *ir, int32_t s);
@@ -114,5 +112,21 @@ bool tli_gemm_warp_layout(int64_t m, int64_t n, int64_t k, int threads, unsigned
  * [64, n], m split into m64 tiles per warpgroup, n a multiple of 16 up to
  * 256. threads: the block's. */
 bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp_layout *out);
+
+/* Walks over the expression DAG with marks m (L->walk, or an emitter's):
+ *     if (tli_marks_begin(m, ir)) { tli_marks_push(m, root);
+ *         for (int32_t e; (e = tli_marks_next(m));) { ...; tli_marks_push_operands(m, ir, e); } }
+ * visits each node reached once, in depth-first order (last pushed first),
+ * without recursion. begin is false when out of memory (m->oom, as when a
+ * push fails: the walk then misses nodes, and its user must fail). */
+bool tli_marks_begin(tli_marks *m, const tli_ir *ir);
+void tli_marks_push(tli_marks *m, int32_t e);
+/* The next node not yet visited in this walk (now visited), or 0. */
+int32_t tli_marks_next(tli_marks *m);
+/* Pushes the operands of e (not a load's indices). */
+void tli_marks_push_operands(tli_marks *m, const tli_ir *ir, int32_t e);
+bool tli_marks_seen(const tli_marks *m, int32_t e);
+void tli_marks_set(tli_marks *m, int32_t e);
+void tli_marks_free(tli_marks *m);
 
 #endif

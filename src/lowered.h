@@ -181,6 +181,19 @@ enum { TLI_X_TILE_PERSIST = 0 };
 
 /* ---------------------------------------------------- the lowered kernel */
 
+/* Stamps for walks over the expression DAG (analysis.c). A walk takes a
+ * new stamp instead of a fresh array as large as the kernel, so a question
+ * costs the nodes it visits, each once however often the DAG shares it. */
+typedef struct tli_marks {
+    uint32_t *stamp;  /* by expression id: the walk that last reached it */
+    int64_t *val;     /* by expression id: what a memoising walk found    */
+    int32_t n;        /* entries of stamp and val                         */
+    uint32_t now;     /* the current walk's stamp                         */
+    int32_t *stack;   /* nodes still to visit                             */
+    int32_t sp, cap;
+    bool oom;         /* an allocation failed: answers may be incomplete  */
+} tli_marks;
+
 typedef struct tli_lowered {
     tli_ir ir;                /* the graph, rewritten by the passes      */
     tli_target target;
@@ -196,6 +209,11 @@ typedef struct tli_lowered {
     /* the tensor cores' async proxy reads shared memory in this kernel:
      * ordinary shared stores it reads need a proxy fence */
     bool async_proxy;
+    /* scratch of the analyses: `walk` for the walks that only visit,
+     * `coef` for the memo of affine coefficients (one may run inside a
+     * walk; neither nests in itself). Lowering fails with
+     * TL_ERR_OUT_OF_MEMORY when either ran out of memory. */
+    tli_marks walk, coef;
     tl_status st;
     char err[512];
 } tli_lowered;

@@ -239,18 +239,17 @@ static void note_access(layouter *Y, loop_frags *lf, int32_t buf, int32_t idx, i
 
 static void scan_expr_frags(layouter *Y, loop_frags *lf, int32_t root, int32_t loop)
 {
-    int32_t stack[256];
-    int sp = 0;
-    stack[sp++] = root;
-    while (sp) {
-        int32_t e = stack[--sp];
+    tli_marks *m = &Y->L->walk;
+    if (!tli_marks_begin(m, Y->ir))
+        return;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
         const tli_enode *n = tli_E(Y->ir, e);
-        if (!e || n->scope == 0)
+        if (n->scope == 0)
             continue;
         if (n->op == E_LOAD)
             note_access(Y, lf, n->buf, n->idx, loop);
-        for (int i = 0; i < tli_eop_arity((tli_eop)n->op) && sp < 256; i++)
-            stack[sp++] = n->a[i];
+        tli_marks_push_operands(m, Y->ir, e);
     }
 }
 

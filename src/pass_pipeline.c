@@ -532,19 +532,21 @@ static tli_copy_how producer_engine(piper *P, const pipe_info *pi)
     return tma ? CP_TMA : chunks ? CP_ASYNC16 : CP_ELEMENTS;
 }
 
-/* Whether expression e depends on the block or on memory (a persistent
+/* Whether expression root depends on the block or on memory (a persistent
  * CTA's blocks must all run the same number of iterations, or their ring
  * positions drift apart). */
-static bool uses_block(const tli_ir *ir, int32_t e, int depth)
+static bool uses_block(tli_lowered *L, int32_t root)
 {
-    if (!e)
-        return false;
-    const tli_enode *n = tli_E(ir, e);
-    if (n->op == E_BLOCK_IDX || n->op == E_LOAD || depth > 256)
+    tli_marks *m = &L->walk;
+    if (!tli_marks_begin(m, &L->ir))
         return true;
-    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
-        if (uses_block(ir, n->a[i], depth + 1))
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
+        const tli_enode *n = tli_E(&L->ir, e);
+        if (n->op == E_BLOCK_IDX || n->op == E_LOAD)
             return true;
+        tli_marks_push_operands(m, &L->ir, e);
+    }
     return false;
 }
 
@@ -725,10 +727,12 @@ static bool independent(piper *P, const pipe_info *pi, int32_t x, int32_t y)
     tli_bufset rx = {0}, wx = {0}, ry = {0}, wy = {0};
     bool ok = tli_bufset_init(&rx, ir->b.n) && tli_bufset_init(&wx, ir->b.n) && tli_bufset_init(&ry, ir->b.n) &&
               tli_bufset_init(&wy, ir->b.n);
+    if (!ok) /* not "dependent": a kernel that compiles differently when memory is short */
+        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int32_t s = x; ok && s; s = ir->s.v[s].next)
-        tli_stmt_access(ir, s, &rx, &wx);
+        tli_stmt_access(P->L, s, &rx, &wx);
     for (int32_t s = y; ok && s; s = ir->s.v[s].next)
-        tli_stmt_access(ir, s, &ry, &wy);
+        tli_stmt_access(P->L, s, &ry, &wy);
     for (int32_t b = 1; ok && b < ir->b.n; b++) {
         if (staged_buf(pi, b))
             continue;
@@ -1037,7 +1041,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
         tli_low_fail(L, TL_ERR_UNSUPPORTED, "%s: it needs mbarriers (sm_80 or later), not %s", api, L->target.name);
         return;
     }
-    if (w.persistent && uses_block(ir, pi->extent, 0)) {
+    if (w.persistent && uses_block(L, pi->extent)) {
         tli_low_fail(L, TL_ERR_UNSUPPORTED,
                      "%s: the pipelined loop's extent must not depend on the block (the blocks of a persistent CTA "
                      "share one ring)",

@@ -123,7 +123,7 @@ static void access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
 {
     tli_bufset_clear(rd);
     tli_bufset_clear(wr);
-    tli_stmt_access(Y->ir, s, rd, wr);
+    tli_stmt_access(Y->L, s, rd, wr);
 }
 
 /* Inserts statement n where *l points (before the statement there) and
@@ -190,7 +190,7 @@ static void all_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
 {
     tli_bufset_clear(rd);
     tli_bufset_clear(wr);
-    tli_stmt_access(Y->ir, s, rd, wr);
+    tli_stmt_access(Y->L, s, rd, wr);
 }
 
 static void keep_visible(syncer *Y, tli_bufset *set)
@@ -215,7 +215,7 @@ static void head_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
     tli_bufset_clear(rd);
     tli_bufset_clear(wr);
     for (c = tli_S(Y->ir, s)->body; tli_S(Y->ir, c)->op != S_BARRIER; c = tli_S(Y->ir, c)->next)
-        tli_stmt_access(Y->ir, c, rd, wr);
+        tli_stmt_access(Y->L, c, rd, wr);
 }
 
 /* A loop: the body walked from the state it is entered with, except that

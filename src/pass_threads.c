@@ -12,24 +12,6 @@
  */
 #include "lower.h"
 
-static void mark_vector_loads(tli_lowered *L, int32_t loop, int32_t root, int lanes)
-{
-    tli_ir *ir = &L->ir;
-    int32_t stack[256];
-    int sp = 0;
-    stack[sp++] = root;
-    while (sp) {
-        int32_t e = stack[--sp];
-        tli_enode *n = &ir->e.v[e];
-        if (!e || n->scope == 0 || n->vec)
-            continue;
-        if (n->op == E_LOAD && tli_access_vectorizable(ir, loop, n->buf, n->idx, lanes, true))
-            n->vec = (uint8_t)lanes;
-        for (int i = 0; i < tli_eop_arity((tli_eop)n->op) && sp < 256; i++)
-            stack[sp++] = n->a[i];
-    }
-}
-
 /* Vector mode needs a body of plain stores (no nested control flow). */
 static bool straight_stores(const tli_ir *ir, int32_t body)
 {
@@ -71,6 +53,40 @@ static bool shared_piece(const tli_lowered *L, int32_t s, const tli_enode *n, in
     return true;
 }
 
+/* Marks the loads in the value of a store of loop `loop` (each node once)
+ * that move `lanes` elements at once; in a loop over blocked-rows runs of
+ * `run` registers (lanes 0), global loads and shared pieces (shared_piece)
+ * of as many elements as their dtype fits in 16 bytes, at most a run. */
+static bool mark_vector_loads(tli_lowered *L, int32_t loop, int32_t root, int lanes, int run)
+{
+    tli_ir *ir = &L->ir;
+    tli_marks *m = &L->walk;
+    bool any = false;
+    if (!tli_marks_begin(m, ir))
+        return false;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
+        tli_enode *n = &ir->e.v[e];
+        if (n->scope == 0 || n->vec)
+            continue;
+        int scope = n->op == E_LOAD ? tli_B(ir, n->buf)->scope : 0;
+        if (scope == B_GLOBAL || (!lanes && scope == B_SHARED)) {
+            int ln = lanes;
+            if (!ln) {
+                ln = 16 / (int)tl_dtype_size((tl_dtype)tli_B(ir, n->buf)->dtype);
+                ln = ln < run ? ln : run;
+            }
+            if (scope == B_GLOBAL ? tli_access_vectorizable(L, loop, n->buf, n->idx, ln, true)
+                                  : shared_piece(L, loop, n, ln)) {
+                n->vec = (uint8_t)ln;
+                any = true;
+            }
+        }
+        tli_marks_push_operands(m, ir, e);
+    }
+    return any;
+}
+
 /* A loop over a blocked-rows fragment: a thread's registers come in runs
  * of v consecutive columns, so a global access at unit stride along the
  * columns can move a run (in 16-byte pieces) at once, and so can a read of
@@ -89,31 +105,11 @@ static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
         const tli_bnode *b = tli_B(ir, x->buf);
         int lanes = 16 / (int)tl_dtype_size((tl_dtype)b->dtype);
         lanes = lanes < v ? lanes : v;
-        if (b->scope == B_GLOBAL && tli_access_vectorizable(ir, s, x->buf, x->idx, lanes, false)) {
+        if (b->scope == B_GLOBAL && tli_access_vectorizable(L, s, x->buf, x->idx, lanes, false)) {
             x->x[TLI_X_STORE_VEC] = lanes;
             any = true;
         }
-        int32_t stack[256];
-        int sp = 0;
-        stack[sp++] = x->value;
-        while (sp) {
-            int32_t e = stack[--sp];
-            tli_enode *n = &ir->e.v[e];
-            if (!e || n->scope == 0 || n->vec)
-                continue;
-            int scope = n->op == E_LOAD ? tli_B(ir, n->buf)->scope : 0;
-            if (scope == B_GLOBAL || scope == B_SHARED) {
-                int ln = 16 / (int)tl_dtype_size((tl_dtype)tli_B(ir, n->buf)->dtype);
-                ln = ln < v ? ln : v;
-                if (scope == B_GLOBAL ? tli_access_vectorizable(ir, s, n->buf, n->idx, ln, true)
-                                      : shared_piece(L, s, n, ln)) {
-                    n->vec = (uint8_t)ln;
-                    any = true;
-                }
-            }
-            for (int i = 0; i < tli_eop_arity((tli_eop)n->op) && sp < 256; i++)
-                stack[sp++] = n->a[i];
-        }
+        any |= mark_vector_loads(L, s, x->value, 0, v);
     }
     if (any)
         ir->s.v[s].x[TLI_X_PAR_LANES] = v;
@@ -130,7 +126,7 @@ static void map_loop(tli_lowered *L, int32_t s)
         return;
     }
     tli_par_plan p;
-    tli_plan_parallel(ir, s, ir->threads, &p);
+    tli_plan_parallel(L, s, ir->threads, &p);
     if (p.per_thread > INT32_MAX) {
         tli_low_fail(L, TL_ERR_UNSUPPORTED, "tl_parallel: %lld iterations per thread", (long long)p.per_thread);
         return;
@@ -144,8 +140,8 @@ static void map_loop(tli_lowered *L, int32_t s)
         return;
     for (int32_t st = n->body; st; st = ir->s.v[st].next) {
         tli_snode *x = &ir->s.v[st];
-        x->x[TLI_X_STORE_VEC] = tli_access_vectorizable(ir, s, x->buf, x->idx, p.lanes, false);
-        mark_vector_loads(L, s, x->value, p.lanes);
+        x->x[TLI_X_STORE_VEC] = tli_access_vectorizable(L, s, x->buf, x->idx, p.lanes, false);
+        mark_vector_loads(L, s, x->value, p.lanes, 0);
     }
 }
 

@@ -126,14 +126,16 @@ static int count_pipelines(const tli_ir *ir, int32_t first)
 
 /* Whether e reads memory (a loop extent the producer warpgroup must be able
  * to compute without the consumers). */
-static bool reads_memory(const tli_ir *ir, int32_t e)
+static bool reads_memory(tli_lowered *L, int32_t e)
 {
     if (!e)
         return false;
     tli_bufset rd;
-    if (!tli_bufset_init(&rd, ir->b.n))
-        return true;
-    tli_expr_reads(ir, e, &rd);
+    if (!tli_bufset_init(&rd, L->ir.b.n)) {
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return false;
+    }
+    tli_expr_reads(L, e, &rd);
     bool r = !tli_bufset_empty(&rd);
     tli_bufset_free(&rd);
     return r;
@@ -171,7 +173,7 @@ static void check_warp_specialized(verifier *V)
         no = "the body needs exactly one tl_pipelined loop, at its top level";
     else if (tli_S(ir, pipe)->a1 < 2)
         no = "the pipelined loop needs at least 2 stages";
-    else if (reads_memory(ir, tli_S(ir, pipe)->a0))
+    else if (reads_memory(V->L, tli_S(ir, pipe)->a0))
         no = "the pipelined loop's extent must not depend on memory";
     else if (tli_S(ir, pipe)->body == tli_first_consumer(ir, pipe))
         no = "the pipelined loop has no copy into shared memory to hand to a producer";

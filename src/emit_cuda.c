@@ -45,13 +45,36 @@ char *tli_e_keep(emitter *E, char *s)
 
 char *tli_e_fmt(emitter *E, const char *fmt, ...)
 {
+    /* exactly as large as the text: the emitter keeps every one of them
+     * until the end, a few per expression node */
+    char small[256];
     va_list ap;
     va_start(ap, fmt);
-    tli_str s;
-    tli_str_init(&s);
-    tli_str_vappendf(&s, fmt, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    return tli_e_keep(E, tli_str_take(&s));
+    char *s = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (s && (size_t)n < sizeof small) {
+        memcpy(s, small, (size_t)n + 1);
+    } else if (s) {
+        va_start(ap, fmt);
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    return tli_e_keep(E, s);
+}
+
+/* Frees the strings made since E->strs held `mark` of them. */
+static void release_strs(emitter *E, int mark)
+{
+    while (E->nstrs > mark)
+        free(E->strs[--E->nstrs]);
+}
+
+char *tli_e_take(emitter *E, tli_str *s)
+{
+    char *t = tli_str_take(s);
+    char *fit = t ? realloc(t, strlen(t) + 1) : NULL; /* kept to the end: no spare room */
+    return tli_e_keep(E, fit ? fit : t);
 }
 
 void tli_e_line(emitter *E, const char *fmt, ...)
@@ -63,6 +86,7 @@ void tli_e_line(emitter *E, const char *fmt, ...)
     tli_str_vappendf(&E->out, fmt, ap);
     va_end(ap);
     tli_str_append(&E->out, "\n");
+    E->oom |= E->out.oom; /* latched: the emitter stops at its next expression or statement */
 }
 
 void tli_e_fail(emitter *E, const char *fmt, ...)
@@ -302,8 +326,8 @@ void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char *
             tli_str_appendf(&o, "%s(%s) * %s", d ? " + " : "", idx[d], st);
         tli_str_appendf(&c, "%stl_in(%s, %s)", d ? " && " : "", idx[d], tli_e_dim(E, buf, d));
     }
-    *off = tli_e_keep(E, tli_str_take(&o));
-    *ok = tli_e_keep(E, tli_str_take(&c));
+    *off = tli_e_take(E, &o);
+    *ok = tli_e_take(E, &c);
 }
 
 static void index_texts(emitter *E, int32_t buf, int32_t idx, const char **out)
@@ -347,8 +371,10 @@ static char *expr_text(emitter *E, int32_t id)
         if (E->load_text[id])
             return E->load_text[id];
         return tli_B(E->ir, n->buf)->scope == B_GLOBAL ? load_text(E, n) : tli_e_tile_load(E, n);
-    case E_SELECT:
-        return tli_e_fmt(E, "(%s ? %s : %s)", tli_e_expr(E, n->a[0]), tli_e_expr(E, n->a[1]), tli_e_expr(E, n->a[2]));
+    case E_SELECT: { /* operands in order (settle_all declares their temporaries so) */
+        const char *c = tli_e_expr(E, n->a[0]), *a = tli_e_expr(E, n->a[1]), *b = tli_e_expr(E, n->a[2]);
+        return tli_e_fmt(E, "(%s ? %s : %s)", c, a, b);
+    }
     default:
         return tli_eop_arity((tli_eop)n->op) == 2 ? binary_text(E, n) : unary_text(E, n);
     }
@@ -375,37 +401,145 @@ static void touch(emitter *E, int32_t id)
     E->touched[E->ntouched++] = id;
 }
 
-/* The text of expression id; a subexpression used more than once in the
- * statement becomes a named temporary declared just before it. */
-const char *tli_e_expr(emitter *E, int32_t id)
+/* The operands whose texts the text of node id contains, in the order
+ * expr_text prints them (a fragment's registers are found by the loop, not
+ * by its indices). */
+static int printed_operands(emitter *E, int32_t id, int32_t *ops)
 {
     const tli_enode *n = tli_E(E->ir, id);
-    if (E->temp[id])
-        return E->temp[id];
-    if (E->load_text[id] || is_leaf(n) || E->uses[id] < 2 || !E->pre)
-        return expr_text(E, id);
-    char *text = expr_text(E, id);
-    char *name = tli_e_fmt(E, "tl_t%d", ++E->ntemp); /* fresh: statements share scopes */
-    for (int i = 0; i < E->indent; i++)
-        tli_str_append(E->pre, "    ");
-    tli_str_appendf(E->pre, "const %s %s = %s;\n", tli_dtype_ctype((tl_dtype)n->dtype), name, text);
-    E->temp[id] = name;
-    return name;
+    if (is_leaf(n) || E->load_text[id])
+        return 0;
+    if (n->op != E_LOAD) {
+        for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+            ops[i] = n->a[i];
+        return tli_eop_arity((tli_eop)n->op);
+    }
+    const tli_bnode *b = tli_B(E->ir, n->buf);
+    if (b->scope == B_FRAGMENT)
+        return 0;
+    for (int d = 0; d < b->rank; d++)
+        ops[d] = E->ir->pool.v[n->idx + d];
+    return b->rank;
 }
 
-/* Counts how often each node is reached from expression id (the first
- * visit recurses), to find the shared subexpressions. */
+/* Operators a text may nest before its subexpression becomes a temporary:
+ * deeper than any expression written by hand, shallow enough that a chain
+ * of any length costs text and stack in proportion to its length. */
+#define MAX_NEST 64
+
+/* Settles node id once its operands are: its nesting depth, and a `const`
+ * temporary when it is used more than once in the statement or nests too
+ * deep (declared in E->pre, before the statement). */
+static void settle(emitter *E, int32_t id)
+{
+    const tli_enode *n = tli_E(E->ir, id);
+    int32_t ops[TL_MAX_RANK > 3 ? TL_MAX_RANK : 3];
+    int nops = printed_operands(E, id, ops);
+    int64_t depth = 0;
+    for (int i = 0; i < nops; i++) {
+        int64_t d = E->temp[ops[i]] ? 1 : E->done.val[ops[i]] + 1;
+        depth = d > depth ? d : depth;
+    }
+    tli_marks_set(&E->done, id);
+    E->done.val[id] = depth;
+    if (E->load_text[id] || is_leaf(n) || (E->uses[id] < 2 && depth < MAX_NEST))
+        return;
+    int mark = E->nstrs;
+    E->printing++;
+    char *text = expr_text(E, id);
+    E->printing--;
+    for (int i = 0; i < E->indent; i++)
+        tli_str_append(E->pre, "    ");
+    tli_str_appendf(E->pre, "const %s tl_t%d = %s;\n", tli_dtype_ctype((tl_dtype)n->dtype), ++E->ntemp, text);
+    /* the text's pieces are single uses inside it: only the name is used
+     * from now on, so a long chain keeps no more than MAX_NEST levels */
+    release_strs(E, mark);
+    E->temp[id] = tli_e_fmt(E, "tl_t%d", E->ntemp); /* fresh: statements share scopes */
+}
+
+static bool push_pending(emitter *E, int32_t id)
+{
+    if (E->npending == E->cappending) {
+        int32_t cap = E->cappending ? E->cappending * 2 : 64;
+        int32_t(*p)[2] = realloc(E->pending, (size_t)cap * sizeof *p);
+        if (!p) {
+            E->oom = true;
+            return false;
+        }
+        E->pending = p;
+        E->cappending = cap;
+    }
+    E->pending[E->npending][0] = id;
+    E->pending[E->npending++][1] = 0; /* operands settled so far */
+    return true;
+}
+
+/* Settles every node of the text of `root`, operands first, in the order
+ * the text prints them: the temporaries come out as a recursive printer
+ * would declare them, without recursion. */
+static void settle_all(emitter *E, int32_t root)
+{
+    if (!push_pending(E, root))
+        return;
+    while (E->npending) {
+        int32_t *top = E->pending[E->npending - 1], id = top[0];
+        int32_t ops[TL_MAX_RANK > 3 ? TL_MAX_RANK : 3];
+        int nops = printed_operands(E, id, ops);
+        if (top[1] == 0 && (E->temp[id] || tli_marks_seen(&E->done, id))) {
+            E->npending--; /* settled earlier in the statement */
+            continue;
+        }
+        if (top[1] < nops) {
+            int32_t next = ops[top[1]++];
+            if (!E->temp[next] && !tli_marks_seen(&E->done, next) && !push_pending(E, next))
+                return;
+            continue;
+        }
+        E->npending--;
+        settle(E, id);
+    }
+}
+
+/* The text of expression id; a subexpression used more than once in the
+ * statement (or nested too deep) is a named temporary declared before it. */
+const char *tli_e_expr(emitter *E, int32_t id)
+{
+    if (E->oom)
+        return ""; /* the source is lost: print nothing more */
+    if (E->temp[id])
+        return E->temp[id];
+    if (E->pre && !E->printing) {
+        settle_all(E, id);
+        if (E->temp[id])
+            return E->temp[id];
+    }
+    E->printing++;
+    char *text = expr_text(E, id);
+    E->printing--;
+    return text;
+}
+
+/* Counts how often each node is reached from expression id (each node's
+ * operands counted at its first visit) to find the shared subexpressions. */
 static void count_uses(emitter *E, int32_t id)
 {
-    if (E->uses[id]++ > 0)
+    E->npending = 0;
+    if (!push_pending(E, id))
         return;
-    touch(E, id);
-    const tli_enode *n = tli_E(E->ir, id);
-    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
-        count_uses(E, n->a[i]);
-    if (n->op == E_LOAD && !E->load_text[id])
-        for (int d = 0; d < tli_B(E->ir, n->buf)->rank; d++)
-            count_uses(E, E->ir->pool.v[n->idx + d]);
+    while (E->npending) {
+        int32_t e = E->pending[--E->npending][0];
+        if (E->uses[e]++ > 0)
+            continue;
+        touch(E, e);
+        const tli_enode *n = tli_E(E->ir, e);
+        for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+            if (!push_pending(E, n->a[i]))
+                return;
+        if (n->op == E_LOAD && !E->load_text[e])
+            for (int d = 0; d < tli_B(E->ir, n->buf)->rank; d++)
+                if (!push_pending(E, E->ir->pool.v[n->idx + d]))
+                    return;
+    }
 }
 
 static void reset_temps(emitter *E)
@@ -423,12 +557,16 @@ static void begin_statement(emitter *E, const int32_t *exprs, int n, tli_str *pr
     reset_temps(E);
     for (int i = 0; i < n; i++)
         count_uses(E, exprs[i]);
+    if (!tli_marks_begin(&E->done, E->ir))
+        E->oom = true;
     E->pre = pre;
 }
 
 /* Flushes the temporaries declared for a statement into the output. */
 static void flush_pre(emitter *E, tli_str *pre)
 {
+    if (pre->oom)
+        E->oom = true;
     if (pre->len)
         tli_str_append(&E->out, pre->data);
     tli_str_free(pre);
@@ -445,12 +583,30 @@ const char *tli_e_single(emitter *E, int32_t id)
     return t;
 }
 
-/* An expression as plain text, with no temporaries (for comments). */
-static const char *plain_expr(emitter *E, int32_t id)
+/* The indices of an access as texts (idx), their temporaries printed
+ * first: for the statements whose lines take their indices alone. */
+static void single_indices(emitter *E, int32_t buf, int32_t idx, const char **out)
+{
+    tli_str pre;
+    tli_str_init(&pre);
+    begin_statement(E, &E->ir->pool.v[idx], tli_B(E->ir, buf)->rank, &pre);
+    index_texts(E, buf, idx, out);
+    flush_pre(E, &pre);
+}
+
+/* An expression for a comment, which can declare no temporaries: its text
+ * when it is a small tree, else only its size. */
+static const char *comment_expr(emitter *E, int32_t id)
 {
     reset_temps(E);
     E->pre = NULL;
-    return tli_e_expr(E, id);
+    count_uses(E, id);
+    bool tree = E->ntouched <= MAX_NEST;
+    for (int32_t i = 0; i < E->ntouched && tree; i++)
+        tree = E->uses[E->touched[i]] < 2 || is_leaf(tli_E(E->ir, E->touched[i]));
+    const char *t = tree ? tli_e_expr(E, id) : tli_e_fmt(E, "(an expression of %d nodes)", (int)E->ntouched);
+    reset_temps(E);
+    return t;
 }
 
 /* --------------------------------------------------------- statements */
@@ -610,7 +766,7 @@ static char *chunk_args(emitter *E, int32_t buf, const char **idx, const char *l
     tli_str_append(&c, live ? live : "true");
     for (int d = 0; d < last; d++)
         tli_str_appendf(&c, " && tl_in(%s, %s)", idx[d], tli_e_dim(E, buf, d));
-    return tli_e_keep(E, tli_str_take(&c));
+    return tli_e_take(E, &c);
 }
 
 #define MAX_VLOADS 32
@@ -619,13 +775,15 @@ static char *chunk_args(emitter *E, int32_t buf, const char **idx, const char *l
  * chunks, each once. */
 static void vector_loads(emitter *E, int32_t root, int32_t *list, int *n)
 {
-    int32_t stack[256];
-    int sp = 0;
-    stack[sp++] = root;
-    while (sp) {
-        int32_t e = stack[--sp];
+    tli_marks *m = &E->walk;
+    if (!tli_marks_begin(m, E->ir)) {
+        E->oom = true;
+        return;
+    }
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
         const tli_enode *nd = tli_E(E->ir, e);
-        if (!e || nd->scope == 0)
+        if (nd->scope == 0)
             continue;
         if (nd->op == E_LOAD && nd->vec) {
             bool seen = false;
@@ -634,9 +792,9 @@ static void vector_loads(emitter *E, int32_t root, int32_t *list, int *n)
             if (!seen && *n < MAX_VLOADS)
                 list[(*n)++] = e;
         }
-        for (int i = 0; i < tli_eop_arity((tli_eop)nd->op) && sp < 256; i++)
-            stack[sp++] = nd->a[i];
+        tli_marks_push_operands(m, E->ir, e);
     }
+    E->oom |= m->oom;
 }
 
 /*   tl_vec<float, 4> tl_L7_c0;
@@ -646,13 +804,11 @@ static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *load
 {
     const char *live = need_live ? tli_e_fmt(E, "tl_live_c%d", u) : NULL;
     set_lane_vars(E, sid, u, 0);
-    reset_temps(E);
-    E->pre = NULL;
     for (int i = 0; i < nloads; i++) {
         const tli_enode *n = tli_E(E->ir, loads[i]);
         const char *vname = tli_e_fmt(E, "tl_L%d_c%d", loads[i], u);
         const char *idx[TL_MAX_RANK];
-        index_texts(E, n->buf, n->idx, idx);
+        single_indices(E, n->buf, n->idx, idx);
         tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), lanes, vname);
         tli_e_line(E, "tl_ld_chunk(%s, %s);", vname, chunk_args(E, n->buf, idx, live));
     }
@@ -683,17 +839,15 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, int32_t stid, int l
         E->load_text[loads[i]] = NULL;
     const char *idx[TL_MAX_RANK];
     char *off, *ok;
-    reset_temps(E);
-    E->pre = NULL;
     if (st->x[TLI_X_STORE_VEC]) {
         set_lane_vars(E, sid, u, 0);
-        index_texts(E, st->buf, st->idx, idx);
+        single_indices(E, st->buf, st->idx, idx);
         tli_e_line(E, "tl_st_chunk(%s, %s);", chunk_args(E, st->buf, idx, NULL), sname);
         return;
     }
     for (int v = 0; v < lanes; v++) {
         set_lane_vars(E, sid, u, v);
-        index_texts(E, st->buf, st->idx, idx);
+        single_indices(E, st->buf, st->idx, idx);
         tli_e_global_access(E, st->buf, idx, &off, &ok);
         tli_e_line(E, "if (%s) %s[%s] = %s.e[%d];", ok, tli_e_buf(E, st->buf), off, sname, v);
     }
@@ -731,8 +885,7 @@ static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
                 tli_str_appendf(&live, "tl_g + %d < %lldLL", u, (long long)per_thread);
             if (ragged_threads)
                 tli_str_appendf(&live, "%stl_c%d < %lldLL", live.len ? " && " : "", u, (long long)chunks);
-            tli_e_line(E, "const bool tl_live_c%d = %s;", u, live.data);
-            tli_str_free(&live);
+            tli_e_line(E, "const bool tl_live_c%d = %s;", u, tli_e_take(E, &live));
         }
         decompose(E, sid, tli_e_fmt(E, "tl_c%d * %dLL", u, lanes), tli_e_fmt(E, "_c%d", u));
     }
@@ -822,15 +975,13 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     const char *live;
     if (nloads) {
         bool load_guard = open_run_loop(E, s, runs, " // the loads", &live);
-        reset_temps(E);
-        E->pre = NULL;
         for (int i = 0; i < nloads; i++) {
             const tli_enode *n = tli_E(E->ir, loads[i]);
             for (int c = 0; c < v / n->vec; c++) {
                 E->var_text[s->vars[last]] =
                     c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * n->vec) : tli_e_fmt(E, "%s_run", lastv);
                 const char *li[TL_MAX_RANK];
-                index_texts(E, n->buf, n->idx, li);
+                single_indices(E, n->buf, n->idx, li);
                 if (tli_B(E->ir, n->buf)->scope == B_SHARED) { /* a whole piece in one place (pass_threads) */
                     char *off, *ok;
                     tli_e_smem_access(E, n->buf, li, NULL, &off, &ok);
@@ -884,15 +1035,13 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
         E->load_text[loads[i]] = NULL;
     E->indent--;
     tli_e_line(E, "}");
-    reset_temps(E);
-    E->pre = NULL;
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
         const tli_snode *x = tli_S(E->ir, st);
         int ln = x->x[TLI_X_STORE_VEC];
         for (int c = 0; ln && c < v / ln; c++) {
             E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
             const char *si[TL_MAX_RANK];
-            index_texts(E, x->buf, x->idx, si);
+            single_indices(E, x->buf, x->idx, si);
             tli_e_line(E, "tl_st_chunk(%s, tl_S%d[%d]);", chunk_args(E, x->buf, si, live), st, c);
         }
     }
@@ -915,13 +1064,13 @@ static void emit_parallel(emitter *E, int32_t sid)
     for (int d = 0; d < s->rank; d++)
         tli_str_appendf(&ext, "%s%lld", d ? ", " : "", (long long)s->extents[d]);
     bool vec = s->x[TLI_X_PAR_MODE] == PAR_VECTOR;
+    const char *extents = tli_e_take(E, &ext);
     if (vec)
-        tli_e_line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %d per thread, %d loaded ahead", ext.data,
+        tli_e_line(E, "{ // tl_parallel [%s]: chunks of %d along the last axis, %d per thread, %d loaded ahead", extents,
                    s->x[TLI_X_PAR_LANES], s->x[TLI_X_PAR_PER_THREAD], s->x[TLI_X_PAR_GROUP]);
     else
-        tli_e_line(E, "{ // tl_parallel [%s]: one iteration at a time, %d per thread", ext.data,
+        tli_e_line(E, "{ // tl_parallel [%s]: one iteration at a time, %d per thread", extents,
                    s->x[TLI_X_PAR_PER_THREAD]);
-    tli_str_free(&ext);
     E->indent++;
     E->inside_parallel = true;
     if (vec)
@@ -1024,8 +1173,9 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
 
 void tli_e_stmts(emitter *E, int32_t first)
 {
-    for (int32_t sid = first; sid && E->st == TL_OK; sid = tli_S(E->ir, sid)->next) {
+    for (int32_t sid = first; sid && E->st == TL_OK && !E->oom; sid = tli_S(E->ir, sid)->next) {
         const tli_snode *s = tli_S(E->ir, sid);
+        int mark = E->nstrs;
         if (s->op != S_LET && s->name) /* what a pass made of it */
             tli_e_line(E, "// %s", tli_str_at(E->ir, s->name));
         switch ((tli_sop)s->op) {
@@ -1040,6 +1190,11 @@ void tli_e_stmts(emitter *E, int32_t first)
         case S_PIPELINED: tli_e_fail(E, "a tl_pipelined loop the pipeline pass did not lower"); break;
         default: emit_lowered(E, sid, s); break;
         }
+        /* what a statement printed is in the output: its strings go (the
+         * state it leaves, loop variables and stages, came before it), so
+         * memory follows the deepest statement, not the kernel */
+        reset_temps(E);
+        release_strs(E, mark);
     }
 }
 
@@ -1088,7 +1243,7 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     tli_str_appendf(h, "// Generated by libtilec %s for %s: kernel '%s'.\n", tl_version(), E->L->target.name, ir->name);
     tli_str_appendf(h, "// Launch: grid (");
     for (int i = 0; i < 3; i++)
-        tli_str_appendf(h, "%s%s", i ? ", " : "", lp->grid[i] ? plain_expr(E, lp->grid[i]) : "1");
+        tli_str_appendf(h, "%s%s", i ? ", " : "", lp->grid[i] ? comment_expr(E, lp->grid[i]) : "1");
     tli_str_appendf(h, ") blocks of %d threads", lp->block_threads);
     if (lp->persistent)
         tli_str_appendf(h, ", run by min(ceil(blocks / %d), SMs) persistent CTAs of %d threads", lp->persistent,
@@ -1144,6 +1299,9 @@ static void emitter_free(emitter *E)
     free(E->uses);
     free(E->stage);
     free(E->touched);
+    free(E->pending);
+    tli_marks_free(&E->done);
+    tli_marks_free(&E->walk);
     tli_str_free(&E->helpers);
     tli_str_free(&E->out);
 }
@@ -1187,8 +1345,12 @@ tl_status tli_emit_cuda(const tli_lowered *L, char **src, char *kname, size_t kn
     tli_str full;
     tli_str_init(&full);
     emit_comment_header(&E, &full, kname);
-    tli_str_appendf(&full, "%s)\n{\n%s}\n", sig.data ? sig.data : "", E.out.data ? E.out.data : "");
-    bool oom = E.oom || E.out.oom || full.oom || sig.oom || E.helpers.oom;
+    /* appended, not formatted: the body can be megabytes */
+    tli_str_append(&full, sig.data ? sig.data : "");
+    tli_str_append(&full, ")\n{\n");
+    tli_str_append(&full, E.out.data ? E.out.data : "");
+    tli_str_append(&full, "}\n");
+    bool oom = E.oom || E.done.oom || E.out.oom || full.oom || sig.oom || E.helpers.oom;
     tli_str_free(&sig);
     emitter_free(&E);
     *src = tli_str_take(&full);

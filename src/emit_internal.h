@@ -26,6 +26,14 @@ typedef struct emitter {
     int32_t ntouched, captouched;
     tli_str *pre;    /* where temporaries are declared */
     int ntemp;
+    /* The statement's nodes whose temporaries are settled (stamped), with
+     * the depth of operators their text nests (in done.val); pending: the
+     * walk that settles them. printing: inside the text of a node, whose
+     * operands are settled already. walk: the emitter's other walks. */
+    tli_marks done, walk;
+    int32_t (*pending)[2];
+    int32_t npending, cappending;
+    int printing;
     char **strs;     /* every string made by tli_e_fmt, freed at the end */
     int nstrs, capstrs;
     bool oom;
@@ -40,12 +48,15 @@ typedef struct emitter {
 /* Strings owned by the emitter (freed with it). */
 char *tli_e_keep(emitter *E, char *s);
 char *tli_e_fmt(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
+/* The text built in s (s is emptied), kept like tli_e_fmt's; "" with the
+ * emitter's out-of-memory latched when s ran out of memory. */
+char *tli_e_take(emitter *E, tli_str *s);
 /* One line of output at the current indentation. */
 void tli_e_line(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
 /* Records that the lowered kernel is not what the printer can print. */
 void tli_e_fail(emitter *E, const char *fmt, ...) TLI_PRINTF(2, 3);
-/* An expression's text; shared subexpressions of the current statement
- * become temporaries. */
+/* An expression's text; subexpressions used more than once in the current
+ * statement, or nested too deep, become temporaries (declared before it). */
 const char *tli_e_expr(emitter *E, int32_t id);
 /* The text of one expression used alone (its temporaries printed first). */
 const char *tli_e_single(emitter *E, int32_t id);

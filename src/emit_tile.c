@@ -24,7 +24,7 @@ static char *shape_text(emitter *E, const tli_bnode *b)
     tli_str_init(&s);
     for (int d = 0; d < b->rank; d++)
         tli_str_appendf(&s, "%s%lld", d ? "x" : "", (long long)b->cshape[d]);
-    return tli_e_keep(E, tli_str_take(&s));
+    return tli_e_take(E, &s);
 }
 
 static const char *layout_text(emitter *E, int32_t b)
@@ -117,7 +117,7 @@ static char *const_bounds(emitter *E, const tli_bnode *b, const char *const *idx
     }
     if (!s.len)
         tli_str_append(&s, "true");
-    return tli_e_keep(E, tli_str_take(&s));
+    return tli_e_take(E, &s);
 }
 
 void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, const int32_t *ids, char **off, char **ok)
@@ -558,8 +558,7 @@ static void emit_copy_tma(emitter *E, const tli_snode *s)
             tli_str_appendf(&c, ", (int)(%s)", origin[d]);
         const char *dst = tli_e_add(E, base, tli_e_fmt(E, "%lld", (long long)(j * inner * t->cshape[0])));
         tli_e_line(E, "tl_tma_load_%dd(%s + %s, &tl_map%d, %s, %s);", g->rank, t->name, dst, s->x[TLI_X_COPY_MAP],
-                   c.data ? c.data : "", bar);
-        tli_str_free(&c);
+                   tli_e_take(E, &c), bar);
     }
 }
 
@@ -602,13 +601,11 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
      * per store, which pushed the kernel into spills */
     tli_e_line(E, "if (tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s && %s %% 2 == 0%s%s &&", (long long)f->cshape[0],
                tli_e_dim(E, ob, lead), (long long)f->cshape[1], tli_e_dim(E, ob, lead + 1), s0,
-               strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1), lead_ok.data ? lead_ok.data : "");
-    tli_str_free(&lead_ok);
+               strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1), tli_e_take(E, &lead_ok));
     tli_e_line(E, "    %s <= 2147483647LL / %lld &&", s0, (long long)(f->cshape[0] + 1));
     tli_e_line(E, "    tl_aligned<%d>(%s)) { // the whole tile inside: unmasked pair stores", 2 * esize(o), o->name);
     E->indent++;
-    tli_e_line(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, pre.data ? pre.data : "", tli_e_fmt(E, base, s0));
-    tli_str_free(&pre);
+    tli_e_line(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, tli_e_take(E, &pre), tli_e_fmt(E, base, s0));
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)lay(E, fb)->per_thread);
     E->indent++;
@@ -679,10 +676,10 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
         tli_str_init(&rows);
         for (int d = 0; d < last; d++)
             tli_str_appendf(&rows, "%stl_in(%s, %s)", d ? " && " : "", oi[d], tli_e_dim(E, ob, d));
+        const char *in_rows = tli_e_take(E, &rows);
         emit_pair_vec(E, f, o);
         tli_e_line(E, "tl_st_chunk(%s + (%s), %s, %s, %s, %s, tl_v);", o->name, off, tli_e_stride(E, ob, last), oi[last],
-                   tli_e_dim(E, ob, last), rows.data ? rows.data : "true");
-        tli_str_free(&rows);
+                   tli_e_dim(E, ob, last), *in_rows ? in_rows : "true");
     } else if (from_frag) {
         const char *v = convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), (tl_dtype)f->dtype, (tl_dtype)o->dtype);
         tli_e_line(E, "if (%s) %s[%s] = %s;", ok, o->name, off, v);
@@ -736,8 +733,7 @@ static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
     for (int d = 0; d < last; d++)
         tli_str_appendf(&live, " && tl_in(%s, %s)", gi[d], tli_e_dim(E, gb, d));
     const char *args = tli_e_fmt(E, "%s + (%s), %s, %s, %s, %s", g->name, off, tli_e_stride(E, gb, last), gi[last],
-                                 tli_e_dim(E, gb, last), live.data);
-    tli_str_free(&live);
+                                 tli_e_dim(E, gb, last), tli_e_take(E, &live));
     if (from_frag) {
         tli_e_line(E, "tl_vec<%s, %d> tl_v;", ctype(g), x->v);
         for (int e = 0; e < x->v; e++)

@@ -67,13 +67,23 @@ void tli_str_append(tli_str *s, const char *text)
 
 void tli_str_vappendf(tli_str *s, const char *fmt, va_list ap)
 {
+    /* print into the room there is (a first buffer for a new string);
+     * only a text that does not fit is measured and printed again:
+     * formatting is most of what the emitter does */
+    if (s->oom || (!s->cap && !str_reserve(s, 0)))
+        return;
+    size_t room = s->cap > s->len ? s->cap - s->len : 0;
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
+    int n = vsnprintf(room ? s->data + s->len : NULL, room, fmt, ap2);
     va_end(ap2);
-    if (n < 0 || !str_reserve(s, (size_t)n))
-        return;
-    vsnprintf(s->data + s->len, (size_t)n + 1, fmt, ap);
+    if (n < 0 || (size_t)n >= room) {
+        if (room)
+            s->data[s->len] = '\0'; /* what did not fit left a piece */
+        if (n < 0 || !str_reserve(s, (size_t)n))
+            return;
+        vsnprintf(s->data + s->len, (size_t)n + 1, fmt, ap);
+    }
     s->len += (size_t)n;
 }
 

@@ -484,9 +484,11 @@ TL_API void tl_fill(tl_kernel *k, tl_buf buf, tl_expr value);
 
 /* A software-pipelined loop over [0, extent): the tl_copy statements into
  * shared memory at the start of its body run `stages - 1` iterations ahead
- * of the rest (multi-buffered shared tiles, asynchronous copies). stages 1
- * is a plain loop. Returns the loop variable; closed by tl_end. Not inside
- * another tl_pipelined (TL_ERR_UNSUPPORTED). */
+ * of the rest (multi-buffered shared tiles, asynchronous copies). stages
+ * is 1..8; 1 is a plain loop (tl_use_pingpong asks for more: see there).
+ * Returns the loop variable; closed by tl_end. Errors: TL_ERR_INVALID_ARG
+ * (stages not in 1..8), TL_ERR_DTYPE (extent not an integer), TL_ERR_SCOPE
+ * (inside tl_parallel), TL_ERR_UNSUPPORTED (inside another tl_pipelined). */
 TL_API tl_expr tl_pipelined(tl_kernel *k, tl_expr extent, int stages);
 
 /* tl_gemm flags. Without a TRANS flag A is [M, K] and B is [K, N]; with

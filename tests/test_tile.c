@@ -1,7 +1,8 @@
 /* test_tile.c - tile operations and the GEMM without a GPU: the interpreter
  * runs every tile operation and its GEMM matches a naive loop; builder and
  * layout errors; NVRTC cubins for sm_80 and sm_90a of GEMM schedules; the
- * generated CUDA of a small GEMM against a golden file. */
+ * generated CUDA of a small GEMM against a golden file; user-written tile
+ * kernels that once broke the emitter (issue 12 items 4a and 5). */
 #include "fixture.h"
 #include "program.h"
 
@@ -334,6 +335,90 @@ static void test_pingpong_lowering(void **state)
     tl_kernel_destroy(k);
 }
 
+/* Compiles k for target with NVRTC (skips where it is missing) and
+ * destroys it. */
+static void compile_or_skip(tl_kernel *k, const char *target)
+{
+    char *ptx = NULL;
+    tl_status st = tl_kernel_ptx(k, target, &ptx);
+    tl_free_host(ptx);
+    tl_kernel_destroy(k);
+    if (st == TL_ERR_NO_NVRTC) {
+        printf("  skip: NVRTC is missing: the generated source was not compiled\n");
+        skip();
+    }
+    if (st != TL_OK)
+        fail_msg("%s: %s", target, tl_ctx_error(ctx));
+}
+
+/* Issue 12 item 4a: strides given as {ld, tl_int(k, 1)} (a constant unit
+ * stride, documented as valid) made a user-written tile copy use `A_s1`,
+ * which the prologue never declares: the kernel now compiles, and the copy
+ * moves the right elements. */
+static void test_tile_copy_constant_unit_stride(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        tl_kernel *k = tl_kernel_new(ctx, "unit_stride");
+        tl_expr M = tl_dim(k, "M"), K = tl_dim(k, "K"), ld = tl_dim(k, "ld");
+        tl_buf A = tl_param_tensor(k, "A", TL_F32, 2, (tl_expr[]){M, K}, (tl_expr[]){ld, tl_int(k, 1)});
+        tl_buf B = tl_param_tensor(k, "B", TL_F32, 2, (tl_expr[]){M, K}, NULL);
+        tl_grid(k, tl_ceildiv(k, M, tl_int(k, 32)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+        tl_expr bx = tl_block_idx(k, 0);
+        tl_buf S = tl_alloc_shared(k, TL_F32, 2, (int64_t[]){32, 32});
+        tl_copy(k, tl_tile(k, A, bx, tl_int(k, 0)), tl_all(S));
+        tl_copy(k, tl_all(S), tl_tile(k, B, bx, tl_int(k, 0)));
+        assert_status(tl_kernel_status(k), TL_OK);
+        enum { m = 40, kk = 32, lda = 48 };
+        static float a[m * lda], b[m * kk];
+        for (int i = 0; i < m * lda; i++)
+            a[i] = (float)i;
+        memset(b, 0, sizeof b);
+        tl_arg args[] = {tl_arg_int(m), tl_arg_int(kk), tl_arg_int(lda), tl_arg_hptr(a), tl_arg_hptr(b)};
+        assert_status(tl_interpret(k, 5, args), TL_OK);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < kk; j++)
+                if (b[i * kk + j] != a[i * lda + j])
+                    fail_msg("B[%d][%d] = %g, wanted A[%d][%d] = %g", i, j, b[i * kk + j], i, j, a[i * lda + j]);
+        compile_or_skip(k, t ? "sm_90a" : "sm_80");
+    }
+}
+
+/* Issue 12 item 5: tl_use_pingpong on a kernel whose grid x is the null
+ * handle (one block along x) recursed without end while emitting. Both
+ * forms (blocks of 128 threads: persistent; of 256: turns) emit and
+ * compile. */
+static void test_pingpong_null_grid_x(void **state)
+{
+    (void)state;
+    for (int threads = 128; threads <= 256; threads += 128) {
+        int64_t bm = threads / 2;
+        tl_kernel *k = tl_kernel_new(ctx, "pingpong_grid");
+        tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+        tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
+        tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
+        tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+        tl_grid(k, TL_NONE_EXPR, tl_ceildiv(k, M, tl_int(k, bm)), TL_NONE_EXPR, threads);
+        tl_expr by = tl_block_idx(k, 1), zero = tl_int(k, 0);
+        tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){bm, 64});
+        tl_buf Bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+        tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){bm, 64});
+        tl_clear(k, Cf);
+        tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, 64)), 3);
+        tl_copy(k, tl_tile(k, A, by, ko), tl_all(As));
+        tl_copy(k, tl_tile(k, B, zero, ko), tl_all(Bs));
+        tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
+        tl_end(k);
+        tl_copy(k, tl_all(Cf), tl_tile(k, C, by, zero));
+        tl_use_pingpong(k, 1);
+        char *src = NULL;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        assert_non_null(strstr(src, "tl_setmaxnreg_inc"));
+        tl_free_host(src);
+        compile_or_skip(k, "sm_90a");
+    }
+}
+
 /* On sm_90a the default schedule of a GEMM with an epilogue is the
  * ping-pong kernel when TMA can read the rows (K, N multiples of 8), the
  * classic one otherwise and for a plain GEMM. */
@@ -418,6 +503,8 @@ int main(void)
         cmocka_unit_test(test_gemm_golden),
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
+        cmocka_unit_test(test_tile_copy_constant_unit_stride),
+        cmocka_unit_test(test_pingpong_null_grid_x),
         cmocka_unit_test(test_default_schedules_sm90a),
     };
     return cmocka_run_group_tests_name("tiles+gemm", tests, offline_setup, ctx_teardown);

@@ -203,7 +203,7 @@ static tl_status check_strides(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm
                             (long long)strides[i]);
     int64_t rows_b = d->trans_b ? d->n : d->k;
     int64_t span_a = 0, span_b = 0, span_c = 0;
-    bool big = tli_mul_overflows(d->m, c->lda, &span_a) | tli_mul_overflows(rows_b, c->ldb, &span_b) |
+    bool big = tli_mul_overflows(d->m, c->lda, &span_a) || tli_mul_overflows(rows_b, c->ldb, &span_b) ||
                tli_mul_overflows(d->m, c->ldc, &span_c);
     if (big)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: a matrix of these sizes and leading dimensions spans more "

@@ -181,22 +181,58 @@ static bool analyse(piper *P, int32_t sid, pipe_info *pi)
     return true;
 }
 
+/* Replaces every use of loop variable var in the expressions of statement
+ * s itself by expression with. */
+static void shift_one(piper *P, int32_t s, int32_t var, int32_t with)
+{
+    tli_ir *ir = P->ir;
+    tli_snode n = ir->s.v[s];
+    switch ((tli_sop)n.op) {
+    case S_STORE: {
+        int rank = tli_B(ir, n.buf)->rank;
+        int32_t idx[TL_MAX_RANK];
+        for (int d = 0; d < rank; d++)
+            idx[d] = tli_low_subst(P->L, ir->pool.v[n.idx + d], var, with);
+        int32_t at = tli_ir_add_indices(ir, idx, rank);
+        if (at < 0)
+            tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        n.idx = at;
+        n.value = tli_low_subst(P->L, n.value, var, with);
+        break;
+    }
+    case S_SERIAL: case S_IF: n.a0 = tli_low_subst(P->L, n.a0, var, with); break;
+    case S_FILL: n.value = n.value ? tli_low_subst(P->L, n.value, var, with) : 0; break;
+    case S_COPY:
+        for (int side = 0; side < 2; side++) {
+            int32_t operand = side ? n.a1 : n.a0;
+            if (operand <= 0 || !tli_R(ir, operand)->tiled)
+                continue;
+            tli_rnode rr = *tli_R(ir, operand);
+            for (int d = 0; d < tli_B(ir, rr.buf)->rank; d++)
+                rr.idx[d] = tli_low_subst(P->L, rr.idx[d], var, with);
+            int32_t id = tli_ir_add_region(ir, &rr);
+            if (!id)
+                tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+            if (side)
+                n.a1 = id;
+            else
+                n.a0 = id;
+        }
+        break;
+    default: break;
+    }
+    ir->s.v[s].idx = n.idx;
+    ir->s.v[s].value = n.value;
+    ir->s.v[s].a0 = n.a0;
+    ir->s.v[s].a1 = n.a1;
+}
+
 /* A copy of producer c for iteration `it` (an expression), engine how,
  * completing on mbarrier bar[bar_idx] when TMA. */
 static int32_t producer_copy(piper *P, const pipe_info *pi, int32_t c, int32_t it, tli_copy_how how, int32_t bar,
                              int32_t bar_idx, int threads)
 {
     tli_snode n = *tli_S(P->ir, c);
-    tli_rnode r = *tli_R(P->ir, n.a0);
-    const tli_bnode *g = B(P, r.buf);
-    for (int d = 0; d < g->rank; d++)
-        r.idx[d] = tli_low_subst(P->L, r.idx[d], pi->var, it);
-    int32_t rid = tli_ir_add_region(P->ir, &r);
-    if (!rid) {
-        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-        return 0;
-    }
-    n.a0 = rid;
     n.next = n.body = n.orelse = 0;
     memset(n.x, 0, sizeof n.x);
     n.x[TLI_X_COPY_HOW] = how;
@@ -204,7 +240,10 @@ static int32_t producer_copy(piper *P, const pipe_info *pi, int32_t c, int32_t i
     n.x[TLI_X_COPY_BAR_IDX] = bar_idx;
     n.x[TLI_X_COPY_THREADS] = threads;
     n.x[TLI_X_COPY_MANAGED] = 1;
-    return tli_low_stmt(P->L, &n);
+    int32_t id = tli_low_stmt(P->L, &n);
+    if (id)
+        shift_one(P, id, pi->var, it);
+    return id;
 }
 
 /* S_STAGE(bufs of pi, stage) { body } */
@@ -790,52 +829,6 @@ static bool find_rotation(piper *P, const pipe_info *pi, rotation *r)
     ir->s.v[g1].next = g1_next;
     ir->s.v[before_g2].next = g2;
     return false;
-}
-
-/* Replaces every use of loop variable var in the expressions of statement
- * s itself by expression with. */
-static void shift_one(piper *P, int32_t s, int32_t var, int32_t with)
-{
-    tli_ir *ir = P->ir;
-    tli_snode n = ir->s.v[s];
-    switch ((tli_sop)n.op) {
-    case S_STORE: {
-        int rank = tli_B(ir, n.buf)->rank;
-        int32_t idx[TL_MAX_RANK];
-        for (int d = 0; d < rank; d++)
-            idx[d] = tli_low_subst(P->L, ir->pool.v[n.idx + d], var, with);
-        int32_t at = tli_ir_add_indices(ir, idx, rank);
-        if (at < 0)
-            tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-        n.idx = at;
-        n.value = tli_low_subst(P->L, n.value, var, with);
-        break;
-    }
-    case S_SERIAL: case S_IF: n.a0 = tli_low_subst(P->L, n.a0, var, with); break;
-    case S_FILL: n.value = n.value ? tli_low_subst(P->L, n.value, var, with) : 0; break;
-    case S_COPY:
-        for (int side = 0; side < 2; side++) {
-            int32_t operand = side ? n.a1 : n.a0;
-            if (operand <= 0 || !tli_R(ir, operand)->tiled)
-                continue;
-            tli_rnode rr = *tli_R(ir, operand);
-            for (int d = 0; d < tli_B(ir, rr.buf)->rank; d++)
-                rr.idx[d] = tli_low_subst(P->L, rr.idx[d], var, with);
-            int32_t id = tli_ir_add_region(ir, &rr);
-            if (!id)
-                tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-            if (side)
-                n.a1 = id;
-            else
-                n.a0 = id;
-        }
-        break;
-    default: break;
-    }
-    ir->s.v[s].idx = n.idx;
-    ir->s.v[s].value = n.value;
-    ir->s.v[s].a0 = n.a0;
-    ir->s.v[s].a1 = n.a1;
 }
 
 static void shift_stmts(piper *P, int32_t first, int32_t var, int32_t with)

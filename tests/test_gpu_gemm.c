@@ -680,6 +680,11 @@ static void test_ex_baseline_agrees(void **state)
         bool epi = c->has_bias || c->epi != TL_EPI_NONE;
         if ((c->out != c->in && c->out != TL_F32) || c->epi == TL_EPI_GELU_ERF || (c->g.a_array && epi))
             continue;
+        /* cublasGemmBatchedEx cannot see the alignment of pointers held in device memory and assumes
+         * 16 bytes: with pointers off 16 it wrote outside the entries on the H200 (CUDA 13). Ours
+         * takes the element-wise variant there (test_ex_pointer_arrays). */
+        if (c->g.a_array && c->off)
+            continue;
         tl_gemm_desc d = excase_desc(c);
         tl_gemm_args g = excase_shape(c);
         excall x;

@@ -44,11 +44,26 @@ typedef struct state {
     int nfly;
 } state;
 
+/* What a dry walk of a loop made of the states it was entered with (the
+ * last MEMO_WAYS of them). A dry walk of a loop walks its body twice, so
+ * without it loops nested d deep cost 2^d walks of the innermost body;
+ * with it, an inner loop entered again in the same state costs a lookup,
+ * which is what the outer loop's second walk does when no wgmma group
+ * changes what is in flight. Only dry walks read it: they all happen
+ * before the real walk that inserts statements into the same body. */
+#define MEMO_WAYS 4
+typedef struct memo {
+    state in[MEMO_WAYS], out[MEMO_WAYS];
+    int used, next;
+} memo;
+
 typedef struct syncer {
     tli_lowered *L;
     tli_ir *ir;
     int32_t nbufs;
     bool dry;          /* only compute the end state: insert nothing */
+    memo **memo;       /* per loop statement of the lowered body (nmemo of them), made on first use */
+    int32_t nmemo;
     int32_t bar_id;    /* barrier inserted here: 0 CTA, else named barrier id expression */
     int bar_threads;
 } syncer;
@@ -91,6 +106,25 @@ static void state_merge(state *d, const state *s)
         memcpy(d->fly, s->fly, sizeof s->fly);
         d->nfly = s->nfly;
     }
+}
+
+static bool state_equal(const state *a, const state *b)
+{
+    size_t w = (size_t)a->wr.words * sizeof *a->wr.bits;
+    return a->nfly == b->nfly && memcmp(a->fly, b->fly, (size_t)a->nfly * sizeof *a->fly) == 0 &&
+           memcmp(a->wr.bits, b->wr.bits, w) == 0 && memcmp(a->rd.bits, b->rd.bits, w) == 0 &&
+           memcmp(a->async.bits, b->async.bits, w) == 0;
+}
+
+static void memo_free(memo *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->used; i++) {
+        state_free(&m->in[i]);
+        state_free(&m->out[i]);
+    }
+    free(m);
 }
 
 /* A place in a statement list that survives the statement array growing:
@@ -224,7 +258,65 @@ static void head_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
  * against what the next one touches before its first barrier gets a
  * barrier at the end of the body, and a copy still pending that the body
  * touches anywhere its wait. */
+/* The slot of loop s's memo its dry walk from st has filled, or -1. */
+static int memo_find(syncer *Y, int32_t s, const state *st)
+{
+    memo *m = s < Y->nmemo ? Y->memo[s] : NULL;
+    for (int i = 0; m && i < m->used; i++)
+        if (state_equal(&m->in[i], st))
+            return i;
+    return -1;
+}
+
+/* Remembers that a dry walk of loop s turned `in` into `out`. */
+static void memo_keep(syncer *Y, int32_t s, const state *in, const state *out)
+{
+    if (s >= Y->nmemo)
+        return;
+    memo *m = Y->memo[s];
+    if (!m && !(m = Y->memo[s] = calloc(1, sizeof *m))) {
+        tli_low_fail(Y->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return;
+    }
+    int i = m->next;
+    if (i == m->used) {
+        if (!state_init(Y, &m->in[i]))
+            return;
+        if (!state_init(Y, &m->out[i])) {
+            state_free(&m->in[i]);
+            return;
+        }
+        m->used++;
+    }
+    state_copy(&m->in[i], in);
+    state_copy(&m->out[i], out);
+    m->next = (i + 1) % MEMO_WAYS;
+}
+
+static void walk_loop_once(syncer *Y, int32_t s, state *st);
+
 static void walk_loop(syncer *Y, int32_t s, state *st)
+{
+    if (!Y->dry) {
+        walk_loop_once(Y, s, st);
+        return;
+    }
+    int hit = memo_find(Y, s, st);
+    if (hit >= 0) {
+        state_copy(st, &Y->memo[s]->out[hit]);
+        return;
+    }
+    state in;
+    if (!state_init(Y, &in))
+        return;
+    state_copy(&in, st);
+    walk_loop_once(Y, s, st);
+    if (Y->L->st == TL_OK)
+        memo_keep(Y, s, &in, st);
+    state_free(&in);
+}
+
+static void walk_loop_once(syncer *Y, int32_t s, state *st)
 {
     state probe, run;
     if (!state_init(Y, &probe))
@@ -417,9 +509,17 @@ out:
 void tli_pass_sync(tli_lowered *L)
 {
     syncer Y = {.L = L, .ir = &L->ir, .nbufs = L->ir.b.n};
+    Y.memo = calloc((size_t)L->ir.s.n + 1, sizeof *Y.memo);
+    Y.nmemo = L->ir.s.n;
     state st;
-    if (!state_init(&Y, &st))
+    if (!Y.memo) {
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
         return;
+    }
+    if (!state_init(&Y, &st)) {
+        free(Y.memo);
+        return;
+    }
     walk(&Y, (link){0, L_KERNEL}, 0, &st);
     /* nothing may still be writing when the block ends */
     link end = {0, L_KERNEL};
@@ -430,4 +530,7 @@ void tli_pass_sync(tli_lowered *L)
     if (!tli_bufset_empty(&st.async))
         op_before(&Y, &end, 0, S_CP_WAIT, 0);
     state_free(&st);
+    for (int32_t i = 0; i < Y.nmemo; i++)
+        memo_free(Y.memo[i]);
+    free(Y.memo);
 }

@@ -5,8 +5,9 @@
  * when each level copied the text below it), shared subexpressions
  * doubled 26 times (x = x + x: 2^26 paths, seconds to check, lower and
  * interpret when every use was walked again), a grid expression doubled
- * 22 times (25 MB of source when the emitter printed it as a tree), and
- * 100,000 statements. Each case runs each stage under a time limit, so a
+ * 22 times (25 MB of source when the emitter printed it as a tree),
+ * 100,000 statements, and loops nested as deep as scopes go (the barrier
+ * pass's walks were exponential in the depth). Each case runs each stage under a time limit, so a
  * stage that goes exponential or recursive fails here rather than hanging,
  * and bounds the size of its source, which grows with the size of the
  * kernel's DAG and not with the paths through it; the time and the peak
@@ -117,6 +118,33 @@ static tl_kernel *build_statements(int size)
     tl_store(k, out, &zero, tl_load(k, x, &zero));
     for (int s = 1; s < size; s++)
         tl_store(k, out, &zero, tl_add(k, tl_load(k, out, &zero), one));
+    return k;
+}
+
+/* `size` loops of N iterations nested in one another around a shared
+ * tile's round trip: OUT[i] = X[31 - i] + 1 through S, written by one
+ * parallel loop and read across threads by the next (the barrier pass
+ * walks each loop body twice to find what one iteration leaves behind, and
+ * walked the innermost body 2^size times until it remembered the walks of
+ * inner loops). */
+static tl_kernel *build_nested(int size)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "nested");
+    tl_expr n = tl_dim(k, "N"), len = tl_int(k, 32);
+    tl_buf x = tl_param_tensor(k, "X", TL_F64, 1, &len, NULL), out = tl_param_tensor(k, "OUT", TL_F64, 1, &len, NULL);
+    tl_grid(k, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    tl_buf sh = tl_alloc_shared(k, TL_F32, 1, (int64_t[]){32});
+    for (int d = 0; d < size; d++)
+        tl_serial(k, n);
+    tl_expr i = tl_parallel1(k, 32);
+    tl_store(k, sh, &i, tl_cast(k, tl_load(k, x, &i), TL_F32));
+    tl_end(k);
+    i = tl_parallel1(k, 32);
+    tl_expr j = tl_sub(k, tl_int(k, 31), i);
+    tl_store(k, out, &i, tl_add(k, tl_cast(k, tl_load(k, sh, &j), TL_F64), tl_float(k, 1.0, TL_F64)));
+    tl_end(k);
+    for (int d = 0; d < size; d++)
+        tl_end(k);
     return k;
 }
 
@@ -276,6 +304,14 @@ static void test_host_expressions(void **state)
     run_case(&compiled);
 }
 
+static void test_nested_loops(void **state)
+{
+    (void)state;
+    /* as deep as scopes nest: the grid's scope and 31 loops */
+    scale_case c = {"nested", build_nested, 31, 1, 4.0, 200000, true, NULL};
+    run_case(&c);
+}
+
 static void test_many_statements(void **state)
 {
     (void)state;
@@ -291,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_shared_subexpressions),
         cmocka_unit_test(test_host_expressions),
         cmocka_unit_test(test_many_statements),
+        cmocka_unit_test(test_nested_loops),
     };
     return cmocka_run_group_tests_name("scale", tests, offline_setup, ctx_teardown);
 }

@@ -3,7 +3,8 @@
 # line per test ("ok", "skip" with its reason, or "FAIL" with the test's
 # output), a line per program, and one summary line "tests: N passed, N
 # failed, N skipped" at the end. A program's whole output is kept in
-# <program>.log next to it. Exits non-zero when a test failed or a program
+# <program>.log next to it, and each program's wall time after its tests
+# (where the time of a cold tier goes). Exits non-zero when a test failed or a program
 # crashed.
 passed=0; failed=0; skipped=0
 # Line-buffered output from the programs, so lines arrive as tests finish.
@@ -31,8 +32,10 @@ count() { sed -n "s/^\[  $1 *\] \([0-9]*\) test.*/\1/p" "$2" | awk '{s+=$1} END 
 for t in "$@"; do
     log="$t.log"; rcfile="$t.rc"
     echo "=== $(basename "$t")"
+    t0=$(date +%s.%N)
     { $linebuf "$t" 2>&1; echo $? > "$rcfile"; } | tee "$log" | awk "$progress"
     rc=$(cat "$rcfile"); rm -f "$rcfile"
+    echo "    ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
     p=$(count PASSED "$log"); f=$(count FAILED "$log"); s=$(count SKIPPED "$log")
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then

@@ -234,7 +234,10 @@ int64_t tli_tensor_span(const tli_ir *ir, const tli_bound *b, int32_t buf)
         int64_t dim = tli_eval_host_int(ir, b, t->shape[d]);
         if (dim <= 0)
             return 0;
-        last += (dim - 1) * tli_eval_host_int(ir, b, t->stride[d]);
+        int64_t part;
+        if (tli_mul_overflows(dim - 1, tli_eval_host_int(ir, b, t->stride[d]), &part) ||
+            tli_add_overflows(last, part, &last))
+            return -1;
     }
-    return last + 1;
+    return tli_add_overflows(last, 1, &last) ? -1 : last;
 }

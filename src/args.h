@@ -36,7 +36,9 @@ bool tli_eval_grid(const tli_ir *ir, const tli_bound *b, int64_t grid[3], char *
  * tensors to the host cannot follow), or NULL when there is none. */
 const char *tli_array_param(const tli_ir *ir);
 
-/* Elements spanned by tensor buf: 1 + the largest offset (0 when empty). */
+/* Elements spanned by tensor buf: 1 + the largest offset (0 when empty),
+ * or -1 when that does not fit in 64 bits (arguments tli_check_tensors
+ * has not accepted). */
 int64_t tli_tensor_span(const tli_ir *ir, const tli_bound *b, int32_t buf);
 
 #endif

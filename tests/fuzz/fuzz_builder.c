@@ -412,9 +412,10 @@ static bool make_buffers(const tli_ir *ir, const tl_arg *args, void **ptrs)
         const tli_param *q = &ir->p.v[i];
         if (q->kind != TL_PARAM_TENSOR)
             continue;
-        size_t bytes = (size_t)tli_tensor_span(ir, &b, q->buf) * tl_dtype_size((tl_dtype)q->dtype);
+        int64_t span = tli_tensor_span(ir, &b, q->buf); /* -1: beyond 64 bits */
+        size_t bytes = span < 0 ? 0 : (size_t)span * tl_dtype_size((tl_dtype)q->dtype);
         total += bytes;
-        ok = total <= MAX_TENSOR_BYTES;
+        ok = span >= 0 && span <= MAX_TENSOR_BYTES && total <= MAX_TENSOR_BYTES;
         ptrs[i] = ok && bytes ? malloc(bytes) : NULL;
         if (ptrs[i])
             memset(ptrs[i], 0x3c, bytes); /* finite values in every type */

@@ -10,6 +10,7 @@
 #include "fixture.h"
 
 #include "attn_ref.h"
+#include "precompile.h"
 
 static uint64_t upload(const void *host, size_t bytes)
 {
@@ -28,8 +29,19 @@ static void *random_tensor(const attn_case *c, int64_t heads, int64_t seq, uint6
     return p;
 }
 
+/* Runs case c (the op's schedule when s is NULL) and checks O and the
+ * log-sum-exp; while planning, only builds the kernel it would launch. */
 static void run_case(const attn_case *c, const tl_flash_attn_schedule *s, uint64_t seed)
 {
+    if (planning) {
+        tl_flash_attn_desc d = attn_desc(c, 1);
+        if (s)
+            d.schedule = *s;
+        tl_kernel *k = NULL;
+        if (tl_op_flash_attn_build(ctx, &d, &k) == TL_OK)
+            precompile_add(k, 0); /* tl_malloc'd tensors: aligned */
+        return;
+    }
     int64_t nq = attn_elems(c, c->h, c->sq), nk = attn_elems(c, c->hkv, c->skv), rows = c->b * c->h * c->sq;
     void *q = random_tensor(c, c->h, c->sq, seed), *k = random_tensor(c, c->hkv, c->skv, seed + 1);
     void *v = random_tensor(c, c->hkv, c->skv, seed + 2), *o = malloc(2 * (size_t)(nq + 1));
@@ -150,6 +162,20 @@ static void test_against_unfused(void **state)
         tl_free(ctx, all[i]);
 }
 
+/* Every kernel the float64 tests launch, compiled at once (precompile.h). */
+static int attention_setup(void **state)
+{
+    gpu_setup(state);
+    if (!ctx)
+        return 0;
+    planning = true;
+    test_against_float64(state);
+    test_plain_schedule(state);
+    planning = false;
+    precompile_run(ctx, "attention");
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,5 +183,5 @@ int main(void)
         cmocka_unit_test(test_plain_schedule),
         cmocka_unit_test(test_against_unfused),
     };
-    return cmocka_run_group_tests(tests, gpu_setup, ctx_teardown);
+    return cmocka_run_group_tests(tests, attention_setup, ctx_teardown);
 }

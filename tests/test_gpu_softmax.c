@@ -9,6 +9,7 @@
  * there is no GPU; TILEC_TEST_SMALL=1 keeps sizes small. */
 #include "fixture.h"
 
+#include "precompile.h"
 #include "rows_ref.h"
 
 #define PAD 64 /* poisoned elements after Y */
@@ -23,10 +24,21 @@ static uint64_t upload(const void *host, size_t bytes)
 }
 
 /* Runs softmax (w NULL) or RMSNorm of case c on the device with x's rows
- * starting `off` elements into their buffer, and checks y. */
+ * starting `off` elements into their buffer, and checks y; while planning,
+ * only builds the kernel it would launch. */
 static void run_case(const row_case *c, const void *x, const void *w, int off)
 {
     size_t isz = tl_dtype_size(c->in), osz = tl_dtype_size(c->out);
+    tl_rmsnorm_desc rd = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
+                          .in_dtype = c->in, .out_dtype = c->out, .eps = 1e-5, .schedule = c->sched};
+    tl_softmax_desc sd = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
+                          .in_dtype = c->in, .out_dtype = c->out, .schedule = c->sched};
+    if (planning) {
+        tl_kernel *k = NULL;
+        if ((w ? tl_op_rmsnorm_build(ctx, &rd, &k) : tl_op_softmax_build(ctx, &sd, &k)) == TL_OK)
+            precompile_add(k, off || (c->ld_in * (int64_t)isz) % 16 || (c->ld_out * (int64_t)osz) % 16);
+        return;
+    }
     size_t xbytes = isz * (size_t)(c->rows * c->ld_in), ybytes = osz * (size_t)(c->rows * c->ld_out + PAD);
     unsigned char *xbuf = malloc(xbytes + isz * (size_t)off + 1);
     memcpy(xbuf + isz * (size_t)off, x, xbytes);
@@ -35,14 +47,10 @@ static void run_case(const row_case *c, const void *x, const void *w, int off)
     uint64_t dybuf = upload(y, ybytes + osz * (size_t)off), dy = dybuf + osz * (size_t)off;
     double *ref;
     if (w) {
-        tl_rmsnorm_desc d = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
-                             .in_dtype = c->in, .out_dtype = c->out, .eps = 1e-5, .schedule = c->sched};
-        assert_status(tl_op_rmsnorm(ctx, &d, dx + isz * (size_t)off, dw, dy, NULL), TL_OK);
+        assert_status(tl_op_rmsnorm(ctx, &rd, dx + isz * (size_t)off, dw, dy, NULL), TL_OK);
         ref = row_rmsnorm_ref(c, x, w, 1e-5);
     } else {
-        tl_softmax_desc d = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
-                             .in_dtype = c->in, .out_dtype = c->out, .schedule = c->sched};
-        assert_status(tl_op_softmax(ctx, &d, dx + isz * (size_t)off, dy, NULL), TL_OK);
+        assert_status(tl_op_softmax(ctx, &sd, dx + isz * (size_t)off, dy, NULL), TL_OK);
         ref = row_softmax_ref(c, x);
     }
     assert_status(tl_synchronize(ctx), TL_OK);
@@ -60,6 +68,11 @@ static void run_case(const row_case *c, const void *x, const void *w, int off)
 /* Both ops on random rows in [lo, hi). */
 static void run_both(const row_case *c, uint64_t seed, double lo, double hi, int off)
 {
+    if (planning) { /* no data needed */
+        run_case(c, NULL, NULL, off);
+        run_case(c, NULL, "", off);
+        return;
+    }
     void *x = row_alloc_random(c->rows, c->ld_in, c->in, seed, lo, hi);
     void *w = row_alloc_random(1, c->cols, c->in, seed + 1, 0.5, 1.5);
     run_case(c, x, NULL, off);
@@ -161,6 +174,10 @@ static void test_special_values(void **state)
             row_case c = row_case_make(6, 3000, dt ? TL_F16 : TL_F32, TL_F32);
             if (online)
                 c.sched = (tl_softmax_schedule){.width = 1024};
+            if (planning) {
+                run_case(&c, NULL, NULL, 0);
+                continue;
+            }
             void *x = row_alloc_random(c.rows, c.ld_in, c.in, 400 + (uint64_t)dt, -3, 3);
             for (int64_t j = 0; j < c.cols; j++) {
                 row_put(&c, x, 0, j, -INFINITY);
@@ -190,6 +207,22 @@ static void test_pointer_errors(void **state)
     tl_free(ctx, buf);
 }
 
+/* Every kernel the tests launch, compiled at once (precompile.h). */
+static int softmax_setup(void **state)
+{
+    gpu_setup(state);
+    if (!ctx)
+        return 0;
+    planning = true;
+    void (*const walk[])(void **) = {test_shapes_and_dtypes, test_strided_and_misaligned, test_explicit_schedules,
+                                     test_ring_schedules, test_special_values};
+    for (size_t i = 0; i < sizeof walk / sizeof walk[0]; i++)
+        walk[i](state);
+    planning = false;
+    precompile_run(ctx, "row op");
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,5 +233,5 @@ int main(void)
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_pointer_errors),
     };
-    return cmocka_run_group_tests_name("gpu_softmax", tests, gpu_setup, ctx_teardown);
+    return cmocka_run_group_tests_name("gpu_softmax", tests, softmax_setup, ctx_teardown);
 }

@@ -4,7 +4,8 @@
 # $OUT (or ./gpu-out). cmocka comes from CMOCKA_DIR (see
 # ../shared/tools/device-deps.sh), as that machine has no package registry.
 #   sh tools/gpu-run.sh [steps...]
-#   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench bench-gemm
+#   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
+#          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
 #          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
@@ -77,6 +78,13 @@ for s in $steps; do
         grep -cE "LDG.E.128|STG.E.128" "$OUT/vadd_f32.sass" | sed 's/^/128-bit global accesses in SASS: /'
         rm -f "$OUT/vadd_f32.cubin" ;;
     bench) TAIL=60 run bench make bench ;;
+    # make bench in four parts that each fit a 10-minute call; parts 2-4
+    # add to part 1's log (same day), and each part rewrites the CSV and
+    # the report from the whole log (bench/results/)
+    bench-part1) TAIL=30 BENCHES="compile compile_many vadd gemm epilogue" run bench-part1 make bench ;;
+    bench-part2) TAIL=30 BENCH_APPEND=1 BENCHES="softmax attention dual_gemm gemm_batched" run bench-part2 make bench ;;
+    bench-part3) TAIL=30 BENCH_APPEND=1 BENCHES="tune" TUNE_BUDGET=${TUNE_BUDGET:-15} run bench-part3 make bench ;;
+    bench-part4) TAIL=30 BENCH_APPEND=1 BENCHES="torch_compare attention_grid" run bench-part4 make bench ;;
     torch-compare) TAIL=80 run torch-compare python3 bench/torch_compare.py --csv "$OUT/torch_compare.csv" ;;
     attention-grid) TAIL=40 run attention-grid python3 bench/attention_grid.py --csv "$OUT/attention_grid.csv" ;;
     attention-validate) TAIL=30 run attention-validate python3 bench/attention_grid.py --validate ;;

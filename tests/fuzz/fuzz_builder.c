@@ -242,7 +242,8 @@ static void op_tiles(fuzz *f, unsigned op)
     default: {
         unsigned bits = byte(f);
         tl_use_fast_math(f->k, bits & 1);
-        tl_use_pingpong(f->k, (bits >> 1) & 1);
+        /* modes 0..2 and one out of range (TL_ERR_INVALID_ARG) */
+        tl_use_pingpong(f->k, (int)(((bits >> 1) & 1) | ((bits >> 2) & 2)));
         tl_use_warp_specialize(f->k, (bits >> 2) & 1);
         break;
     }

@@ -310,6 +310,41 @@ static void seed_gemm(fuzz_writer *w)
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
+/* seed_gemm's kernel with FlashAttention's schedule: a producer
+ * warpgroup, two consumer groups taking turns, the loop rotated
+ * (tl_use_pingpong mode 2), and an element-wise loop on the accumulator
+ * after the tl_gemm in the pipelined body for the rotation to split off. */
+static void seed_pingpong(fuzz_writer *w)
+{
+    int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
+    int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){n, k}, NULL);
+    int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
+    int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
+    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
+    fw_byte(w, OP_FLAGS);
+    fw_byte(w, 4 | 8); /* warp specialised, ping-pong mode 2 */
+    int bx = w_block(w, 0), by = w_block(w, 1);
+    int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), bs = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
+    int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
+    fw_byte(w, OP_CLEAR);
+    fw_b(w, cf);
+    int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, sixty4), 3);
+    w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, bs));
+    fw_byte(w, OP_GEMM);
+    fw_b(w, as);
+    fw_b(w, bs);
+    fw_b(w, cf);
+    fw_byte(w, 2); /* B transposed */
+    int i = w_parallel(w, 2, (int[]){128, 64});
+    int at[2] = {i, i + 1};
+    w_store(w, cf, 2, at, w_bin(w, BIN_MUL, w_load(w, cf, 2, at), w_float(w, D_F32, 2)));
+    w_op(w, OP_END);
+    w_op(w, OP_END);
+    w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
+    w_args(w, 3, (int[]){8, 8, 8});
+}
+
 /* The zoo's 2-D kernel with a row stride given as {ldx, 1}. */
 static void seed_strided(fuzz_writer *w)
 {
@@ -359,8 +394,9 @@ int main(int argc, char **argv)
         return 2;
     }
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,   seed_staged,
-                                                   seed_gemm,  seed_strided, seed_wide_dag};
-    static const char *const names[] = {"vadd", "rowsum", "mixed", "staged", "gemm", "strided", "wide_dag"};
+                                                   seed_gemm,  seed_strided, seed_wide_dag, seed_pingpong};
+    static const char *const names[] = {"vadd",    "rowsum",  "mixed",    "staged",
+                                        "gemm",    "strided", "wide_dag", "pingpong"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

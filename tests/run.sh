@@ -29,13 +29,35 @@ summary { next }
 
 count() { sed -n "s/^\[  $1 *\] \([0-9]*\) test.*/\1/p" "$2" | awk '{s+=$1} END {print s+0}'; }
 
+# TEST_JOBS=N (default 1) runs up to N programs at once, each to its log,
+# and reports them in order as each finishes (its lines then come at its
+# end); where the time is compilation, as in a cold GPU tier, programs
+# overlap their NVRTC work. Programs must then not share files other than
+# the cubin cache (which takes concurrent processes).
+jobs=${TEST_JOBS:-1}
+if [ "$jobs" -gt 1 ]; then
+    for t in "$@"; do rm -f "$t.rc" "$t.time"; done
+    # each: the log, then its wall time, then its status (written last: done)
+    printf '%s\n' "$@" | xargs -P "$jobs" -I{} sh -c '
+        t0=$(date +%s.%N); '"$linebuf"' "$1" > "$1.log" 2>&1; rc=$?
+        awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN { printf \"%.1f\", b - a }" > "$1.time"
+        echo $rc > "$1.rc"' _ {} &
+fi
+
 for t in "$@"; do
     log="$t.log"; rcfile="$t.rc"
     echo "=== $(basename "$t")"
-    t0=$(date +%s.%N)
-    { $linebuf "$t" 2>&1; echo $? > "$rcfile"; } | tee "$log" | awk "$progress"
+    if [ "$jobs" -gt 1 ]; then
+        while [ ! -s "$rcfile" ]; do sleep 0.2; done
+        awk "$progress" "$log"
+        took=$(cat "$t.time"); rm -f "$t.time"
+    else
+        t0=$(date +%s.%N)
+        { $linebuf "$t" 2>&1; echo $? > "$rcfile"; } | tee "$log" | awk "$progress"
+        took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    fi
     rc=$(cat "$rcfile"); rm -f "$rcfile"
-    echo "    ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
+    echo "    ($took s)"
     p=$(count PASSED "$log"); f=$(count FAILED "$log"); s=$(count SKIPPED "$log")
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -44,6 +66,7 @@ for t in "$@"; do
         failed=$((failed + 1))
     fi
 done
+wait
 echo
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn bench-softmax bench-dual demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -91,6 +91,10 @@ for s in $steps; do
     test-cold) # the GPU tier from an empty cubin cache, compiles included
         cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
         TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" make test
+        rm -rf "$cold" ;;
+    test-cold-parallel) # the same with 8 test programs at once (tests/run.sh TEST_JOBS)
+        cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
+        TAIL=8 run test-cold-parallel env TILEC_CACHE_DIR="$cold" TEST_JOBS=8 make test
         rm -rf "$cold" ;;
     tune-cold) TAIL=40 run tune-cold build/bench/bench_tune cold ;;
     tune-anchors-nt) TAIL=24 run tune-anchors-nt build/bench/bench_tune anchors nt --budget 60 ;;

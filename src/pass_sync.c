@@ -252,12 +252,6 @@ static void head_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
         tli_stmt_access(Y->L, c, rd, wr);
 }
 
-/* A loop: the body walked from the state it is entered with, except that
- * the wgmma groups one iteration leaves in flight (found by a dry walk)
- * are in flight when the next starts; what the end of an iteration leaves
- * against what the next one touches before its first barrier gets a
- * barrier at the end of the body, and a copy still pending that the body
- * touches anywhere its wait. */
 /* The slot of loop s's memo its dry walk from st has filled, or -1. */
 static int memo_find(syncer *Y, int32_t s, const state *st)
 {
@@ -295,6 +289,8 @@ static void memo_keep(syncer *Y, int32_t s, const state *in, const state *out)
 
 static void walk_loop_once(syncer *Y, int32_t s, state *st);
 
+/* Loop s from state st: a real walk, or a dry one answered from the memo
+ * when it can be. */
 static void walk_loop(syncer *Y, int32_t s, state *st)
 {
     if (!Y->dry) {
@@ -316,6 +312,12 @@ static void walk_loop(syncer *Y, int32_t s, state *st)
     state_free(&in);
 }
 
+/* A loop: the body walked from the state it is entered with, except that
+ * the wgmma groups one iteration leaves in flight (found by a dry walk)
+ * are in flight when the next starts; what the end of an iteration leaves
+ * against what the next one touches before its first barrier gets a
+ * barrier at the end of the body, and a copy still pending that the body
+ * touches anywhere its wait. */
 static void walk_loop_once(syncer *Y, int32_t s, state *st)
 {
     state probe, run;

@@ -140,9 +140,15 @@ test: test-build
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.
 # tests/run.sh line-buffers the programs through stdbuf, whose LD_PRELOAD
-# library comes before ASan's runtime: verify_asan_link_order=0.
+# library comes before ASan's runtime: verify_asan_link_order=0. At exit
+# LeakSanitizer scans the dynamic TLS it saw handed out through
+# __tls_get_addr, and the block it recorded for the dlopen'd NVRTC is
+# bogus ("DTLS 7 at 0xe96-0x2000001f98"): its tracer faults and the
+# program fails after every test passed (test_dual_gemm, every run on
+# this CI machine, also at commits that passed before):
+# intercept_tls_get_addr=0. Our allocations are never held only in TLS.
 asan:
-	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:verify_asan_link_order=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:verify_asan_link_order=0:intercept_tls_get_addr=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(MAKE) BUILD=build-asan LIBDIR=build-asan/lib BINDIR=build-asan/bin SANITIZE=address,undefined test
 
 # The tests that run threads, under ThreadSanitizer (its own tree too).

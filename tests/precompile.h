@@ -8,15 +8,15 @@
 #ifndef TILEC_TESTS_PRECOMPILE_H
 #define TILEC_TESTS_PRECOMPILE_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "tilec.h"
 
-static bool planning; /* the run functions collect kernels instead of launching */
-
 typedef struct precompile {
+    bool planning; /* the run functions collect kernels instead of launching */
     tl_compile_job *jobs;
     int n, cap;
 } precompile;

@@ -57,18 +57,6 @@ for t in "$@"; do
         took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     fi
     rc=$(cat "$rcfile"); rm -f "$rcfile"
-    # LeakSanitizer's own tracer sometimes crashes at exit after every test
-    # passed (google/sanitizers#1353: "Tracer caught signal 11", no leak
-    # report): that program runs once more, and only that signature
-    # earns the second run.
-    if [ "$rc" -ne 0 ] && grep -q '^Tracer caught signal' "$log" &&
-        grep -q 'LeakSanitizer has encountered a fatal error' "$log" && [ "$(count FAILED "$log")" -eq 0 ]; then
-        echo "    (LeakSanitizer's tracer crashed at exit; running it again)"
-        mv "$log" "$log.tracer-crash"
-        $linebuf "$t" > "$log" 2>&1
-        rc=$?
-        awk "$progress" "$log" | grep -v '^  ok ' || true
-    fi
     echo "    ($took s)"
     p=$(count PASSED "$log"); f=$(count FAILED "$log"); s=$(count SKIPPED "$log")
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))

@@ -33,7 +33,7 @@ static void *random_tensor(const attn_case *c, int64_t heads, int64_t seq, uint6
  * log-sum-exp; while planning, only builds the kernel it would launch. */
 static void run_case(const attn_case *c, const tl_flash_attn_schedule *s, uint64_t seed)
 {
-    if (planning) {
+    if (plan.planning) {
         tl_flash_attn_desc d = attn_desc(c, 1);
         if (s)
             d.schedule = *s;
@@ -168,10 +168,10 @@ static int attention_setup(void **state)
     gpu_setup(state);
     if (!ctx)
         return 0;
-    planning = true;
+    plan.planning = true;
     test_against_float64(state);
     test_plain_schedule(state);
-    planning = false;
+    plan.planning = false;
     precompile_run(ctx, "attention");
     return 0;
 }

@@ -10,6 +10,7 @@
  * tl_baseline_gemm_ex (cuBLAS); 8 x 1024x1024x512 batches against cuBLAS. Outputs are poisoned before every run and the bytes around them
  * must stay poisoned. Every test skips, saying why, where there is no GPU. */
 #include "fixture.h"
+#include "precompile.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -777,18 +778,18 @@ static void test_ex_large_against_cublas(void **state)
 
 #define MAX_PRECOMPILE 512
 
-typedef struct precompile {
+typedef struct gemm_plan {
     tl_gemm_desc d[MAX_PRECOMPILE];
     int safe[MAX_PRECOMPILE]; /* its safe variant too (unaligned rows)   */
     int n;
-} precompile;
+} gemm_plan;
 
 /* Adds d with the schedule tl_op_gemm will compile for it, once per
  * distinct kernel (the sizes matter only through that schedule), noting
  * whether a test runs it on rows TMA and cp.async cannot take whole (K
  * or N not a multiple of 8, or operands off by an element): those launch
  * the program's safe variant, which the batch then compiles as well. */
-static void plan_add(precompile *pc, tl_gemm_desc d, int off)
+static void plan_add(gemm_plan *pc, tl_gemm_desc d, int off)
 {
     int safe = d.n % 8 || d.k % 8 || off;
     d.schedule = tl_op_gemm_schedule(ctx, &d);
@@ -809,7 +810,7 @@ static void plan_add(precompile *pc, tl_gemm_desc d, int off)
 }
 
 /* Every combination of test_all_combinations at one size. */
-static void plan_combinations(precompile *pc, const int64_t size[3], int off)
+static void plan_combinations(gemm_plan *pc, const int64_t size[3], int off)
 {
     for (int i = 0; i < 2; i++)
         for (int o = 0; o < 3; o++)
@@ -832,7 +833,7 @@ static void plan_combinations(precompile *pc, const int64_t size[3], int off)
 
 /* The descriptors of the tests below; a program missed here is compiled
  * on first use as before, only slower. */
-static void plan_tests(precompile *pc)
+static void plan_tests(gemm_plan *pc)
 {
     const int64_t sizes[][3] = {{1, 1, 1}, {8, 8, 8}, {127, 255, 33}, {127, 255, 40}, {64, 64, 64}, {257, 129, 72},
                                 {4096, 4096, 4096}};
@@ -858,41 +859,23 @@ static int gemm_setup(void **state)
     gpu_setup(state);
     if (!ctx)
         return 0;
-    static precompile pc;
+    static gemm_plan pc;
     plan_tests(&pc);
-    static tl_compile_job jobs[MAX_PRECOMPILE + N_EXCASES];
-    int n = 0, safe = 0;
+    tl_kernel *k;
     for (int i = 0; i < pc.n; i++)
-        if (tl_op_gemm_build(ctx, &pc.d[i], &jobs[n].kernel) == TL_OK) {
-            jobs[n].safe_variant = pc.safe[i];
-            safe += pc.safe[i];
-            n++;
-        }
+        if (tl_op_gemm_build(ctx, &pc.d[i], &k) == TL_OK)
+            precompile_add(k, pc.safe[i]);
     /* tl_op_gemm_ex's kernels (a plain call's is among those above, the
      * same kernel twice costs a cache hit) */
     for (int i = 0; i < N_EXCASES; i++) {
         tl_gemm_desc d = excase_desc(&excases[i]);
         tl_gemm_args g = excase_shape(&excases[i]);
-        if (tl_op_gemm_ex_build(ctx, &d, &g, &jobs[n].kernel) == TL_OK) {
+        if (tl_op_gemm_ex_build(ctx, &d, &g, &k) == TL_OK) {
             const tl_gemm_args *c = &excases[i].g;
-            jobs[n].safe_variant = excases[i].off || c->lda % 8 || c->ldb % 8 || c->ldc % 8;
-            safe += jobs[n].safe_variant;
-            n++;
+            precompile_add(k, excases[i].off || c->lda % 8 || c->ldb % 8 || c->ldc % 8);
         }
     }
-    struct timespec t0, t1;
-    timespec_get(&t0, TIME_UTC);
-    tl_status st = tl_compile_many(ctx, jobs, n, NULL, 0);
-    timespec_get(&t1, TIME_UTC);
-    int failed = 0;
-    for (int i = 0; i < n; i++) {
-        failed += jobs[i].status != TL_OK;
-        tl_program_destroy(jobs[i].program); /* the cubins stay in the context's cache */
-        tl_kernel_destroy(jobs[i].kernel);
-    }
-    printf("precompiled %d GEMM programs and %d safe variants in %.1f s (%d failed%s%s)\n", n, safe,
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, failed,
-           st == TL_OK ? "" : ": ", st == TL_OK ? "" : tl_ctx_error(ctx));
+    precompile_run(ctx, "GEMM");
     return 0;
 }
 

@@ -33,7 +33,7 @@ static void run_case(const row_case *c, const void *x, const void *w, int off)
                           .in_dtype = c->in, .out_dtype = c->out, .eps = 1e-5, .schedule = c->sched};
     tl_softmax_desc sd = {.rows = c->rows, .cols = c->cols, .ld_in = c->ld_in, .ld_out = c->ld_out,
                           .in_dtype = c->in, .out_dtype = c->out, .schedule = c->sched};
-    if (planning) {
+    if (plan.planning) {
         tl_kernel *k = NULL;
         if ((w ? tl_op_rmsnorm_build(ctx, &rd, &k) : tl_op_softmax_build(ctx, &sd, &k)) == TL_OK)
             precompile_add(k, off || (c->ld_in * (int64_t)isz) % 16 || (c->ld_out * (int64_t)osz) % 16);
@@ -68,7 +68,7 @@ static void run_case(const row_case *c, const void *x, const void *w, int off)
 /* Both ops on random rows in [lo, hi). */
 static void run_both(const row_case *c, uint64_t seed, double lo, double hi, int off)
 {
-    if (planning) { /* no data needed */
+    if (plan.planning) { /* no data needed */
         run_case(c, NULL, NULL, off);
         run_case(c, NULL, "", off);
         return;
@@ -174,7 +174,7 @@ static void test_special_values(void **state)
             row_case c = row_case_make(6, 3000, dt ? TL_F16 : TL_F32, TL_F32);
             if (online)
                 c.sched = (tl_softmax_schedule){.width = 1024};
-            if (planning) {
+            if (plan.planning) {
                 run_case(&c, NULL, NULL, 0);
                 continue;
             }
@@ -213,12 +213,12 @@ static int softmax_setup(void **state)
     gpu_setup(state);
     if (!ctx)
         return 0;
-    planning = true;
+    plan.planning = true;
     void (*const walk[])(void **) = {test_shapes_and_dtypes, test_strided_and_misaligned, test_explicit_schedules,
                                      test_ring_schedules, test_special_values};
     for (size_t i = 0; i < sizeof walk / sizeof walk[0]; i++)
         walk[i](state);
-    planning = false;
+    plan.planning = false;
     precompile_run(ctx, "row op");
     return 0;
 }

@@ -162,6 +162,22 @@ static int w_loop(fuzz_writer *w, int op, int ext, int stages)
 
 static void w_op(fuzz_writer *w, int op) { fw_byte(w, op); }
 
+static void w_clear(fuzz_writer *w, int b)
+{
+    fw_byte(w, OP_CLEAR);
+    fw_b(w, b);
+}
+
+/* tl_gemm(a, b, c, flags) */
+static void w_gemm(fuzz_writer *w, int a, int b, int c, int flags)
+{
+    fw_byte(w, OP_GEMM);
+    fw_b(w, a);
+    fw_b(w, b);
+    fw_b(w, c);
+    fw_byte(w, flags);
+}
+
 static void w_if(fuzz_writer *w, int cond)
 {
     fw_byte(w, OP_IF);
@@ -295,16 +311,11 @@ static void seed_gemm(fuzz_writer *w)
     int bx = w_block(w, 0), by = w_block(w, 1);
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){64, 32}), bs = w_alloc(w, 0, D_BF16, 2, (int[]){32, 64});
     int cf = w_alloc(w, 1, D_F32, 2, (int[]){64, 64});
-    fw_byte(w, OP_CLEAR);
-    fw_b(w, cf);
+    w_clear(w, cf);
     int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, thirty2), 2);
     w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
     w_copy(w, w_tile(w, b, 2, (int[]){ko, bx}), w_all(w, bs));
-    fw_byte(w, OP_GEMM);
-    fw_b(w, as);
-    fw_b(w, bs);
-    fw_b(w, cf);
-    fw_byte(w, 0);
+    w_gemm(w, as, bs, cf, 0);
     w_op(w, OP_END);
     w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
     w_args(w, 3, (int[]){8, 8, 8});
@@ -326,16 +337,11 @@ static void seed_pingpong(fuzz_writer *w)
     int bx = w_block(w, 0), by = w_block(w, 1);
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), bs = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
-    fw_byte(w, OP_CLEAR);
-    fw_b(w, cf);
+    w_clear(w, cf);
     int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, sixty4), 3);
     w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
     w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, bs));
-    fw_byte(w, OP_GEMM);
-    fw_b(w, as);
-    fw_b(w, bs);
-    fw_b(w, cf);
-    fw_byte(w, 2); /* B transposed */
+    w_gemm(w, as, bs, cf, 2); /* B transposed */
     int i = w_parallel(w, 2, (int[]){128, 64});
     int at[2] = {i, i + 1};
     w_store(w, cf, 2, at, w_bin(w, BIN_MUL, w_load(w, cf, 2, at), w_float(w, D_F32, 2)));

@@ -21,11 +21,22 @@
 typedef struct dual_gemm_schedule {
     int block_m, block_n, block_k, stages, threads;
     int warp_specialize;
+    int pingpong; /* tl_use_pingpong: with 128 threads a persistent kernel
+                     whose two consumer warpgroups overlap one block's gate
+                     and store with the other's main loop */
 } dual_gemm_schedule;
 
 /* 128 x 128 blocks (two consumer warpgroups of 64 rows, each with two
  * 64 x 128 accumulators), 64-wide K tiles, 4 stages: 48 KiB a stage. */
-static const dual_gemm_schedule dual_gemm_default = {128, 128, 64, 4, 256, 1};
+static const dual_gemm_schedule dual_gemm_default = {128, 128, 64, 4, 256, 1, 0};
+
+/* Other schedules the benchmark (--variants) and the GPU tests run beside
+ * the default: the persistent ping-pong kernel, each consumer warpgroup
+ * holding its own block (two accumulators of 64 x 128, or of 128 x 64). */
+static const dual_gemm_schedule dual_gemm_variants[] = {
+    {64, 128, 64, 4, 128, 1, 1}, {64, 128, 64, 5, 128, 1, 1}, {128, 64, 64, 4, 128, 1, 1},
+    {128, 64, 64, 6, 128, 1, 1}, {128, 128, 64, 3, 256, 1, 0},
+};
 
 /* The kernel; launch arguments M, N, K, A, Wg, Wu, H. NULL on a failure
  * (its reason on c). */
@@ -42,6 +53,8 @@ static inline tl_kernel *dual_gemm_build(tl_ctx *c, tl_dtype dt, const dual_gemm
     tl_use_swizzle(k, 8);
     tl_use_fast_math(k, 1);
     tl_use_warp_specialize(k, s->warp_specialize);
+    if (s->pingpong)
+        tl_use_pingpong(k, s->pingpong);
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     tl_buf As = tl_alloc_shared(k, dt, 2, (int64_t[]){s->block_m, s->block_k});
     tl_buf Gs = tl_alloc_shared(k, dt, 2, (int64_t[]){s->block_n, s->block_k});

@@ -12,7 +12,7 @@ static void test_interpreter_ragged(void **state)
 {
     (void)state;
     const int64_t sizes[][3] = {{1, 1, 1}, {37, 70, 33}, {130, 129, 100}};
-    dual_gemm_schedule s = {64, 64, 32, 2, 128, 0};
+    dual_gemm_schedule s = {64, 64, 32, 2, 128, 0, 0};
     for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
         int64_t M = sizes[c][0], N = sizes[c][1], K = sizes[c][2];
         tl_kernel *k = dual_gemm_build(ctx, TL_BF16, &s);
@@ -60,9 +60,25 @@ static void test_lowering(void **state)
             fail_msg("dual GEMM source lacks %s", want[i]);
     tl_free_host(src);
     tl_kernel_destroy(k);
+    /* the persistent ping-pong variant: each consumer warpgroup walks its
+     * own blocks, both gemms fed by the one producer */
+    k = dual_gemm_build(ctx, TL_BF16, &dual_gemm_variants[0]);
+    assert_non_null(k);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want_pp[] = {"this CTA's blocks, 2 at a time", "tl_tma_load_2d(Wu_s", "tl_setmaxnreg_inc<",
+                             "tl_wgmma_m64n128k16_bf16(gate", "tl_wgmma_m64n128k16_bf16(up"};
+    for (size_t i = 0; i < sizeof want_pp / sizeof want_pp[0]; i++)
+        if (!strstr(src, want_pp[i]))
+            fail_msg("ping-pong dual GEMM source lacks %s", want_pp[i]);
+    tl_free_host(src);
+    tl_program *pp;
+    if (tl_compile(k, &(tl_compile_options){.target = "sm_90a"}, &pp) != TL_OK)
+        fail_msg("ping-pong: %s", tl_ctx_error(ctx));
+    tl_program_destroy(pp);
+    tl_kernel_destroy(k);
     /* sm_80 holds 163 KiB: three stages of the three tiles */
     const char *targets[] = {"sm_80", "sm_90a"};
-    const dual_gemm_schedule sched[] = {{128, 128, 64, 3, 256, 1}, dual_gemm_default};
+    const dual_gemm_schedule sched[] = {{128, 128, 64, 3, 256, 1, 0}, dual_gemm_default};
     for (int t = 0; t < 2; t++) {
         k = dual_gemm_build(ctx, TL_BF16, &sched[t]);
         tl_program *p;

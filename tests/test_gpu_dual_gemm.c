@@ -1,7 +1,8 @@
 /* test_gpu_dual_gemm.c - the GPU tier of the gated dual GEMM
  * (examples/dual_gemm.h): the warp-specialised kernel on the device
  * against a float64 reference at ragged sizes, with misaligned rows (K not
- * a multiple of 8, which runs the safe variant) and outputs poisoned. Skips,
+ * a multiple of 8, which runs the safe variant) and outputs poisoned, for
+ * the default schedule and each of dual_gemm_variants. Skips,
  * saying why, without a GPU; TILEC_TEST_SMALL=1 keeps sizes small. */
 #include "fixture.h"
 
@@ -53,20 +54,28 @@ static void run_size(const tl_program *p, int64_t M, int64_t N, int64_t K, uint6
     free(a), free(g), free(u), free(h);
 }
 
+/* The default schedule and every variant the benchmark times (the
+ * persistent ping-pong kernels among them), at the same ragged sizes. */
 static void test_ragged_sizes(void **state)
 {
     (void)state;
     NEED_GPU();
-    tl_kernel *k = dual_gemm_build(ctx, TL_BF16, &dual_gemm_default);
-    assert_non_null(k);
-    tl_program *p;
-    assert_status(tl_compile(k, NULL, &p), TL_OK);
-    const int64_t sizes[][3] = {{128, 128, 64}, {1, 1, 8}, {200, 300, 72}, {257, 129, 520}, {100, 100, 33}, {512, 384, 256}};
-    size_t n = small ? 3 : sizeof sizes / sizeof sizes[0];
-    for (size_t i = 0; i < n; i++)
-        run_size(p, sizes[i][0], sizes[i][1], sizes[i][2], 10 + 3 * i);
-    tl_program_destroy(p);
-    tl_kernel_destroy(k);
+    size_t nv = sizeof dual_gemm_variants / sizeof dual_gemm_variants[0];
+    for (size_t v = 0; v <= nv; v++) {
+        const dual_gemm_schedule *s = v == 0 ? &dual_gemm_default : &dual_gemm_variants[v - 1];
+        tl_kernel *k = dual_gemm_build(ctx, TL_BF16, s);
+        assert_non_null(k);
+        tl_program *p;
+        if (tl_compile(k, NULL, &p) != TL_OK)
+            fail_msg("schedule %zu: %s", v, tl_ctx_error(ctx));
+        const int64_t sizes[][3] = {{128, 128, 64}, {1, 1, 8}, {200, 300, 72}, {257, 129, 520}, {100, 100, 33},
+                                    {512, 384, 256}};
+        size_t n = small ? 3 : sizeof sizes / sizeof sizes[0];
+        for (size_t i = 0; i < n; i++)
+            run_size(p, sizes[i][0], sizes[i][1], sizes[i][2], 10 + 3 * i + 100 * v);
+        tl_program_destroy(p);
+        tl_kernel_destroy(k);
+    }
 }
 
 int main(void)

@@ -1282,9 +1282,10 @@ TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s);
 TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c);
 
 /* The schedules tl_autotune tries for d on the context's target when the
- * request gives no space: block tiles of 64 to 256, K steps of 32 and 64,
- * 2 to 6 stages, 128 or 256 threads, swizzle 0 or 8, and on sm_90a the
- * ping-pong kernel when TMA can read the rows. Writes at most max of them
+ * request gives no space: block tiles of 64 to 256, K steps of 32 and 64
+ * (on sm_90a only 64, the step of the wgmma kernels), 2 to 6 stages, 128
+ * or 256 threads, swizzle 0 or 8, and on sm_90a the ping-pong kernel when
+ * TMA can read the rows. Writes at most max of them
  * to out (out may be NULL when max is 0) and returns how many there are.
  * ctx or d NULL: every schedule of the list, unfiltered. */
 TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max);
@@ -1414,7 +1415,10 @@ typedef struct tl_tune_result {
  * against the reference (outputs poisoned first; a tensor the kernel also
  * reads is restored to its original contents instead) and times it
  * (tl_time, screen_reps runs after 2 warm-up runs), until the budget is
- * spent (the candidate under way finishes; the rest are SKIPPED); then
+ * spent (the candidate under way finishes; the rest are SKIPPED). A prebuilt
+ * op's own space starts with the schedule the op runs untuned (its
+ * heuristic or default table), so a budget spent early still measures it
+ * and a record is never one slower than no tuning. Then
  * times the `finalists` fastest together with the baseline, interleaved
  * (tl_time_interleaved, 3 warm-up and final_reps runs each), so that the
  * ranking at the top is taken under the same clocks; the final round is

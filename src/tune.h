@@ -137,6 +137,10 @@ typedef struct tli_tune_op {
     tl_status (*check_desc)(tl_ctx *ctx, const void *desc, const char *api);
     /* the op's default space for desc: up to max into out, returns the count */
     int (*space)(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max);
+    /* the configuration the op runs for desc when the database has no
+     * record (its heuristic): measured first, so that a budget spent early
+     * never records a configuration slower than no tuning at all */
+    tl_tune_config (*fallback)(tl_ctx *ctx, const void *desc);
     tl_status (*build)(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg, tl_kernel **out);
     /* operands, reference and baseline for desc */
     tl_status (*problem)(tl_ctx *ctx, const void *desc, double tol, tli_tune_problem **out);
@@ -146,6 +150,10 @@ typedef struct tli_tune_op {
     bool (*unaligned)(const void *desc);
 } tli_tune_op;
 
+/* The op's space for desc, up to max into out, led by its fallback (moved
+ * to the front, or added there when the space lacks it): what tl_autotune
+ * measures when the request gives no candidates. Returns the count. */
+int tli_tune_op_space(tl_ctx *ctx, const tli_tune_op *op, const void *desc, tl_tune_config *out, int max);
 /* The row of op name; NULL when it is not tunable. */
 const tli_tune_op *tli_tune_op_find(const char *name);
 /* "a, b": the tunable ops, for messages, into buf. Returns buf. */
@@ -230,5 +238,8 @@ extern const tli_tune_op tli_softmax_tune_op;
 /* The tuning record's schedule for d on ctx's GPU when there is a usable
  * one: true and *out set; else false (the op's default table applies). */
 bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out);
+/* The schedule the op runs for d without a record (ops/softmax.c): the
+ * default table's, resolved (stages included). */
+tl_softmax_schedule tli_softmax_untuned(tl_ctx *ctx, const tl_softmax_desc *d);
 
 #endif

@@ -124,7 +124,34 @@ static tl_status check_request(tl_ctx *ctx, const tl_tune_request *q, const tli_
     return TL_OK;
 }
 
-/* The candidates: the list, else the generator, else the op's own. */
+/* c first in the n configs of out (moved there, or added when absent and
+ * max allows); returns the new count. */
+static int lead_with(tl_tune_config c, tl_tune_config *out, int n, int max)
+{
+    int at = 0;
+    while (at < n && memcmp(&out[at], &c, sizeof c) != 0)
+        at++;
+    if (at == n) {
+        if (n == max)
+            at = n - 1; /* the last candidate makes room */
+        else
+            n++;
+    }
+    memmove(&out[1], &out[0], (size_t)at * sizeof *out);
+    out[0] = c;
+    return n;
+}
+
+int tli_tune_op_space(tl_ctx *ctx, const tli_tune_op *op, const void *desc, tl_tune_config *out, int max)
+{
+    int n = op->space(ctx, desc, out, max);
+    if (op->fallback && max > 0)
+        n = lead_with(op->fallback(ctx, desc), out, n, max);
+    return n;
+}
+
+/* The candidates: the list, else the generator, else the op's own space
+ * led by the op's untuned choice. */
 static tl_status gather_space(tl_ctx *ctx, const tl_tune_request *q, const tli_tune_op *op, tl_tune_config **out,
                               int *n)
 {
@@ -145,7 +172,7 @@ static tl_status gather_space(tl_ctx *ctx, const tl_tune_request *q, const tli_t
             (*out)[(*n)++] = c;
         }
     } else if (op) {
-        *n = op->space(ctx, q->desc, *out, TLI_TUNE_MAX_CANDIDATES);
+        *n = tli_tune_op_space(ctx, op, q->desc, *out, TLI_TUNE_MAX_CANDIDATES);
     }
     return *n > 0 ? TL_OK : tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_autotune: the space of candidates is empty");
 }

@@ -616,16 +616,81 @@ static void test_gemm_space(void **state)
     tl_gemm_desc aligned = {.m = 4096, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     tl_gemm_desc ragged = aligned;
     ragged.k = 33;
+    tl_gemm_schedule every[64];
+    assert_int_equal(tl_gemm_candidates(NULL, NULL, every, 64), all);
+    int pingpong = 0, k32 = 0;
+    for (int i = 0; i < all; i++) {
+        pingpong += every[i].pingpong;
+        k32 += every[i].block_k == 32;
+    }
+    assert_true(pingpong > 0 && k32 > 0);
+    /* sm_90a: no K step of 32 (those lower to mma.sync, not wgmma) */
     int n = tl_gemm_candidates(ctx, &aligned, s, 64);
-    assert_int_equal(n, all);
-    int pingpong = 0;
+    assert_int_equal(n, all - k32);
     for (int i = 0; i < n; i++)
-        pingpong += s[i].pingpong;
-    assert_true(pingpong > 0);
-    assert_int_equal(tl_gemm_candidates(ctx, &ragged, s, 64), all - pingpong);
+        assert_int_equal(s[i].block_k, 64);
+    assert_int_equal(tl_gemm_candidates(ctx, &ragged, s, 64), all - k32 - pingpong);
+    /* sm_80: every K step, no ping-pong */
     tl_ctx *c80 = test_offline_ctx("sm_80");
     assert_int_equal(tl_gemm_candidates(c80, &aligned, s, 2), all - pingpong); /* counts past max */
     tl_ctx_destroy(c80);
+}
+
+/* tl_autotune measures the op's untuned choice first: with a budget that
+ * runs out after a few candidates (16384^3 takes ~20 ms a run) the record
+ * can then never be slower than no tuning. On the H200 the space's order
+ * once recorded 128x128x32 schedules at 0.66x the heuristic's speed. */
+static void test_space_leads_with_fallback(void **state)
+{
+    (void)state;
+    const tli_tune_op *op = tli_tune_op_find("gemm");
+    assert_non_null(op);
+    const tl_gemm_desc shapes[] = {
+        {.m = 16384, .n = 16384, .k = 16384, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1},
+        {.m = 8192, .n = 8192, .k = 1024, .in_dtype = TL_BF16, .out_dtype = TL_BF16},
+        {.m = 1024, .n = 1024, .k = 1024, .in_dtype = TL_F16, .out_dtype = TL_F32, .trans_b = 1},
+        {.m = 4096, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .has_bias = 1,
+         .epilogue = TL_EPI_GELU_TANH},
+    };
+    tl_tune_config cfg[256], plain[256];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int n = tli_tune_op_space(ctx, op, &shapes[i], cfg, 256);
+        int m = op->space(ctx, &shapes[i], plain, 256);
+        tl_gemm_schedule h = tli_gemm_heuristic(tl_ctx_target(ctx), &shapes[i]);
+        tl_tune_config want = tl_gemm_schedule_to_config(&h);
+        assert_memory_equal(&cfg[0], &want, sizeof want);
+        assert_int_equal(n, m); /* the heuristic's schedules are all in the space: moved, not added */
+        for (int a = 0; a < n; a++) /* nothing twice, nothing lost */
+            for (int b = a + 1; b < n; b++)
+                assert_memory_not_equal(&cfg[a], &cfg[b], sizeof cfg[a]);
+        for (int b = 0; b < m; b++) {
+            int found = 0;
+            for (int a = 0; a < n; a++)
+                found += memcmp(&cfg[a], &plain[b], sizeof cfg[a]) == 0;
+            assert_int_equal(found, 1);
+        }
+    }
+    /* max smaller than the space: the fallback still leads */
+    tl_gemm_schedule h = tli_gemm_heuristic(tl_ctx_target(ctx), &shapes[0]);
+    tl_tune_config want = tl_gemm_schedule_to_config(&h);
+    assert_int_equal(tli_tune_op_space(ctx, op, &shapes[0], cfg, 3), 3);
+    assert_memory_equal(&cfg[0], &want, sizeof want);
+    /* the softmax leads with its untuned schedule, the ring of 3 past 16384 columns */
+    op = tli_tune_op_find("softmax");
+    tl_softmax_desc wide = {.rows = 2048, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    int n = tli_tune_op_space(ctx, op, &wide, cfg, 256);
+    assert_true(n > 1);
+    assert_int_equal(cfg[0].v[0], 32768);
+    assert_int_equal(cfg[0].v[2], 1024);
+    assert_int_equal(cfg[0].v[3], 3);
+    tl_softmax_desc narrow = {.rows = 16384, .cols = 1024, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tl_softmax_schedule u = tli_softmax_untuned(ctx, &narrow);
+    tli_tune_op_space(ctx, op, &narrow, cfg, 256);
+    assert_int_equal(cfg[0].v[0], u.width);
+    assert_int_equal(cfg[0].v[1], u.rows);
+    assert_int_equal(cfg[0].v[2], u.threads);
+    assert_int_equal(cfg[0].v[3], u.stages);
+    assert_int_equal(u.threads, 128);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -840,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_heuristic_table),
         cmocka_unit_test(test_shape_classes),
         cmocka_unit_test(test_gemm_space),
+        cmocka_unit_test(test_space_leads_with_fallback),
         cmocka_unit_test(test_runner_compile_offline),
         cmocka_unit_test(test_softmax_space_and_record),
         cmocka_unit_test(test_request_errors),

@@ -205,7 +205,8 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_
 
 /* Every schedule measured in the sweeps of bench/NOTES.md: block tiles of
  * 64 to 256, K steps of 32 and 64, 2 to 6 stages, 128 or 256 threads,
- * swizzle off or 8, and the ping-pong kernel. */
+ * swizzle off, 8 or 16, and the ping-pong kernel; with N tiles of 192 and
+ * more ping-pong stages since session 6. */
 static const tl_gemm_schedule space[] = {
     /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong */
     {128, 128, 32, 3, 256, 8, 0, 0},
@@ -223,6 +224,10 @@ static const tl_gemm_schedule space[] = {
     {256, 128, 32, 4, 256, 8, 0, 0},
     {256, 128, 64, 3, 256, 8, 0, 0},
     {256, 128, 64, 4, 256, 8, 0, 0},
+    {128, 192, 64, 4, 256, 8, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
+    {128, 192, 64, 5, 256, 8, 0, 0},
+    {128, 256, 64, 4, 256, 16, 0, 0}, /* wider swizzle panels of the large tiles */
+    {256, 128, 64, 4, 256, 16, 0, 0},
     {64, 128, 32, 4, 128, 8, 0, 0},
     {128, 64, 32, 4, 128, 8, 0, 0},
     {64, 64, 64, 3, 128, 0, 0, 0},
@@ -231,20 +236,29 @@ static const tl_gemm_schedule space[] = {
     {128, 128, 64, 4, 128, 8, 0, 1},
     {128, 128, 64, 5, 128, 8, 0, 1},
     {128, 128, 64, 6, 128, 8, 0, 1},
+    {128, 128, 64, 3, 128, 8, 0, 1},
     {64, 256, 64, 4, 128, 8, 0, 1},
+    {64, 256, 64, 5, 128, 8, 0, 1},
 };
 #define N_SPACE (int)(sizeof space / sizeof space[0])
 
-/* Ping-pong schedules need sm_90a and TMA; schedules over the shared
- * memory limit stay in, for the lowering to refuse and the tuner to
- * report. */
+/* Ping-pong schedules need sm_90a and TMA. On sm_90a K steps of 32 are
+ * left out: wgmma reads its shared operands in 128-byte swizzled rows (64
+ * bf16 columns), so the lowering gives a 32-wide K step the mma.sync
+ * kernel, which ran at 0.3-0.45x the 64-wide wgmma kernels in every sweep
+ * on the H200 (bench/NOTES.md, session 6) and would only spend a tuning
+ * budget. Schedules over the shared memory limit stay in, for the
+ * lowering to refuse and the tuner to report. */
 TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule *out, int max)
 {
     bool all = !ctx || !d;
-    bool pingpong_ok = all || (hopper_gemm(tl_ctx_target(ctx)) && tli_gemm_tma_rows(d));
+    bool hopper = !all && hopper_gemm(tl_ctx_target(ctx));
+    bool pingpong_ok = all || (hopper && tli_gemm_tma_rows(d));
     int n = 0;
     for (int i = 0; i < N_SPACE; i++) {
         if (space[i].pingpong && !pingpong_ok)
+            continue;
+        if (hopper && space[i].block_k % 64)
             continue;
         if (out && n < max)
             out[n] = space[i];

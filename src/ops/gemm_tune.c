@@ -223,6 +223,14 @@ static int space_for_tuner(tl_ctx *ctx, const void *desc, tl_tune_config *out, i
     return n;
 }
 
+/* What tl_op_gemm runs without a record: the heuristic (the tuner's
+ * operands are aligned, so TMA can take them where the rows allow). */
+static tl_tune_config fallback_for_tuner(tl_ctx *ctx, const void *desc)
+{
+    tl_gemm_schedule s = tli_gemm_heuristic(tl_ctx_target(ctx), desc);
+    return tl_gemm_schedule_to_config(&s);
+}
+
 static tl_status build_for_tuner(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg, tl_kernel **out)
 {
     tl_gemm_desc d = *(const tl_gemm_desc *)desc;
@@ -249,6 +257,7 @@ const tli_tune_op tli_gemm_tune_op = {
     .param_names = tli_gemm_param_names,
     .check_desc = check_for_tuner,
     .space = space_for_tuner,
+    .fallback = fallback_for_tuner,
     .build = build_for_tuner,
     .problem = tli_gemm_tune_problem,
     .key = key_for_tuner,

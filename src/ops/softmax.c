@@ -22,6 +22,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #define LOG2E 1.4426950408889634f
 
@@ -148,12 +149,13 @@ static void online(tli_rows_kernel *rk, tl_dtype out)
 }
 
 /* An all-zero schedule takes the tuning record for this GPU and class
- * when there is one (softmax_tune.c), else rows.c's default table. */
-static tli_rows_desc rows_of(tl_ctx *ctx, const tl_softmax_desc *d)
+ * when there is one (softmax_tune.c) and use_db is set, else rows.c's
+ * default table. */
+static tli_rows_desc rows_desc(tl_ctx *ctx, const tl_softmax_desc *d, bool use_db)
 {
     tli_rows_desc r = {.rows = d->rows, .cols = d->cols, .ld_in = d->ld_in, .ld_out = d->ld_out,
                        .in_dtype = d->in_dtype, .out_dtype = d->out_dtype, .schedule = d->schedule};
-    if (!r.schedule.width && !r.schedule.rows && !r.schedule.threads) {
+    if (use_db && !r.schedule.width && !r.schedule.rows && !r.schedule.threads) {
         tli_softmax_pick(ctx, d, &r.schedule);
     }
     /* rows wider than 16384 by default: a ring of 3 shared tiles per block (rows.c), the next rows'
@@ -161,6 +163,16 @@ static tli_rows_desc rows_of(tl_ctx *ctx, const tl_softmax_desc *d)
      * measured slower with it and keeps the table's choice) */
     r.wide_stages = 3;
     return r;
+}
+
+static tli_rows_desc rows_of(tl_ctx *ctx, const tl_softmax_desc *d) { return rows_desc(ctx, d, true); }
+
+tl_softmax_schedule tli_softmax_untuned(tl_ctx *ctx, const tl_softmax_desc *d)
+{
+    tl_softmax_desc plain = *d;
+    memset(&plain.schedule, 0, sizeof plain.schedule);
+    tli_rows_desc r = rows_desc(ctx, &plain, false);
+    return tli_rows_schedule(ctx, &r);
 }
 
 static tl_status check(tl_ctx *ctx, const tl_softmax_desc *d, const char *api)

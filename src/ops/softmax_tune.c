@@ -284,6 +284,12 @@ static tl_status check_desc(tl_ctx *ctx, const void *desc, const char *api)
     return st;
 }
 
+static tl_tune_config fallback(tl_ctx *ctx, const void *desc)
+{
+    tl_softmax_schedule s = tli_softmax_untuned(ctx, desc);
+    return (tl_tune_config){{s.width, s.rows, s.threads, s.stages}};
+}
+
 static tl_status build(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg, tl_kernel **out)
 {
     tl_softmax_desc d = *(const tl_softmax_desc *)desc;
@@ -305,6 +311,7 @@ const tli_tune_op tli_softmax_tune_op = {
     .param_names = param_names,
     .check_desc = check_desc,
     .space = space,
+    .fallback = fallback,
     .build = build,
     .problem = problem,
     .key = key,

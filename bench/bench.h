@@ -45,6 +45,9 @@ static inline void bench_warm_up(tl_ctx *ctx)
 static inline tl_ctx *bench_open(const char *what)
 {
     char msg[400];
+    /* whole lines: a tuner's progress on stderr must not split a CSV line
+     * when both go to one log */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     tl_status st = tl_ctx_create(NULL, &bench_ctx, msg, sizeof msg);
     if (st != TL_OK) {
         printf("%s: skipped, no GPU (%s: %s)\n", what, tl_status_name(st), msg);
@@ -65,7 +68,8 @@ static inline tl_ctx *bench_open(const char *what)
  * against has an impl starting with "baseline:" (bench_csv_baseline) and
  * ratio 1; the others carry their ratio to it (an impl starting with
  * "peer:" is another library timed in the same run for context, not
- * ours). unit: "TFLOP/s" for
+ * ours; one starting with "context:" is ours but not this op, e.g. the
+ * GEMM without the epilogue whose overhead is measured). unit: "TFLOP/s" for
  * compute-bound ops (plotted against size), "GB/s" for memory-bound ones
  * (plotted against the copy ceiling; a line of op "copy" with the same
  * shape and dtype also serves as the ceiling of a group without a

@@ -228,11 +228,16 @@ static void report(const bench *b, int trans_b)
     for (int i = 0; i < NM; i++) {
         if (!ms[i].ran)
             continue;
+        /* the fused op (a, a') is ours; cuBLAS's other forms are peers, our
+         * unfused forms context */
+        enum kind kd = variants[i].kind;
+        int fused = i == A || i == A_ERF, cublas = kd == CUBLAS || kd == CUBLAS_THEN_ACT || kd == CUBLASLT_FUSED;
+        char impl[128];
+        snprintf(impl, sizeof impl, "%s%s", fused ? "" : cublas ? "peer:" : "context:", variants[i].name);
         if (i == (b->have_lt ? E : D))
             bench_csv_baseline(op, shape, "bf16", variants[i].name, ms[i].ms, ms[i].tflops, "TFLOP/s");
         else
-            bench_csv(op, shape, "bf16", variants[i].name, ms[i].ms, ms[i].tflops, "TFLOP/s", ms[i].tflops / base,
-                      ms[i].rel);
+            bench_csv(op, shape, "bf16", impl, ms[i].ms, ms[i].tflops, "TFLOP/s", ms[i].tflops / base, ms[i].rel);
         printf("  %-42s %9.4f %9.1f %9.3f %9.1e%s\n", variants[i].name, ms[i].ms, ms[i].tflops,
                ms[i].tflops / base, ms[i].rel, ms[i].pass ? "" : "  CHECK FAILED");
     }

@@ -45,7 +45,9 @@ def groups(rows):
         g = out.setdefault((r["op"], r["shape"], r["dtype"]), {"baseline": None, "ours": [], "peers": []})
         if r["impl"].startswith("baseline:"):
             g["baseline"] = r
-        elif r["impl"].startswith("peer:"):  # another library's, for context: neither ours nor the baseline
+        elif r["impl"].startswith(("peer:", "context:")):
+            # another library's, or another op of ours timed beside this one (the GEMM
+            # without its epilogue, say): for context, neither ours nor the baseline
             g["peers"].append(r)
         else:
             g["ours"].append(r)

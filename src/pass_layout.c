@@ -15,7 +15,8 @@
  *     layout; one it indexes by only some is the slice of that layout along
  *     the missing dimensions (a broadcast);
  *   - an A operand taken from registers must have the accumulator layout of
- *     an m x K tile split over the warps as C is (FlashAttention's P).
+ *     an m x K tile split over the warps as C is (FlashAttention's P); one
+ *     that nothing else decides (copied from shared memory) is given it.
  * A fragment nothing decides gets blocked rows (FRAG_ROWS): runs of 16
  * bytes of a row per thread, rows spread over as many threads as there are
  * rows, so that global accesses are 16-byte vectors and a row reduction
@@ -451,6 +452,31 @@ static void walk_gemms(layouter *Y, int32_t *lk, bool check)
     }
 }
 
+/* A gemm's A operand in registers that nothing else gave a layout (one
+ * copied from shared memory, say): the layout the MMA reads it in, that of
+ * an accumulator of the m x K tile with C's split of rows over warps (or
+ * warpgroups). Sets at most one; whether one was set. */
+static bool a_operand_layout(layouter *Y, int32_t first)
+{
+    for (int32_t s = first; s && Y->L->st == TL_OK; s = tli_S(Y->ir, s)->next) {
+        const tli_snode *n = tli_S(Y->ir, s);
+        if (a_operand_layout(Y, n->body) || a_operand_layout(Y, n->orelse))
+            return true;
+        if (n->op != S_GEMM || !n->x[TLI_X_GEMM_A_REGS] || Y->L->frag[n->gemm[0]].kind != FRAG_NONE)
+            continue;
+        const tli_frag_layout *c = &Y->L->frag[n->gemm[2]];
+        const tli_bnode *a = tli_B(Y->ir, n->gemm[0]);
+        if ((c->kind != FRAG_WGMMA && c->kind != FRAG_MMA) || c->w.wgn != 1 || a->rank != 2 || a->cshape[1] % 16)
+            continue; /* check_a_regs says why */
+        tli_frag_layout f = {.kind = c->kind};
+        f.w = (tli_warp_layout){.wgm = c->w.wgm, .wgn = 1, .wm = c->w.wm, .wn = a->cshape[1], .mt = c->w.mt,
+                                .nt = (int)(a->cshape[1] / 8), .wgmma = c->w.wgmma};
+        set_layout(Y, n->gemm[0], &f, "tl_gemm");
+        return true;
+    }
+    return false;
+}
+
 static void settle(layouter *Y)
 {
     for (int round = 0; round < 64 && Y->L->st == TL_OK; round++) {
@@ -458,8 +484,11 @@ static void settle(layouter *Y)
         propagate(Y, Y->ir->body);
         if (Y->changed)
             continue;
-        /* nothing follows from the uses: the first fragment without a
+        /* nothing follows from the uses: an A operand in registers takes
+         * the MMA's operand layout; else the first fragment without a
          * layout that is not waiting to be a slice takes blocked rows */
+        if (a_operand_layout(Y, Y->ir->body))
+            continue;
         for (int32_t b = 1; b < Y->ir->b.n && !Y->changed; b++)
             if (tli_B(Y->ir, b)->scope == B_FRAGMENT && Y->L->frag[b].kind == FRAG_NONE &&
                 !is_reduce_dst(Y->ir, Y->ir->body, b)) {

@@ -12,9 +12,10 @@ static void test_interpreter_ragged(void **state)
 {
     (void)state;
     const int64_t sizes[][3] = {{1, 1, 1}, {37, 70, 33}, {130, 129, 100}};
-    dual_gemm_schedule s = {64, 64, 32, 2, 128, 0, 0};
-    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
-        int64_t M = sizes[c][0], N = sizes[c][1], K = sizes[c][2];
+    for (size_t c = 0; c < 2 * sizeof sizes / sizeof sizes[0]; c++) {
+        /* the plain kernel, and A copied to registers before the gemms */
+        dual_gemm_schedule s = {64, 64, 32, 2, 128, 0, 0, c % 2};
+        int64_t M = sizes[c / 2][0], N = sizes[c / 2][1], K = sizes[c / 2][2];
         tl_kernel *k = dual_gemm_build(ctx, TL_BF16, &s);
         assert_non_null(k);
         uint16_t *a = malloc(2 * (size_t)(M * K)), *g = malloc(2 * (size_t)(N * K)), *u = malloc(2 * (size_t)(N * K));
@@ -62,7 +63,7 @@ static void test_lowering(void **state)
     tl_kernel_destroy(k);
     /* the persistent ping-pong variant: each consumer warpgroup walks its
      * own blocks, both gemms fed by the one producer */
-    k = dual_gemm_build(ctx, TL_BF16, &dual_gemm_variants[0]);
+    k = dual_gemm_build(ctx, TL_BF16, &dual_gemm_variants[2]);
     assert_non_null(k);
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *want_pp[] = {"this CTA's blocks, 2 at a time", "tl_tma_load_2d(Wu_s", "tl_setmaxnreg_inc<",
@@ -76,9 +77,31 @@ static void test_lowering(void **state)
         fail_msg("ping-pong: %s", tl_ctx_error(ctx));
     tl_program_destroy(pp);
     tl_kernel_destroy(k);
+    /* A in registers: copied from its shared slot once a K step, read by
+     * both gemms from there (wgmma's register-A form), the copy waiting
+     * for the previous step's wgmmas, which read the same registers */
+    k = dual_gemm_build(ctx, TL_BF16, &dual_gemm_variants[0]);
+    assert_non_null(k);
+    assert_true(dual_gemm_variants[0].a_regs);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want_regs[] = {"tl_wgmma_m64n128k16_bf16_rs(gate", "tl_wgmma_m64n128k16_bf16_rs(up",
+                               "tl_wgmma_wait<0>();\n            { // tl_copy As -> A_regs"};
+    for (size_t i = 0; i < sizeof want_regs / sizeof want_regs[0]; i++)
+        if (!strstr(src, want_regs[i]))
+            fail_msg("dual GEMM with A in registers: the source lacks %s", want_regs[i]);
+    tl_free_host(src);
+    if (tl_compile(k, &(tl_compile_options){.target = "sm_90a"}, &pp) != TL_OK)
+        fail_msg("A in registers: %s", tl_ctx_error(ctx));
+    tl_program_destroy(pp);
+    /* sm_80's 128x128 accumulator splits the columns over warps too: no
+     * operand layout for A, and the message says what it needs */
+    tl_program *p80;
+    assert_status(tl_compile(k, &(tl_compile_options){.target = "sm_80"}, &p80), TL_ERR_SHAPE);
+    assert_non_null(strstr(tl_ctx_error(ctx), "A in registers ('A_regs') must have the accumulator layout"));
+    tl_kernel_destroy(k);
     /* sm_80 holds 163 KiB: three stages of the three tiles */
     const char *targets[] = {"sm_80", "sm_90a"};
-    const dual_gemm_schedule sched[] = {{128, 128, 64, 3, 256, 1, 0}, dual_gemm_default};
+    const dual_gemm_schedule sched[] = {{128, 128, 64, 3, 256, 1, 0, 0}, dual_gemm_default};
     for (int t = 0; t < 2; t++) {
         k = dual_gemm_build(ctx, TL_BF16, &sched[t]);
         tl_program *p;

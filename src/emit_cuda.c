@@ -277,6 +277,9 @@ static char *binary_text(emitter *E, const tli_enode *n)
     tl_dtype at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
     const char *a = tli_e_expr(E, n->a[0]), *b = tli_e_expr(E, n->a[1]);
     tli_eop op = (tli_eop)n->op;
+    const tli_enode *x = tli_E(E->ir, n->a[0]);
+    if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64)
+        return tli_e_fmt(E, "tl_lt_i32(%s, %s)", a, b); /* a mask of an in-tile column: one 32-bit compare */
     if (is_half(at)) {
         a = tli_e_fmt(E, "tl_f32(%s)", a);
         b = tli_e_fmt(E, "tl_f32(%s)", b);
@@ -932,8 +935,8 @@ static bool open_run_loop(emitter *E, const tli_snode *s, int64_t runs, const ch
     E->indent++;
     tli_e_frag_coords(E, f, tli_e_fmt(E, "tl_q * %d", v), idx, &guard);
     for (int d = 0; d < last; d++)
-        tli_e_line(E, "const long long %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
-    tli_e_line(E, "const long long %s_run = %s;", loop_var_name(E, tli_E(E->ir, s->vars[last])), idx[last]);
+        tli_e_line(E, "const int %s = %s;", loop_var_name(E, tli_E(E->ir, s->vars[d])), idx[d]);
+    tli_e_line(E, "const int %s_run = %s;", loop_var_name(E, tli_E(E->ir, s->vars[last])), idx[last]);
     *live = guard ? tli_e_fmt(E, "(%s)", guard) : NULL;
     if (guard) {
         tli_e_line(E, "if (%s) {", guard);
@@ -956,6 +959,8 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     int64_t count = s->x[TLI_X_PAR_PER_THREAD];
     const char *lastv = loop_var_name(E, tli_E(E->ir, s->vars[last]));
     int64_t runs = count / v;
+    for (int d = 0; d < s->rank; d++) /* in-tile coordinates, declared int below */
+        E->var_int[s->vars[d]] = true;
     tli_e_line(E, "{ // tl_parallel over fragment %s: %lld registers per thread, in runs of %d columns", tli_e_buf(E, f),
                (long long)count, v);
     E->indent++;
@@ -1008,7 +1013,7 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     tli_e_line(E, "for (int tl_e = 0; tl_e < %d; ++tl_e) {", v);
     E->indent++;
     tli_e_line(E, "const int tl_r = tl_q * %d + tl_e;", v);
-    tli_e_line(E, "const long long %s = %s_run + tl_e;", lastv, lastv);
+    tli_e_line(E, "const int %s = %s_run + tl_e;", lastv, lastv);
     for (int i = 0; i < nloads; i++) {
         int ln = tli_E(E->ir, loads[i])->vec;
         E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_q][tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
@@ -1046,6 +1051,8 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
         }
     }
     E->var_text[s->vars[last]] = NULL;
+    for (int d = 0; d < s->rank; d++)
+        E->var_int[s->vars[d]] = false;
     if (guarded)
         close_brace(E);
     close_brace(E);
@@ -1279,13 +1286,14 @@ static bool emitter_init(emitter *E, const tli_lowered *L)
     E->ir = &L->ir;
     size_t n = (size_t)L->ir.e.n;
     E->var_text = calloc(n, sizeof(char *));
+    E->var_int = calloc(n, sizeof(bool));
     E->stage = calloc((size_t)L->ir.b.n, sizeof(char *));
     E->load_text = calloc(n, sizeof(char *));
     E->temp = calloc(n, sizeof(char *));
     E->uses = calloc(n, sizeof(int));
     tli_str_init(&E->out);
     tli_str_init(&E->helpers);
-    return E->var_text && E->load_text && E->temp && E->uses && E->stage;
+    return E->var_text && E->var_int && E->load_text && E->temp && E->uses && E->stage;
 }
 
 static void emitter_free(emitter *E)
@@ -1294,6 +1302,7 @@ static void emitter_free(emitter *E)
         free(E->strs[i]);
     free(E->strs);
     free(E->var_text);
+    free(E->var_int);
     free(E->load_text);
     free(E->temp);
     free(E->uses);

@@ -17,6 +17,10 @@ typedef struct emitter {
     /* Per-node text overrides: loop variables and loads of vector chunks. */
     char **var_text;
     char **load_text;
+    /* Loop variables printed as `int` (in-tile coordinates of a fragment
+     * loop, below 2^20): a comparison with a 64-bit bound takes the 32-bit
+     * form (tl_lt_i32) */
+    bool *var_int;
     /* Multi-use subexpressions of the statement being printed; `touched`
      * lists the nodes whose entries must be cleared for the next one, so
      * a statement costs its own size. */

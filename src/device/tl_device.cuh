@@ -87,12 +87,11 @@ __device__ __forceinline__ float tl_erf_approx(float x)
     const float e = tl_exp2_approx(ax * ax * -1.44269504088896341f);
     return copysignf(fmaf(-p, e, 1.0f), x);
 }
-__device__ __forceinline__ float tl_div_approx(float a, float b)
-{
-    float y;
-    asm("div.approx.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
-    return y;
-}
+// The intrinsic rather than inline asm: the compiler knows it has no side
+// effects, so a division repeated in an unrolled loop (softmax's 1 / sum for
+// each of 32 elements) is computed once; as asm it was 32 live copies and
+// spills at 64 registers.
+__device__ __forceinline__ float tl_div_approx(float a, float b) { return __fdividef(a, b); }
 
 // Constants of the 16-bit types, from bits the library rounded on the host.
 __device__ __forceinline__ tl_f16 tl_f16_bits(unsigned short b) { tl_f16 h; h.bits = b; return h; }
@@ -198,6 +197,13 @@ template <int BYTES> __device__ __forceinline__ bool tl_aligned(const void *p)
 
 // Index in [0, n) with one unsigned comparison.
 __device__ __forceinline__ bool tl_in(tl_i64 i, tl_i64 n) { return (tl_u64)i < (tl_u64)n; }
+// a < b for an int a (an in-tile coordinate) and a 64-bit b, exactly: the
+// clamp of b depends on b alone, so in an unrolled loop it is computed once
+// and each element costs one 32-bit compare instead of a 64-bit add and two.
+__device__ __forceinline__ bool tl_lt_i32(int a, tl_i64 b)
+{
+    return b > 0x7fffffffLL || a < (int)(b < -0x7fffffffLL - 1 ? -0x7fffffffLL - 1 : b);
+}
 // [i, i + v) inside [0, n).
 __device__ __forceinline__ bool tl_in_span(tl_i64 i, tl_i64 v, tl_i64 n)
 {

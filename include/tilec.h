@@ -1098,7 +1098,9 @@ typedef struct tl_softmax_schedule {
 
 /* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
  * y_ij = exp(x_ij - m_i) / sum_j exp(x_ij - m_i), m_i the row's maximum,
- * computed in f32 (as exp2((x - m) log2 e)). Row-major with row strides
+ * computed in f32 (as exp2((x - m) log2 e), with the hardware's
+ * approximate exp2: relative error about 2^-22, terms below 2^-126 taken
+ * as 0, well under the rounding of any output type). Row-major with row strides
  * ld_in and ld_out in elements (0: cols). Subtracting the maximum keeps
  * every exponent <= 0, so no input overflows. A row whose elements are
  * all -inf gives zeros (never NaN); a NaN, or +inf, in a row makes that

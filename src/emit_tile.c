@@ -436,20 +436,12 @@ static int copy_threads(emitter *E, const tli_snode *s)
 }
 
 /* Opens "for (int v = tl_tid; v < n; v += T) {", or "if (tl_tid < n) {"
- * when every thread has at most one iteration. Unrolled, with every thread
- * taking n / T iterations, the count is a constant the compiler sees
- * (tl_tid < T here: the block's threads, or a producer's own index): the
- * loop that starts at tl_tid it could only unroll behind trip-count checks,
- * some 60 instructions a 64 KB row copy in the row softmax. */
+ * when every thread has at most one iteration. */
 static void open_spread(emitter *E, const char *v, int64_t n, int T, bool unroll)
 {
     if (n <= T) {
         tli_e_line(E, "if (tl_tid < %lld) {", (long long)n);
         tli_e_line(E, "    const int %s = tl_tid;", v);
-    } else if (unroll && n % T == 0) {
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_c = 0; tl_c < %lld; ++tl_c) {", (long long)(n / T));
-        tli_e_line(E, "    const int %s = tl_tid + tl_c * %d;", v, T);
     } else {
         if (unroll)
             tli_e_line(E, "#pragma unroll");

@@ -1041,46 +1041,33 @@ static void emit_reduce_frag(emitter *E, const tli_snode *s)
     int32_t scratch = s->x[TLI_X_RED_SCRATCH];
     int group = s->x[TLI_X_RED_GROUP];
     const tli_frag_layout *sl = lay(E, dst);
-    if (phase == 2 && lanes == 31u && group <= 32) {
-        /* every lane of a warp holds the same elements (all 32 share each
-         * one): lane l reads partial l % group and a butterfly over the low
-         * lane bits combines them, 1 load and log2(group) shuffles where
-         * each thread reading every partial takes `group` loads (a row of
-         * 32768 spread over 32 warps: 11 instructions instead of 64) */
-        tli_e_line(E, "{ // tl_reduce_%s %s -> %s, phase 2: the partials of the %d warps that share each element, "
-                      "one per lane, then shuffles",
-                   red_name(op), sb->name, db->name, group);
-        E->indent++;
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
-        E->indent++;
-        const char *guard;
-        const char *el = slice_elem(E, dst, "tl_j", &guard);
-        tli_e_line(E, "float tl_v = %s[(%s) * %d + (tl_lane & %d)];", buf_of(E, scratch)->name,
-                   guard ? tli_e_fmt(E, "(%s) ? %s : 0", guard, el) : el, group, group - 1);
-        for (int b = 1; b < group; b *= 2)
-            tli_e_line(E, "tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_shfl_xor(tl_v, %d)", b), false));
-        red_store(E, s, "tl_j", "tl_v");
-        close_block(E);
-        close_block(E);
-        return;
-    }
     if (phase == 2) {
-        tli_e_line(E, "{ // tl_reduce_%s %s -> %s, phase 2: the partials of the %d warps that share each element",
-                   red_name(op), sb->name, db->name, group);
+        /* When every lane of a warp holds the same elements (all 32 share
+         * each one), lane l reads partial l % group and a butterfly over the
+         * low lane bits combines them: 1 load and log2(group) shuffles where
+         * each thread reading every partial takes `group` loads (a row of
+         * 32768 over 32 warps: 11 instructions instead of 64). */
+        bool by_lane = lanes == 31u && group <= 32;
+        tli_e_line(E, "{ // tl_reduce_%s %s -> %s, phase 2: the partials of the %d warps that share each element%s",
+                   red_name(op), sb->name, db->name, group, by_lane ? ", one per lane, then shuffles" : "");
         E->indent++;
         tli_e_line(E, "#pragma unroll");
         tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
         E->indent++;
         const char *guard;
         const char *el = slice_elem(E, dst, "tl_j", &guard);
-        tli_e_line(E, "float tl_v = %s;", red_identity(op));
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_w = 0; tl_w < %d; ++tl_w)", group);
-        tli_e_line(E, "    tl_v = %s;",
-                   red_combine(E, op, "tl_v", tli_e_fmt(E, "%s[(%s) * %d + tl_w]", buf_of(E, scratch)->name,
-                                                        guard ? tli_e_fmt(E, "(%s) ? %s : 0", guard, el) : el, group),
-                               false));
+        const char *row = tli_e_fmt(E, "%s[(%s) * %d + ", buf_of(E, scratch)->name,
+                                    guard ? tli_e_fmt(E, "(%s) ? %s : 0", guard, el) : el, group);
+        if (by_lane) {
+            tli_e_line(E, "float tl_v = %s(tl_lane & %d)];", row, group - 1);
+            for (int b = 1; b < group; b *= 2)
+                tli_e_line(E, "tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_shfl_xor(tl_v, %d)", b), false));
+        } else {
+            tli_e_line(E, "float tl_v = %s;", red_identity(op));
+            tli_e_line(E, "#pragma unroll");
+            tli_e_line(E, "for (int tl_w = 0; tl_w < %d; ++tl_w)", group);
+            tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "%stl_w]", row), false));
+        }
         red_store(E, s, "tl_j", "tl_v");
         close_block(E);
         close_block(E);

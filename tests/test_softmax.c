@@ -187,6 +187,39 @@ static void test_ring_code_and_cubins(void **state)
         }
 }
 
+/* What made the wide rows issue-bound, kept out (bench/NOTES.md, session
+ * 6): the column mask is one 32-bit compare of an int coordinate, the
+ * exponential is the hardware's ex2, and a row spread over 32 warps
+ * combines its warps' partials one per lane with shuffles, not 32 loads a
+ * thread. A narrow row (one warp) has no cross-warp phase at all. */
+static void test_issue_cost_of_rows(void **state)
+{
+    (void)state;
+    tl_softmax_desc d = {.rows = 2048, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tl_kernel *k;
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"tl_lt_i32(", "const int tl_i", "tl_exp2_approx(", "one per lane, then shuffles",
+                          "(tl_lane & 31)];", "tl_shfl_xor(tl_v, 16)"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(src, want[i]))
+            fail_msg("softmax 2048x32768: the source lacks %s", want[i]);
+    const char *unwanted[] = {"exp2f(", "for (int tl_w = 0; tl_w < 32; ++tl_w)", " < N) ?"};
+    for (size_t i = 0; i < sizeof unwanted / sizeof unwanted[0]; i++)
+        if (strstr(src, unwanted[i]))
+            fail_msg("softmax 2048x32768: the source has %s", unwanted[i]);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    d.cols = 512; /* 8 rows a block of 256 threads, a row inside one warp */
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_null(strstr(src, "phase 2"));
+    assert_non_null(strstr(src, "tl_lt_i32("));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
 /* Beyond 32768 columns the default is the online path, in 8192-column
  * chunks. */
 static void test_default_online_beyond_32768(void **state)
@@ -372,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_online_path),
         cmocka_unit_test(test_ring_schedules),
         cmocka_unit_test(test_ring_code_and_cubins),
+        cmocka_unit_test(test_issue_cost_of_rows),
         cmocka_unit_test(test_default_online_beyond_32768),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_default_schedules),

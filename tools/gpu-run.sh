@@ -92,9 +92,9 @@ for s in $steps; do
     torch-compare) TAIL=80 run torch-compare python3 bench/torch_compare.py --csv "$OUT/torch_compare.csv" ;;
     attention-grid) TAIL=40 run attention-grid python3 bench/attention_grid.py --csv "$OUT/attention_grid.csv" ;;
     attention-validate) TAIL=30 run attention-validate python3 bench/attention_grid.py --validate ;;
-    test-cold) # the GPU tier from an empty cubin cache, compiles included
+    test-cold) # the GPU tier from an empty cubin cache, compiles included, one program at a time
         cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)
-        TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" make test
+        TAIL=8 run test-cold env TILEC_CACHE_DIR="$cold" TEST_JOBS=1 make test
         rm -rf "$cold" ;;
     test-cold-parallel) # the same with 8 test programs at once (tests/run.sh TEST_JOBS)
         cold=$(mktemp -d /tmp/tilec-cold-XXXXXX)

@@ -140,8 +140,8 @@ test-build: all $(TEST_BIN) $(ABI_LAYOUT)
 test: test-build
 	@jobs=$${TEST_JOBS:-}; \
 	if [ -z "$$jobs" ]; then \
-	    gpu=$$($(TOOL) info 2>/dev/null | sed -n 's/^device [0-9]*: *//p' | head -n 1); \
-	    case "$$gpu" in ""|none*) jobs=1 ;; *) jobs=$$(nproc 2>/dev/null || echo 1); [ "$$jobs" -gt 8 ] && jobs=8 ;; esac; \
+	    jobs=1; \
+	    if sh tools/gpu-name.sh $(TOOL) > /dev/null; then jobs=$$(nproc 2>/dev/null || echo 1); [ "$$jobs" -gt 8 ] && jobs=8; fi; \
 	fi; \
 	TEST_JOBS=$$jobs TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) TILEC_ABI_LAYOUT=$(ABI_LAYOUT) \
 		sh tests/run.sh $(TEST_BIN)

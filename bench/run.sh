@@ -18,14 +18,12 @@
 #   TUNE_BUDGET=30                 seconds per tuning run of bench_tune
 B=${1:-build}
 RESULTS=${RESULTS:-bench/results}
-gpu=$(bin/tilec info 2>/dev/null | sed -n 's/^device [0-9]*: *//p' | head -n 1)
-case "$gpu" in
-"" | none*)
+if ! gpu=$(sh tools/gpu-name.sh bin/tilec); then
     for b in "$B"/bench/bench_*; do "$b" || exit 1; done
     echo "torch_compare.py, attention_grid.py: skipped, no GPU"
     echo "make bench: no GPU, so no results were written"
-    exit 0 ;;
-esac
+    exit 0
+fi
 slug=$(printf '%s' "$gpu" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
 stem="$RESULTS/$slug-$(date +%Y-%m-%d)"
 mkdir -p "$RESULTS"

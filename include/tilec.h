@@ -1286,7 +1286,7 @@ TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c);
 /* The schedules tl_autotune tries for d on the context's target when the
  * request gives no space: block tiles of 64 to 256, K steps of 32 and 64
  * (on sm_90a only 64, the step of the wgmma kernels), 2 to 6 stages, 128
- * or 256 threads, swizzle 0 or 8, and on sm_90a the ping-pong kernel when
+ * or 256 threads, swizzle 0, 8 or 16, and on sm_90a the ping-pong kernel when
  * TMA can read the rows. Writes at most max of them
  * to out (out may be NULL when max is 0) and returns how many there are.
  * ctx or d NULL: every schedule of the list, unfiltered. */

@@ -56,9 +56,7 @@ static void test_lowering(void **state)
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *want[] = {"tl_tma_load_2d(Wg_s", "tl_tma_load_2d(Wu_s", "tl_tma_load_2d(As", "tl_setmaxnreg_dec<",
                           "tl_wgmma_m64n128k16_bf16(gate", "tl_wgmma_m64n128k16_bf16(up", "tl_wgmma_wait<2>();"};
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (!strstr(src, want[i]))
-            fail_msg("dual GEMM source lacks %s", want[i]);
+    test_expect_text(src, "dual GEMM source", want, TEST_COUNT(want), NULL, 0);
     tl_free_host(src);
     tl_kernel_destroy(k);
     /* the persistent ping-pong variant: each consumer warpgroup walks its
@@ -68,9 +66,7 @@ static void test_lowering(void **state)
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *want_pp[] = {"this CTA's blocks, 2 at a time", "tl_tma_load_2d(Wu_s", "tl_setmaxnreg_inc<",
                              "tl_wgmma_m64n128k16_bf16(gate", "tl_wgmma_m64n128k16_bf16(up"};
-    for (size_t i = 0; i < sizeof want_pp / sizeof want_pp[0]; i++)
-        if (!strstr(src, want_pp[i]))
-            fail_msg("ping-pong dual GEMM source lacks %s", want_pp[i]);
+    test_expect_text(src, "ping-pong dual GEMM source", want_pp, TEST_COUNT(want_pp), NULL, 0);
     tl_free_host(src);
     tl_program *pp;
     if (tl_compile(k, &(tl_compile_options){.target = "sm_90a"}, &pp) != TL_OK)
@@ -86,9 +82,7 @@ static void test_lowering(void **state)
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *want_regs[] = {"tl_wgmma_m64n128k16_bf16_rs(gate", "tl_wgmma_m64n128k16_bf16_rs(up",
                                "tl_wgmma_wait<0>();\n            { // tl_copy As -> A_regs"};
-    for (size_t i = 0; i < sizeof want_regs / sizeof want_regs[0]; i++)
-        if (!strstr(src, want_regs[i]))
-            fail_msg("dual GEMM with A in registers: the source lacks %s", want_regs[i]);
+    test_expect_text(src, "dual GEMM with A in registers: the source", want_regs, TEST_COUNT(want_regs), NULL, 0);
     tl_free_host(src);
     if (tl_compile(k, &(tl_compile_options){.target = "sm_90a"}, &pp) != TL_OK)
         fail_msg("A in registers: %s", tl_ctx_error(ctx));

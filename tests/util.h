@@ -15,6 +15,22 @@
 
 #include "tilec.h"
 
+#define TEST_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Fails unless text holds every string of has[] and none of lacks[]
+ * (either may be NULL with a count of 0); `what` names the text in the
+ * message, e.g. "softmax 2048x32768: the source". */
+static inline void test_expect_text(const char *text, const char *what, const char *const *has, size_t nhas,
+                                    const char *const *lacks, size_t nlacks)
+{
+    for (size_t i = 0; i < nhas; i++)
+        if (!strstr(text, has[i]))
+            fail_msg("%s lacks %s", what, has[i]);
+    for (size_t i = 0; i < nlacks; i++)
+        if (strstr(text, lacks[i]))
+            fail_msg("%s has %s", what, lacks[i]);
+}
+
 /* An offline context (no GPU) with the disk cache off, for CPU-tier tests. */
 static inline tl_ctx *test_offline_ctx(const char *target)
 {

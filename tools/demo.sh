@@ -27,9 +27,8 @@ echo
 echo "==== 11. FlashAttention forward (tl_op_flash_attn, bf16, head_dim 128) ===="
 # No example program calls the op, so the chapter runs its benchmark:
 # arguments S D causal, batch x S = 16k and heads x D = 2048 as in the
-# FlashAttention-3 paper's grid. `tilec info` names the device it found,
-# or says "none".
-if bin/tilec info | grep -q '^device [0-9]*: *none'; then
+# FlashAttention-3 paper's grid.
+if ! sh tools/gpu-name.sh bin/tilec > /dev/null; then
     echo "The kernel for sm_90a, generated and printed without a GPU (its first 40 lines):"
     echo
     bin/tilec source flash_attn --arch sm_90a | head -40

@@ -13,7 +13,8 @@
  *
  * --variants: at each shape, the default schedule and the alternatives
  * (elements per thread 32, 16, 8; stages 1 = no pipeline, 2 to 4 = a ring
- * of shared tiles, rows.c) of both ops, each checked, then all of them
+ * of shared tiles, rows.c; from 16384 columns the online path in chunks)
+ * of both ops, each checked, then all of them
  * timed in one interleaved set with the copy; a table per shape, and the
  * fastest schedule of each op with its ratios.
  *
@@ -258,6 +259,11 @@ static int variants_for(int64_t cols, tl_softmax_schedule *out)
     }
     if (32 * 128 / W >= 1 && n < MAX_VARIANTS)
         out[n++] = (tl_softmax_schedule){.width = W, .rows = 32 * 128 / W, .threads = 128, .stages = 1};
+    /* rows of 16384 columns and more: the online path in chunks of 4096 to
+     * 16384 columns (E = 32; the row read twice, the second time mostly
+     * from L2), smaller blocks than the one-pass kernel's 1024 threads */
+    for (int w = 4096; cols >= 16384 && w < cols && w <= 16384 && n < MAX_VARIANTS; w *= 2)
+        out[n++] = (tl_softmax_schedule){.width = w, .rows = 1, .threads = w / 32, .stages = 1};
     return n;
 }
 

@@ -278,6 +278,8 @@ static char *binary_text(emitter *E, const tli_enode *n)
     const char *a = tli_e_expr(E, n->a[0]), *b = tli_e_expr(E, n->a[1]);
     tli_eop op = (tli_eop)n->op;
     const tli_enode *x = tli_E(E->ir, n->a[0]);
+    if (op == E_LT && n->run_mask && E->run_inside)
+        return "true"; /* the run passed this comparison at its last column */
     if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64)
         return tli_e_fmt(E, "tl_lt_i32(%s, %s)", a, b); /* a mask of an in-tile column: one 32-bit compare */
     if (is_half(at)) {
@@ -376,6 +378,8 @@ static char *expr_text(emitter *E, int32_t id)
         return tli_B(E->ir, n->buf)->scope == B_GLOBAL ? load_text(E, n) : tli_e_tile_load(E, n);
     case E_SELECT: { /* operands in order (settle_all declares their temporaries so) */
         const char *c = tli_e_expr(E, n->a[0]), *a = tli_e_expr(E, n->a[1]), *b = tli_e_expr(E, n->a[2]);
+        if (!strcmp(c, "true")) /* a run mask that the run passed */
+            return (char *)a;
         return tli_e_fmt(E, "(%s ? %s : %s)", c, a, b);
     }
     default:
@@ -776,7 +780,19 @@ static char *chunk_args(emitter *E, int32_t buf, const char **idx, const char *l
 
 /* The loads of the loop's store values that pass_threads marked as whole
  * chunks, each once. */
-static void vector_loads(emitter *E, int32_t root, int32_t *list, int *n)
+/* Adds e to list (n entries, at most max) unless it is there. */
+static void add_once(int32_t e, int32_t *list, int *n, int max)
+{
+    for (int i = 0; i < *n; i++)
+        if (list[i] == e)
+            return;
+    if (*n < max)
+        list[(*n)++] = e;
+}
+
+/* The vector loads (pass_threads) under root into list, and when masks is
+ * not NULL the comparisons marked run_mask into masks (nmasks entries). */
+static void vector_loads(emitter *E, int32_t root, int32_t *list, int *n, int32_t *masks, int *nmasks)
 {
     tli_marks *m = &E->walk;
     if (!tli_marks_begin(m, E->ir)) {
@@ -788,13 +804,10 @@ static void vector_loads(emitter *E, int32_t root, int32_t *list, int *n)
         const tli_enode *nd = tli_E(E->ir, e);
         if (nd->scope == 0)
             continue;
-        if (nd->op == E_LOAD && nd->vec) {
-            bool seen = false;
-            for (int i = 0; i < *n; i++)
-                seen |= list[i] == e;
-            if (!seen && *n < MAX_VLOADS)
-                list[(*n)++] = e;
-        }
+        if (nd->op == E_LOAD && nd->vec)
+            add_once(e, list, n, MAX_VLOADS);
+        if (nd->run_mask && masks)
+            add_once(e, masks, nmasks, TLI_MAX_RUN_MASKS);
         tli_marks_push_operands(m, E->ir, e);
     }
     E->oom |= m->oom;
@@ -867,7 +880,7 @@ static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
     int32_t loads[MAX_VLOADS];
     int nloads = 0;
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
-        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads);
+        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads, NULL, NULL);
     bool one_group = per_thread == group;
     if (!one_group) {
         tli_e_line(E, "#pragma unroll 1");
@@ -912,6 +925,59 @@ static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
         E->indent--;
         tli_e_line(E, "}");
     }
+}
+
+/* Whether store x of a loop over runs writes 16-bit floats rounded from
+ * f32 values: those are gathered as f32 and rounded two at a time
+ * (tl_pack: one cvt.rn.f16x2/bf16x2 per pair, where one value at a time
+ * costs a convert each and a byte permute per pair to join them). */
+static bool packed_store(emitter *E, const tli_snode *x)
+{
+    const tli_enode *v = tli_E(E->ir, x->value);
+    return x->x[TLI_X_STORE_VEC] >= 2 && is_half((tl_dtype)tli_B(E->ir, x->buf)->dtype) && v->op == E_CAST &&
+           tli_E(E->ir, v->a[0])->dtype == TL_F32;
+}
+
+/* for (tl_e < v) { the body of loop s for one register of the run } */
+static void run_body(emitter *E, const tli_snode *s, const int32_t *loads, int nloads)
+{
+    int v = s->x[TLI_X_PAR_LANES], last = s->rank - 1;
+    const char *lastv = loop_var_name(E, tli_E(E->ir, s->vars[last]));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_e = 0; tl_e < %d; ++tl_e) {", v);
+    E->indent++;
+    tli_e_line(E, "const int tl_r = tl_q * %d + tl_e;", v);
+    tli_e_line(E, "const int %s = %s_run + tl_e;", lastv, lastv);
+    for (int i = 0; i < nloads; i++) {
+        int ln = tli_E(E->ir, loads[i])->vec;
+        E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_q][tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
+    }
+    E->inside_parallel = true;
+    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
+        const tli_snode *x = tli_S(E->ir, st);
+        if (!x->x[TLI_X_STORE_VEC]) {
+            emit_store(E, x);
+            continue;
+        }
+        int32_t ex[TL_MAX_RANK + 1];
+        int nex = store_exprs(E->ir, x, ex);
+        tli_str pre;
+        tli_str_init(&pre);
+        begin_statement(E, ex, nex, &pre);
+        bool packed = packed_store(E, x);
+        const char *val = tli_e_expr(E, packed ? tli_E(E->ir, x->value)->a[0] : x->value);
+        flush_pre(E, &pre);
+        int ln = x->x[TLI_X_STORE_VEC];
+        if (packed)
+            tli_e_line(E, "tl_F%d[tl_e] = %s;", st, val);
+        else
+            tli_e_line(E, "tl_S%d[tl_e / %d].e[tl_e %% %d] = %s;", st, ln, ln, val);
+    }
+    E->inside_parallel = false;
+    for (int i = 0; i < nloads; i++)
+        E->load_text[loads[i]] = NULL;
+    E->indent--;
+    tli_e_line(E, "}");
 }
 
 /* A loop over a blocked-rows fragment, a run of v registers (consecutive
@@ -964,10 +1030,10 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     tli_e_line(E, "{ // tl_parallel over fragment %s: %lld registers per thread, in runs of %d columns", tli_e_buf(E, f),
                (long long)count, v);
     E->indent++;
-    int32_t loads[MAX_VLOADS];
-    int nloads = 0;
+    int32_t loads[MAX_VLOADS], masks[TLI_MAX_RUN_MASKS];
+    int nloads = 0, nmasks = 0;
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next)
-        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads);
+        vector_loads(E, tli_S(E->ir, st)->value, loads, &nloads, masks, &nmasks);
     /* Every run's loads first, in a loop of their own, then the arithmetic:
      * a load sits behind a branch (vector or lane by lane), and the compiler
      * waits for it where the branches join, so loads interleaved with their
@@ -1005,41 +1071,33 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     bool guarded = open_run_loop(E, s, runs, "", &live);
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
         const tli_snode *x = tli_S(E->ir, st);
-        if (x->x[TLI_X_STORE_VEC])
-            tli_e_line(E, "tl_vec<%s, %d> tl_S%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, x->buf)->dtype),
-                       x->x[TLI_X_STORE_VEC], st, v / x->x[TLI_X_STORE_VEC]);
-    }
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_e = 0; tl_e < %d; ++tl_e) {", v);
-    E->indent++;
-    tli_e_line(E, "const int tl_r = tl_q * %d + tl_e;", v);
-    tli_e_line(E, "const int %s = %s_run + tl_e;", lastv, lastv);
-    for (int i = 0; i < nloads; i++) {
-        int ln = tli_E(E->ir, loads[i])->vec;
-        E->load_text[loads[i]] = tli_e_fmt(E, "tl_L%d[tl_q][tl_e / %d].e[tl_e %% %d]", loads[i], ln, ln);
-    }
-    E->inside_parallel = true;
-    for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
-        const tli_snode *x = tli_S(E->ir, st);
-        if (!x->x[TLI_X_STORE_VEC]) {
-            emit_store(E, x);
+        if (!x->x[TLI_X_STORE_VEC])
             continue;
-        }
-        int32_t ex[TL_MAX_RANK + 1];
-        int nex = store_exprs(E->ir, x, ex);
-        tli_str pre;
-        tli_str_init(&pre);
-        begin_statement(E, ex, nex, &pre);
-        const char *val = tli_e_expr(E, x->value);
-        flush_pre(E, &pre);
-        int ln = x->x[TLI_X_STORE_VEC];
-        tli_e_line(E, "tl_S%d[tl_e / %d].e[tl_e %% %d] = %s;", st, ln, ln, val);
+        tli_e_line(E, "tl_vec<%s, %d> tl_S%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, x->buf)->dtype),
+                   x->x[TLI_X_STORE_VEC], st, v / x->x[TLI_X_STORE_VEC]);
+        if (packed_store(E, x))
+            tli_e_line(E, "float tl_F%d[%d];", st, v);
     }
-    E->inside_parallel = false;
-    for (int i = 0; i < nloads; i++)
-        E->load_text[loads[i]] = NULL;
-    E->indent--;
-    tli_e_line(E, "}");
+    if (nmasks) { /* the masks hold at the run's last column: they hold for all of it */
+        tli_str all;
+        tli_str_init(&all);
+        E->var_text[s->vars[last]] = tli_e_fmt(E, "(%s_run + %d)", lastv, v - 1);
+        for (int i = 0; i < nmasks; i++)
+            tli_str_appendf(&all, "%s%s", i ? " && " : "", tli_e_single(E, masks[i]));
+        E->var_text[s->vars[last]] = NULL;
+        tli_e_line(E, "if (%s) { // the whole run passes its masks", tli_e_take(E, &all));
+        E->indent++;
+        E->run_inside = true;
+        run_body(E, s, loads, nloads);
+        E->run_inside = false;
+        E->indent--;
+        tli_e_line(E, "} else {");
+        E->indent++;
+        run_body(E, s, loads, nloads);
+        close_brace(E);
+    } else {
+        run_body(E, s, loads, nloads);
+    }
     for (int32_t st = s->body; st; st = tli_S(E->ir, st)->next) {
         const tli_snode *x = tli_S(E->ir, st);
         int ln = x->x[TLI_X_STORE_VEC];
@@ -1047,6 +1105,8 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
             E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
             const char *si[TL_MAX_RANK];
             single_indices(E, x->buf, x->idx, si);
+            if (packed_store(E, x))
+                tli_e_line(E, "tl_pack(tl_S%d[%d], tl_F%d + %d);", st, c, st, c * ln);
             tli_e_line(E, "tl_st_chunk(%s, tl_S%d[%d]);", chunk_args(E, x->buf, si, live), st, c);
         }
     }

@@ -14,6 +14,8 @@ typedef struct emitter {
     tli_str out;
     int indent;
     bool inside_parallel; /* printing the body of a thread-mapped loop */
+    bool run_inside;      /* printing the copy of a run loop for runs that pass their masks
+                             (comparisons marked run_mask print as true) */
     /* Per-node text overrides: loop variables and loads of vector chunks. */
     char **var_text;
     char **load_text;

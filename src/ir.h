@@ -58,6 +58,8 @@ typedef struct tli_enode {
     uint8_t op;      /* tli_eop */
     uint8_t dtype;   /* tl_dtype of the value */
     uint8_t vec;     /* E_LOAD in a vector-mode tl_parallel: loaded as whole chunks (pass_threads) */
+    uint8_t run_mask;/* E_LT in a loop over runs of columns: `column < bound` that holds for a whole
+                        run when it holds for the run's last column (pass_threads) */
     int32_t a[3];    /* operand expressions */
     int32_t buf;     /* E_LOAD */
     int32_t idx;     /* E_LOAD: start of the index list in the pool */

@@ -132,6 +132,9 @@ typedef enum tli_par_mode {
     PAR_FRAGMENT    /* iterates the registers of fragment TLI_X_PAR_FRAG */
 } tli_par_mode;
 
+/* The most comparisons of one loop over runs marked run_mask (ir.h). */
+#define TLI_MAX_RUN_MASKS 4
+
 /* S_STORE inside a vector-mode tl_parallel: 1 when it writes whole chunks */
 enum { TLI_X_STORE_VEC = 0 };
 

@@ -8,7 +8,11 @@
  * access moves V elements at once (4, 8 or 16 bytes at unit stride), else
  * one iteration at a time (analysis.c, tli_plan_parallel). The accesses
  * that move whole chunks are marked here; the emitter loads those as
- * vectors and everything else lane by lane.
+ * vectors and everything else lane by lane. In a loop over runs of
+ * columns, the comparisons `column < bound` that a whole run passes when
+ * its last column does are marked too: the emitter prints such a loop
+ * twice, once for the runs wholly inside the bound (the comparisons are
+ * `true` there) and once for the rest.
  */
 #include "lower.h"
 
@@ -87,6 +91,70 @@ static bool mark_vector_loads(tli_lowered *L, int32_t loop, int32_t root, int la
     return any;
 }
 
+/* Whether e keeps its value along a run of loop s (whose last variable
+ * walks the run's columns): it reads no memory and not that variable.
+ * look bounds the walk (a shared subexpression counts each time). */
+static bool run_invariant(const tli_ir *ir, int32_t e, int32_t s, int last, int *look)
+{
+    const tli_enode *n = tli_E(ir, e);
+    if (--*look < 0 || n->op == E_LOAD || n->op == E_LET)
+        return false;
+    if (n->op == E_LOOP_VAR)
+        return n->loop != s || n->ival != last;
+    for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+        if (!run_invariant(ir, n->a[i], s, last, look))
+            return false;
+    return true;
+}
+
+static bool is_column(const tli_ir *ir, int32_t e, int32_t s, int last)
+{
+    const tli_enode *n = tli_E(ir, e);
+    return n->op == E_LOOP_VAR && n->loop == s && n->ival == last;
+}
+
+/* `column (+ c) < bound`, c and bound invariant along a run: true for
+ * every column of the run when true for its last (the columns of a run
+ * are consecutive). Softmax's mask of the columns past N is one; printed
+ * element by element it cost a compare, a move and a select each. */
+static bool run_mask(const tli_ir *ir, int32_t s, const tli_enode *n)
+{
+    int last = tli_S(ir, s)->rank - 1, look = 64;
+    if (n->op != E_LT || !tli_dtype_is_int((tl_dtype)tli_E(ir, n->a[0])->dtype) ||
+        !run_invariant(ir, n->a[1], s, last, &look))
+        return false;
+    if (is_column(ir, n->a[0], s, last))
+        return true;
+    const tli_enode *l = tli_E(ir, n->a[0]);
+    if (l->op != E_ADD)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (is_column(ir, l->a[i], s, last) && run_invariant(ir, l->a[1 - i], s, last, &look))
+            return true;
+    return false;
+}
+
+/* Marks the run masks (run_mask) in the value of a store of loop s, at
+ * most TLI_MAX_RUN_MASKS of them. */
+static void mark_run_masks(tli_lowered *L, int32_t s, int32_t root, int *marked)
+{
+    tli_ir *ir = &L->ir;
+    tli_marks *m = &L->walk;
+    if (!tli_marks_begin(m, ir))
+        return;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
+        tli_enode *n = &ir->e.v[e];
+        if (n->scope == 0)
+            continue;
+        if (!n->run_mask && *marked < TLI_MAX_RUN_MASKS && run_mask(ir, s, n)) {
+            n->run_mask = 1;
+            ++*marked;
+        }
+        tli_marks_push_operands(m, ir, e);
+    }
+}
+
 /* A loop over a blocked-rows fragment: a thread's registers come in runs
  * of v consecutive columns, so a global access at unit stride along the
  * columns can move a run (in 16-byte pieces) at once, and so can a read of
@@ -111,8 +179,12 @@ static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
         }
         any |= mark_vector_loads(L, s, x->value, 0, v);
     }
-    if (any)
-        ir->s.v[s].x[TLI_X_PAR_LANES] = v;
+    if (!any)
+        return;
+    ir->s.v[s].x[TLI_X_PAR_LANES] = v;
+    int marked = 0;
+    for (int32_t st = ir->s.v[s].body; st; st = ir->s.v[st].next)
+        mark_run_masks(L, s, ir->s.v[st].value, &marked);
 }
 
 static void map_loop(tli_lowered *L, int32_t s)

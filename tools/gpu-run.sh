@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn bench-softmax bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn bench-softmax softmax-variants bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -53,7 +53,7 @@ for s in $steps; do
         done ;;
     ncu-softmax) # where the row softmax's time goes, one shape (NCU_SHAPE, default 8192x4096)
         TAIL=60 run ncu-softmax ncu --clock-control none -k regex:softmax -c 2 --section SpeedOfLight \
-            --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+            --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section InstructionStats \
             build/bench/bench_softmax "${NCU_SHAPE:-8192x4096}" ;;
     ncu-attn) # where FlashAttention's time goes: D=128, S=8k, non-causal, one launch
         TAIL=80 run ncu-attn ncu --clock-control none -k regex:flash_attn -s 2 -c 1 --section SpeedOfLight \
@@ -69,6 +69,8 @@ for s in $steps; do
     bench-gemm) TAIL=40 run bench-gemm build/bench/bench_gemm ;;
     bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
     bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;
+    softmax-variants) # every schedule of both row ops at one shape (VARIANT_SHAPE, default 2048x32768)
+        TAIL=40 run softmax-variants build/bench/bench_softmax --variants "${VARIANT_SHAPE:-2048x32768}" ;;
     bench-dual) TAIL=20 run bench-dual build/bench/bench_dual_gemm ;;
     dual-variants) TAIL=20 run dual-variants build/bench/bench_dual_gemm --variants ;;
     dual-sanitize) # the dual GEMM's schedules (default and variants) under compute-sanitizer, small sizes

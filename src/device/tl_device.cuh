@@ -180,6 +180,27 @@ template <> struct tl_vec_io<32> {
 // The alignment a vector access of BYTES needs (no access is wider than 16).
 template <int BYTES> struct tl_vec_align { static const int value = BYTES > 16 ? 16 : BYTES; };
 
+// f32 values rounded to nearest into a vector of 16-bit floats, a pair per
+// cvt (element 2i in the low half of word i).
+__device__ __forceinline__ unsigned tl_pack2(tl_f16 *, float lo, float hi)
+{
+    unsigned w;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+}
+__device__ __forceinline__ unsigned tl_pack2(tl_bf16 *, float lo, float hi)
+{
+    unsigned w;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+}
+template <typename T, int V> __device__ __forceinline__ void tl_pack(tl_vec<T, V> &r, const float *f)
+{
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i)
+        r.w[i] = tl_pack2((T *)0, f[2 * i], f[2 * i + 1]);
+}
+
 template <typename T, int V> __device__ __forceinline__ void tl_ld_vec(tl_vec<T, V> &r, const T *p)
 {
     tl_vec_io<sizeof(T) * V>::ld(r.w, p);

@@ -880,8 +880,10 @@ typedef enum tl_epilogue {
  * swizzle panel. An all-zero schedule leaves the choice to the op: the
  * tuning database's record for the context's GPU and this problem's class
  * (see tl_autotune), else a heuristic table chosen from measurements
- * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: with a bias or an
- * activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
+ * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
+ * (M <= 64, K >= 1024, operands TMA can read) 64x128x64 blocks, 4 stages,
+ * 128 threads, K split into as many slices as fill the SMs (split_k);
+ * with a bias or an activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
  * threads, swizzle 8 when TMA can read the operands (K, and N for B as
  * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
  * tiles of 128x256, the classic wgmma kernel with 128x128x64 blocks, 4
@@ -905,6 +907,19 @@ typedef struct tl_gemm_schedule {
                                main loop. Operands that TMA cannot take
                                (not 16-byte aligned) fall back to the
                                default schedule at launch. */
+    int split_k;            /* 0 or 1: one pass over K. 2..16: split-K,
+                               for problems with too few tiles to fill the
+                               GPU (decode: M up to 64): K is cut into
+                               split_k slices of whole block_k steps, each
+                               slice's product goes to an f32 workspace
+                               (allocated on the stream, stream-ordered),
+                               and a second kernel adds the slices in
+                               order (the result does not depend on timing),
+                               applies the bias and activation and writes
+                               C. Not with pingpong. Used by the plain call
+                               (tl_op_gemm, and tl_op_gemm_ex with dense
+                               rows, one entry, alpha 1, beta 0); the
+                               general kernels ignore it. */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {
@@ -942,7 +957,10 @@ TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
  * launch arguments: M, N, K, A, B, [bias,] C. */
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out);
 /* Builds the GEMM kernel of d (schedule included) for inspection or
- * sweeping. *out is a new kernel the caller destroys. */
+ * sweeping. *out is a new kernel the caller destroys. For a schedule that
+ * splits K (split_k), this and tl_op_gemm_program give the first of the
+ * two kernels: the slices' products into a workspace (launch arguments M,
+ * N, K, A, B, W: f32 [split_k, M, N]). */
 TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out);
 
 /* The operands of a tl_op_gemm_ex call, as a BLAS caller has them: row

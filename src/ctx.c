@@ -596,6 +596,28 @@ tl_status tl_malloc(tl_ctx *ctx, size_t bytes, uint64_t *dptr)
     return st;
 }
 
+tl_status tli_malloc_async(tl_ctx *ctx, size_t bytes, void *stream, uint64_t *dptr, const char *api)
+{
+    *dptr = 0;
+    tl_status st = begin_device_call(ctx, api);
+    if (st != TL_OK)
+        return st;
+    if (!ctx->cu->cuMemAllocAsync || !ctx->cu->cuMemFreeAsync)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "%s: the driver has no stream-ordered allocator", api);
+    CUdeviceptr p = 0;
+    CUresult r = ctx->cu->cuMemAllocAsync(&p, bytes, (CUstream)stream);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of device memory for a %zu-byte workspace", api, bytes);
+    if ((st = tli_cu_check(ctx, r, "cuMemAllocAsync")) == TL_OK)
+        *dptr = p;
+    return st;
+}
+
+tl_status tli_free_async(tl_ctx *ctx, uint64_t dptr, void *stream)
+{
+    return dptr ? tli_cu_check(ctx, ctx->cu->cuMemFreeAsync(dptr, (CUstream)stream), "cuMemFreeAsync") : TL_OK;
+}
+
 tl_status tl_free(tl_ctx *ctx, uint64_t dptr)
 {
     if (!ctx)

@@ -90,5 +90,12 @@ tl_status tli_ctx_bind(tl_ctx *ctx);
 /* Turns a failed driver call into TL_ERR_CUDA with the call's name and the
  * driver's error string on ctx; TL_OK when r == CUDA_SUCCESS. */
 tl_status tli_cu_check(tl_ctx *ctx, CUresult r, const char *what);
+/* A device buffer of bytes that lives in stream order on stream: usable by
+ * work queued on stream after this call, until tli_free_async queues its
+ * release there. Errors (messages start with api): those of the context's
+ * device binding, TL_ERR_UNSUPPORTED (a driver without the stream-ordered
+ * allocator), TL_ERR_OUT_OF_MEMORY, TL_ERR_CUDA. */
+tl_status tli_malloc_async(tl_ctx *ctx, size_t bytes, void *stream, uint64_t *dptr, const char *api);
+tl_status tli_free_async(tl_ctx *ctx, uint64_t dptr, void *stream);
 
 #endif

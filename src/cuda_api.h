@@ -194,6 +194,9 @@ typedef struct tli_driver_api {
     /* may be NULL */
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, CUfunction fn, int block_size,
                                                            size_t dynamic_smem_bytes);
+    /* may be NULL (drivers before 11.2: no stream-ordered allocator) */
+    CUresult (*cuMemAllocAsync)(CUdeviceptr *dptr, size_t bytes, CUstream s);
+    CUresult (*cuMemFreeAsync)(CUdeviceptr dptr, CUstream s);
     /* may be NULL (drivers before 12.0) */
     CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *map, int data_type, uint32_t rank,
                                        void *global_address, const uint64_t *global_dim,

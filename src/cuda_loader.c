@@ -176,6 +176,8 @@ static const sym_spec driver_syms[] = {
     DRV(cuGetErrorName, "cuGetErrorName"),
     DRV(cuGetErrorString, "cuGetErrorString"),
     DRV_OPT(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
+    DRV_OPT(cuMemAllocAsync, "cuMemAllocAsync"),
+    DRV_OPT(cuMemFreeAsync, "cuMemFreeAsync"),
     DRV_OPT(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
 };
 

@@ -213,9 +213,10 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d);
  * d's sizes (a row or batch stride not a multiple of 8, a pointer-array
  * batch): then no ping-pong, and the database's ",unaligned" class. */
 tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma);
-/* The heuristic table alone (no database), for target. */
-tl_gemm_schedule tli_gemm_heuristic(const char *target, const tl_gemm_desc *d);
-tl_gemm_schedule tli_gemm_heuristic_for(const char *target, const tl_gemm_desc *d, bool tma);
+/* The heuristic table alone (no database), for ctx's target; the GPU's
+ * SMs size a split of K (132 without a GPU). */
+tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d);
+tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma);
 /* Its row for any shape: the default of a build without a problem. */
 tl_gemm_schedule tli_gemm_generic_schedule(const char *target);
 /* Where d's record goes in the database. */
@@ -229,6 +230,10 @@ tl_status tli_gemm_tune_problem(tl_ctx *ctx, const void *desc, double tol, tli_t
 extern const tli_tune_op tli_gemm_tune_op;
 /* tl_op_gemm's checks of a descriptor (message on ctx). */
 tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api);
+/* The second kernel of a split-K schedule (ops/gemm.c): C = act(W[0] +
+ * ... + W[slices - 1] + bias), launch arguments M, N, W (f32 [slices, M,
+ * N]), bias (when d->has_bias), C. */
+tl_status tli_gemm_slices_sum_build(tl_ctx *ctx, const tl_gemm_desc *d, int slices, tl_kernel **out);
 
 /* ------------------------------------------------------------------------ */
 /* The row softmax (ops/softmax_tune.c)                                      */

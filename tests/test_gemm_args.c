@@ -10,6 +10,7 @@
  * tl_param_tensor_array on its own (builder and launch checks, the
  * interpreter, dumps). */
 #include "fixture.h"
+#include "tune.h"
 
 #include <math.h>
 
@@ -479,7 +480,7 @@ static void test_one_program_per_kind(void **state)
 {
     (void)state;
     tl_gemm_desc d = {.m = 200, .n = 136, .k = 72, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
-                      .schedule = {128, 128, 64, 3, 256, 8, 0, 0}};
+                      .schedule = {128, 128, 64, 3, 256, 8, 0, 0, 0}};
     const tl_program *plain, *p, *q;
     tl_gemm_args g = tl_gemm_default_args();
     assert_status(tl_op_gemm_program(ctx, &d, &plain), TL_OK);
@@ -579,6 +580,134 @@ static void test_generated_code(void **state)
             fail_msg("case %zu: sm_90a: %s", i, tl_ctx_error(ctx));
         test_ptx_or_skip(ctx, k); /* sm_80; destroys k */
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Split-K                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A split-K schedule's two kernels in the interpreter: the slices into an
+ * f32 workspace (poisoned first), then their sum with bias and GELU, at a
+ * ragged K whose last slice is short, and with more slices than K steps
+ * (empty slices add zeros). Both kernels' code through NVRTC. */
+static void test_split_k(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t m, n, k;
+        int split, trans_b;
+        tl_dtype out;
+    } cases[] = {
+        {5, 70, 200, 3, 0, TL_BF16}, /* 13 K steps of 16: slices of 5, 5 and 3 */
+        {3, 33, 200, 3, 1, TL_F32},
+        {2, 40, 40, 16, 1, TL_F16},  /* 3 K steps, 16 slices: 13 of them empty */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
+                          .out_dtype = cases[i].out, .trans_b = cases[i].trans_b, .has_bias = 1,
+                          .epilogue = TL_EPI_GELU_TANH, .schedule = small_schedule};
+        d.schedule.split_k = cases[i].split;
+        tl_gemm_args g = tl_gemm_default_args();
+        hgemm h;
+        hgemm_init(&h, &d, &g, 9100 + 10 * i);
+        int64_t S = cases[i].split, M = d.m, N = d.n;
+        float *w = malloc(sizeof(float) * (size_t)(S * M * N));
+        assert_non_null(w);
+        for (int64_t x = 0; x < S * M * N; x++)
+            w[x] = NAN; /* every element must be written */
+        tl_kernel *slices, *sum;
+        assert_status(tl_op_gemm_build(ctx, &d, &slices), TL_OK);
+        tl_arg a1[6] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
+                        tl_arg_hptr(w)};
+        assert_status(tl_interpret(slices, 6, a1), TL_OK);
+        assert_status(tli_gemm_slices_sum_build(ctx, &d, (int)S, &sum), TL_OK);
+        tl_arg a2[5] = {tl_arg_int(M), tl_arg_int(N), tl_arg_hptr(w), tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
+        assert_status(tl_interpret(sum, 5, a2), TL_OK);
+        double err = 0, norm = 0;
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t c = 0; c < N; c++) {
+                int64_t off;
+                const unsigned char *cb = c_buf(&h, 0, false, r, c, &off);
+                double got = test_elem(d.out_dtype, cb, off);
+                double want = ref_at(&h, 0, r, c);
+                err += (got - want) * (got - want), norm += want * want;
+            }
+        if (!(sqrt(err / norm) <= tol_of(d.out_dtype)))
+            fail_msg("case %zu: split %lld: rel err %.3e", i, (long long)S, sqrt(err / norm));
+        for (int j = 0; j < 2; j++) { /* sm_90a and sm_80 */
+            tl_kernel *k = j ? sum : slices;
+            char *ptx = NULL;
+            tl_status st = tl_kernel_ptx(k, "sm_90a", &ptx);
+            tl_free_host(ptx);
+            if (st != TL_OK && st != TL_ERR_NO_NVRTC)
+                fail_msg("case %zu: kernel %d: sm_90a: %s", i, j, tl_ctx_error(ctx));
+            test_ptx_or_skip(ctx, k); /* sm_80; destroys k */
+        }
+        free(w);
+        hgemm_free(&h);
+    }
+}
+
+/* Which calls split K: the decode shapes (M <= 64, K >= 1024, rows TMA
+ * reads) on sm_90a, with as many slices as fill 132 SMs twice over; the
+ * checks of an explicit split_k; the tuner leaves split-K out. */
+static void test_split_k_choice(void **state)
+{
+    (void)state;
+    tl_ctx *c = test_offline_ctx("sm_90a");
+    assert_non_null(c);
+    const struct {
+        int64_t m, n, k;
+        int split;
+    } want[] = {
+        {1, 4096, 4096, 8},    /* 32 tiles: 9 wanted, 64 steps in slices of 8 */
+        {8, 14336, 4096, 3},   /* 112 tiles */
+        {16, 4096, 14336, 9},  /* 224 steps in slices of 25 */
+        {64, 8192, 8192, 5},   /* 64 tiles: 128 steps in slices of 26 */
+        {64, 32768, 4096, 0},  /* 256 tiles fill the GPU alone */
+        {65, 4096, 4096, 0},   /* not a decode shape */
+        {16, 4096, 512, 0},    /* K too short to split */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        tl_gemm_desc d = {.m = want[i].m, .n = want[i].n, .k = want[i].k, .in_dtype = TL_BF16,
+                          .out_dtype = TL_BF16, .trans_b = 1};
+        tl_gemm_schedule s = tl_op_gemm_schedule(c, &d);
+        if (s.split_k != want[i].split)
+            fail_msg("%lldx%lldx%lld: split_k %d, want %d", (long long)d.m, (long long)d.n, (long long)d.k,
+                     s.split_k, want[i].split);
+        if (want[i].split)
+            assert_true(s.block_m == 64 && s.block_n == 128 && s.block_k == 64 && s.threads == 128 && !s.pingpong);
+    }
+    tl_gemm_desc d = {.m = 1, .n = 4096, .k = 4100, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
+    assert_int_equal(tl_op_gemm_schedule(c, &d).split_k, 0); /* K % 8: TMA cannot read the rows */
+    d.k = 4096;
+    d.schedule = (tl_gemm_schedule){.block_m = 64, .split_k = 17};
+    const tl_program *p;
+    assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
+    test_expect_text(tl_ctx_error(c), "the error", (const char *[]){"tl_op_gemm_program: ", "split_k = 17"}, 2,
+                     NULL, 0);
+    d.schedule = (tl_gemm_schedule){.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                    .pingpong = 1, .split_k = 2};
+    assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
+    test_expect_text(tl_ctx_error(c), "the error", (const char *[]){"pingpong exclude"}, 1, NULL, 0);
+    /* the general kernels ignore the split: a batch of two compiles as one pass */
+    d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                    .split_k = 4};
+    tl_gemm_args g = tl_gemm_default_args();
+    g.batch = 2, g.stride_c = d.m * d.n;
+    tl_kernel *k;
+    assert_status(tl_op_gemm_ex_build(c, &d, &g, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    test_expect_text(src, "the batched kernel", (const char *[]){"_strided"}, 1, (const char *[]){"_slices"}, 1);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    assert_status(tl_op_gemm_build(c, &d, &k), TL_OK); /* the plain call's: the slices */
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    test_expect_text(src, "the plain call's kernel", (const char *[]){"_slices", "float *W"}, 2, NULL, 0);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -696,6 +825,8 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_one_program_per_kind),
         cmocka_unit_test(test_generated_code),
+        cmocka_unit_test(test_split_k),
+        cmocka_unit_test(test_split_k_choice),
         cmocka_unit_test(test_tensor_array),
         cmocka_unit_test(test_tensor_array_builder_errors),
     };

@@ -260,11 +260,13 @@ static void test_argument_errors(void **state)
 }
 
 static const tl_gemm_schedule scheds[] = {
-    {64, 64, 32, 2, 128, 0, 0, 0},
-    {128, 128, 32, 3, 256, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1}, /* ping-pong */
-    {64, 256, 64, 5, 128, 0, 0, 1},
+    {64, 64, 32, 2, 128, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
+    {128, 64, 64, 4, 128, 8, 0, 0, 0},
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -286,6 +288,52 @@ static void test_schedules(void **state)
                 check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, &scheds[c]);
                 check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, &scheds[c]);
             }
+        problem_free(&p);
+    }
+}
+
+/* Decode shapes, where the op splits K (M <= 64, K >= 1024): its own
+ * choice at aligned and ragged sizes, with bias and GELU, and an explicit
+ * split of a K that TMA cannot read (the slices' safe variant) with
+ * operands off alignment; twice each, bit for bit the same (the slices
+ * are added in a fixed order). */
+static void test_decode_split(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const struct {
+        int64_t m, n, k;
+        int off, split;
+    } cases[] = {
+        {1, 4096, 4096, 0, 0}, {16, 1000, 2056, 0, 0}, {64, 520, 3000, 0, 0}, {7, 300, 1030, 1, 5},
+    };
+    int ncases = small ? 2 : 4;
+    for (int i = 0; i < ncases; i++) {
+        problem p;
+        problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
+        tl_gemm_schedule s = {64, 128, 64, 4, 128, 8, 0, 0, cases[i].split};
+        const tl_gemm_schedule *sched = cases[i].split ? &s : NULL;
+        tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
+        if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) /* the Hopper heuristic's decode row */
+            assert_true(tl_op_gemm_schedule(ctx, &d).split_k > 1);
+        for (int t = 0; t < 2; t++) {
+            check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, sched);
+            check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, sched);
+        }
+        /* the same call twice: the same bytes */
+        d.schedule = sched ? s : (tl_gemm_schedule){0};
+        size_t bytes = (size_t)(p.m * p.n) * sizeof(float);
+        d.out_dtype = TL_F32;
+        uint64_t c1 = dalloc(bytes), c2 = dalloc(bytes);
+        assert_status(tl_op_gemm(ctx, &d, p.a, p.b, 0, c1, NULL), TL_OK);
+        assert_status(tl_op_gemm(ctx, &d, p.a, p.b, 0, c2, NULL), TL_OK);
+        float *h1 = malloc(bytes), *h2 = malloc(bytes);
+        assert_true(h1 && h2);
+        assert_status(tl_memcpy_dtoh(ctx, h1, c1, bytes), TL_OK);
+        assert_status(tl_memcpy_dtoh(ctx, h2, c2, bytes), TL_OK);
+        assert_memory_equal(h1, h2, bytes);
+        free(h1), free(h2);
+        tl_free(ctx, c1), tl_free(ctx, c2);
         problem_free(&p);
     }
 }
@@ -568,7 +616,7 @@ typedef struct excase {
     const char *what;
 } excase;
 
-static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1};
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0};
 
 /* batch 0 and alpha 0 below stand for 1 (excase_shape) */
 #define ARGS(...) ((tl_gemm_args){__VA_ARGS__})
@@ -886,6 +934,7 @@ int main(void)
         cmocka_unit_test(test_all_combinations),
         cmocka_unit_test(test_unaligned_operands),
         cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_decode_split),
         cmocka_unit_test(test_large_against_cublas),
         cmocka_unit_test(test_ex_leading_dims),
         cmocka_unit_test(test_ex_strided_batches),

@@ -20,11 +20,13 @@
 
 #include <string.h>
 
+#define GEMM_MAX_SPLIT 16 /* slices of K (tl_gemm_schedule.split_k) */
+
 /* A schedule is all zero when the caller leaves the choice to the op. */
 static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
     return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
-           !z->warp_policy && !z->pingpong;
+           !z->warp_policy && !z->pingpong && !z->split_k;
 }
 
 /* The schedule of d with the choices filled in. An all-zero schedule is
@@ -69,6 +71,12 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
     if (wp != TL_GEMM_WARP_SQUARE && wp != TL_GEMM_WARP_ROWS && wp != TL_GEMM_WARP_COLS)
         return tli_fail(ctx, TL_ERR_INVALID_ARG,
                         "%s: unknown schedule.warp_policy 0x%x (TL_GEMM_WARP_SQUARE, _ROWS or _COLS)", api, wp);
+    if (d->schedule.split_k < 0 || d->schedule.split_k > GEMM_MAX_SPLIT)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.split_k = %d is outside 0..%d", api,
+                        d->schedule.split_k, GEMM_MAX_SPLIT);
+    if (d->schedule.split_k > 1 && d->schedule.pingpong)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.split_k = %d and pingpong exclude each other", api,
+                        d->schedule.split_k);
     return TL_OK;
 }
 
@@ -110,7 +118,7 @@ static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
  * runs a general one, whose row strides, batch, batch strides and alpha
  * are launch arguments; what changes the code is compiled in: a pointer-
  * array batch instead of a strided one, and reading C (beta != 0). */
-enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4 };
+enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8 };
 
 #define GEMM_MAX_BATCH 65535 /* the grid's z dimension */
 
@@ -340,9 +348,14 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
     memset(p, 0, sizeof *p);
     tl_expr M = p->M = tl_dim(k, "M"), N = p->N = tl_dim(k, "N"), K = p->K = tl_dim(k, "K");
     tl_expr bshape[2] = {d->trans_b ? N : K, d->trans_b ? K : N};
-    if (!variant) {
+    if (!variant || variant == GEMM_SPLIT) { /* the slices' kernel: W [slices, M, N] of f32 for C, no bias */
         p->A = tl_param_tensor(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, NULL);
         p->B = tl_param_tensor(k, "B", d->in_dtype, 2, bshape, NULL);
+        if (variant) {
+            tl_expr slices = tl_int(k, d->schedule.split_k);
+            p->C = tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, M, N}, NULL);
+            return;
+        }
         p->bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
         p->C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
         return;
@@ -377,7 +390,20 @@ static const char *variant_suffix(unsigned variant)
 {
     static const char *const names[8] = {"", "_strided", "_ptrarray", "?", "_beta", "_strided_beta",
                                          "_ptrarray_beta", "?"};
-    return names[variant & 7];
+    return variant == GEMM_SPLIT ? "_slices" : names[variant & 7];
+}
+
+/* The kernel that runs schedule s for call c: the slices' kernel when s
+ * splits K in a plain call (rows the second kernel's grid can hold), else
+ * the call's own, s then without its split (the general kernels do not
+ * split). */
+#define SPLIT_MAX_ROWS 65535 /* slices_sum's grid y */
+static unsigned kernel_variant(const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
+{
+    if (!c->variant && s->split_k > 1 && d->m <= SPLIT_MAX_ROWS)
+        return GEMM_SPLIT;
+    s->split_k = 0;
+    return c->variant;
 }
 
 /* The GEMM of d, variant and schedule s, written with the builder:
@@ -393,7 +419,12 @@ static const char *variant_suffix(unsigned variant)
  *
  * A's entry of block z is A[min(z, batch_a - 1)] in a strided kernel (a
  * matrix shared by every entry is an A of one entry), array entry z in a
- * pointer-array one; B's and C's likewise (C's is always z). */
+ * pointer-array one; B's and C's likewise (C's is always z).
+ *
+ * The slices' kernel of a split-K schedule (GEMM_SPLIT) has S = split_k
+ * blocks along z; block z takes the K steps [z P, min((z + 1) P, steps))
+ * of the steps = ceil(K / BK), P = ceil(steps / S), and writes its f32
+ * partial product, unscaled, to W[z] (slices_sum then adds them up). */
 static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant, const tl_gemm_schedule *sp,
                             tl_kernel **out)
 {
@@ -407,8 +438,9 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     gemm_params p;
     declare_params(k, d, variant, &p);
     tl_expr M = p.M, N = p.N, K = p.K;
-    tl_grid(k, tl_ceildiv(k, N, tl_int(k, s.block_n)), tl_ceildiv(k, M, tl_int(k, s.block_m)), p.batch,
-            s.threads);
+    bool split = variant == GEMM_SPLIT;
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, s.block_n)), tl_ceildiv(k, M, tl_int(k, s.block_m)),
+            split ? tl_int(k, s.split_k) : p.batch, s.threads);
     tl_use_swizzle(k, s.swizzle);
     /* the activations in f32 with the hardware tanh: its 2^-11 is far below
      * what the bf16/f16 operands carry (see tl_op_gemm in tilec.h) */
@@ -428,18 +460,26 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
                                 d->trans_b ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
     tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
     tl_buf bias_s = TL_NONE_BUF;
-    if (d->has_bias) {
+    if (d->has_bias && !split) {
         bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){s.block_n});
         tl_copy(k, tl_tile(k, p.bias, bx), tl_all(bias_s));
     }
     tl_clear(k, Cf);
-    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, s.block_k)), s.stages);
+    tl_expr steps = tl_ceildiv(k, K, tl_int(k, s.block_k)), first = TL_NONE_EXPR;
+    if (split) { /* this block's slice of the K steps */
+        tl_expr per = tl_ceildiv(k, steps, tl_int(k, s.split_k));
+        first = tl_mul(k, bz, per);
+        steps = tl_max(k, tl_min(k, per, tl_sub(k, steps, first)), tl_int(k, 0));
+    }
+    tl_expr ko = tl_pipelined(k, steps, s.stages);
+    if (split)
+        ko = tl_add(k, first, ko);
     tl_expr bt[2] = {d->trans_b ? bx : ko, d->trans_b ? ko : bx};
     tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : tl_tile(k, p.A, by, ko), tl_all(As));
     tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, p.B, bt[0], bt[1]), tl_all(Bs));
     tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
     tl_end(k);
-    if (variant || d->has_bias || d->epilogue != TL_EPI_NONE) {
+    if (!split && (variant || d->has_bias || d->epilogue != TL_EPI_NONE)) {
         epilogue_in in = {.alpha = p.alpha, .beta = p.beta, .C = p.C, .cz = p.strided ? bz : TL_NONE_EXPR,
                           .bias_s = bias_s};
         if (p.beta.id) {
@@ -448,7 +488,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
         }
         epilogue(k, d, &s, Cf, &in);
     }
-    tl_copy(k, tl_all(Cf), p.strided ? tl_tile(k, p.C, bz, by, bx) : tl_tile(k, p.C, by, bx));
+    tl_copy(k, tl_all(Cf), p.strided || split ? tl_tile(k, p.C, bz, by, bx) : tl_tile(k, p.C, by, bx));
     tl_status st = tl_kernel_status(k);
     if (st != TL_OK) {
         tl_kernel_destroy(k);
@@ -456,6 +496,66 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     }
     *out = k;
     return TL_OK;
+}
+
+/* The second kernel of a split-K schedule: the S slices' partial products
+ * added in slice order (the same sum whatever ran first), then bias,
+ * activation and C, element-wise:
+ *   grid (ceil(N / 1024), M)
+ *   for j in tl_parallel(1024):  x = W[0, row, col] + ... + W[S - 1, row, col]
+ *                                C[row, col] = act(x + bias[col])      col = bx 1024 + j */
+#define SUM_COLS 1024
+static tl_status build_slices_sum(tl_ctx *ctx, const tl_gemm_desc *d, int slices, tl_kernel **out)
+{
+    char name[64];
+    tli_fmt(name, sizeof name, "gemm_slices_sum_%s", tl_dtype_name(d->out_dtype));
+    tl_kernel *k = tl_kernel_new(ctx, name);
+    if (!k)
+        return TL_ERR_OUT_OF_MEMORY;
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
+    tl_buf W = tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){tl_int(k, slices), M, N}, NULL);
+    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+    tl_buf C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, SUM_COLS)), M, TL_NONE_EXPR, 256);
+    tl_use_fast_math(k, 1); /* as the one-pass kernel's epilogue */
+    tl_expr row = tl_block_idx(k, 1);
+    tl_expr col = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, SUM_COLS)), tl_parallel1(k, SUM_COLS));
+    tl_expr x = tl_load(k, W, (tl_expr[]){tl_int(k, 0), row, col});
+    for (int z = 1; z < slices; z++)
+        x = tl_add(k, x, tl_load(k, W, (tl_expr[]){tl_int(k, z), row, col}));
+    if (d->has_bias)
+        x = tl_add(k, x, tl_cast(k, tl_load(k, bias, &col), TL_F32));
+    tl_store(k, C, (tl_expr[]){row, col}, tl_cast(k, activation(k, x, d->epilogue), d->out_dtype));
+    tl_end(k);
+    tl_status st = tl_kernel_status(k);
+    if (st != TL_OK) {
+        tl_kernel_destroy(k);
+        return st;
+    }
+    *out = k;
+    return TL_OK;
+}
+
+tl_status tli_gemm_slices_sum_build(tl_ctx *ctx, const tl_gemm_desc *d, int slices, tl_kernel **out)
+{
+    return build_slices_sum(ctx, d, slices, out);
+}
+
+static tl_status build_sum_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
+{
+    const tl_gemm_desc *d = user;
+    return build_slices_sum(ctx, d, d->schedule.split_k, out);
+}
+
+static tl_status slices_sum_program(tl_ctx *ctx, const tl_gemm_desc *d, int slices, const tl_program **out)
+{
+    tl_gemm_desc spec = *d;
+    memset(&spec.schedule, 0, sizeof spec.schedule);
+    spec.schedule.split_k = slices;
+    char key[96];
+    tli_fmt(key, sizeof key, "gemm_slices_sum:%s:%s:%d:%d:%d", tl_dtype_name(d->in_dtype),
+            tl_dtype_name(d->out_dtype), d->has_bias, (int)d->epilogue, slices);
+    return tli_op_program(ctx, key, build_sum_for_op, &spec, out);
 }
 
 TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out)
@@ -467,7 +567,9 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
     if (st != TL_OK)
         return st;
     tl_gemm_schedule s = effective_schedule(ctx, d);
-    return build_gemm(ctx, d, 0, &s, out);
+    gemm_call plain = {0};
+    unsigned v = kernel_variant(d, &plain, &s);
+    return build_gemm(ctx, d, v, &s, out);
 }
 
 static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)
@@ -487,6 +589,8 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
     char key[128], v[8] = "";
     if (variant)
         tli_fmt(v, sizeof v, ":v%u", variant);
+    if (variant == GEMM_SPLIT)
+        tli_fmt(v, sizeof v, ":k%d", s->split_k);
     tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
             s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0, v);
@@ -497,20 +601,24 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
  * no longer compiles (another NVRTC, an edited file) must not break the
  * op: the heuristic's schedule runs, with a warning. */
 static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c, const char *api,
-                              const tl_program **out)
+                              const tl_program **out, tl_gemm_schedule *used, unsigned *variant)
 {
     unsigned since = tli_fail_count();
     tl_gemm_schedule s = call_schedule(ctx, d, c);
-    tl_status st = tli_fail_as(ctx, program_for(ctx, d, c->variant, &s, out), api, since);
+    *variant = kernel_variant(d, c, &s);
+    *used = s;
+    tl_status st = tli_fail_as(ctx, program_for(ctx, d, *variant, &s, out), api, since);
     if (st == TL_OK || !schedule_is_zero(&d->schedule))
         return st;
     tl_gemm_desc rows = choice_desc(d, c);
-    tl_gemm_schedule h = tli_gemm_heuristic_for(tl_ctx_target(ctx), &rows, c->tma);
+    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, &rows, c->tma);
+    *variant = kernel_variant(d, c, &h);
     if (memcmp(&h, &s, sizeof h) == 0)
         return st;
     tli_log(ctx, TL_LOG_WARN, "%s: the tuned schedule failed (%s: %s); using the heuristic's", api,
             tl_status_name(st), tl_ctx_error(ctx));
-    return tli_fail_as(ctx, program_for(ctx, d, c->variant, &h, out), api, since);
+    *used = h;
+    return tli_fail_as(ctx, program_for(ctx, d, *variant, &h, out), api, since);
 }
 
 /* tl_op_gemm's call as tl_op_gemm_ex's arguments. */
@@ -527,8 +635,10 @@ TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl
         return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_op_gemm_program: NULL argument") : TL_ERR_INVALID_ARG;
     gemm_call c;
     tl_gemm_args g = plain_args(0, 0, 0, 0);
+    tl_gemm_schedule s;
+    unsigned v;
     tl_status st = check_call(ctx, d, &g, "tl_op_gemm_program", false, &c);
-    return st != TL_OK ? st : call_program(ctx, d, &c, "tl_op_gemm_program", out);
+    return st != TL_OK ? st : call_program(ctx, d, &c, "tl_op_gemm_program", out, &s, &v);
 }
 
 TL_API tl_gemm_args tl_gemm_default_args(void)
@@ -548,8 +658,10 @@ TL_API tl_status tl_op_gemm_ex_program(tl_ctx *ctx, const tl_gemm_desc *d, const
         return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
     *out = NULL;
     gemm_call c;
+    tl_gemm_schedule s;
+    unsigned v;
     tl_status st = check_call(ctx, d, args, api, false, &c);
-    return st != TL_OK ? st : call_program(ctx, d, &c, api, out);
+    return st != TL_OK ? st : call_program(ctx, d, &c, api, out, &s, &v);
 }
 
 TL_API tl_status tl_op_gemm_ex_build(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *args, tl_kernel **out)
@@ -564,7 +676,8 @@ TL_API tl_status tl_op_gemm_ex_build(tl_ctx *ctx, const tl_gemm_desc *d, const t
         return st;
     unsigned since = tli_fail_count();
     tl_gemm_schedule s = call_schedule(ctx, d, &c);
-    return tli_fail_as(ctx, build_gemm(ctx, d, c.variant, &s, out), api, since);
+    unsigned v = kernel_variant(d, &c, &s);
+    return tli_fail_as(ctx, build_gemm(ctx, d, v, &s, out), api, since);
 }
 
 /* The launch arguments of call c (tl_op_gemm_ex_program's order). */
@@ -602,16 +715,63 @@ static int call_args(const tl_gemm_desc *d, const gemm_call *c, const tl_gemm_ar
 /* Tensors TMA or 16-byte copies cannot take (misaligned pointers, rows or
  * batch strides not of whole 16 bytes) run the program's safe variant:
  * tl_launch picks it. */
+/* A split-K schedule s: the slices' kernel p into a workspace that lives
+ * on the stream, then the sum. A driver without the stream-ordered
+ * allocator runs the one-pass kernel instead. */
+static tl_status run_split(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule s, const tl_gemm_args *g,
+                           const tl_program *p, void *stream, const char *api)
+{
+    const tl_program *sum;
+    uint64_t w = 0;
+    tl_status st = slices_sum_program(ctx, d, s.split_k, &sum);
+    if (st == TL_OK) {
+        size_t bytes = (size_t)s.split_k * (size_t)d->m * (size_t)d->n * sizeof(float);
+        st = tli_malloc_async(ctx, bytes, stream, &w, api);
+    }
+    if (st == TL_ERR_UNSUPPORTED) {
+        tli_log(ctx, TL_LOG_WARN, "%s: %s; K is not split", api, tl_ctx_error(ctx));
+        s.split_k = 0;
+        st = program_for(ctx, d, 0, &s, &p);
+        if (st != TL_OK)
+            return st;
+        tl_arg args[7];
+        gemm_call plain = {0};
+        return tl_launch(p, stream, call_args(d, &plain, g, args), args);
+    }
+    if (st != TL_OK)
+        return st;
+    tl_arg args[6] = {tl_arg_int(d->m), tl_arg_int(d->n), tl_arg_int(d->k), tl_arg_dptr(g->a), tl_arg_dptr(g->b),
+                      tl_arg_dptr(w)};
+    st = tl_launch(p, stream, 6, args);
+    if (st == TL_OK) {
+        int n = 0;
+        tl_arg sargs[5];
+        sargs[n++] = tl_arg_int(d->m);
+        sargs[n++] = tl_arg_int(d->n);
+        sargs[n++] = tl_arg_dptr(w);
+        if (d->has_bias)
+            sargs[n++] = tl_arg_dptr(g->bias);
+        sargs[n++] = tl_arg_dptr(g->c);
+        st = tl_launch(sum, stream, n, sargs);
+    }
+    tl_status fr = tli_free_async(ctx, w, stream);
+    return st != TL_OK ? st : fr;
+}
+
 static tl_status run_gemm(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, void *stream, const char *api)
 {
     unsigned since = tli_fail_count();
     gemm_call c;
     const tl_program *p;
+    tl_gemm_schedule s;
+    unsigned v;
     tl_status st = check_call(ctx, d, g, api, true, &c);
     if (st == TL_OK)
-        st = call_program(ctx, d, &c, api, &p);
+        st = call_program(ctx, d, &c, api, &p, &s, &v);
     if (st != TL_OK)
         return st;
+    if (v == GEMM_SPLIT)
+        return tli_fail_as(ctx, run_split(ctx, d, s, g, p, stream, api), api, since);
     tl_arg args[20];
     int n = call_args(d, &c, g, args);
     return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);

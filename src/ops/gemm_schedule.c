@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-const char *const tli_gemm_param_names[] = {"bm", "bn", "bk", "st", "th", "sw", "wp", "pp", NULL};
+const char *const tli_gemm_param_names[] = {"bm", "bn", "bk", "st", "th", "sw", "wp", "pp", "sk", NULL};
 
 TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
 {
@@ -21,7 +21,7 @@ TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
     if (!s)
         return c;
     const int v[] = {s->block_m, s->block_n, s->block_k, s->stages, s->threads, s->swizzle, (int)s->warp_policy,
-                     s->pingpong};
+                     s->pingpong, s->split_k};
     memcpy(c.v, v, sizeof v);
     return c;
 }
@@ -34,7 +34,7 @@ TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c)
         return s;
     s = (tl_gemm_schedule){.block_m = c->v[0], .block_n = c->v[1], .block_k = c->v[2], .stages = c->v[3],
                            .threads = c->v[4], .swizzle = c->v[5], .warp_policy = (unsigned)c->v[6],
-                           .pingpong = c->v[7]};
+                           .pingpong = c->v[7], .split_k = c->v[8]};
     return s;
 }
 
@@ -56,7 +56,11 @@ enum {
                             the large tile on a 132-SM H200                       */
     H_SHORT_K = 1 << 4,  /* K <= 2048: a tile's main loop too short to hide its
                             prologue and epilogue                                 */
+    H_DECODE = 1 << 5,   /* M <= 64 and K >= 1024: a GEMV in all but name,
+                            memory-bound on B                                     */
 };
+
+#define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
 
 typedef struct heuristic_row {
     unsigned when;
@@ -66,6 +70,10 @@ typedef struct heuristic_row {
 /* Tried in order; the first row whose conditions hold is the schedule.
  * Each row is the best of the measurements in bench/NOTES.md (H200,
  * schedule sweeps against cuBLAS in the same run, v6):
+ *   0. decode (M <= 64, K >= 1024): one warpgroup on 64x128 tiles (the
+ *      least wgmma M), K split so that tiles x slices fill the SMs twice:
+ *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
+ *      B at a fifth of the copy's bandwidth (session 7);
  *   1. epilogue: the ping-pong kernel overlaps one tile's epilogue with the
  *      next one's main loop: +2.3% over the same GEMM at 4096^3, where the
  *      classic kernel paid +5.6%, and ahead of it by 1.9% (v6 final run);
@@ -78,11 +86,12 @@ typedef struct heuristic_row {
  *      classic 128x256x64 kernel, 4 stages, 0.887x-0.993x cuBLAS;
  *   5. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
 static const heuristic_row heuristic[] = {
-    {H_SM90A | H_EPILOGUE | H_TMA, {128, 128, 64, 4, 128, 8, 0, 1}},
-    {H_SM90A | H_FEW_TILES, {128, 128, 64, 4, 256, 8, 0, 0}},
-    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 5, 128, 8, 0, 1}},
-    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0}},
-    {0, {128, 256, 32, 3, 256, 8, 0, 0}},
+    {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO}},
+    {H_SM90A | H_EPILOGUE | H_TMA, {128, 128, 64, 4, 128, 8, 0, 1, 0}},
+    {H_SM90A | H_FEW_TILES, {128, 128, 64, 4, 256, 8, 0, 0, 0}},
+    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 5, 128, 8, 0, 1, 0}},
+    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0}},
+    {0, {128, 256, 32, 3, 256, 8, 0, 0, 0}},
 };
 #define N_HEURISTIC (int)(sizeof heuristic / sizeof heuristic[0])
 
@@ -109,10 +118,48 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_FEW_TILES;
     if (d->k <= 2048)
         c |= H_SHORT_K;
+    if (d->m <= 64 && d->k >= 1024)
+        c |= H_DECODE;
     return c;
 }
 
-tl_gemm_schedule tli_gemm_heuristic_for(const char *target, const tl_gemm_desc *d, bool tma)
+/* The slices of K that fill sms SMs twice over with s's tiles (one
+ * warpgroup each: two CTAs an SM), each slice at least 4 K steps, at most
+ * 16 slices; 0 (no split) when the tiles alone fill half the CTA slots. Slices of whole K steps,
+ * as many as the steps need (a last slice is never empty). */
+static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
+{
+    int64_t tiles = ((d->m + s->block_m - 1) / s->block_m) * ((d->n + s->block_n - 1) / s->block_n);
+    int64_t steps = (d->k + s->block_k - 1) / s->block_k;
+    if (tiles >= sms) /* half the CTA slots already: a split would add a wave */
+        return 0;
+    int64_t want = (2 * (int64_t)sms + tiles - 1) / tiles;
+    if (want > 16)
+        want = 16;
+    if (want > steps / 4)
+        want = steps / 4;
+    if (want < 2)
+        return 0;
+    int64_t per = (steps + want - 1) / want;
+    return (int)((steps + per - 1) / per);
+}
+
+/* The heuristic's schedule with its automatic split resolved for sms SMs. */
+static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int sms)
+{
+    if (s.split_k == SPLIT_AUTO)
+        s.split_k = d ? auto_split(d, &s, sms) : 0;
+    return s;
+}
+
+/* The SMs of the context's GPU; an H200's 132 without one (offline). */
+static int sm_count(tl_ctx *ctx)
+{
+    tl_device_info info;
+    return ctx && tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
+}
+
+static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc *d, bool tma)
 {
     unsigned have = conditions(target, d, tma);
     for (int i = 0; i < N_HEURISTIC; i++)
@@ -121,14 +168,19 @@ tl_gemm_schedule tli_gemm_heuristic_for(const char *target, const tl_gemm_desc *
     return heuristic[N_HEURISTIC - 1].s;
 }
 
-tl_gemm_schedule tli_gemm_heuristic(const char *target, const tl_gemm_desc *d)
+tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
 {
-    return tli_gemm_heuristic_for(target, d, true);
+    return resolved(heuristic_row_for(tl_ctx_target(ctx), d, tma), d, sm_count(ctx));
+}
+
+tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d)
+{
+    return tli_gemm_heuristic_for(ctx, d, true);
 }
 
 tl_gemm_schedule tli_gemm_generic_schedule(const char *target)
 {
-    return tli_gemm_heuristic(target, NULL);
+    return resolved(heuristic_row_for(target, NULL, true), NULL, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -173,7 +225,8 @@ static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm9
                 s->block_n <= 256 && s->block_n % 16 == 0 && s->block_k >= 16 && s->block_k <= 128 &&
                 s->block_k % 16 == 0;
     bool rest = s->stages >= 1 && s->stages <= 8 && s->threads >= 32 && s->threads <= 1024 &&
-                s->threads % 32 == 0 && s->swizzle >= 0 && s->swizzle <= 64 && s->pingpong >= 0 && s->pingpong <= 1;
+                s->threads % 32 == 0 && s->swizzle >= 0 && s->swizzle <= 64 && s->pingpong >= 0 && s->pingpong <= 1 &&
+                s->split_k >= 0 && s->split_k <= 16 && !(s->pingpong && s->split_k > 1);
     bool policy = s->warp_policy == TL_GEMM_WARP_SQUARE || s->warp_policy == TL_GEMM_WARP_ROWS ||
                   s->warp_policy == TL_GEMM_WARP_COLS;
     return tile && rest && policy && (!s->pingpong || (sm90a && tma && tli_gemm_tma_rows(d)));
@@ -181,6 +234,11 @@ static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm9
 
 tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
 {
+    /* The tuner does not measure split-K yet: where the heuristic splits,
+     * a record (of a one-pass schedule) would be a step back. */
+    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, d, tma);
+    if (h.split_k > 1)
+        return h;
     tli_tune_key key;
     tune_key(d, tma, &key);
     tl_tune_record rec;
@@ -194,7 +252,7 @@ tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
                 "problem cannot use (%s); using the heuristic", key.dtypes, key.layout, key.shape_class, rec.config);
         tli_tune_db_forget(ctx, &key);
     }
-    return tli_gemm_heuristic_for(tl_ctx_target(ctx), d, tma);
+    return h;
 }
 
 tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_gemm_pick_for(ctx, d, true); }
@@ -208,40 +266,46 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_
  * swizzle off, 8 or 16, and the ping-pong kernel; with N tiles of 192 and
  * more ping-pong stages since session 6. */
 static const tl_gemm_schedule space[] = {
-    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong */
-    {128, 128, 32, 3, 256, 8, 0, 0},
-    {128, 128, 32, 4, 256, 8, 0, 0},
-    {128, 128, 64, 3, 256, 8, 0, 0},
-    {128, 128, 64, 4, 256, 8, 0, 0},
-    {128, 128, 64, 2, 256, 8, 0, 0}, /* small footprint: 2 blocks per SM */
-    {128, 128, 32, 3, 256, 0, 0, 0}, /* what the swizzle is worth */
-    {128, 128, 32, 2, 128, 0, 0, 0},
-    {128, 256, 32, 3, 256, 8, 0, 0},
-    {128, 256, 32, 4, 256, 8, 0, 0},
-    {128, 256, 64, 3, 256, 8, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0}, /* 192 KiB of shared memory */
-    {256, 128, 32, 3, 256, 8, 0, 0},
-    {256, 128, 32, 4, 256, 8, 0, 0},
-    {256, 128, 64, 3, 256, 8, 0, 0},
-    {256, 128, 64, 4, 256, 8, 0, 0},
-    {128, 192, 64, 4, 256, 8, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
-    {128, 192, 64, 5, 256, 8, 0, 0},
-    {128, 256, 64, 4, 256, 16, 0, 0}, /* wider swizzle panels (won 6 of the 18 ANCHORS shapes tuned in session 6) */
-    {256, 128, 64, 4, 256, 16, 0, 0},
-    {128, 192, 64, 4, 256, 16, 0, 0},
-    {64, 128, 32, 4, 128, 8, 0, 0},
-    {128, 64, 32, 4, 128, 8, 0, 0},
-    {64, 64, 64, 3, 128, 0, 0, 0},
-    {64, 64, 32, 2, 128, 8, 0, 0},
+    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong, split_k */
+    {128, 128, 32, 3, 256, 8, 0, 0, 0},
+    {128, 128, 32, 4, 256, 8, 0, 0, 0},
+    {128, 128, 64, 3, 256, 8, 0, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0, 0},
+    {128, 128, 64, 2, 256, 8, 0, 0, 0}, /* small footprint: 2 blocks per SM */
+    {128, 128, 32, 3, 256, 0, 0, 0, 0}, /* what the swizzle is worth */
+    {128, 128, 32, 2, 128, 0, 0, 0, 0},
+    {128, 256, 32, 3, 256, 8, 0, 0, 0},
+    {128, 256, 32, 4, 256, 8, 0, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0}, /* 192 KiB of shared memory */
+    {256, 128, 32, 3, 256, 8, 0, 0, 0},
+    {256, 128, 32, 4, 256, 8, 0, 0, 0},
+    {256, 128, 64, 3, 256, 8, 0, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0, 0},
+    {128, 192, 64, 4, 256, 8, 0, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
+    {128, 192, 64, 5, 256, 8, 0, 0, 0},
+    {128, 256, 64, 4, 256, 16, 0, 0, 0}, /* wider swizzle panels (won 6 of the 18 ANCHORS shapes tuned in session 6) */
+    {256, 128, 64, 4, 256, 16, 0, 0, 0},
+    {128, 192, 64, 4, 256, 16, 0, 0, 0},
+    {64, 128, 32, 4, 128, 8, 0, 0, 0},
+    {128, 64, 32, 4, 128, 8, 0, 0, 0},
+    {64, 64, 64, 3, 128, 0, 0, 0, 0},
+    {64, 64, 32, 2, 128, 8, 0, 0, 0},
+    /* one warpgroup on 64-wide wgmma tiles: twice the blocks of 128x128
+     * where a problem has too few tiles for 132 SMs (1024^3: 128 blocks
+     * instead of 64) */
+    {64, 128, 64, 4, 128, 8, 0, 0, 0},
+    {128, 64, 64, 4, 128, 8, 0, 0, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0},
     /* persistent, warp-specialised (sm_90a, TMA-readable rows) */
-    {128, 128, 64, 4, 128, 8, 0, 1},
-    {128, 128, 64, 5, 128, 8, 0, 1},
-    {128, 128, 64, 6, 128, 8, 0, 1},
-    {128, 128, 64, 3, 128, 8, 0, 1},
-    {128, 128, 64, 4, 128, 16, 0, 1},
-    {128, 128, 64, 5, 128, 16, 0, 1},
-    {64, 256, 64, 4, 128, 8, 0, 1},
-    {64, 256, 64, 5, 128, 8, 0, 1},
+    {128, 128, 64, 4, 128, 8, 0, 1, 0},
+    {128, 128, 64, 5, 128, 8, 0, 1, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0},
+    {128, 128, 64, 3, 128, 8, 0, 1, 0},
+    {128, 128, 64, 4, 128, 16, 0, 1, 0},
+    {128, 128, 64, 5, 128, 16, 0, 1, 0},
+    {64, 256, 64, 4, 128, 8, 0, 1, 0},
+    {64, 256, 64, 5, 128, 8, 0, 1, 0},
 };
 #define N_SPACE (int)(sizeof space / sizeof space[0])
 

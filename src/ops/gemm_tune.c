@@ -133,7 +133,7 @@ static tl_status make_reference(gemm_problem *g)
     if (st == TL_OK) {
         st = tl_baseline_gemm(g->ctx, &f, g->set[0].a, g->set[0].b, g->bias, ref, NULL);
         if (st == TL_ERR_NO_CUBLAS || st == TL_ERR_UNSUPPORTED) {
-            f.schedule = tli_gemm_heuristic(tl_ctx_target(g->ctx), &f);
+            f.schedule = tli_gemm_heuristic(g->ctx, &f);
             st = tl_op_gemm(g->ctx, &f, g->set[0].a, g->set[0].b, g->bias, ref, NULL);
         }
     }
@@ -227,7 +227,8 @@ static int space_for_tuner(tl_ctx *ctx, const void *desc, tl_tune_config *out, i
  * operands are aligned, so TMA can take them where the rows allow). */
 static tl_tune_config fallback_for_tuner(tl_ctx *ctx, const void *desc)
 {
-    tl_gemm_schedule s = tli_gemm_heuristic(tl_ctx_target(ctx), desc);
+    tl_gemm_schedule s = tli_gemm_heuristic(ctx, desc);
+    s.split_k = 0; /* the tuner times one program a run: the one-pass form of a split schedule */
     return tl_gemm_schedule_to_config(&s);
 }
 
@@ -235,6 +236,9 @@ static tl_status build_for_tuner(tl_ctx *ctx, const void *desc, const tl_tune_co
 {
     tl_gemm_desc d = *(const tl_gemm_desc *)desc;
     d.schedule = tl_gemm_schedule_from_config(cfg);
+    if (d.schedule.split_k > 1) /* two kernels and a workspace: not one program to time */
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_autotune: gemm: split_k = %d: the tuner does not measure "
+                        "split-K schedules", d.schedule.split_k);
     return tl_op_gemm_build(ctx, &d, out);
 }
 

@@ -1,0 +1,126 @@
+/*
+ * bench_gemm_small.c - tl_op_gemm with its own choice of schedule (what a
+ * user gets without tuning) against cuBLAS at the shapes where one pass of
+ * large tiles cannot fill the GPU: decode (M from 1 to 64, large N and K,
+ * memory-bound on B) and small squares. Each shape, B as [N, K] (NT) and
+ * as [K, N] (NN), times in one interleaved set (tl_time_interleaved, L2
+ * flushed before each run): ours, cuBLAS, and a device-to-device copy of
+ * as many bytes as the GEMM moves (A, B and C once each). Ours is checked
+ * against cuBLAS's output (relative error, 1e-2).
+ *
+ * Prints CSV lines (bench.h; the GB/s lines' ratio is to the copy, the
+ * TFLOP/s lines' to cuBLAS) and a table: GB/s of the three, ours/cuBLAS,
+ * ours/copy, TFLOP/s, the schedule (split_k included).
+ *
+ * Usage: bench_gemm_small [MxNxK]   (one shape, both layouts)
+ */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+typedef struct shape {
+    int64_t m, n, k;
+} shape;
+
+static const shape default_shapes[] = {
+    {1, 4096, 4096},  {8, 14336, 4096}, {16, 4096, 14336}, {32, 8192, 8192}, {64, 8192, 8192},
+    {128, 8192, 8192}, {256, 8192, 8192}, {512, 512, 512},  {1000, 1000, 1000}, {1024, 1024, 1024},
+};
+
+typedef struct work {
+    tl_ctx *ctx;
+    tl_gemm_desc d;
+    uint64_t a, b, c, copy_dst;
+    size_t bytes;
+    int kind; /* 0 ours, 1 cuBLAS, 2 the copy */
+} work;
+
+static tl_status run(void *user, void *stream)
+{
+    work *w = user;
+    switch (w->kind) {
+    case 0: return tl_op_gemm(w->ctx, &w->d, w->a, w->b, 0, w->c, stream);
+    case 1: return tl_baseline_gemm(w->ctx, &w->d, w->a, w->b, 0, w->c, stream);
+    default: return tl_memcpy_dtod(w->ctx, w->copy_dst, w->a, w->bytes, stream);
+    }
+}
+
+static void run_shape(tl_ctx *ctx, const shape *s, int trans_b)
+{
+    size_t na = (size_t)(s->m * s->k), nb = (size_t)(s->k * s->n), nc = (size_t)(s->m * s->n);
+    size_t bytes = (na + nb + nc) * 2;
+    uint64_t a, b, c[2], dst;
+    /* one buffer holds A, B and room for the copy's source span */
+    BENCH_CHECK(tl_malloc(ctx, bytes, &a));
+    b = a + na * 2;
+    BENCH_CHECK(tl_random_fill(ctx, a, TL_BF16, (int64_t)(na + nb + nc), 61, -1, 1, NULL));
+    BENCH_CHECK(tl_malloc(ctx, nc * 2, &c[0]));
+    BENCH_CHECK(tl_malloc(ctx, nc * 2, &c[1]));
+    BENCH_CHECK(tl_malloc(ctx, bytes, &dst));
+    work w[3];
+    for (int i = 0; i < 3; i++)
+        w[i] = (work){.ctx = ctx,
+                      .d = {.m = s->m, .n = s->n, .k = s->k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                            .trans_b = trans_b},
+                      .a = a, .b = b, .c = c[i == 1], .copy_dst = dst, .bytes = bytes, .kind = i};
+    char shp[64];
+    snprintf(shp, sizeof shp, "%" PRId64 "x%" PRId64 "x%" PRId64 "_%s", s->m, s->n, s->k, trans_b ? "nt" : "nn");
+    tl_status st = run(&w[1], NULL);
+    if (st == TL_ERR_NO_CUBLAS || st == TL_ERR_UNSUPPORTED) {
+        printf("%-24s cuBLAS: %s\n", shp, tl_ctx_error(ctx));
+    } else {
+        BENCH_CHECK(st);
+        BENCH_CHECK(run(&w[0], NULL));
+        BENCH_CHECK(tl_synchronize(ctx));
+        tl_span o = {.dtype = TL_BF16, .n = (int64_t)nc, .dptr = c[0]};
+        tl_span r = {.dtype = TL_BF16, .n = (int64_t)nc, .dptr = c[1]};
+        tl_check_result res;
+        BENCH_CHECK(tl_check(ctx, &o, &r, 1e-2, &res));
+        tl_work_fn fns[3] = {run, run, run};
+        void *users[3] = {&w[0], &w[1], &w[2]};
+        tl_timing t[3];
+        tl_timing_options opt = {.warmup = 5, .reps = 50, .flush_l2 = 1};
+        BENCH_CHECK(tl_time_interleaved(ctx, NULL, 3, fns, users, &opt, t));
+        double gbs[3], flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+        for (int i = 0; i < 3; i++)
+            gbs[i] = (double)bytes / (t[i].median_ms * 1e6);
+        tl_gemm_schedule sc = tl_op_gemm_schedule(ctx, &w[0].d);
+        char impl[96];
+        snprintf(impl, sizeof impl, "tl_op_gemm %dx%dx%d s%d t%d pp%d sk%d", sc.block_m, sc.block_n, sc.block_k,
+                 sc.stages, sc.threads, sc.pingpong, sc.split_k);
+        bench_csv_baseline("gemm_small_bw", shp, "bf16", "cuMemcpyDtoD", t[2].median_ms, gbs[2], "GB/s");
+        bench_csv("gemm_small_bw", shp, "bf16", impl, t[0].median_ms, gbs[0], "GB/s", gbs[0] / gbs[2], res.rel_err);
+        bench_csv("gemm_small_bw", shp, "bf16", "peer:cuBLAS", t[1].median_ms, gbs[1], "GB/s", gbs[1] / gbs[2], 0);
+        bench_csv_baseline("gemm_small", shp, "bf16", "cublas", t[1].median_ms, flop / (t[1].median_ms * 1e9),
+                           "TFLOP/s");
+        bench_csv("gemm_small", shp, "bf16", impl, t[0].median_ms, flop / (t[0].median_ms * 1e9), "TFLOP/s",
+                  t[1].median_ms / t[0].median_ms, res.rel_err);
+        printf("%-22s ours %7.1f  cuBLAS %7.1f  copy %7.1f GB/s  x cuBLAS %.3f  x copy %.3f  %7.1f TFLOP/s  "
+               "rel err %.1e%s  %s\n",
+               shp, gbs[0], gbs[1], gbs[2], t[1].median_ms / t[0].median_ms, gbs[0] / gbs[2],
+               flop / (t[0].median_ms * 1e9), res.rel_err, res.pass ? "" : "  MISMATCH", impl + 11);
+    }
+    tl_free(ctx, a), tl_free(ctx, c[0]), tl_free(ctx, c[1]), tl_free(ctx, dst);
+}
+
+int main(int argc, char **argv)
+{
+    tl_ctx *ctx = bench_open("bench_gemm_small");
+    shape one;
+    const shape *shapes = default_shapes;
+    int n = (int)(sizeof default_shapes / sizeof default_shapes[0]);
+    if (argc > 1) {
+        if (sscanf(argv[1], "%" SCNd64 "x%" SCNd64 "x%" SCNd64, &one.m, &one.n, &one.k) != 3 || one.m < 1 ||
+            one.n < 1 || one.k < 1) {
+            fprintf(stderr, "usage: bench_gemm_small [MxNxK]\n");
+            return 2;
+        }
+        shapes = &one, n = 1;
+    }
+    for (int i = 0; i < n; i++)
+        for (int t = 1; t >= 0; t--)
+            run_shape(ctx, &shapes[i], t);
+    tl_ctx_destroy(ctx);
+    return 0;
+}

@@ -882,12 +882,13 @@ typedef enum tl_epilogue {
  * (see tl_autotune), else a heuristic table chosen from measurements
  * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
  * (M <= 64, K >= 1024, operands TMA can read) 64x128x64 blocks, 4 stages,
- * 128 threads, K split into as many slices as fill the SMs (split_k);
+ * 128 threads, K split into as many slices as one wave of two CTAs per
+ * SM holds (split_k);
  * with a bias or an activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
  * threads, swizzle 8 when TMA can read the operands (K, and N for B as
  * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
- * tiles of 128x256, the classic wgmma kernel with 128x128x64 blocks, 4
- * stages, 256 threads; else, for K <= 2048 and TMA-readable rows, the
+ * tiles of 128x256, the classic wgmma kernel with 64x128x64 blocks, 4
+ * stages, 128 threads; else, for K <= 2048 and TMA-readable rows, the
  * ping-pong kernel with 5 stages; else the classic kernel with 128x256x64
  * blocks, 4 stages, 256 threads. Elsewhere mma.sync with 128x256x32, 3
  * stages, 256 threads. In any other schedule zero fields take the values

@@ -71,14 +71,16 @@ typedef struct heuristic_row {
  * Each row is the best of the measurements in bench/NOTES.md (H200,
  * schedule sweeps against cuBLAS in the same run, v6):
  *   0. decode (M <= 64, K >= 1024): one warpgroup on 64x128 tiles (the
- *      least wgmma M), K split so that tiles x slices fill the SMs twice:
+ *      least wgmma M), K split so that tiles x slices fill one wave of
+ *      two CTAs per SM:
  *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
  *      B at a fifth of the copy's bandwidth (session 7);
  *   1. epilogue: the ping-pong kernel overlaps one tile's epilogue with the
  *      next one's main loop: +2.3% over the same GEMM at 4096^3, where the
  *      classic kernel paid +5.6%, and ahead of it by 1.9% (v6 final run);
- *   2. few tiles (1024^3): 128x128 tiles, twice the blocks of 128x256,
- *      1.029x cuBLAS NT against 0.96x-1.0x for the large tile;
+ *   2. few tiles (1024^3): 64x128 tiles on one warpgroup, four times the
+ *      blocks of 128x256: 0.751x / 0.722x cuBLAS NT / NN at 1024^3 against
+ *      0.648x / 0.635x for 128x128 on two (session 7 sweep);
  *   3. short K (2048^3, 8192x8192x1024): the persistent ping-pong kernel
  *      hides the per-tile prologue and epilogue: 0.848x and 1.041x cuBLAS
  *      against 0.825x and 0.818x for the classic kernel;
@@ -88,7 +90,7 @@ typedef struct heuristic_row {
 static const heuristic_row heuristic[] = {
     {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO}},
     {H_SM90A | H_EPILOGUE | H_TMA, {128, 128, 64, 4, 128, 8, 0, 1, 0}},
-    {H_SM90A | H_FEW_TILES, {128, 128, 64, 4, 256, 8, 0, 0, 0}},
+    {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0}},
     {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 5, 128, 8, 0, 1, 0}},
     {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0}},
     {0, {128, 256, 32, 3, 256, 8, 0, 0, 0}},
@@ -123,8 +125,8 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
     return c;
 }
 
-/* The slices of K that fill sms SMs twice over with s's tiles (one
- * warpgroup each: two CTAs an SM), each slice at least 4 K steps, at most
+/* The slices of K that fill the 2 sms CTA slots of sms SMs with s's tiles
+ * without a second wave (one warpgroup a CTA: two CTAs an SM), each slice at least 4 K steps, at most
  * 16 slices; 0 (no split) when the tiles alone fill half the CTA slots. Slices of whole K steps,
  * as many as the steps need (a last slice is never empty). */
 static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
@@ -133,7 +135,9 @@ static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
     int64_t steps = (d->k + s->block_k - 1) / s->block_k;
     if (tiles >= sms) /* half the CTA slots already: a split would add a wave */
         return 0;
-    int64_t want = (2 * (int64_t)sms + tiles - 1) / tiles;
+    /* within one wave: 3 slices of 112 tiles (336 CTAs for 264 slots) ran
+     * 0.80x cuBLAS at 8x14336x4096 */
+    int64_t want = 2 * (int64_t)sms / tiles;
     if (want > 16)
         want = 16;
     if (want > steps / 4)

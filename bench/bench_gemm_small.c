@@ -13,7 +13,12 @@
  * TFLOP/s lines' to cuBLAS) and a table: GB/s of the three, ours/cuBLAS,
  * ours/copy, TFLOP/s, the schedule (split_k included).
  *
- * Usage: bench_gemm_small [MxNxK]   (one shape, both layouts)
+ * Usage: bench_gemm_small [MxNxK] [--sweep]
+ *   MxNxK    one shape, both layouts
+ *   --sweep  also explicit schedules around the op's choice at each shape
+ *            (more stages, wider N tiles, half and twice the slices), all
+ *            timed in one interleaved set with cuBLAS: what the decode row
+ *            of the heuristic should be
  */
 #include "bench.h"
 
@@ -44,6 +49,64 @@ static tl_status run(void *user, void *stream)
     case 0: return tl_op_gemm(w->ctx, &w->d, w->a, w->b, 0, w->c, stream);
     case 1: return tl_baseline_gemm(w->ctx, &w->d, w->a, w->b, 0, w->c, stream);
     default: return tl_memcpy_dtod(w->ctx, w->copy_dst, w->a, w->bytes / 2, stream);
+    }
+}
+
+/* The schedules --sweep tries: the op's choice o and its neighbours. */
+static int sweep_list(const tl_gemm_schedule *o, tl_gemm_schedule *out)
+{
+    int n = 0;
+    out[n++] = *o;
+    tl_gemm_schedule x = *o;
+    x.stages = 6, out[n++] = x;
+    x = *o, x.block_n = 256, x.stages = 4, out[n++] = x;
+    x = *o, x.block_n = 256, x.stages = 3, out[n++] = x;
+    if (o->split_k > 1) {
+        x = *o, x.split_k = o->split_k / 2 > 1 ? o->split_k / 2 : 0, out[n++] = x;
+        x = *o, x.split_k = o->split_k * 2 <= 16 ? o->split_k * 2 : 16, out[n++] = x;
+        x = *o, x.block_n = 256, x.split_k = o->split_k * 2 <= 16 ? o->split_k * 2 : 16, out[n++] = x;
+    }
+    return n;
+}
+
+static int sweep;
+
+static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, uint64_t b, uint64_t c,
+                        uint64_t c_ref)
+{
+    tl_gemm_desc d = {.m = s->m, .n = s->n, .k = s->k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                      .trans_b = trans_b};
+    tl_gemm_schedule list[8];
+    tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
+    int n = sweep_list(&own, list);
+    work w[9];
+    tl_work_fn fns[9];
+    void *users[9];
+    for (int i = 0; i <= n; i++) {
+        w[i] = (work){.ctx = ctx, .d = d, .a = a, .b = b, .c = i < n ? c : c_ref, .kind = i < n ? 0 : 1};
+        if (i < n)
+            w[i].d.schedule = list[i];
+        fns[i] = run, users[i] = &w[i];
+    }
+    size_t nc = (size_t)(s->m * s->n);
+    BENCH_CHECK(run(&w[n], NULL));
+    for (int i = 0; i < n; i++) { /* each checked against cuBLAS first */
+        BENCH_CHECK(run(&w[i], NULL));
+        tl_span o = {.dtype = TL_BF16, .n = (int64_t)nc, .dptr = c};
+        tl_span r = {.dtype = TL_BF16, .n = (int64_t)nc, .dptr = c_ref};
+        tl_check_result res;
+        BENCH_CHECK(tl_check(ctx, &o, &r, 1e-2, &res));
+        if (!res.pass)
+            printf("  MISMATCH: schedule %d, rel err %.1e\n", i, res.rel_err);
+    }
+    tl_timing t[9];
+    tl_timing_options opt = {.warmup = 5, .reps = 50, .flush_l2 = 1};
+    BENCH_CHECK(tl_time_interleaved(ctx, NULL, n + 1, fns, users, &opt, t));
+    for (int i = 0; i < n; i++) {
+        const tl_gemm_schedule *x = &list[i];
+        printf("  sweep %" PRId64 "x%" PRId64 "x%" PRId64 "_%s  %dx%dx%d s%d t%d sk%-2d  %.4f ms  x cuBLAS %.3f%s\n",
+               s->m, s->n, s->k, trans_b ? "nt" : "nn", x->block_m, x->block_n, x->block_k, x->stages, x->threads,
+               x->split_k, t[i].median_ms, t[n].median_ms / t[i].median_ms, i ? "" : "  (the op's choice)");
     }
 }
 
@@ -102,6 +165,8 @@ static void run_shape(tl_ctx *ctx, const shape *s, int trans_b)
                shp, gbs[0], gbs[1], gbs[2], t[1].median_ms / t[0].median_ms, gbs[0] / gbs[2],
                flop / (t[0].median_ms * 1e9), res.rel_err, res.pass ? "" : "  MISMATCH", impl + 11);
     }
+    if (sweep)
+        sweep_shape(ctx, s, trans_b, a, b, c[0], c[1]);
     tl_free(ctx, a), tl_free(ctx, c[0]), tl_free(ctx, c[1]), tl_free(ctx, dst);
 }
 
@@ -111,13 +176,16 @@ int main(int argc, char **argv)
     shape one;
     const shape *shapes = default_shapes;
     int n = (int)(sizeof default_shapes / sizeof default_shapes[0]);
-    if (argc > 1) {
-        if (sscanf(argv[1], "%" SCNd64 "x%" SCNd64 "x%" SCNd64, &one.m, &one.n, &one.k) != 3 || one.m < 1 ||
-            one.n < 1 || one.k < 1) {
-            fprintf(stderr, "usage: bench_gemm_small [MxNxK]\n");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--sweep")) {
+            sweep = 1;
+        } else if (sscanf(argv[i], "%" SCNd64 "x%" SCNd64 "x%" SCNd64, &one.m, &one.n, &one.k) == 3 && one.m >= 1 &&
+                   one.n >= 1 && one.k >= 1) {
+            shapes = &one, n = 1;
+        } else {
+            fprintf(stderr, "usage: bench_gemm_small [MxNxK] [--sweep]\n");
             return 2;
         }
-        shapes = &one, n = 1;
     }
     for (int i = 0; i < n; i++)
         for (int t = 1; t >= 0; t--)

@@ -882,8 +882,8 @@ typedef enum tl_epilogue {
  * (see tl_autotune), else a heuristic table chosen from measurements
  * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
  * (M <= 64, K >= 1024, operands TMA can read) 64x128x64 blocks, 4 stages,
- * 128 threads, K split into as many slices as one wave of two CTAs per
- * SM holds (split_k);
+ * 128 threads, K split into as many slices as give each SM about one CTA
+ * (split_k);
  * with a bias or an activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
  * threads, swizzle 8 when TMA can read the operands (K, and N for B as
  * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64

@@ -660,10 +660,11 @@ static void test_split_k_choice(void **state)
         int64_t m, n, k;
         int split;
     } want[] = {
-        {1, 4096, 4096, 8},    /* 32 tiles: 8 slices of 8 steps fill the 264 CTA slots */
-        {8, 14336, 4096, 2},   /* 112 tiles: 3 slices would take a second wave */
-        {16, 4096, 14336, 8},  /* 224 steps in slices of 28 */
-        {64, 8192, 8192, 4},   /* 64 tiles: 128 steps in slices of 32 */
+        {1, 4096, 4096, 4},    /* 32 tiles: 4 slices of 16 steps, a CTA an SM */
+        {8, 14336, 4096, 0},   /* 112 tiles: most SMs busy without a split */
+        {16, 4096, 14336, 4},  /* 224 steps in slices of 56 */
+        {64, 8192, 8192, 2},   /* 64 tiles: 128 steps in slices of 64 */
+        {1, 4096, 14336, 4},
         {64, 32768, 4096, 0},  /* 256 tiles fill the GPU alone */
         {65, 4096, 4096, 0},   /* not a decode shape */
         {16, 4096, 512, 0},    /* K too short to split */

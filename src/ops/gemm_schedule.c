@@ -71,8 +71,8 @@ typedef struct heuristic_row {
  * Each row is the best of the measurements in bench/NOTES.md (H200,
  * schedule sweeps against cuBLAS in the same run, v6):
  *   0. decode (M <= 64, K >= 1024): one warpgroup on 64x128 tiles (the
- *      least wgmma M), K split so that tiles x slices fill one wave of
- *      two CTAs per SM:
+ *      least wgmma M), K split so that tiles x slices give each SM
+ *      about one CTA:
  *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
  *      B at a fifth of the copy's bandwidth (session 7);
  *   1. epilogue: the ping-pong kernel overlaps one tile's epilogue with the
@@ -125,19 +125,19 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
     return c;
 }
 
-/* The slices of K that fill the 2 sms CTA slots of sms SMs with s's tiles
- * without a second wave (one warpgroup a CTA: two CTAs an SM), each slice at least 4 K steps, at most
- * 16 slices; 0 (no split) when the tiles alone fill half the CTA slots. Slices of whole K steps,
+/* The slices of K that give sms SMs about one CTA each with s's tiles,
+ * each slice at least 4 K steps, at most 16 slices; 0 (no split) when the
+ * tiles alone number more than half the SMs. Slices of whole K steps,
  * as many as the steps need (a last slice is never empty). */
 static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
 {
     int64_t tiles = ((d->m + s->block_m - 1) / s->block_m) * ((d->n + s->block_n - 1) / s->block_n);
     int64_t steps = (d->k + s->block_k - 1) / s->block_k;
-    if (tiles >= sms) /* half the CTA slots already: a split would add a wave */
-        return 0;
-    /* within one wave: 3 slices of 112 tiles (336 CTAs for 264 slots) ran
-     * 0.80x cuBLAS at 8x14336x4096 */
-    int64_t want = 2 * (int64_t)sms / tiles;
+    /* about one CTA an SM: each slice costs its f32 product's store and
+     * its share of the sum, which two CTAs an SM did not pay back (session
+     * 7 sweep, x cuBLAS: 8x14336x4096 0.81 with 2 slices, 0.90 without;
+     * 64x8192x8192 0.84 with 4, 0.88 with 2) */
+    int64_t want = (int64_t)sms / tiles;
     if (want > 16)
         want = 16;
     if (want > steps / 4)

@@ -65,6 +65,7 @@ static void gemm_structs(void)
     FIELD(tl_gemm_schedule, warp_policy);
     FIELD(tl_gemm_schedule, pingpong);
     FIELD(tl_gemm_schedule, split_k);
+    FIELD(tl_gemm_schedule, swap_ab);
 
     STRUCT(tl_gemm_desc);
     FIELD(tl_gemm_desc, m);

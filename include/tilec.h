@@ -881,7 +881,9 @@ typedef enum tl_epilogue {
  * tuning database's record for the context's GPU and this problem's class
  * (see tl_autotune), else a heuristic table chosen from measurements
  * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
- * (M <= 64, K >= 1024, operands TMA can read) 64x128x64 blocks, 4 stages,
+ * with M <= 16 and B as [N, K] (K >= 1024, operands TMA can read) C^T = B
+ * A^T (swap_ab) on 64x16x64 blocks, 8 stages, 128 threads, split as below;
+ * for other decode shapes (M <= 64) 64x128x64 blocks, 4 stages,
  * 128 threads, K split into as many slices as give each SM about one CTA
  * (split_k);
  * with a bias or an activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
@@ -921,6 +923,15 @@ typedef struct tl_gemm_schedule {
                                (tl_op_gemm, and tl_op_gemm_ex with dense
                                rows, one entry, alpha 1, beta 0); the
                                general kernels ignore it. */
+    int swap_ab;            /* 1: the kernel computes C^T = B A^T, its
+                               tiles block_m rows of B by block_n rows of
+                               A: for skinny M (decode), where the least
+                               wgmma M (64) would leave most of an M tile
+                               empty, a tile of 64 x 16 instead. Needs B
+                               as [N, K] (trans_b); C is written through
+                               its transpose (element by element: meant
+                               for M up to 64). Not with pingpong; the
+                               general kernels ignore it, as split_k. */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {

@@ -480,7 +480,7 @@ static void test_one_program_per_kind(void **state)
 {
     (void)state;
     tl_gemm_desc d = {.m = 200, .n = 136, .k = 72, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
-                      .schedule = {128, 128, 64, 3, 256, 8, 0, 0, 0}};
+                      .schedule = {128, 128, 64, 3, 256, 8, 0, 0, 0, 0}};
     const tl_program *plain, *p, *q;
     tl_gemm_args g = tl_gemm_default_args();
     assert_status(tl_op_gemm_program(ctx, &d, &plain), TL_OK);
@@ -595,34 +595,43 @@ static void test_split_k(void **state)
     (void)state;
     const struct {
         int64_t m, n, k;
-        int split, trans_b;
+        int split, trans_b, swap;
         tl_dtype out;
     } cases[] = {
-        {5, 70, 200, 3, 0, TL_BF16}, /* 13 K steps of 16: slices of 5, 5 and 3 */
-        {3, 33, 200, 3, 1, TL_F32},
-        {2, 40, 40, 16, 1, TL_F16},  /* 3 K steps, 16 slices: 13 of them empty */
+        {5, 70, 200, 3, 0, 0, TL_BF16}, /* 13 K steps of 16: slices of 5, 5 and 3 */
+        {3, 33, 200, 3, 1, 0, TL_F32},
+        {2, 40, 40, 16, 1, 0, TL_F16},  /* 3 K steps, 16 slices: 13 of them empty */
+        {5, 70, 200, 3, 1, 1, TL_BF16}, /* C^T = B A^T, into the workspace through its transpose */
+        {3, 75, 100, 0, 1, 1, TL_F32},  /* C^T without a split: C through its transpose */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
                           .out_dtype = cases[i].out, .trans_b = cases[i].trans_b, .has_bias = 1,
                           .epilogue = TL_EPI_GELU_TANH, .schedule = small_schedule};
         d.schedule.split_k = cases[i].split;
+        d.schedule.swap_ab = cases[i].swap;
         tl_gemm_args g = tl_gemm_default_args();
         hgemm h;
         hgemm_init(&h, &d, &g, 9100 + 10 * i);
-        int64_t S = cases[i].split, M = d.m, N = d.n;
+        int64_t S = cases[i].split ? cases[i].split : 1, M = d.m, N = d.n;
         float *w = malloc(sizeof(float) * (size_t)(S * M * N));
         assert_non_null(w);
         for (int64_t x = 0; x < S * M * N; x++)
             w[x] = NAN; /* every element must be written */
-        tl_kernel *slices, *sum;
+        tl_kernel *slices, *sum = NULL;
         assert_status(tl_op_gemm_build(ctx, &d, &slices), TL_OK);
-        tl_arg a1[6] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
-                        tl_arg_hptr(w)};
-        assert_status(tl_interpret(slices, 6, a1), TL_OK);
-        assert_status(tli_gemm_slices_sum_build(ctx, &d, (int)S, &sum), TL_OK);
-        tl_arg a2[5] = {tl_arg_int(M), tl_arg_int(N), tl_arg_hptr(w), tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
-        assert_status(tl_interpret(sum, 5, a2), TL_OK);
+        if (S > 1) {
+            tl_arg a1[6] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
+                            tl_arg_hptr(w)};
+            assert_status(tl_interpret(slices, 6, a1), TL_OK);
+            assert_status(tli_gemm_slices_sum_build(ctx, &d, (int)S, &sum), TL_OK);
+            tl_arg a2[5] = {tl_arg_int(M), tl_arg_int(N), tl_arg_hptr(w), tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
+            assert_status(tl_interpret(sum, 5, a2), TL_OK);
+        } else { /* one kernel: the plain call's arguments */
+            tl_arg a1[7] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
+                            tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
+            assert_status(tl_interpret(slices, 7, a1), TL_OK);
+        }
         double err = 0, norm = 0;
         for (int64_t r = 0; r < M; r++)
             for (int64_t c = 0; c < N; c++) {
@@ -633,9 +642,11 @@ static void test_split_k(void **state)
                 err += (got - want) * (got - want), norm += want * want;
             }
         if (!(sqrt(err / norm) <= tol_of(d.out_dtype)))
-            fail_msg("case %zu: split %lld: rel err %.3e", i, (long long)S, sqrt(err / norm));
+            fail_msg("case %zu: split %lld, swap %d: rel err %.3e", i, (long long)S, cases[i].swap, sqrt(err / norm));
         for (int j = 0; j < 2; j++) { /* sm_90a and sm_80 */
             tl_kernel *k = j ? sum : slices;
+            if (!k)
+                continue;
             char *ptx = NULL;
             tl_status st = tl_kernel_ptx(k, "sm_90a", &ptx);
             tl_free_host(ptx);
@@ -658,29 +669,38 @@ static void test_split_k_choice(void **state)
     assert_non_null(c);
     const struct {
         int64_t m, n, k;
-        int split;
+        int split, swap;
     } want[] = {
-        {1, 4096, 4096, 4},    /* 32 tiles: 4 slices of 16 steps, a CTA an SM */
-        {8, 14336, 4096, 0},   /* 112 tiles: most SMs busy without a split */
-        {16, 4096, 14336, 4},  /* 224 steps in slices of 56 */
-        {64, 8192, 8192, 2},   /* 64 tiles: 128 steps in slices of 64 */
-        {1, 4096, 14336, 4},
-        {64, 32768, 4096, 0},  /* 256 tiles fill the GPU alone */
-        {65, 4096, 4096, 0},   /* not a decode shape */
-        {16, 4096, 512, 0},    /* K too short to split */
+        {1, 4096, 4096, 2, 1},    /* C^T on 64 tiles of 64x16: 2 slices of 32 steps, a CTA an SM */
+        {8, 14336, 4096, 0, 1},   /* 224 tiles: no split */
+        {16, 4096, 14336, 2, 1},  /* 224 steps in slices of 112 */
+        {32, 4096, 4096, 4, 0},   /* 64x128 tiles: 32 of them, 4 slices of 16 steps */
+        {64, 8192, 8192, 2, 0},   /* 64 tiles: 128 steps in slices of 64 */
+        {64, 32768, 4096, 0, 0},  /* 256 tiles fill the GPU alone */
+        {65, 4096, 4096, 0, 0},   /* not a decode shape */
+        {16, 4096, 512, 0, 0},    /* K too short to split */
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tl_gemm_desc d = {.m = want[i].m, .n = want[i].n, .k = want[i].k, .in_dtype = TL_BF16,
                           .out_dtype = TL_BF16, .trans_b = 1};
         tl_gemm_schedule s = tl_op_gemm_schedule(c, &d);
-        if (s.split_k != want[i].split)
-            fail_msg("%lldx%lldx%lld: split_k %d, want %d", (long long)d.m, (long long)d.n, (long long)d.k,
-                     s.split_k, want[i].split);
-        if (want[i].split)
-            assert_true(s.block_m == 64 && s.block_n == 128 && s.block_k == 64 && s.threads == 128 && !s.pingpong);
+        if (s.split_k != want[i].split || s.swap_ab != want[i].swap)
+            fail_msg("%lldx%lldx%lld: split_k %d swap_ab %d, want %d %d", (long long)d.m, (long long)d.n,
+                     (long long)d.k, s.split_k, s.swap_ab, want[i].split, want[i].swap);
+        if (want[i].split || want[i].swap)
+            assert_true(s.block_m == 64 && s.block_n == (want[i].swap ? 16 : 128) && s.block_k == 64 &&
+                        s.threads == 128 && !s.pingpong);
     }
     tl_gemm_desc d = {.m = 1, .n = 4096, .k = 4100, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
     assert_int_equal(tl_op_gemm_schedule(c, &d).split_k, 0); /* K % 8: TMA cannot read the rows */
+    d.k = 4096, d.trans_b = 0;
+    assert_int_equal(tl_op_gemm_schedule(c, &d).swap_ab, 0); /* B as [K, N]: no swap */
+    d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 16, .block_k = 64, .stages = 4, .threads = 128,
+                                    .swap_ab = 1};
+    const tl_program *p0;
+    assert_status(tl_op_gemm_program(c, &d, &p0), TL_ERR_INVALID_ARG);
+    test_expect_text(tl_ctx_error(c), "the error", (const char *[]){"swap_ab needs B as [N, K]"}, 1, NULL, 0);
+    d.trans_b = 1;
     d.k = 4096;
     d.schedule = (tl_gemm_schedule){.block_m = 64, .split_k = 17};
     const tl_program *p;

@@ -260,13 +260,13 @@ static void test_argument_errors(void **state)
 }
 
 static const tl_gemm_schedule scheds[] = {
-    {64, 64, 32, 2, 128, 0, 0, 0, 0},
-    {128, 128, 32, 3, 256, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0}, /* ping-pong */
-    {64, 256, 64, 5, 128, 0, 0, 1, 0},
-    {64, 128, 64, 4, 128, 8, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
-    {128, 64, 64, 4, 128, 8, 0, 0, 0},
+    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0},
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -303,20 +303,23 @@ static void test_decode_split(void **state)
     NEED_GPU();
     const struct {
         int64_t m, n, k;
-        int off, split;
+        int off, split, swap;
     } cases[] = {
-        {1, 4096, 4096, 0, 0}, {16, 1000, 2056, 0, 0}, {64, 520, 3000, 0, 0}, {7, 300, 1030, 1, 5},
+        {1, 4096, 4096, 0, 0, 0}, {16, 1000, 2056, 0, 0, 0}, {64, 520, 3000, 0, 0, 0}, {7, 300, 1030, 1, 5, 0},
+        {7, 300, 1030, 1, 5, 1}, /* C^T, split, on the safe variant (K % 8) */
+        {13, 200, 1100, 0, 0, 1}, /* C^T in one pass */
     };
-    int ncases = small ? 2 : 4;
+    int ncases = small ? 2 : 6;
     for (int i = 0; i < ncases; i++) {
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
-        tl_gemm_schedule s = {64, 128, 64, 4, 128, 8, 0, 0, cases[i].split};
-        const tl_gemm_schedule *sched = cases[i].split ? &s : NULL;
+        tl_gemm_schedule s = {64, cases[i].swap ? 16 : 128, 64, cases[i].swap ? 8 : 4, 128, 8, 0, 0, cases[i].split,
+                              cases[i].swap};
+        const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
         if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) /* the Hopper heuristic's decode row */
             assert_true(tl_op_gemm_schedule(ctx, &d).split_k > 1);
-        for (int t = 0; t < 2; t++) {
+        for (int t = cases[i].swap; t < 2; t++) { /* a swapped schedule takes B as [N, K] only */
             check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, sched);
             check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, sched);
         }
@@ -616,7 +619,7 @@ typedef struct excase {
     const char *what;
 } excase;
 
-static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0};
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0};
 
 /* batch 0 and alpha 0 below stand for 1 (excase_shape) */
 #define ARGS(...) ((tl_gemm_args){__VA_ARGS__})

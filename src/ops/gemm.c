@@ -26,7 +26,7 @@
 static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
     return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
-           !z->warp_policy && !z->pingpong && !z->split_k;
+           !z->warp_policy && !z->pingpong && !z->split_k && !z->swap_ab;
 }
 
 /* The schedule of d with the choices filled in. An all-zero schedule is
@@ -77,6 +77,11 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
     if (d->schedule.split_k > 1 && d->schedule.pingpong)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.split_k = %d and pingpong exclude each other", api,
                         d->schedule.split_k);
+    if (d->schedule.swap_ab != 0 && d->schedule.swap_ab != 1)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab = %d is not 0 or 1", api, d->schedule.swap_ab);
+    if (d->schedule.swap_ab && (!d->trans_b || d->schedule.pingpong))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab needs B as [N, K] (trans_b) and no pingpong",
+                        api);
     return TL_OK;
 }
 
@@ -118,7 +123,8 @@ static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
  * runs a general one, whose row strides, batch, batch strides and alpha
  * are launch arguments; what changes the code is compiled in: a pointer-
  * array batch instead of a strided one, and reading C (beta != 0). */
-enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8 };
+enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8, GEMM_SWAP = 16 };
+#define GEMM_GENERAL (GEMM_STRIDED | GEMM_PTRARRAY | GEMM_BETA) /* the general kernels' bits */
 
 #define GEMM_MAX_BATCH 65535 /* the grid's z dimension */
 
@@ -312,6 +318,7 @@ typedef struct epilogue_in {
     tl_expr cz;              /* C's batch index (null: C is [M, N]) */
     tl_expr row0, col0;      /* the block's first row and column */
     tl_buf bias_s;
+    bool bias_rows;          /* the bias runs along the fragment's rows (a swapped kernel) */
 } epilogue_in;
 
 static void epilogue(tl_kernel *k, const tl_gemm_desc *d, const tl_gemm_schedule *s, tl_buf Cf,
@@ -328,7 +335,7 @@ static void epilogue(tl_kernel *k, const tl_gemm_desc *d, const tl_gemm_schedule
         x = tl_add(k, x, tl_mul(k, in->beta, tl_cast(k, old, TL_F32)));
     }
     if (d->has_bias)
-        x = tl_add(k, x, tl_cast(k, tl_load(k, in->bias_s, &v[1]), TL_F32));
+        x = tl_add(k, x, tl_cast(k, tl_load(k, in->bias_s, &v[in->bias_rows ? 0 : 1]), TL_F32));
     tl_store(k, Cf, v, activation(k, x, d->epilogue));
     tl_end(k);
 }
@@ -348,16 +355,24 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
     memset(p, 0, sizeof *p);
     tl_expr M = p->M = tl_dim(k, "M"), N = p->N = tl_dim(k, "N"), K = p->K = tl_dim(k, "K");
     tl_expr bshape[2] = {d->trans_b ? N : K, d->trans_b ? K : N};
-    if (!variant || variant == GEMM_SPLIT) { /* the slices' kernel: W [slices, M, N] of f32 for C, no bias */
+    if (!(variant & GEMM_GENERAL)) {
+        /* the plain kernel; the slices' one writes W [slices, M, N] of f32
+         * instead of C, without the bias; a swapped one writes C (or W)
+         * through its transpose: [N, M] with strides (1, N) */
+        bool swap = variant & GEMM_SWAP;
+        tl_expr unit = tl_int(k, 1);
         p->A = tl_param_tensor(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, NULL);
         p->B = tl_param_tensor(k, "B", d->in_dtype, 2, bshape, NULL);
-        if (variant) {
+        if (variant & GEMM_SPLIT) {
             tl_expr slices = tl_int(k, d->schedule.split_k);
-            p->C = tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, M, N}, NULL);
+            p->C = swap ? tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, N, M},
+                                          (tl_expr[]){tl_mul(k, M, N), unit, N})
+                        : tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, M, N}, NULL);
             return;
         }
         p->bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
-        p->C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
+        p->C = swap ? tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){N, M}, (tl_expr[]){unit, N})
+                    : tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
         return;
     }
     p->strided = (variant & GEMM_STRIDED) != 0;
@@ -390,7 +405,9 @@ static const char *variant_suffix(unsigned variant)
 {
     static const char *const names[8] = {"", "_strided", "_ptrarray", "?", "_beta", "_strided_beta",
                                          "_ptrarray_beta", "?"};
-    return variant == GEMM_SPLIT ? "_slices" : names[variant & 7];
+    if (variant & (GEMM_SPLIT | GEMM_SWAP))
+        return (variant & GEMM_SPLIT) ? ((variant & GEMM_SWAP) ? "_swapped_slices" : "_slices") : "_swapped";
+    return names[variant & 7];
 }
 
 /* The kernel that runs schedule s for call c: the slices' kernel when s
@@ -400,10 +417,16 @@ static const char *variant_suffix(unsigned variant)
 #define SPLIT_MAX_ROWS 65535 /* slices_sum's grid y */
 static unsigned kernel_variant(const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
 {
-    if (!c->variant && s->split_k > 1 && d->m <= SPLIT_MAX_ROWS)
-        return GEMM_SPLIT;
-    s->split_k = 0;
-    return c->variant;
+    unsigned v = c->variant;
+    if (!v && s->swap_ab && d->trans_b)
+        v |= GEMM_SWAP;
+    if (!(v & GEMM_GENERAL) && s->split_k > 1 && d->m <= SPLIT_MAX_ROWS)
+        v |= GEMM_SPLIT;
+    if (!(v & GEMM_SPLIT))
+        s->split_k = 0;
+    if (!(v & GEMM_SWAP))
+        s->swap_ab = 0;
+    return v;
 }
 
 /* The GEMM of d, variant and schedule s, written with the builder:
@@ -424,7 +447,12 @@ static unsigned kernel_variant(const tl_gemm_desc *d, const gemm_call *c, tl_gem
  * The slices' kernel of a split-K schedule (GEMM_SPLIT) has S = split_k
  * blocks along z; block z takes the K steps [z P, min((z + 1) P, steps))
  * of the steps = ceil(K / BK), P = ceil(steps / S), and writes its f32
- * partial product, unscaled, to W[z] (slices_sum then adds them up). */
+ * partial product, unscaled, to W[z] (slices_sum then adds them up).
+ *
+ * A swapped kernel (GEMM_SWAP, B as [N, K]) computes C^T = B A^T: its
+ * block (bx, by) takes rows by BM.. of B (As holds them) and rows bx BN..
+ * of A (Bs), the bias runs along the fragment's rows, and the fragment
+ * goes to C^T, a view of C with strides (1, N). */
 static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant, const tl_gemm_schedule *sp,
                             tl_kernel **out)
 {
@@ -438,8 +466,9 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     gemm_params p;
     declare_params(k, d, variant, &p);
     tl_expr M = p.M, N = p.N, K = p.K;
-    bool split = variant == GEMM_SPLIT;
-    tl_grid(k, tl_ceildiv(k, N, tl_int(k, s.block_n)), tl_ceildiv(k, M, tl_int(k, s.block_m)),
+    bool split = variant & GEMM_SPLIT, swap = variant & GEMM_SWAP, general = variant & GEMM_GENERAL;
+    tl_expr rows = swap ? N : M, cols = swap ? M : N; /* of the fragment's tiles */
+    tl_grid(k, tl_ceildiv(k, cols, tl_int(k, s.block_n)), tl_ceildiv(k, rows, tl_int(k, s.block_m)),
             split ? tl_int(k, s.split_k) : p.batch, s.threads);
     tl_use_swizzle(k, s.swizzle);
     /* the activations in f32 with the hardware tanh: its 2^-11 is far below
@@ -450,7 +479,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     /* (the plain kernel makes no more nodes than it always did: its source
      * and dumps stay as they were) */
-    tl_expr bz = variant ? tl_block_idx(k, 2) : TL_NONE_EXPR, az = TL_NONE_EXPR, bzb = TL_NONE_EXPR;
+    tl_expr bz = general || split ? tl_block_idx(k, 2) : TL_NONE_EXPR, az = TL_NONE_EXPR, bzb = TL_NONE_EXPR;
     if (p.strided) {
         az = tl_min(k, bz, tl_sub(k, p.batch_a, tl_int(k, 1)));
         bzb = tl_min(k, bz, tl_sub(k, p.batch_b, tl_int(k, 1)));
@@ -458,11 +487,12 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_buf As = tl_alloc_shared(k, d->in_dtype, 2, (int64_t[]){s.block_m, s.block_k});
     tl_buf Bs = tl_alloc_shared(k, d->in_dtype, 2,
                                 d->trans_b ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
+    tl_buf rows_src = swap ? p.B : p.A, cols_src = swap ? p.A : p.B; /* As's tensor, Bs's */
     tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
     tl_buf bias_s = TL_NONE_BUF;
     if (d->has_bias && !split) {
-        bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){s.block_n});
-        tl_copy(k, tl_tile(k, p.bias, bx), tl_all(bias_s));
+        bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){swap ? s.block_m : s.block_n});
+        tl_copy(k, tl_tile(k, p.bias, swap ? by : bx), tl_all(bias_s));
     }
     tl_clear(k, Cf);
     tl_expr steps = tl_ceildiv(k, K, tl_int(k, s.block_k)), first = TL_NONE_EXPR;
@@ -475,13 +505,13 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     if (split)
         ko = tl_add(k, first, ko);
     tl_expr bt[2] = {d->trans_b ? bx : ko, d->trans_b ? ko : bx};
-    tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : tl_tile(k, p.A, by, ko), tl_all(As));
-    tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, p.B, bt[0], bt[1]), tl_all(Bs));
+    tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : tl_tile(k, rows_src, by, ko), tl_all(As));
+    tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, cols_src, bt[0], bt[1]), tl_all(Bs));
     tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
     tl_end(k);
-    if (!split && (variant || d->has_bias || d->epilogue != TL_EPI_NONE)) {
+    if (!split && (general || d->has_bias || d->epilogue != TL_EPI_NONE)) {
         epilogue_in in = {.alpha = p.alpha, .beta = p.beta, .C = p.C, .cz = p.strided ? bz : TL_NONE_EXPR,
-                          .bias_s = bias_s};
+                          .bias_s = bias_s, .bias_rows = swap};
         if (p.beta.id) {
             in.row0 = tl_mul(k, by, tl_int(k, s.block_m));
             in.col0 = tl_mul(k, bx, tl_int(k, s.block_n));
@@ -586,11 +616,9 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
 {
     gemm_spec spec = {.d = *d, .variant = variant};
     spec.d.schedule = *s;
-    char key[128], v[8] = "";
+    char key[128], v[24] = "";
     if (variant)
-        tli_fmt(v, sizeof v, ":v%u", variant);
-    if (variant == GEMM_SPLIT)
-        tli_fmt(v, sizeof v, ":k%d", s->split_k);
+        tli_fmt(v, sizeof v, ":v%u:k%d", variant, s->split_k);
     tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
             s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0, v);
@@ -718,8 +746,8 @@ static int call_args(const tl_gemm_desc *d, const gemm_call *c, const tl_gemm_ar
 /* A split-K schedule s: the slices' kernel p into a workspace that lives
  * on the stream, then the sum. A driver without the stream-ordered
  * allocator runs the one-pass kernel instead. */
-static tl_status run_split(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule s, const tl_gemm_args *g,
-                           const tl_program *p, void *stream, const char *api)
+static tl_status run_split(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule s, unsigned swap,
+                           const tl_gemm_args *g, const tl_program *p, void *stream, const char *api)
 {
     const tl_program *sum;
     uint64_t w = 0;
@@ -731,7 +759,7 @@ static tl_status run_split(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedule 
     if (st == TL_ERR_UNSUPPORTED) {
         tli_log(ctx, TL_LOG_WARN, "%s: %s; K is not split", api, tl_ctx_error(ctx));
         s.split_k = 0;
-        st = program_for(ctx, d, 0, &s, &p);
+        st = program_for(ctx, d, swap, &s, &p);
         if (st != TL_OK)
             return st;
         tl_arg args[7];
@@ -770,8 +798,8 @@ static tl_status run_gemm(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args
         st = call_program(ctx, d, &c, api, &p, &s, &v);
     if (st != TL_OK)
         return st;
-    if (v == GEMM_SPLIT)
-        return tli_fail_as(ctx, run_split(ctx, d, s, g, p, stream, api), api, since);
+    if (v & GEMM_SPLIT)
+        return tli_fail_as(ctx, run_split(ctx, d, s, v & GEMM_SWAP, g, p, stream, api), api, since);
     tl_arg args[20];
     int n = call_args(d, &c, g, args);
     return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);

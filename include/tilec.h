@@ -882,7 +882,8 @@ typedef enum tl_epilogue {
  * (see tl_autotune), else a heuristic table chosen from measurements
  * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
  * with M <= 16 and B as [N, K] (K >= 1024, operands TMA can read) C^T = B
- * A^T (swap_ab) on 64x16x64 blocks, 8 stages, 128 threads, split as below;
+ * A^T (swap_ab) on 64x16x64 blocks, 8 stages, 128 threads, K split for
+ * about two CTAs an SM in slices of at least 32 K steps;
  * for other decode shapes (M <= 64) 64x128x64 blocks, 4 stages,
  * 128 threads, K split into as many slices as give each SM about one CTA
  * (split_k);

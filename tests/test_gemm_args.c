@@ -671,9 +671,9 @@ static void test_split_k_choice(void **state)
         int64_t m, n, k;
         int split, swap;
     } want[] = {
-        {1, 4096, 4096, 2, 1},    /* C^T on 64 tiles of 64x16: 2 slices of 32 steps, a CTA an SM */
+        {1, 4096, 4096, 2, 1},    /* C^T on 64 tiles of 64x16: 2 slices of 32 steps (at least 32) */
         {8, 14336, 4096, 0, 1},   /* 224 tiles: no split */
-        {16, 4096, 14336, 2, 1},  /* 224 steps in slices of 112 */
+        {16, 4096, 14336, 4, 1},  /* two CTAs an SM: 224 steps in slices of 56 */
         {32, 4096, 4096, 4, 0},   /* 64x128 tiles: 32 of them, 4 slices of 16 steps */
         {64, 8192, 8192, 2, 0},   /* 64 tiles: 128 steps in slices of 64 */
         {64, 32768, 4096, 0, 0},  /* 256 tiles fill the GPU alone */

@@ -133,24 +133,24 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
     return c;
 }
 
-/* The slices of K that give sms SMs about one CTA each with s's tiles,
- * each slice at least 4 K steps, at most 16 slices; 0 (no split) when the
- * tiles alone number more than half the SMs. Slices of whole K steps,
- * as many as the steps need (a last slice is never empty). */
+/* The slices of K for s's tiles on sms SMs: about one CTA an SM for the
+ * 64x128 kernel, two for the swapped 64x16 one (stages of 10 KiB), at
+ * most 16 slices of at least 4 K steps (32 swapped); 0 (no split) when
+ * the tiles alone come near that. Slices of whole K steps, as many as the
+ * steps need (a last slice is never empty). Session 7 sweeps, x cuBLAS:
+ * 8x14336x4096 0.81 with 2 slices of 64x128, 0.90 without; 64x8192x8192
+ * 0.84 with 4, 0.88 with 2; swapped, 16x4096x14336 0.90 with 2, 0.96 with
+ * 4, 1x4096x4096 the same with 2 and 4 (16-step slices), 0.61 without. */
 static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
 {
     int64_t rows = s->swap_ab ? d->n : d->m, cols = s->swap_ab ? d->m : d->n;
     int64_t tiles = ((rows + s->block_m - 1) / s->block_m) * ((cols + s->block_n - 1) / s->block_n);
     int64_t steps = (d->k + s->block_k - 1) / s->block_k;
-    /* about one CTA an SM: each slice costs its f32 product's store and
-     * its share of the sum, which two CTAs an SM did not pay back (session
-     * 7 sweep, x cuBLAS: 8x14336x4096 0.81 with 2 slices, 0.90 without;
-     * 64x8192x8192 0.84 with 4, 0.88 with 2) */
-    int64_t want = (int64_t)sms / tiles;
+    int64_t want = (s->swap_ab ? 2 : 1) * (int64_t)sms / tiles, min_steps = s->swap_ab ? 32 : 4;
     if (want > 16)
         want = 16;
-    if (want > steps / 4)
-        want = steps / 4;
+    if (want > steps / min_steps)
+        want = steps / min_steps;
     if (want < 2)
         return 0;
     int64_t per = (steps + want - 1) / want;

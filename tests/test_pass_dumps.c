@@ -1,11 +1,13 @@
 /* test_pass_dumps.c - golden dumps of the kernel after every pass (what
  * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
  * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
- * the ping-pong GEMM with a fused epilogue, the sm_80 GEMM and the dual
- * GEMM. A change to a pass shows here as a diff of what it decided; review
+ * the ping-pong GEMM with a fused epilogue, the sm_80 GEMM, the dual
+ * GEMM, and the decode path's kernels (the slices of a split K, swapped
+ * or not, and their sum). A change to a pass shows here as a diff of what it decided; review
  * it like code, then rewrite the files with TILEC_UPDATE_GOLDEN=1 (from the
  * repo root). Needs no NVRTC and no GPU. */
 #include "fixture.h"
+#include "tune.h"
 
 #include "../examples/dual_gemm.h"
 
@@ -71,6 +73,24 @@ static void test_gemm_sm80(void **state)
     check_dump(gemm(&s, 0, 0), "sm_80", "gemm_nn_sm80");
 }
 
+/* The decode path: 64x128 slices of K; C^T on 64x16 tiles, split; the
+ * sum of the slices with bias and GELU. */
+static void test_gemm_decode_sm90a(void **state)
+{
+    (void)state;
+    const tl_gemm_schedule s = {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                .swizzle = 8, .split_k = 4};
+    check_dump(gemm(&s, 1, 0), "sm_90a", "gemm_slices_nt_sm90a");
+    const tl_gemm_schedule w = {.block_m = 64, .block_n = 16, .block_k = 64, .stages = 8, .threads = 128,
+                                .swizzle = 8, .split_k = 2, .swap_ab = 1};
+    check_dump(gemm(&w, 1, 0), "sm_90a", "gemm_swapped_slices_nt_sm90a");
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_TANH};
+    tl_kernel *k = NULL;
+    assert_status(tli_gemm_slices_sum_build(ctx, &d, 4, &k), TL_OK);
+    check_dump(k, "sm_90a", "gemm_slices_sum_bias_gelu_sm90a");
+}
+
 static void test_dual_gemm(void **state)
 {
     (void)state;
@@ -84,6 +104,7 @@ int main(void)
         cmocka_unit_test(test_gemm_classic_sm90a),
         cmocka_unit_test(test_gemm_pingpong_sm90a),
         cmocka_unit_test(test_gemm_sm80),
+        cmocka_unit_test(test_gemm_decode_sm90a),
         cmocka_unit_test(test_dual_gemm),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);

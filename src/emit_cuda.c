@@ -272,13 +272,20 @@ static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
     return tli_e_fmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
 }
 
+/* A comparison pass_threads marked run_mask, while the copy of a run loop
+ * for runs that pass their masks is printed. */
+static bool run_passed(const emitter *E, const tli_enode *n)
+{
+    return E->run_inside && n->op == E_LT && n->run_mask;
+}
+
 static char *binary_text(emitter *E, const tli_enode *n)
 {
     tl_dtype at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
     const char *a = tli_e_expr(E, n->a[0]), *b = tli_e_expr(E, n->a[1]);
     tli_eop op = (tli_eop)n->op;
     const tli_enode *x = tli_E(E->ir, n->a[0]);
-    if (op == E_LT && n->run_mask && E->run_inside)
+    if (run_passed(E, n))
         return "true"; /* the run passed this comparison at its last column */
     if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64)
         return tli_e_fmt(E, "tl_lt_i32(%s, %s)", a, b); /* a mask of an in-tile column: one 32-bit compare */
@@ -377,9 +384,9 @@ static char *expr_text(emitter *E, int32_t id)
             return E->load_text[id];
         return tli_B(E->ir, n->buf)->scope == B_GLOBAL ? load_text(E, n) : tli_e_tile_load(E, n);
     case E_SELECT: { /* operands in order (settle_all declares their temporaries so) */
+        if (run_passed(E, tli_E(E->ir, n->a[0]))) /* a mask the run passed: its value */
+            return (char *)tli_e_expr(E, n->a[1]);
         const char *c = tli_e_expr(E, n->a[0]), *a = tli_e_expr(E, n->a[1]), *b = tli_e_expr(E, n->a[2]);
-        if (!strcmp(c, "true")) /* a run mask that the run passed */
-            return (char *)a;
         return tli_e_fmt(E, "(%s ? %s : %s)", c, a, b);
     }
     default:
@@ -927,17 +934,6 @@ static void emit_parallel_vector(emitter *E, int32_t sid, int threads)
     }
 }
 
-/* Whether store x of a loop over runs writes 16-bit floats rounded from
- * f32 values: those are gathered as f32 and rounded two at a time
- * (tl_pack: one cvt.rn.f16x2/bf16x2 per pair, where one value at a time
- * costs a convert each and a byte permute per pair to join them). */
-static bool packed_store(emitter *E, const tli_snode *x)
-{
-    const tli_enode *v = tli_E(E->ir, x->value);
-    return x->x[TLI_X_STORE_VEC] >= 2 && is_half((tl_dtype)tli_B(E->ir, x->buf)->dtype) && v->op == E_CAST &&
-           tli_E(E->ir, v->a[0])->dtype == TL_F32;
-}
-
 /* for (tl_e < v) { the body of loop s for one register of the run } */
 static void run_body(emitter *E, const tli_snode *s, const int32_t *loads, int nloads)
 {
@@ -964,7 +960,7 @@ static void run_body(emitter *E, const tli_snode *s, const int32_t *loads, int n
         tli_str pre;
         tli_str_init(&pre);
         begin_statement(E, ex, nex, &pre);
-        bool packed = packed_store(E, x);
+        bool packed = x->x[TLI_X_STORE_PACKED];
         const char *val = tli_e_expr(E, packed ? tli_E(E->ir, x->value)->a[0] : x->value);
         flush_pre(E, &pre);
         int ln = x->x[TLI_X_STORE_VEC];
@@ -1075,7 +1071,7 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
             continue;
         tli_e_line(E, "tl_vec<%s, %d> tl_S%d[%d];", tli_dtype_ctype((tl_dtype)tli_B(E->ir, x->buf)->dtype),
                    x->x[TLI_X_STORE_VEC], st, v / x->x[TLI_X_STORE_VEC]);
-        if (packed_store(E, x))
+        if (x->x[TLI_X_STORE_PACKED])
             tli_e_line(E, "float tl_F%d[%d];", st, v);
     }
     if (nmasks) { /* the masks hold at the run's last column: they hold for all of it */
@@ -1105,7 +1101,7 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
             E->var_text[s->vars[last]] = c ? tli_e_fmt(E, "(%s_run + %d)", lastv, c * ln) : tli_e_fmt(E, "%s_run", lastv);
             const char *si[TL_MAX_RANK];
             single_indices(E, x->buf, x->idx, si);
-            if (packed_store(E, x))
+            if (x->x[TLI_X_STORE_PACKED])
                 tli_e_line(E, "tl_pack(tl_S%d[%d], tl_F%d + %d);", st, c, st, c * ln);
             tli_e_line(E, "tl_st_chunk(%s, tl_S%d[%d]);", chunk_args(E, x->buf, si, live), st, c);
         }

@@ -135,8 +135,12 @@ typedef enum tli_par_mode {
 /* The most comparisons of one loop over runs marked run_mask (ir.h). */
 #define TLI_MAX_RUN_MASKS 4
 
-/* S_STORE inside a vector-mode tl_parallel: 1 when it writes whole chunks */
-enum { TLI_X_STORE_VEC = 0 };
+/* S_STORE inside a vector-mode tl_parallel: 1 when it writes whole chunks.
+ * TLI_X_STORE_PACKED (a loop over runs): the chunk is of 16-bit floats
+ * rounded from f32 values, gathered as f32 and rounded a pair at a time
+ * (tl_pack: one cvt.rn.f16x2/bf16x2 per pair, where one value at a time
+ * costs a convert each and a byte permute per pair to join them). */
+enum { TLI_X_STORE_VEC = 0, TLI_X_STORE_PACKED };
 
 /* S_COPY */
 enum { TLI_X_COPY_HOW = 0, TLI_X_COPY_BAR, TLI_X_COPY_BAR_IDX, TLI_X_COPY_MAP, TLI_X_COPY_THREADS, TLI_X_COPY_MANAGED };

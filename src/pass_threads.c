@@ -174,7 +174,10 @@ static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
         int lanes = 16 / (int)tl_dtype_size((tl_dtype)b->dtype);
         lanes = lanes < v ? lanes : v;
         if (b->scope == B_GLOBAL && tli_access_vectorizable(L, s, x->buf, x->idx, lanes, false)) {
+            const tli_enode *val = tli_E(ir, x->value);
             x->x[TLI_X_STORE_VEC] = lanes;
+            x->x[TLI_X_STORE_PACKED] = lanes >= 2 && (b->dtype == TL_F16 || b->dtype == TL_BF16) &&
+                                       val->op == E_CAST && tli_E(ir, val->a[0])->dtype == TL_F32;
             any = true;
         }
         any |= mark_vector_loads(L, s, x->value, 0, v);

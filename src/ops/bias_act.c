@@ -108,14 +108,7 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
     tl_expr y = activation(k, epi, x);
     tl_store(k, Y, idx, dtype == TL_F32 ? y : tl_cast(k, y, dtype));
     tl_end(k);
-    tl_status st = tl_kernel_status(k);
-    if (st != TL_OK) {
-        tli_fail(ctx, st, "tl_op_bias_act_build: %s", tl_kernel_error(k));
-        tl_kernel_destroy(k);
-        return st;
-    }
-    *out = k;
-    return TL_OK;
+    return tli_op_kernel_done(ctx, "tl_op_bias_act_build", k, out);
 }
 
 static tl_status build_cached(tl_ctx *ctx, const void *user, tl_kernel **out)

@@ -305,14 +305,7 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     tl_gemm(k, A.P, A.Vs, A.acc, TL_GEMM_WARP_ROWS);
     tl_end(k);
     epilogue(&A);
-    st = tl_kernel_status(k);
-    if (st != TL_OK) {
-        tli_fail(ctx, st, "%s: %s", api, tl_kernel_error(k));
-        tl_kernel_destroy(k);
-        return st;
-    }
-    *out = k;
-    return TL_OK;
+    return tli_op_kernel_done(ctx, api, k, out);
 }
 
 static tl_status build_for_op(tl_ctx *ctx, const void *user, tl_kernel **out)

@@ -519,13 +519,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
         epilogue(k, d, &s, Cf, &in);
     }
     tl_copy(k, tl_all(Cf), p.strided || split ? tl_tile(k, p.C, bz, by, bx) : tl_tile(k, p.C, by, bx));
-    tl_status st = tl_kernel_status(k);
-    if (st != TL_OK) {
-        tl_kernel_destroy(k);
-        return st;
-    }
-    *out = k;
-    return TL_OK;
+    return tli_op_kernel_done(ctx, NULL, k, out);
 }
 
 /* The second kernel of a split-K schedule: the S slices' partial products
@@ -557,13 +551,7 @@ static tl_status build_slices_sum(tl_ctx *ctx, const tl_gemm_desc *d, int slices
         x = tl_add(k, x, tl_cast(k, tl_load(k, bias, &col), TL_F32));
     tl_store(k, C, (tl_expr[]){row, col}, tl_cast(k, activation(k, x, d->epilogue), d->out_dtype));
     tl_end(k);
-    tl_status st = tl_kernel_status(k);
-    if (st != TL_OK) {
-        tl_kernel_destroy(k);
-        return st;
-    }
-    *out = k;
-    return TL_OK;
+    return tli_op_kernel_done(ctx, NULL, k, out);
 }
 
 tl_status tli_gemm_slices_sum_build(tl_ctx *ctx, const tl_gemm_desc *d, int slices, tl_kernel **out)

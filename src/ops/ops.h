@@ -103,4 +103,9 @@ int64_t tli_rows_wave(tl_ctx *ctx, const tl_program *p);
 tl_status tli_op_check_dptr(tl_ctx *ctx, const char *api, const char *name, uint64_t p, tl_dtype dtype,
                             bool needed);
 
+/* The end of an op's builder: *out = k when the builder recorded no error
+ * on k; else k is destroyed and its status returned, with "api: the
+ * builder's message" on ctx when api is not NULL. */
+tl_status tli_op_kernel_done(tl_ctx *ctx, const char *api, tl_kernel *k, tl_kernel **out);
+
 #endif

@@ -253,15 +253,10 @@ void tli_rows_close(tli_rows_kernel *rk)
 
 tl_status tli_rows_end(tl_ctx *ctx, tli_rows_kernel *rk, const char *api, tl_kernel **out)
 {
-    tl_status st = tl_kernel_status(rk->k);
-    if (st != TL_OK) {
-        tli_fail(ctx, st, "%s: %s", api, tl_kernel_error(rk->k));
-        tl_kernel_destroy(rk->k);
-        rk->k = NULL;
-        return st;
-    }
-    *out = rk->k;
-    return TL_OK;
+    tl_status st = tli_op_kernel_done(ctx, api, rk->k, out);
+    if (st != TL_OK)
+        rk->k = NULL; /* destroyed */
+    return st;
 }
 
 tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,

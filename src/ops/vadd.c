@@ -45,13 +45,7 @@ tl_status tli_vadd_build(tl_ctx *ctx, tl_dtype dtype, const tli_vadd_schedule *s
     tl_expr idx = tl_add(k, base, i);
     tl_store(k, c, &idx, tl_add(k, tl_load(k, a, &idx), tl_load(k, b, &idx)));
     tl_end(k);
-    tl_status st = tl_kernel_status(k);
-    if (st != TL_OK) {
-        tl_kernel_destroy(k);
-        return st;
-    }
-    *out = k;
-    return TL_OK;
+    return tli_op_kernel_done(ctx, NULL, k, out);
 }
 
 static tl_status build_default(tl_ctx *ctx, const void *user, tl_kernel **out)

@@ -104,6 +104,7 @@ static void softmax_structs(void)
     FIELD(tl_softmax_schedule, rows);
     FIELD(tl_softmax_schedule, threads);
     FIELD(tl_softmax_schedule, stages);
+    FIELD(tl_softmax_schedule, cluster);
 
     STRUCT(tl_softmax_desc);
     FIELD(tl_softmax_desc, rows);

@@ -193,7 +193,10 @@ static tl_softmax_schedule effective(work *w)
 
 static void schedule_text(tl_softmax_schedule s, bool online, char *buf, size_t len)
 {
-    snprintf(buf, len, "w=%d r=%d t=%d s=%d%s", s.width, s.rows, s.threads, s.stages, online ? " online" : "");
+    char split[16] = "";
+    if (s.cluster > 1)
+        snprintf(split, sizeof split, " c=%d", s.cluster);
+    snprintf(buf, len, "w=%d r=%d t=%d s=%d%s%s", s.width, s.rows, s.threads, s.stages, split, online ? " online" : "");
 }
 
 /* ------------------------------------------------------------------ default */
@@ -216,7 +219,7 @@ static void bench_op(data *d, const shape *s, int kind, int reps)
     double copy_gbs = bytes / t[0].median_ms / 1e6, gbs = bytes / t[1].median_ms / 1e6;
     char shp[48], impl[96], sch[64];
     snprintf(shp, sizeof shp, "%lldx%lld", (long long)s->rows, (long long)s->cols);
-    schedule_text(effective(&ours), s->cols > effective(&ours).width, sch, sizeof sch);
+    schedule_text(effective(&ours), s->cols > (int64_t)effective(&ours).width * (effective(&ours).cluster > 1 ? effective(&ours).cluster : 1), sch, sizeof sch);
     snprintf(impl, sizeof impl, "tl_op_%s %s", op, sch);
     bench_csv("copy", shp, "f16", "cuMemcpyDtoD", t[0].median_ms, copy_gbs, "GB/s", 1.0, 0);
     bench_csv(op, shp, "f16", impl, t[1].median_ms, gbs, "GB/s", gbs / copy_gbs, rel);
@@ -264,6 +267,19 @@ static int variants_for(int64_t cols, tl_softmax_schedule *out)
      * from L2), smaller blocks than the one-pass kernel's 1024 threads */
     for (int w = 4096; cols >= 16384 && w < cols && w <= 16384 && n < MAX_VARIANTS; w *= 2)
         out[n++] = (tl_softmax_schedule){.width = w, .rows = 1, .threads = w / 32, .stages = 1};
+    /* rows of 8192 columns and more split over a cluster of 2, 4 or 8
+     * blocks of up to 16384 columns each (E = 32 or 16), without a
+     * pipeline and with a ring of 3: one pass where the online path reads
+     * rows longer than 32768 twice (the GPU refuses them where it has no
+     * clusters: they are then skipped) */
+    int whole = 1;
+    while (whole < cols)
+        whole *= 2;
+    for (int c = 2; cols >= 8192 && c <= 8 && n < MAX_VARIANTS; c *= 2)
+        for (int e = 32; e >= 16 && whole / c <= 16384; e /= 2)
+            for (int S = 1; S <= 3 && whole / c / e <= 1024 && n < MAX_VARIANTS; S += 2)
+                out[n++] = (tl_softmax_schedule){.width = whole / c, .rows = 1, .threads = whole / c / e,
+                                                 .stages = S, .cluster = c};
     return n;
 }
 
@@ -301,7 +317,7 @@ static void bench_variants(data *d, const shape *s, int reps, summary *sum)
             works[i] = make_work(d, kind, sched[v]);
             tl_softmax_schedule e = effective(&works[i]);
             char sch[64];
-            schedule_text(e, s->cols > e.width, sch, sizeof sch);
+            schedule_text(e, s->cols > (int64_t)e.width * (e.cluster > 1 ? e.cluster : 1), sch, sizeof sch);
             snprintf(res[i].label, sizeof res[i].label, "%s%s", v ? "" : "default ", sch);
             const tl_program *p;
             tl_status st = kind == SOFTMAX ? tl_op_softmax_program(d->ctx, &works[i].sd, &p)

@@ -68,7 +68,7 @@ class TlGemmArgs(ctypes.Structure):
 
 
 class TlSoftmaxSchedule(ctypes.Structure):
-    _fields_ = [("width", c_int), ("rows", c_int), ("threads", c_int), ("stages", c_int)]
+    _fields_ = [("width", c_int), ("rows", c_int), ("threads", c_int), ("stages", c_int), ("cluster", c_int)]
 
 
 class TlSoftmaxDesc(ctypes.Structure):
@@ -220,7 +220,7 @@ class Tilec:
 
 
 _SCHEDULE_FORMATS = {
-    "softmax": "w={width} r={rows} t={threads} s={stages}",
+    "softmax": "w={width} r={rows} t={threads} s={stages} c={cluster}",
     "gemm": "{block_m}x{block_n}x{block_k} s{stages} t{threads} sw{swizzle} pp{pingpong}",
     "flash_attn": "{block_m}x{block_n} s{stages} t{threads} ws{warp_specialize} pp{pingpong}",
 }

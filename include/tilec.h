@@ -387,6 +387,16 @@ TL_API tl_expr tl_erf(tl_kernel *k, tl_expr a);
  * kernel and its generated source. on: 1 or 0. No errors (a NULL or failed
  * kernel is ignored). */
 TL_API void tl_use_fast_math(tl_kernel *k, int on);
+/* Asks for `blocks` blocks of this kernel to fit on an SM at once (the
+ * minimum of CUDA's __launch_bounds__): the registers of a thread are
+ * capped at the target's registers per SM / (blocks x threads), and
+ * ptxas spills what does not fit (tl_program_get_info's blocks_per_sm
+ * tells what the launch gets). Worth it where blocks take turns, one
+ * loading while another computes, and the compiler would otherwise spend
+ * registers on unrolling. 0 (the default) leaves it to the lowering (which
+ * asks for 2 where two wgmma blocks fit). Errors: TL_ERR_INVALID_ARG
+ * (blocks outside 0..32). */
+TL_API void tl_use_min_blocks(tl_kernel *k, int blocks);
 
 /* --- memory --- */
 
@@ -554,6 +564,40 @@ TL_API void tl_reduce_max(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int cle
 TL_API void tl_reduce_sum(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
 TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
 TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
+
+/* Thread-block clusters (sm_90 and later): the grid's blocks in groups of
+ * cx x cy x cz that the GPU runs at the same time, on nearby SMs, and that
+ * can read each other's shared memory. A cluster is the blocks whose
+ * indices divided by (cx, cy, cz) agree; a block's rank in its cluster is
+ * (bx % cx) + cx ((by % cy) + cy (bz % cz)), computable from tl_block_idx.
+ * Each extent 1..8 and their product 1..8 (the portable cluster size); all
+ * 1 (the default) means no clusters. Every launch checks that the grid is
+ * a multiple of the cluster along each axis (TL_ERR_LAUNCH_ARGS); compiling
+ * for a target without clusters, or with tl_use_swizzle, tl_use_pingpong or
+ * tl_use_warp_specialize, gives TL_ERR_UNSUPPORTED. Errors: TL_ERR_INVALID_ARG
+ * (the extents), TL_ERR_SCOPE (after the first statement). */
+TL_API void tl_cluster(tl_kernel *k, int cx, int cy, int cz);
+
+/* All-reduce of a fragment across the blocks of a cluster: afterwards
+ * every block of the cluster holds, at each index i of `buf`, op over the
+ * cluster's blocks of their buf[i] (max, sum, min; absmax: the largest
+ * |buf[i]|), combined in f32 in rank order, so that every block gets the
+ * same bits. A row split over a cluster reduces its part in each block
+ * with tl_reduce_* and then combines the parts with this:
+ *     tl_reduce_max(k, x, m, 1, 1);          // this block's columns
+ *     tl_cluster_reduce_max(k, m);           // the whole row's
+ * The exchange goes through shared memory (a slot per element, read by the
+ * other blocks with ld.shared::cluster) and a cluster barrier. Every
+ * thread of every block of the cluster must reach each call, the same
+ * number of times: outside tl_parallel, and not under a condition that
+ * differs between the blocks of a cluster (the interpreter reports one
+ * that does; on the GPU it hangs). Needs tl_cluster. Errors:
+ * TL_ERR_INVALID_ARG (buf not a fragment, or not f32, f16 or bf16; no
+ * tl_cluster), TL_ERR_SCOPE (inside tl_parallel). */
+TL_API void tl_cluster_reduce_max(tl_kernel *k, tl_buf buf);
+TL_API void tl_cluster_reduce_sum(tl_kernel *k, tl_buf buf);
+TL_API void tl_cluster_reduce_min(tl_kernel *k, tl_buf buf);
+TL_API void tl_cluster_reduce_absmax(tl_kernel *k, tl_buf buf);
 
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
  * `panel` block rows (gridDim.y) before moving along the row. The kernel
@@ -1100,7 +1144,8 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  * tuning record for this GPU and the problem's class (see tl_autotune),
  * else the default, from a table
  * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
- * (one pass), else the online path in chunks of 8192 columns; stages 1,
+ * (one pass), else the online path in chunks of 16384 columns
+ * (tl_op_rmsnorm: 32768); stages 1,
  * except tl_op_softmax's rows wider than 16384 columns, which take a ring
  * of 3 where shared memory holds it (measured, bench/NOTES.md). In any
  * other schedule, zero fields take the default's values for that width.
@@ -1119,12 +1164,23 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  * With stages other than 1 the program takes one more launch argument,
  * the last: how many blocks the GPU runs at once (tl_op_softmax and
  * tl_op_rmsnorm pass its SM count times the program's blocks_per_sm; any
- * value is correct, 0 counting as 1). */
+ * value is correct, 0 counting as 1).
+ * cluster, a row split over several blocks (sm_90 and later): 0 or 1, a
+ * block holds whole rows; 2..8, a cluster of that many blocks holds each
+ * tile of rows, block r of the cluster columns [r width, (r + 1) width),
+ * and their partial maxima and sums are combined through distributed
+ * shared memory (tl_cluster_reduce_*), so one pass covers rows of up to
+ * cluster x width columns with a fragment of width columns per block
+ * (the online path is not split: cols > cluster x width with cluster >= 2
+ * is TL_ERR_INVALID_ARG). No default splits a row: at 2048 x 32768 the
+ * split ran slower than one block a row (bench/NOTES.md); the tuner tries
+ * splits of 2 and 4 where the GPU has clusters. */
 typedef struct tl_softmax_schedule {
     int width;
     int rows;
     int threads;
     int stages;
+    int cluster;
 } tl_softmax_schedule;
 
 /* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:

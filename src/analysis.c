@@ -226,6 +226,10 @@ static void stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *w
             tli_bufset_add(wr, n->x[TLI_X_RED_SCRATCH]);
         }
         break;
+    case S_CLUSTER_REDUCE: /* its exchange slots are ordered by its own cluster barriers */
+        tli_bufset_add(rd, n->buf);
+        tli_bufset_add(wr, n->buf);
+        break;
     case S_SERIAL:
     case S_PIPELINED:
     case S_IF:

@@ -197,6 +197,14 @@ bool tli_eval_grid(const tli_ir *ir, const tli_bound *b, int64_t grid[3], char *
             return false;
         }
     }
+    /* a cluster's blocks are launched together: whole clusters only */
+    int c[3] = {ir->cluster[0] > 0 ? ir->cluster[0] : 1, ir->cluster[1] > 0 ? ir->cluster[1] : 1,
+                ir->cluster[2] > 0 ? ir->cluster[2] : 1};
+    if (grid[0] % c[0] || grid[1] % c[1] || grid[2] % c[2]) {
+        tli_fmt(err, errlen, "grid (%lld, %lld, %lld) is not a multiple of the cluster (%d, %d, %d)",
+                (long long)grid[0], (long long)grid[1], (long long)grid[2], c[0], c[1], c[2]);
+        return false;
+    }
     /* every block's pointer is in its array, and the array is there */
     for (int32_t i = 1; i < ir->b.n; i++) {
         const tli_bnode *t = tli_B(ir, i);

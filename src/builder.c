@@ -457,6 +457,25 @@ TL_API void tl_grid(tl_kernel *k, tl_expr gx, tl_expr gy, tl_expr gz, int thread
     k->ir.threads = threads;
 }
 
+TL_API void tl_cluster(tl_kernel *k, int cx, int cy, int cz)
+{
+    static const char api[] = "tl_cluster";
+    if (!tli_klive(k))
+        return;
+    if (k->ir.body) {
+        tli_kfail(k, TL_ERR_SCOPE, api, "call tl_cluster before the first statement");
+        return;
+    }
+    if (cx < 1 || cy < 1 || cz < 1 || cx > 8 || cy > 8 || cz > 8 || cx * cy * cz > 8) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "cluster %d x %d x %d: each extent must be 1..8 and their product "
+                  "at most 8", cx, cy, cz);
+        return;
+    }
+    k->ir.cluster[0] = cx;
+    k->ir.cluster[1] = cy;
+    k->ir.cluster[2] = cz;
+}
+
 TL_API tl_expr tl_block_idx(tl_kernel *k, int axis)
 {
     if (!tli_klive(k))
@@ -683,6 +702,17 @@ TL_API tl_expr tl_sqrt(tl_kernel *k, tl_expr a) { return unary(k, E_SQRT, a, tru
 TL_API tl_expr tl_rsqrt(tl_kernel *k, tl_expr a) { return unary(k, E_RSQRT, a, true, "tl_rsqrt"); }
 TL_API tl_expr tl_tanh(tl_kernel *k, tl_expr a) { return unary(k, E_TANH, a, true, "tl_tanh"); }
 TL_API tl_expr tl_erf(tl_kernel *k, tl_expr a) { return unary(k, E_ERF, a, true, "tl_erf"); }
+
+TL_API void tl_use_min_blocks(tl_kernel *k, int blocks)
+{
+    if (!tli_klive(k))
+        return;
+    if (blocks < 0 || blocks > 32) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, "tl_use_min_blocks", "blocks = %d is not in 0..32", blocks);
+        return;
+    }
+    k->ir.min_blocks = blocks;
+}
 
 TL_API void tl_use_fast_math(tl_kernel *k, int on)
 {

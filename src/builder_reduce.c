@@ -4,7 +4,8 @@
  * T.reduce_*. Same rules as builder.c: check everything, record the first
  * error, never crash. The builder checks what it can know alone (kinds,
  * dimension, shapes); whether the lowering can reduce a fragment's layout is
- * the lowering's to say when the kernel is compiled.
+ * the lowering's to say when the kernel is compiled. Also the all-reduce
+ * of a fragment across a cluster's blocks (tl_cluster_reduce_*).
  */
 #include "kernel.h"
 
@@ -111,4 +112,38 @@ TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int cle
 TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear)
 {
     reduce(k, src, dst, dim, clear, R_ABSMAX, "tl_reduce_absmax");
+}
+
+/* buf[i] = op over the cluster's blocks of their buf[i]. */
+static void cluster_reduce(tl_kernel *k, tl_buf buf, tli_redop op, const char *api)
+{
+    if (!tli_klive(k))
+        return;
+    if (tli_kinside_parallel(k)) {
+        tli_kfail(k, TL_ERR_SCOPE, api, "a tile operation cannot be inside tl_parallel");
+        return;
+    }
+    int32_t ib = tli_kbuf(k, buf, api);
+    if (!ib)
+        return;
+    const tli_bnode *b = tli_B(&k->ir, ib);
+    if (b->scope != B_FRAGMENT || (b->dtype != TL_F32 && b->dtype != TL_F16 && b->dtype != TL_BF16)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s' is not a fragment of f32, f16 or bf16", b->name);
+        return;
+    }
+    if (tli_cluster_size(&k->ir) < 2) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "the kernel has no clusters: call tl_cluster first");
+        return;
+    }
+    tli_snode n = {.op = S_CLUSTER_REDUCE, .buf = ib, .a1 = (int32_t)op};
+    if (tli_kappend(k, &n, api))
+        k->ir.b.v[ib].written = true, k->ir.b.v[ib].read = true;
+}
+
+TL_API void tl_cluster_reduce_max(tl_kernel *k, tl_buf buf) { cluster_reduce(k, buf, R_MAX, "tl_cluster_reduce_max"); }
+TL_API void tl_cluster_reduce_sum(tl_kernel *k, tl_buf buf) { cluster_reduce(k, buf, R_SUM, "tl_cluster_reduce_sum"); }
+TL_API void tl_cluster_reduce_min(tl_kernel *k, tl_buf buf) { cluster_reduce(k, buf, R_MIN, "tl_cluster_reduce_min"); }
+TL_API void tl_cluster_reduce_absmax(tl_kernel *k, tl_buf buf)
+{
+    cluster_reduce(k, buf, R_ABSMAX, "tl_cluster_reduce_absmax");
 }

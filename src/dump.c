@@ -205,6 +205,15 @@ static void stmt(dumper *D, int32_t s, int depth)
                             n->x[TLI_X_RED_PHASE] ? (n->x[TLI_X_RED_PHASE] == 1 ? ", phase 1" : ", phase 2") : "");
         break;
     }
+    case S_CLUSTER_REDUCE: {
+        static const char *const ops[] = {"max", "sum", "min", "absmax"};
+        int op = n->a1 & TLI_REDUCE_OP_MASK;
+        tli_str_appendf(o, "cluster_reduce_%s %s", op < 4 ? ops[op] : "?", tli_B(D->ir, n->buf)->name);
+        if (D->L && n->x[TLI_X_RED_SCRATCH])
+            tli_str_appendf(o, " [slots %s, writers tid & 0x%x == 0]", tli_B(D->ir, n->x[TLI_X_RED_SCRATCH])->name,
+                            n->x[TLI_X_RED_LANES]);
+        break;
+    }
     case S_LET:
         tli_str_appendf(o, "let %s = ", tli_str_at(D->ir, n->name));
         line_expr(D, n->a0);
@@ -316,6 +325,8 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
             tli_str_append(out, "1");
     }
     tli_str_append(out, ")");
+    if (tli_cluster_size(ir) > 1)
+        tli_str_appendf(out, ", clusters of %d x %d x %d", ir->cluster[0], ir->cluster[1], ir->cluster[2]);
     if (ir->swizzle)
         tli_str_appendf(out, ", swizzle %d", ir->swizzle);
     if (ir->fast_math)

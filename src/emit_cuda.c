@@ -1250,6 +1250,7 @@ void tli_e_stmts(emitter *E, int32_t first)
         case S_FILL: tli_e_fill(E, sid); break;
         case S_GEMM: tli_e_gemm(E, sid); break;
         case S_REDUCE: tli_e_reduce(E, sid); break;
+        case S_CLUSTER_REDUCE: tli_e_cluster_reduce(E, sid); break;
         case S_PIPELINED: tli_e_fail(E, "a tl_pipelined loop the pipeline pass did not lower"); break;
         default: emit_lowered(E, sid, s); break;
         }
@@ -1328,11 +1329,22 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     if (lp->smem_bytes)
         tli_str_appendf(h, "\n// Shared memory: %lld bytes per CTA (dynamic)", (long long)lp->smem_bytes);
     tli_str_appendf(h, ".\n#include \"" TLI_DEVICE_HEADER_NAME "\"\n\n%s", E->helpers.data ? E->helpers.data : "");
+    tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d", lp->threads);
     if (lp->min_blocks)
-        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d, %d)\n%s(", lp->threads, lp->min_blocks,
-                        kname);
-    else
-        tli_str_appendf(h, "extern \"C\" __global__ void __launch_bounds__(%d)\n%s(", lp->threads, kname);
+        tli_str_appendf(h, ", %d", lp->min_blocks);
+    tli_str_append(h, ")");
+    if (tli_cluster_size(ir) > 1)
+        tli_str_appendf(h, " __cluster_dims__(%d, %d, %d)", ir->cluster[0], ir->cluster[1], ir->cluster[2]);
+    tli_str_appendf(h, "\n%s(", kname);
+}
+
+/* Whether the kernel has a tl_cluster_reduce (its blocks exchange values). */
+static bool has_cluster_reduce(const tli_ir *ir)
+{
+    for (int32_t i = 1; i < ir->s.n; i++)
+        if (ir->s.v[i].op == S_CLUSTER_REDUCE)
+            return true;
+    return false;
 }
 
 static bool emitter_init(emitter *E, const tli_lowered *L)
@@ -1386,7 +1398,14 @@ tl_status tli_emit_cuda(const tli_lowered *L, char **src, char *kname, size_t kn
     if (L->launch.smem_bytes)
         tli_e_line(&E, "extern __shared__ __align__(1024) unsigned char tl_smem[];");
     tli_e_tile_decls(&E);
+    bool exchange = has_cluster_reduce(&L->ir);
+    if (exchange)
+        tli_e_line(&E, "unsigned tl_cluster_turn = 0; // the half of the exchange slots the next cluster reduction takes");
+    if (tli_cluster_size(&L->ir) > 1) /* in the name's hash: the dims are printed outside the body */
+        tli_e_line(&E, "// cluster %d x %d x %d", L->ir.cluster[0], L->ir.cluster[1], L->ir.cluster[2]);
     tli_e_stmts(&E, L->ir.body);
+    if (exchange) /* the other blocks may still read this one's slots */
+        tli_e_line(&E, "tl_cluster_sync(); // no block leaves while another may still read its slots");
     if (E.st != TL_OK) {
         tli_fmt(err, errlen, "%s", E.err);
         tl_status st = E.st;

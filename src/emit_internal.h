@@ -89,6 +89,7 @@ void tli_e_copy(emitter *E, int32_t sid);
 void tli_e_fill(emitter *E, int32_t sid);
 void tli_e_gemm(emitter *E, int32_t sid);
 void tli_e_reduce(emitter *E, int32_t sid);
+void tli_e_cluster_reduce(emitter *E, int32_t sid);
 /* A tl_parallel that iterates a fragment's registers. */
 void tli_e_frag_parallel(emitter *E, int32_t sid);
 /* The same, by runs of consecutive columns whose global accesses move

@@ -521,8 +521,23 @@ static void emit_copy_async16(emitter *E, const tli_snode *s)
     if (t->rank == 1)
         loc[0] = "tl_l0";
     tile_origin(E, s->a0, t, gi, loc);
-    open_spread(E, "tl_q", chunks, copy_threads(E, s), true);
-    if (t->rank == 2) {
+    int T = copy_threads(E, s);
+    if (chunks > T && chunks % T == 0) {
+        /* a constant count per thread: straight-line code once unrolled,
+         * where `tl_q < chunks` from tl_tid left the compiler a remainder
+         * loop (it cannot see tl_tid < T) and the row of every chunk to
+         * recompute */
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_c = 0; tl_c < %lld; ++tl_c) {", (long long)(chunks / T));
+        tli_e_line(E, "    const int tl_q = tl_tid + tl_c * %d;", T);
+        E->indent++;
+    } else {
+        open_spread(E, "tl_q", chunks, T, true);
+    }
+    if (t->rank == 2 && t->cshape[0] == 1) { /* one row: every chunk's row is the tile's */
+        tli_e_line(E, "const int tl_l0 = 0;");
+        tli_e_line(E, "const int tl_l1 = tl_q * %d;", per);
+    } else if (t->rank == 2) {
         tli_e_line(E, "const int tl_l0 = tl_q / %lld;", (long long)row_chunks);
         tli_e_line(E, "const int tl_l1 = tl_q %% %lld * %d;", (long long)row_chunks, per);
     } else {
@@ -1164,6 +1179,64 @@ static void emit_reduce_shared(emitter *E, const tli_snode *s)
     tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_f32(%s[%s])", sb->name, off), true));
     red_store(E, s, "tl_j", "tl_v");
     close_block(E);
+    close_block(E);
+}
+
+/* The row-major flat index of fragment register r's element, and its guard. */
+static const char *frag_flat(emitter *E, int32_t buf, const char *r, const char **guard)
+{
+    const tli_bnode *b = buf_of(E, buf);
+    const char *idx[TL_MAX_RANK];
+    frag_coords(E, buf, r, idx, guard);
+    const char *flat = tli_e_fmt(E, "(%s)", idx[0]);
+    for (int d = 1; d < b->rank; d++)
+        flat = tli_e_fmt(E, "(%s * %lld + (%s))", flat, (long long)b->cshape[d], idx[d]);
+    return flat;
+}
+
+/* tl_cluster_reduce_*: this block's elements into its half of the
+ * exchange slots (one writer per element), a cluster barrier, then each
+ * holder folds every block's slot in rank order (the reduce pass says why
+ * two halves taken in turn need no second barrier). */
+void tli_e_cluster_reduce(emitter *E, int32_t sid)
+{
+    const tli_snode *s = tli_S(E->ir, sid);
+    const tli_bnode *b = buf_of(E, s->buf), *slots = buf_of(E, s->x[TLI_X_RED_SCRATCH]);
+    int op = s->a1 & TLI_REDUCE_OP_MASK, size = tli_cluster_size(E->ir);
+    int64_t nj = lay(E, s->buf)->per_thread, half = slots->cshape[0] / 2;
+    unsigned vary = (unsigned)s->x[TLI_X_RED_LANES];
+    tli_e_line(E, "{ // tl_cluster_reduce_%s %s across the %d blocks of the cluster", red_name(op), b->name, size);
+    E->indent++;
+    tli_e_line(E, "float *tl_slot = %s + tl_cluster_turn * %lld;", slots->name, (long long)half);
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
+    E->indent++;
+    const char *guard;
+    const char *el = frag_flat(E, s->buf, "tl_j", &guard);
+    const char *who = vary ? tli_e_fmt(E, "(tl_tid & 0x%x) == 0", vary) : NULL;
+    const char *cond = who && guard ? tli_e_fmt(E, "%s && %s", who, guard) : who ? who : guard;
+    const char *put = tli_e_fmt(E, "tl_slot[%s] = tl_f32(%s[tl_j]);", el, b->name);
+    if (cond)
+        tli_e_line(E, "if (%s) %s", cond, put);
+    else
+        tli_e_line(E, "%s", put);
+    close_block(E);
+    tli_e_line(E, "tl_cluster_sync();");
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
+    E->indent++;
+    el = frag_flat(E, s->buf, "tl_j", &guard);
+    if (guard) {
+        tli_e_line(E, "if (!(%s))", guard);
+        tli_e_line(E, "    continue;");
+    }
+    tli_e_line(E, "float tl_v = %s;", red_identity(op));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (unsigned tl_r = 0; tl_r < %d; ++tl_r)", size);
+    tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_cluster_ld_f32(&tl_slot[%s], tl_r)", el), true));
+    tli_e_line(E, "%s[tl_j] = %s;", b->name, convert(E, "tl_v", TL_F32, (tl_dtype)b->dtype));
+    close_block(E);
+    tli_e_line(E, "tl_cluster_turn ^= 1;");
     close_block(E);
 }
 

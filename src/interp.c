@@ -1,6 +1,6 @@
 /*
  * interp.c - the golden model: runs a kernel graph on the CPU, block after
- * block, each parallel loop's iterations in order.
+ * block (cluster after cluster), each parallel loop's iterations in order.
  *
  * It computes what the generated CUDA computes: f32 operations rounded to
  * f32, f16/bf16 operations done in f32 and rounded back, loads outside a
@@ -14,6 +14,15 @@
  * node once per statement: its value is kept, stamped with the statement's
  * evaluation, until the next statement (a store may change what a load
  * reads, and loop variables move between statements).
+ *
+ * Clusters (tl_cluster): the blocks of a cluster run in lockstep, statement
+ * by statement, each statement for each block in rank order, so that a
+ * tl_cluster_reduce_* sees every block arrive at it and can combine their
+ * fragments. A condition splits the blocks into those that take the then
+ * branch and those that take the other; a loop's iteration v runs for the
+ * blocks whose trip count exceeds v. A cluster reduction reached by only
+ * some of the blocks of its cluster is an error (the GPU would hang).
+ * Without clusters each block runs alone, as it always did.
  */
 #include "interp.h"
 
@@ -43,15 +52,33 @@ struct tli_evalmem {
                          entry per node                                  */
 };
 
+/* Blocks per cluster at most (tl_cluster's limit, checked again here). */
+#define MAX_CLUSTER 8
+
+/* What the blocks of a run share: the work budget, and why it stopped. */
+typedef struct run_state {
+    uint64_t steps, budget; /* work done; budget 0: unlimited             */
+    bool exhausted;         /* the budget ran out                         */
+    bool stop;              /* unwind: the budget ran out, or an error    */
+    tl_status st;           /* the error (TL_OK: none; not the budget's)  */
+    char *err;              /* ... explained here                         */
+    size_t errlen;
+    int cluster[3];         /* the cluster's extents, each >= 1           */
+    int csize;              /* blocks per cluster                         */
+} run_state;
+
+/* One block: where it is, its loop variables and its tiles. The blocks of
+ * a cluster share mem (each statement of each block starts with
+ * new_statement, so one block never sees another's cached values) and the
+ * run state. */
 typedef struct interp {
     const tli_ir *ir;
     const tli_bound *b;
     tli_evalmem *mem;
+    run_state *w;
     int64_t block[3];
     int64_t *var;        /* value of each loop-variable node, by expr id */
     tensor_view *t;      /* by buffer id */
-    uint64_t steps, budget; /* work done; budget 0: unlimited           */
-    bool exhausted;         /* the budget ran out: stop                   */
 } interp;
 
 tli_evalmem *tli_evalmem_new(const tli_ir *ir)
@@ -85,9 +112,10 @@ void tli_evalmem_free(tli_evalmem *m)
  * operations touch). */
 static void charge(interp *I, uint64_t work)
 {
-    I->steps += work;
-    if (I->budget && I->steps > I->budget)
-        I->exhausted = true;
+    run_state *w = I->w;
+    w->steps += work;
+    if (w->budget && w->steps > w->budget)
+        w->exhausted = w->stop = true;
 }
 
 /* Forgets every value: the next statement sees memory and loop variables
@@ -365,6 +393,7 @@ static tli_value compute(interp *I, int32_t e)
 static tli_value eval(interp *I, int32_t root)
 {
     tli_evalmem *m = I->mem;
+    uint64_t nodes = 0;
     int32_t sp = 0;
     m->stack[sp++] = root;
     while (sp > 0) {
@@ -380,21 +409,24 @@ static tli_value eval(interp *I, int32_t root)
         }
         m->val[e] = compute(I, e);
         m->stamp[e] = m->now;
-        I->steps++; /* against the budget, checked at the next statement */
+        nodes++;
         sp--;
     }
+    I->w->steps += nodes; /* against the budget, checked at the next statement */
     return m->val[root];
 }
 
 tli_value tli_interp_eval_host(const tli_ir *ir, const tli_bound *b, int32_t e)
 {
-    interp I = {.ir = ir, .b = b, .mem = b->mem};
+    run_state w = {0};
+    interp I = {.ir = ir, .b = b, .mem = b->mem, .w = &w};
     return eval(&I, e);
 }
 
 /* --------------------------------------------------------- statements */
 
-static void run_stmts(interp *I, int32_t first);
+static void run_block(interp *I, int32_t first);
+static void run_stmts(interp *const *set, int n, int32_t first);
 
 /* A statement's own expressions: evaluated once, before it acts. */
 static int64_t eval_int(interp *I, int32_t e) { return eval(I, e).i; }
@@ -427,14 +459,14 @@ static void run_parallel(interp *I, const tli_snode *s)
     int64_t total = 1;
     for (int d = 0; d < s->rank; d++)
         total *= s->extents[d];
-    for (int64_t f = 0; f < total && !I->exhausted; f++) {
+    for (int64_t f = 0; f < total && !I->w->stop; f++) {
         charge(I, 1); /* an empty body still costs its iterations */
         int64_t rem = f;
         for (int d = s->rank - 1; d >= 0; d--) {
             I->var[s->vars[d]] = rem % s->extents[d];
             rem /= s->extents[d];
         }
-        run_stmts(I, s->body);
+        run_block(I, s->body); /* this block alone: no cluster reduction inside */
     }
 }
 
@@ -573,34 +605,185 @@ static void run_reduce(interp *I, const tli_snode *s)
         }
 }
 
-static void run_loop(interp *I, const tli_snode *s)
+/* A statement that acts on its block alone (any but a condition, a serial
+ * loop or a cluster reduction). */
+static inline void run_one(interp *I, const tli_snode *s)
 {
-    int64_t n = eval_int(I, s->a0);
-    for (int64_t v = 0; v < n && !I->exhausted; v++) {
-        charge(I, 1);
-        I->var[s->vars[0]] = v;
-        run_stmts(I, s->body);
+    new_statement(I);
+    switch ((tli_sop)s->op) {
+    case S_STORE: store(I, s); break;
+    case S_COPY: run_copy(I, s); break;
+    case S_FILL: run_fill(I, s); break;
+    case S_GEMM: run_gemm(I, s); break;
+    case S_REDUCE: run_reduce(I, s); break;
+    case S_PARALLEL: run_parallel(I, s); break;
+    default: break;
     }
 }
 
-/* Statement bodies nest at most TLI_MAX_DEPTH deep (the builder's limit),
- * so this recursion is bounded whatever the kernel. */
-static void run_stmts(interp *I, int32_t first)
+static void run_cluster_reduce(interp *const *set, int n, const tli_snode *s);
+
+/* The body of a serial (or pipelined: the pipelining changes only timing)
+ * loop of n iterations, for one block. */
+static void run_loop(interp *I, const tli_snode *s, int64_t n)
 {
-    for (int32_t sid = first; sid && !I->exhausted; sid = tli_S(I->ir, sid)->next) {
+    for (int64_t v = 0; v < n && !I->w->stop; v++) {
+        charge(I, 1);
+        I->var[s->vars[0]] = v;
+        run_block(I, s->body);
+    }
+}
+
+/* Runs a body for one block: the whole kernel without clusters, and the
+ * stretches a block of a cluster runs on its own. run_stmts hands every set
+ * of one block here: its loops over the set cost a few percent on kernels
+ * of many small statements, and without clusters the interpreter should be
+ * as fast as before. Statement bodies nest at most TLI_MAX_DEPTH deep (the
+ * builder's limit), so this recursion (and run_stmts') is bounded whatever
+ * the kernel. */
+static void run_block(interp *I, int32_t first)
+{
+    for (int32_t sid = first; sid && !I->w->stop; sid = tli_S(I->ir, sid)->next) {
         const tli_snode *s = tli_S(I->ir, sid);
-        new_statement(I);
         switch ((tli_sop)s->op) {
-        case S_STORE: store(I, s); break;
-        case S_IF: run_stmts(I, eval_int(I, s->a0) ? s->body : s->orelse); break;
-        case S_COPY: run_copy(I, s); break;
-        case S_FILL: run_fill(I, s); break;
-        case S_GEMM: run_gemm(I, s); break;
-        case S_REDUCE: run_reduce(I, s); break;
-        case S_PIPELINED: /* in order: the pipelining changes only timing */
-        case S_SERIAL: run_loop(I, s); break;
-        case S_PARALLEL: run_parallel(I, s); break;
-        default: break;
+        case S_IF:
+            new_statement(I);
+            run_block(I, eval_int(I, s->a0) ? s->body : s->orelse);
+            break;
+        case S_PIPELINED:
+        case S_SERIAL:
+            new_statement(I);
+            run_loop(I, s, eval_int(I, s->a0));
+            break;
+        case S_CLUSTER_REDUCE: run_cluster_reduce(&I, 1, s); break;
+        default: run_one(I, s); break;
+        }
+    }
+}
+
+/* tl_if for the blocks of set: those whose condition holds run the then
+ * branch, then the others the else branch (each in rank order: set's order
+ * is kept). */
+static void run_if_set(interp *const *set, int n, const tli_snode *s)
+{
+    interp *then[MAX_CLUSTER], *other[MAX_CLUSTER];
+    int nt = 0, no = 0;
+    for (int j = 0; j < n; j++) {
+        new_statement(set[j]);
+        if (eval_int(set[j], s->a0))
+            then[nt++] = set[j];
+        else
+            other[no++] = set[j];
+    }
+    if (nt)
+        run_stmts(then, nt, s->body);
+    if (no)
+        run_stmts(other, no, s->orelse);
+}
+
+/* A serial loop for the blocks of set: each block's trip count; iteration
+ * v runs for the blocks with more than v. */
+static void run_loop_set(interp *const *set, int n, const tli_snode *s)
+{
+    int64_t count[MAX_CLUSTER], most = 0, least = INT64_MAX;
+    for (int j = 0; j < n; j++) {
+        new_statement(set[j]);
+        count[j] = eval_int(set[j], s->a0);
+        most = count[j] > most ? count[j] : most;
+        least = count[j] < least ? count[j] : least;
+    }
+    interp *some[MAX_CLUSTER];
+    for (int64_t v = 0; v < most && !set[0]->w->stop; v++) {
+        interp *const *active = set; /* every block, while v < least */
+        int m = n;
+        if (v >= least) {
+            m = 0;
+            for (int j = 0; j < n; j++)
+                if (v < count[j])
+                    some[m++] = set[j];
+            active = some;
+        }
+        for (int j = 0; j < m; j++) {
+            charge(active[j], 1);
+            active[j]->var[s->vars[0]] = v;
+        }
+        run_stmts(active, m, s->body);
+    }
+}
+
+/* tl_cluster_reduce_*: buf[i] = op over the cluster's blocks of their
+ * buf[i], folded in rank order from the op's identity in f32 arithmetic
+ * (each step rounded to f32, as the device combines), max / min / absmax
+ * skipping NaN as fmaxf / fminf do, then rounded to buf's type; every
+ * block gets the same value. set holds the blocks that reached it, in rank
+ * order: fewer than the whole cluster is an error, which stops the run
+ * with TL_ERR_LAUNCH_ARGS (what this launch did is wrong, like a bad grid;
+ * the GPU would wait at the cluster barrier forever). A statement that is
+ * not a reduction of a float tile (never made by the builder) does
+ * nothing. */
+static void run_cluster_reduce(interp *const *set, int n, const tli_snode *s)
+{
+    static const char *const api[] = {[R_MAX] = "tl_cluster_reduce_max", [R_SUM] = "tl_cluster_reduce_sum",
+                                      [R_MIN] = "tl_cluster_reduce_min", [R_ABSMAX] = "tl_cluster_reduce_absmax"};
+    static const float identity[] = {[R_MAX] = -INFINITY, [R_SUM] = 0, [R_MIN] = INFINITY, [R_ABSMAX] = 0};
+    const tli_ir *ir = set[0]->ir;
+    run_state *w = set[0]->w;
+    for (int j = 0; j < n; j++)
+        new_statement(set[j]);
+    int32_t buf = s->buf;
+    int32_t op = s->a1 & TLI_REDUCE_OP_MASK;
+    if (buf <= 0 || buf >= ir->b.n || !set[0]->t[buf].tile || op > R_ABSMAX ||
+        !tli_dtype_is_float((tl_dtype)tli_B(ir, buf)->dtype))
+        return;
+    if (n < w->csize) {
+        const int64_t *bi = set[0]->block;
+        tli_fmt(w->err, w->errlen,
+                "%s reached by %d of the %d blocks of cluster (%lld, %lld, %lld): its blocks must take the same path",
+                api[op], n, w->csize, (long long)(bi[0] / w->cluster[0]), (long long)(bi[1] / w->cluster[1]),
+                (long long)(bi[2] / w->cluster[2]));
+        w->st = TL_ERR_LAUNCH_ARGS;
+        w->stop = true;
+        return;
+    }
+    tl_dtype dt = (tl_dtype)tli_B(ir, buf)->dtype;
+    int64_t elems = tli_buf_elems(tli_B(ir, buf));
+    charge(set[0], (uint64_t)elems * (uint64_t)n);
+    for (int64_t i = 0; i < elems; i++) {
+        float acc = identity[op];
+        for (int j = 0; j < n; j++) {
+            float x = (float)((const double *)set[j]->t[buf].base)[i]; /* exact: the tile holds buf's type */
+            acc = op == R_MAX   ? fmaxf(acc, x)
+                  : op == R_MIN ? fminf(acc, x)
+                  : op == R_SUM ? acc + x
+                                : fmaxf(acc, fabsf(x));
+        }
+        double r = round_float(dt, acc);
+        for (int j = 0; j < n; j++)
+            ((double *)set[j]->t[buf].base)[i] = r;
+    }
+}
+
+/* Runs a body for the blocks of set (n >= 1, in rank order), statement by
+ * statement, each for each block. */
+static void run_stmts(interp *const *set, int n, int32_t first)
+{
+    if (n == 1) {
+        run_block(set[0], first);
+        return;
+    }
+    const tli_ir *ir = set[0]->ir;
+    const run_state *w = set[0]->w;
+    for (int32_t sid = first; sid && !w->stop; sid = tli_S(ir, sid)->next) {
+        const tli_snode *s = tli_S(ir, sid);
+        switch ((tli_sop)s->op) {
+        case S_IF: run_if_set(set, n, s); break;
+        case S_PIPELINED:
+        case S_SERIAL: run_loop_set(set, n, s); break;
+        case S_CLUSTER_REDUCE: run_cluster_reduce(set, n, s); break;
+        default:
+            for (int j = 0; j < n && !w->stop; j++)
+                run_one(set[j], s);
+            break;
         }
     }
 }
@@ -668,33 +851,78 @@ tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t
     return tli_interp_run_budget(ir, b, 0, err, errlen);
 }
 
+/* Frees the blocks' loop variables and tiles, and the array. */
+static void free_blocks(const tli_ir *ir, interp *blocks, int n)
+{
+    for (int j = 0; blocks && j < n; j++) {
+        free_views(ir, blocks[j].t);
+        free(blocks[j].var);
+    }
+    free(blocks);
+}
+
+/* n blocks, each with its own loop variables and tiles; NULL on OOM. */
+static interp *new_blocks(const tli_ir *ir, const tli_bound *b, run_state *w, int n)
+{
+    interp *blocks = calloc((size_t)n, sizeof *blocks);
+    bool ok = blocks != NULL;
+    for (int j = 0; ok && j < n; j++) {
+        interp *I = &blocks[j];
+        *I = (interp){.ir = ir, .b = b, .mem = b->mem, .w = w};
+        I->var = calloc((size_t)ir->e.n, sizeof *I->var);
+        I->t = calloc((size_t)ir->b.n, sizeof *I->t);
+        ok = I->var && I->t;
+        for (int32_t i = 1; ok && i < ir->b.n; i++)
+            ok = bind_view(ir, b, i, &I->t[i]);
+    }
+    if (!ok) {
+        free_blocks(ir, blocks, n);
+        return NULL;
+    }
+    return blocks;
+}
+
 tl_status tli_interp_run_budget(const tli_ir *ir, const tli_bound *b, uint64_t budget, char *err, size_t errlen)
 {
     int64_t grid[3];
-    if (!tli_eval_grid(ir, b, grid, err, errlen))
+    if (!tli_eval_grid(ir, b, grid, err, errlen)) /* also: the grid is whole clusters */
         return TL_ERR_LAUNCH_ARGS;
-    interp I = {.ir = ir, .b = b, .mem = b->mem, .budget = budget};
-    I.var = calloc((size_t)ir->e.n, sizeof *I.var);
-    I.t = calloc((size_t)ir->b.n, sizeof *I.t);
-    bool ok = I.var && I.t;
-    for (int32_t i = 1; ok && i < ir->b.n; i++)
-        ok = bind_view(ir, b, i, &I.t[i]);
-    if (!ok) {
-        free_views(ir, I.t);
-        free(I.var);
+    run_state w = {.budget = budget, .err = err, .errlen = errlen, .csize = 1};
+    for (int a = 0; a < 3; a++) {
+        w.cluster[a] = ir->cluster[a] > 0 ? ir->cluster[a] : 1;
+        w.csize *= w.cluster[a];
+    }
+    if (w.csize > MAX_CLUSTER) { /* tl_cluster refuses it */
+        tli_fmt(err, errlen, "a cluster of %d blocks is more than %d", w.csize, MAX_CLUSTER);
+        return TL_ERR_UNSUPPORTED;
+    }
+    interp *blocks = new_blocks(ir, b, &w, w.csize);
+    if (!blocks) {
         tli_fmt(err, errlen, "out of host memory");
         return TL_ERR_OUT_OF_MEMORY;
     }
-    for (I.block[2] = 0; I.block[2] < grid[2] && !I.exhausted; I.block[2]++)
-        for (I.block[1] = 0; I.block[1] < grid[1] && !I.exhausted; I.block[1]++)
-            for (I.block[0] = 0; I.block[0] < grid[0] && !I.exhausted; I.block[0]++) {
-                charge(&I, 1 + clear_tiles(ir, I.t)); /* tiles start undefined: zero here */
-                bind_arrays(&I);
-                run_stmts(&I, ir->body);
+    interp *set[MAX_CLUSTER]; /* the cluster's blocks in rank order */
+    for (int j = 0; j < w.csize; j++)
+        set[j] = &blocks[j];
+    const int *cl = w.cluster;
+    int64_t c[3]; /* the cluster's index */
+    for (c[2] = 0; c[2] < grid[2] / cl[2] && !w.stop; c[2]++)
+        for (c[1] = 0; c[1] < grid[1] / cl[1] && !w.stop; c[1]++)
+            for (c[0] = 0; c[0] < grid[0] / cl[0] && !w.stop; c[0]++) {
+                for (int j = 0; j < w.csize; j++) { /* rank j = x + cx (y + cy z) */
+                    interp *I = &blocks[j];
+                    I->block[0] = c[0] * cl[0] + j % cl[0];
+                    I->block[1] = c[1] * cl[1] + j / cl[0] % cl[1];
+                    I->block[2] = c[2] * cl[2] + j / (cl[0] * cl[1]);
+                    charge(I, 1 + clear_tiles(ir, I->t)); /* tiles start undefined: zero here */
+                    bind_arrays(I);
+                }
+                run_stmts(set, w.csize, ir->body);
             }
-    free_views(ir, I.t);
-    free(I.var);
-    if (I.exhausted) {
+    free_blocks(ir, blocks, w.csize);
+    if (w.st != TL_OK)
+        return w.st; /* err says why */
+    if (w.exhausted) {
         tli_fmt(err, errlen, "the work budget of %llu steps ran out", (unsigned long long)budget);
         return TL_ERR_UNSUPPORTED;
     }

@@ -22,9 +22,12 @@ void tli_evalmem_free(tli_evalmem *m);
  * keeps the values of its nodes). */
 tli_value tli_interp_eval_host(const tli_ir *ir, const tli_bound *b, int32_t e);
 
-/* Runs the whole grid on host buffers (b bound with TL_ARG_HOST_PTR).
- * Errors: TL_ERR_LAUNCH_ARGS (bad grid, explained in err),
- * TL_ERR_OUT_OF_MEMORY. */
+/* Runs the whole grid on host buffers (b bound with TL_ARG_HOST_PTR); the
+ * blocks of a cluster (tl_cluster) run in lockstep, statement by
+ * statement, so that tl_cluster_reduce_* can combine them. Errors:
+ * TL_ERR_LAUNCH_ARGS (a bad grid, one that is not whole clusters, or a
+ * cluster reduction reached by only some blocks of a cluster; explained in
+ * err), TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_interp_run(const tli_ir *ir, const tli_bound *b, char *err, size_t errlen);
 /* The same, stopping with TL_ERR_UNSUPPORTED once `budget` units of work
  * (blocks, loop iterations, statements and expression nodes evaluated,

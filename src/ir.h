@@ -83,6 +83,8 @@ typedef enum tli_sop {
     S_REDUCE,    /* gemm[0] = src, gemm[1] = dst buffers; rank = the reduced
                     dimension of src; a1 = tli_redop, | TLI_REDUCE_ACCUM to
                     combine with dst's old values instead of overwriting */
+    S_CLUSTER_REDUCE, /* buf = a fragment all-reduced across the cluster's
+                    blocks; a1 = tli_redop */
     /* --- lowered statements: made by the passes (see lowered.h) --- */
     S_LET,        /* const <dtype of a0> <name> = a0; E_LET reads it */
     S_STAGE,      /* body runs with shared buffers vars[0..rank) at stage a0 */
@@ -186,6 +188,8 @@ typedef struct tli_ir {
                             the next tile's first gemm issued in the turn of the last one's) */
     bool warp_specialize;/* a producer warpgroup issues the copies (tl_use_warp_specialize) */
     int threads;         /* 0 until tl_grid */
+    int cluster[3];      /* tl_cluster's extents; 0 (or all 1): no clusters */
+    int min_blocks;      /* tl_use_min_blocks: blocks an SM must hold (0: the lowering's choice) */
     int32_t body;        /* first statement of the kernel body */
 } tli_ir;
 
@@ -240,6 +244,15 @@ bool tli_expr_const_int(const tli_ir *ir, int32_t e, int64_t *v);
  * and % of non-negative values by positive constants); false when that
  * is not known (or e is too large to tell). */
 bool tli_expr_range(const tli_ir *ir, int32_t e, int64_t *lo, int64_t *hi);
+
+/* Blocks per cluster (1 without clusters). */
+static inline int tli_cluster_size(const tli_ir *ir)
+{
+    int n = 1;
+    for (int i = 0; i < 3; i++)
+        n *= ir->cluster[i] > 0 ? ir->cluster[i] : 1;
+    return n;
+}
 
 static inline bool tli_dtype_is_float(tl_dtype d) { return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64; }
 static inline bool tli_dtype_is_int(tl_dtype d) { return d == TL_I32 || d == TL_I64; }

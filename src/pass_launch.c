@@ -238,6 +238,8 @@ void tli_pass_launch(tli_lowered *L)
         lp->min_blocks = 1; /* setmaxnreg needs a register cap at entry */
     else if (L->wgmma)
         lp->min_blocks = two_blocks_fit(L, lp) ? 2 : 1;
+    if (ir->min_blocks > lp->min_blocks) /* tl_use_min_blocks: the kernel's own wish */
+        lp->min_blocks = ir->min_blocks;
     lp->max_regs = lp->min_blocks ? L->target.regs_per_sm / (lp->threads * lp->min_blocks) : 255;
     if (lp->max_regs > 255)
         lp->max_regs = 255;

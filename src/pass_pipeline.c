@@ -794,7 +794,7 @@ static bool shiftable(const tli_ir *ir, int32_t first)
     for (int32_t s = first; s; s = ir->s.v[s].next) {
         switch ((tli_sop)ir->s.v[s].op) {
         case S_STORE: case S_SERIAL: case S_IF: case S_FILL: case S_COPY: case S_PARALLEL: case S_GEMM:
-        case S_REDUCE: break;
+        case S_REDUCE: case S_CLUSTER_REDUCE: break;
         default: return false;
         }
         if (!shiftable(ir, ir->s.v[s].body) || !shiftable(ir, ir->s.v[s].orelse))

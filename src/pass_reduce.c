@@ -13,6 +13,15 @@
  *
  * A reduction of a shared tile needs none of this: each thread computes
  * the results it holds by walking the reduced dimension in shared memory.
+ *
+ * tl_cluster_reduce_*: one thread per element of the fragment (the holder
+ * whose varying bits are zero) writes it into this block's exchange slots,
+ * a cluster barrier, and every holder reads the slot of each block of the
+ * cluster (ld.shared::cluster) and folds them in rank order. The kernel's
+ * cluster reductions share one exchange tile of two halves, taken in turn:
+ * a block writes a half again only two cluster barriers after it last
+ * wrote it, and every block read that half before it arrived at the
+ * second of them, so one barrier per reduction is enough.
  */
 #include "lower.h"
 
@@ -93,14 +102,57 @@ static void lower_reduce(tli_lowered *L, int32_t s)
     ir->s.v[s].next = id;
 }
 
-static void walk(tli_lowered *L, int32_t first)
+/* The bits of tl_tid that vary among the threads holding one element of
+ * cluster-reduced fragment b (0: each element has one holder). */
+static bool holders_vary(tli_lowered *L, int32_t b, unsigned *vary)
+{
+    const tli_frag_layout *f = &L->frag[b];
+    *vary = 0;
+    if (f->kind == FRAG_SLICE)
+        *vary = varying_bits(L, f->parent, f->dim);
+    else if (f->kind == FRAG_NONE || f->replicated)
+        return false;
+    return true;
+}
+
+static void lower_cluster_reduce(tli_lowered *L, int32_t s, int32_t *scratch)
+{
+    tli_ir *ir = &L->ir;
+    int32_t b = ir->s.v[s].buf;
+    unsigned vary;
+    if (!holders_vary(L, b, &vary)) {
+        tli_low_fail(L, TL_ERR_UNSUPPORTED, "tl_cluster_reduce: the layout of fragment '%s' is not one it can "
+                     "exchange (a fragment of a tl_parallel loop, a tl_reduce result, or a gemm accumulator)",
+                     tli_B(ir, b)->name);
+        return;
+    }
+    int64_t elems = tli_buf_elems(tli_B(ir, b));
+    if (!*scratch) {
+        tli_bnode sb = {.scope = B_SHARED, .dtype = TL_F32, .rank = 1, .cshape = {2 * elems}};
+        tli_fmt(sb.name, sizeof sb.name, "tl_cluster_slots");
+        if (!(*scratch = tli_low_buf(L, &sb)))
+            return;
+    } else if (2 * elems > ir->b.v[*scratch].cshape[0]) {
+        ir->b.v[*scratch].cshape[0] = 2 * elems;
+    }
+    ir->s.v[s].x[TLI_X_RED_SCRATCH] = *scratch;
+    ir->s.v[s].x[TLI_X_RED_LANES] = (int32_t)vary;
+}
+
+static void walk(tli_lowered *L, int32_t first, int32_t *cluster_scratch)
 {
     for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
         if (L->ir.s.v[s].op == S_REDUCE && L->ir.s.v[s].x[TLI_X_RED_PHASE] == 0)
             lower_reduce(L, s);
-        walk(L, L->ir.s.v[s].body);
-        walk(L, L->ir.s.v[s].orelse);
+        else if (L->ir.s.v[s].op == S_CLUSTER_REDUCE)
+            lower_cluster_reduce(L, s, cluster_scratch);
+        walk(L, L->ir.s.v[s].body, cluster_scratch);
+        walk(L, L->ir.s.v[s].orelse, cluster_scratch);
     }
 }
 
-void tli_pass_reduce(tli_lowered *L) { walk(L, L->ir.body); }
+void tli_pass_reduce(tli_lowered *L)
+{
+    int32_t cluster_scratch = 0;
+    walk(L, L->ir.body, &cluster_scratch);
+}

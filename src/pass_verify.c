@@ -1,8 +1,8 @@
 /*
  * pass_verify.c - the checks that need the whole kernel, before anything is
  * decided: where fragments may be touched and how they must be indexed,
- * and what tl_use_pingpong and tl_use_warp_specialize ask of the kernel's
- * shape. The builder has already checked each call on its own (operand
+ * and what tl_cluster, tl_use_pingpong and tl_use_warp_specialize ask of
+ * the kernel's shape and target. The builder has already checked each call on its own (operand
  * kinds, dtypes, shapes, scopes); every message here names the builder call
  * whose use is wrong, so the user knows which line to look at.
  *
@@ -189,6 +189,25 @@ static void check_warp_specialized(verifier *V)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "%s: %s", api, no);
 }
 
+/* tl_cluster: the target must launch clusters, and the schedules that
+ * remap or split blocks (a swizzled raster, a producer warpgroup, two
+ * blocks taking turns) would break the grouping of blocks into clusters or
+ * the barrier every thread of a cluster must reach. */
+static void check_clusters(verifier *V)
+{
+    const tli_ir *ir = V->ir;
+    const char *no = NULL;
+    if (!V->L->target.clusters)
+        no = "the target has no thread-block clusters (sm_90 and later)";
+    else if (ir->swizzle > 1)
+        no = "tl_use_swizzle would move blocks out of their clusters";
+    else if (ir->pingpong || ir->warp_specialize)
+        no = "not with tl_use_pingpong or tl_use_warp_specialize";
+    if (no)
+        tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_cluster (%d x %d x %d): %s", ir->cluster[0], ir->cluster[1],
+                     ir->cluster[2], no);
+}
+
 void tli_pass_verify(tli_lowered *L)
 {
     verifier V = {L, &L->ir};
@@ -199,6 +218,8 @@ void tli_pass_verify(tli_lowered *L)
     }
     check_body(&V, L->ir.body, 0, seen);
     free(seen);
+    if (L->st == TL_OK && tli_cluster_size(&L->ir) > 1)
+        check_clusters(&V);
     if (L->st == TL_OK && (L->ir.pingpong || L->ir.warp_specialize))
         check_warp_specialized(&V);
 }

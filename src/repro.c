@@ -346,6 +346,7 @@ static void mark_stmt_bufs(repro *R, const tli_snode *n)
 {
     switch ((tli_sop)n->op) {
     case S_STORE:
+    case S_CLUSTER_REDUCE:
     case S_FILL: R->used_buf[n->buf] = 1; break;
     case S_COPY: R->used_buf[tli_copy_buf(R->ir, n->a0)] = R->used_buf[tli_copy_buf(R->ir, n->a1)] = 1; break;
     case S_GEMM: R->used_buf[n->gemm[2]] = 1; /* fall through */
@@ -481,6 +482,14 @@ static void declare_flags(repro *R)
         {ir->pingpong == 1, "tl_use_pingpong(k, 1)"},
         {ir->pingpong == 2, "tl_use_pingpong(k, 2)"},
     };
+    if (tli_cluster_size(ir) > 1) {
+        indent(R);
+        tli_str_appendf(R->out, "tl_cluster(k, %d, %d, %d);\n", ir->cluster[0], ir->cluster[1], ir->cluster[2]);
+    }
+    if (ir->min_blocks) {
+        indent(R);
+        tli_str_appendf(R->out, "tl_use_min_blocks(k, %d);\n", ir->min_blocks);
+    }
     if (ir->swizzle) {
         indent(R);
         tli_str_appendf(R->out, "tl_use_swizzle(k, %d);\n", ir->swizzle);
@@ -712,6 +721,16 @@ static void write_tile_op(repro *R, const tli_snode *n, int32_t s)
         tli_str_appendf(o, ", %d, %d", n->rank, n->a1 & TLI_REDUCE_ACCUM ? 0 : 1);
         break;
     }
+    case S_CLUSTER_REDUCE: {
+        int op = n->a1 & TLI_REDUCE_OP_MASK;
+        if (op > R_ABSMAX) {
+            internal(R, "cluster reduction %d has op %d, which no builder call makes", s, op);
+            return;
+        }
+        tli_str_appendf(o, "tl_cluster_%s(k, ", reduce_calls[op] + 3);
+        put_buf(R, n->buf);
+        break;
+    }
     default: internal(R, "statement %d has op %d, which no builder call makes", s, n->op); return;
     }
     tli_str_append(o, ");\n");
@@ -734,6 +753,7 @@ static void before_stmt(repro *R, int32_t s)
     int32_t bufs[4] = {0}, di = -1;
     switch ((tli_sop)n->op) {
     case S_STORE:
+    case S_CLUSTER_REDUCE:
     case S_FILL: bufs[0] = n->buf; break;
     case S_COPY: bufs[0] = tli_copy_buf(R->ir, n->a0), bufs[1] = tli_copy_buf(R->ir, n->a1); break;
     case S_GEMM:

@@ -134,8 +134,27 @@ static void test_explicit_schedules(void **state)
         }
 }
 
-/* -inf rows give zeros, also after whole -inf chunks of the online path;
- * +-1e4 (exp overflows / underflows) is exact, in both paths. */
+typedef struct sched_case {
+    int64_t rows, cols;
+    tl_softmax_schedule s;
+} sched_case;
+
+/* Each case f16 -> f16 with contiguous rows, with strides that make the
+ * rows miss 16 bytes (the safe variant), and aligned rows at a misaligned
+ * start (safe too); seeds from `seed` on. */
+static void run_sched_cases(const sched_case *cases, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        row_case c = row_case_make(cases[i].rows, cases[i].cols, TL_F16, TL_F16);
+        c.sched = cases[i].s;
+        run_both(&c, seed + i, -6, 6, 0);
+        c.ld_in = c.cols + 3, c.ld_out = c.cols + 1;
+        run_both(&c, seed + 10 + i, -6, 6, 0);
+        c.ld_in = c.ld_out = c.cols + 8;
+        run_both(&c, seed + 20 + i, -6, 6, 1);
+    }
+}
+
 /* Rings of shared tiles (rows.c): blocks that take many tiles (rows well
  * past one wave), the widest rows, a row past the ring's last full tile;
  * rows that are not whole 16-byte chunks, or strides or starts that are
@@ -144,27 +163,49 @@ static void test_ring_schedules(void **state)
 {
     (void)state;
     NEED_GPU();
-    const struct { int64_t rows, cols; tl_softmax_schedule s; } cases[] = {
+    const sched_case cases[] = {
         {small ? 300 : 5000, 1024, {.width = 1024, .rows = 8, .threads = 256, .stages = 3}},
         {small ? 200 : 3001, 2000, {.width = 2048, .rows = 4, .threads = 256, .stages = 2}},
         {small ? 40 : 700, 4096, {.width = 4096, .rows = 1, .threads = 512, .stages = 4}},
         {small ? 9 : 300, 32768, {.width = 32768, .rows = 1, .threads = 1024, .stages = 3}},
         {small ? 9 : 300, 30000, {.width = 32768, .rows = 1, .threads = 1024, .stages = 2}},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        row_case c = row_case_make(cases[i].rows, cases[i].cols, TL_F16, TL_F16);
-        c.sched = cases[i].s;
-        run_both(&c, 500 + i, -6, 6, 0);
-        c.ld_in = c.cols + 3, c.ld_out = c.cols + 1; /* the safe variant */
-        run_both(&c, 510 + i, -6, 6, 0);
-        c.ld_in = c.ld_out = c.cols + 8; /* aligned rows at a misaligned start: safe too */
-        run_both(&c, 520 + i, -6, 6, 1);
-    }
+    run_sched_cases(cases, sizeof cases / sizeof cases[0], 500);
     row_case c = row_case_make(small ? 50 : 999, 777, TL_BF16, TL_F32); /* rows of 1554 bytes: safe */
     c.sched = (tl_softmax_schedule){.width = 1024, .rows = 4, .threads = 128, .stages = 3};
     run_both(&c, 530, -6, 6, 0);
 }
 
+/* Rows split over a cluster of 2 or 4 blocks (sm_90 and later): the
+ * partial maxima and sums combined through distributed shared memory,
+ * with and without the ring, one and several rows a tile, a row that ends
+ * inside the first block's part (the second block's part all padding),
+ * ragged and strided rows. */
+static void test_cluster_schedules(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tl_device_info dev;
+    assert_int_equal(tl_ctx_get_device_info(ctx, &dev), TL_OK);
+    if (dev.cc_major < 9) {
+        printf("  (no thread-block clusters on sm_%d%d: skipped)\n", dev.cc_major, dev.cc_minor);
+        return;
+    }
+    const sched_case cases[] = {
+        {small ? 9 : 300, 32768, {.width = 16384, .rows = 1, .threads = 512, .stages = 3, .cluster = 2}},
+        {small ? 9 : 300, 20000, {.width = 16384, .rows = 1, .threads = 512, .stages = 1, .cluster = 2}},
+        {small ? 33 : 1000, 5000, {.width = 2048, .rows = 2, .threads = 128, .stages = 3, .cluster = 4}},
+        {small ? 17 : 555, 3000, {.width = 2048, .rows = 1, .threads = 64, .stages = 1, .cluster = 4}},
+        {small ? 21 : 401, 1500, {.width = 2048, .rows = 1, .threads = 64, .stages = 2, .cluster = 2}},
+    };
+    run_sched_cases(cases, sizeof cases / sizeof cases[0], 600);
+    row_case c = row_case_make(small ? 50 : 999, 7777, TL_BF16, TL_F32);
+    c.sched = (tl_softmax_schedule){.width = 4096, .rows = 1, .threads = 128, .cluster = 2};
+    run_both(&c, 630, -6, 6, 0);
+}
+
+/* -inf rows give zeros, also after whole -inf chunks of the online path;
+ * +-1e4 (exp overflows / underflows) is exact, in both paths. */
 static void test_special_values(void **state)
 {
     (void)state;
@@ -230,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_strided_and_misaligned),
         cmocka_unit_test(test_explicit_schedules),
         cmocka_unit_test(test_ring_schedules),
+        cmocka_unit_test(test_cluster_schedules),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_pointer_errors),
     };

@@ -2,8 +2,9 @@
  * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
  * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
  * the ping-pong GEMM with a fused epilogue, the sm_80 GEMM, the dual
- * GEMM, and the decode path's kernels (the slices of a split K, swapped
- * or not, and their sum). A change to a pass shows here as a diff of what it decided; review
+ * GEMM, the decode path's kernels (the slices of a split K, swapped
+ * or not, and their sum), and a softmax whose rows are split over a
+ * cluster of two blocks (the exchange of the partial maxima and sums). A change to a pass shows here as a diff of what it decided; review
  * it like code, then rewrite the files with TILEC_UPDATE_GOLDEN=1 (from the
  * repo root). Needs no NVRTC and no GPU. */
 #include "fixture.h"
@@ -97,6 +98,19 @@ static void test_dual_gemm(void **state)
     check_dump(dual_gemm_build(ctx, TL_BF16, &dual_gemm_default), "sm_90a", "dual_gemm_sm90a");
 }
 
+/* A row split over a cluster of 2 blocks, with the ring of 3: the
+ * cluster reductions' exchange slots and writers, the launch bounds of two
+ * blocks an SM. */
+static void test_softmax_cluster_sm90a(void **state)
+{
+    (void)state;
+    tl_softmax_desc d = {.rows = 1, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                         .schedule = {.width = 16384, .rows = 1, .threads = 512, .stages = 3, .cluster = 2}};
+    tl_kernel *k = NULL;
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
+    check_dump(k, "sm_90a", "softmax_cluster2_ring3_sm90a");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -106,6 +120,7 @@ int main(void)
         cmocka_unit_test(test_gemm_sm80),
         cmocka_unit_test(test_gemm_decode_sm90a),
         cmocka_unit_test(test_dual_gemm),
+        cmocka_unit_test(test_softmax_cluster_sm90a),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
 }

@@ -4,7 +4,7 @@
  * must print what the original kernel gives, byte for byte: its generated
  * source (for the baked-in target or one given on the command line) and its
  * dump. Kernels: the vector add (also a golden file), the test zoo, GEMMs
- * with fused epilogues (classic and ping-pong), softmax (one pass, ring and
+ * with fused epilogues (classic and ping-pong), softmax (one pass, ring, cluster and
  * online), RMSNorm, FlashAttention, the dual GEMM of the examples, and
  * kernels made to reach every builder call. Where no
  * C compiler is found, the programs are still written and checked for what
@@ -263,6 +263,15 @@ static void test_repro_rows(void **state)
     r.schedule = (tl_softmax_schedule){.stages = 2};
     assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_OK);
     check_repro(k, "rmsnorm_ring", NULL, 0);
+    tl_kernel_destroy(k);
+    /* a row split over a cluster: tl_cluster, tl_use_min_blocks, the cluster reductions */
+    s.schedule = (tl_softmax_schedule){.width = 1024, .rows = 1, .threads = 256, .stages = 3, .cluster = 2};
+    assert_status(tl_op_softmax_build(ctx, &s, &k), TL_OK);
+    check_repro(k, "softmax_cluster", NULL, 0);
+    tl_kernel_destroy(k);
+    r.schedule = (tl_softmax_schedule){.width = 2048, .rows = 1, .threads = 512, .cluster = 2};
+    assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_OK);
+    check_repro(k, "rmsnorm_cluster", NULL, 0);
     tl_kernel_destroy(k);
 }
 

@@ -187,6 +187,55 @@ static void test_ring_code_and_cubins(void **state)
         }
 }
 
+/* Rows split over a cluster of 2 or 4 blocks (schedule.cluster): in the
+ * interpreter against the references (ragged rows whose last blocks hold
+ * only padding, several rows a tile, with and without the ring, strided);
+ * the code (cluster dims, the exchange, two blocks an SM at 512 threads),
+ * the sm_90a cubin, sm_80's refusal, and the schedule errors. */
+static void test_cluster_schedules(void **state)
+{
+    (void)state;
+    const int64_t shapes[][2] = {{3, 1}, {5, 40}, {4, 100}, {9, 127}, {2, 128}};
+    const tl_softmax_schedule sched[] = {
+        {.width = 32, .rows = 1, .threads = 32, .stages = 1, .cluster = 4},
+        {.width = 64, .rows = 2, .threads = 64, .stages = 1, .cluster = 2},
+        {.width = 32, .rows = 2, .threads = 32, .stages = 3, .cluster = 4},
+    };
+    uint64_t seed = 700;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t k = 0; k < sizeof sched / sizeof sched[0]; k++) {
+            row_case c = row_case_make(shapes[s][0], shapes[s][1], k == 1 ? TL_BF16 : TL_F16, TL_F32);
+            c.sched = sched[k];
+            if ((s + k) % 2)
+                c.ld_in = c.cols + 3, c.ld_out = c.cols + 1;
+            check_both(&c, seed++, -6, 6);
+        }
+    tl_softmax_desc d = {.rows = 1, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                         .schedule = {.width = 16384, .rows = 1, .threads = 512, .stages = 3, .cluster = 2}};
+    tl_kernel *k;
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"__launch_bounds__(512, 2) __cluster_dims__(2, 1, 1)", "tl_cluster_reduce_max",
+                          "tl_cluster_reduce_sum", "tl_cluster_ld_f32(&tl_slot[", "tl_cluster_turn ^= 1;",
+                          "tl_cluster_sync(); // no block leaves"};
+    test_expect_text(src, "softmax split over a cluster of 2", want, TEST_COUNT(want), NULL, 0);
+    tl_free_host(src);
+    tl_program *p;
+    if (tl_compile(k, &(tl_compile_options){.target = "sm_90a"}, &p) != TL_OK)
+        fail_msg("softmax, cluster of 2, sm_90a: %s", tl_ctx_error(ctx));
+    tl_program_destroy(p);
+    assert_status(tl_compile(k, &(tl_compile_options){.target = "sm_80"}, &p), TL_ERR_UNSUPPORTED);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_cluster (2 x 1 x 1): the target has no thread-block clusters"));
+    tl_kernel_destroy(k);
+    d.schedule.cluster = 9;
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "schedule.cluster = 9 is not in 0..8"));
+    d.schedule.cluster = 2, d.cols = 32769;
+    assert_status(tl_op_softmax_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "cols = 32769 is more than cluster x width = 2 x 16384"));
+}
+
 /* What made the wide rows issue-bound, kept out (bench/NOTES.md, session
  * 6): the column mask is one 32-bit compare of an int coordinate, the
  * exponential is the hardware's ex2, and a row spread over 32 warps
@@ -217,15 +266,20 @@ static void test_issue_cost_of_rows(void **state)
     tl_kernel_destroy(k);
 }
 
-/* Beyond 32768 columns the default is the online path, in 8192-column
- * chunks. */
+/* Beyond 32768 columns the default is the online path, in chunks of
+ * 16384 columns (softmax) and 32768 (RMSNorm). */
 static void test_default_online_beyond_32768(void **state)
 {
     (void)state;
     row_case c = row_case_make(2, 40000, TL_F16, TL_F16);
     tl_softmax_desc d = {.rows = c.rows, .cols = c.cols, .in_dtype = c.in, .out_dtype = c.out};
     tl_softmax_schedule s = tl_op_softmax_schedule(ctx, &d);
-    assert_int_equal(s.width, 8192);
+    assert_int_equal(s.width, 16384);
+    assert_int_equal(s.threads, 512);
+    tl_rmsnorm_desc r = {.rows = c.rows, .cols = c.cols, .in_dtype = c.in, .out_dtype = c.out};
+    s = tl_op_rmsnorm_schedule(ctx, &r);
+    assert_int_equal(s.width, 32768);
+    assert_int_equal(s.threads, 1024);
     check_both(&c, 77, -4, 4);
 }
 
@@ -261,7 +315,7 @@ static void test_default_schedules(void **state)
     const struct { int64_t cols; int width, rows, threads; } want[] = {
         {1, 1, 4096, 256},      {3, 4, 1024, 256},    {100, 128, 32, 256},     {512, 512, 8, 256},
         {1000, 1024, 4, 128},   {4096, 4096, 1, 128}, {8193, 16384, 1, 512},   {32768, 32768, 1, 1024},
-        {32769, 8192, 1, 256},  {1 << 20, 8192, 1, 256},
+        {32769, 16384, 1, 512}, {1 << 20, 16384, 1, 512},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tl_softmax_desc d = {.rows = 10, .cols = want[i].cols, .in_dtype = TL_F16, .out_dtype = TL_F16};
@@ -271,7 +325,7 @@ static void test_default_schedules(void **state)
                      s.threads, want[i].width, want[i].rows, want[i].threads);
         tl_rmsnorm_desc r = {.rows = 10, .cols = want[i].cols, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
         tl_softmax_schedule rs = tl_op_rmsnorm_schedule(ctx, &r);
-        assert_int_equal(rs.width, s.width);
+        assert_int_equal(rs.width, want[i].cols > 32768 ? 32768 : s.width); /* its own online chunk */
     }
     /* a partial schedule takes the rest from the default of its width */
     tl_softmax_desc d = {.rows = 10, .cols = 5000, .in_dtype = TL_F32, .out_dtype = TL_F32,
@@ -402,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_online_path),
         cmocka_unit_test(test_ring_schedules),
         cmocka_unit_test(test_ring_code_and_cubins),
+        cmocka_unit_test(test_cluster_schedules),
         cmocka_unit_test(test_issue_cost_of_rows),
         cmocka_unit_test(test_default_online_beyond_32768),
         cmocka_unit_test(test_special_values),

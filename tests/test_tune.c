@@ -805,7 +805,7 @@ static void test_softmax_space_and_record(void **state)
     assert_int_equal(n, 24);
     for (int i = 0; i < n; i++) {
         tl_softmax_desc one = d;
-        one.schedule = (tl_softmax_schedule){cfg[i].v[0], cfg[i].v[1], cfg[i].v[2], cfg[i].v[3]};
+        one.schedule = (tl_softmax_schedule){.width = cfg[i].v[0], .rows = cfg[i].v[1], .threads = cfg[i].v[2], .stages = cfg[i].v[3]};
         assert_int_equal(one.schedule.width, 1024);
         assert_int_equal(one.schedule.stages, i < 12 ? 1 : 3);
         tl_kernel *k;
@@ -835,7 +835,8 @@ static void test_softmax_space_and_record(void **state)
     tl_softmax_desc plain = d;
     plain.schedule.width = 1024;
     tl_softmax_schedule got = tl_op_softmax_schedule(c, &d),
-                        want = {1024, 2, 128, tl_op_softmax_schedule(ctx, &plain).stages};
+                        want = {.width = 1024, .rows = 2, .threads = 128,
+                                .stages = tl_op_softmax_schedule(ctx, &plain).stages, .cluster = 1};
     assert_memory_equal(&got, &want, sizeof got);
     tl_softmax_desc other = d;
     other.rows = 64; /* another class */

@@ -390,6 +390,27 @@ __device__ __forceinline__ unsigned long long tl_wgmma_desc_mn_sw128(const void 
 }
 #endif
 
+// ------------------------------------------ thread-block clusters (sm_90)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Every thread of every block of the cluster arrives, then waits for all:
+// shared-memory writes before it (release) are visible to the cluster's
+// reads after it (acquire). .aligned: the whole warp executes it together.
+__device__ __forceinline__ void tl_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The f32 at the same shared-memory address as p in block `rank` of the
+// cluster (distributed shared memory: mapa, then ld.shared::cluster).
+__device__ __forceinline__ float tl_cluster_ld_f32(const float *p, unsigned rank)
+{
+    unsigned remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(tl_smem_addr(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+#endif
+
 // ------------------------------------------------ mbarriers (sm_80 and up)
 // A CUtensorMap (the TMA descriptor) as a by-value kernel parameter.
 struct __align__(64) tl_tmap { unsigned long long v[16]; };

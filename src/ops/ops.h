@@ -27,6 +27,8 @@ typedef struct tli_rows_desc {
     tl_dtype in_dtype, out_dtype;
     tl_softmax_schedule schedule;
     int wide_stages;  /* the default stages past 16384 columns (0: the table's) */
+    int online_width; /* the default chunk of rows past 32768 columns, 1024..32768
+                         (0: rows.c's 8192) */
 } tli_rows_desc;
 
 /* Checks sizes, strides, dtypes and the schedule's fields; the message on
@@ -54,9 +56,13 @@ tl_status tli_rows_check_pointers(tl_ctx *ctx, const tli_rows_desc *d, const cha
 typedef struct tli_rows_kernel {
     tl_kernel *k;
     tl_expr M, N, bx, row0;
+    tl_expr tile;   /* the tile of rows the block (its cluster) is at */
+    tl_expr part;   /* the block's rank in its cluster: one pass covers its
+                       columns [part W, part W + W); 0 without clusters */
     tl_buf X, Y;
     int64_t R, W;   /* rows per tile, columns per pass (the fragment) */
-    bool online;    /* cols > W: passes over chunks of W columns */
+    int C;          /* blocks per cluster splitting a row (1: none) */
+    bool online;    /* cols > C W: passes over chunks of W columns */
     int stages;     /* the effective schedule's (rows.c) */
     int threads;
     tl_dtype in;
@@ -64,7 +70,7 @@ typedef struct tli_rows_kernel {
     tl_buf ring;    /* stages >= 2: the shared tile the ring of slots is made of */
 } tli_rows_kernel;
 
-/* Starts the kernel `<op>_<in>_<out>_w<W>[_online][_ring<S>]` of
+/* Starts the kernel `<op>_<in>_<out>_w<W>[_online][_ring<S>][_c<C>]` of
  * d's effective schedule: its dims and tensors. Returns TL_OK or
  * TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tli_rows_kernel *rk);
@@ -73,6 +79,13 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
  * tile at its head), which tli_rows_close ends. */
 void tli_rows_open(tli_rows_kernel *rk);
 void tli_rows_close(tli_rows_kernel *rk);
+/* With C > 1: combines the per-block partial s [R] across the cluster
+ * (tl_cluster_reduce_max or _sum); nothing without clusters. */
+void tli_rows_cluster_max(const tli_rows_kernel *rk, tl_buf s);
+void tli_rows_cluster_sum(const tli_rows_kernel *rk, tl_buf s);
+/* X's column of element j of the block's fragment in chunk c (c: 0 in
+ * one pass): (c C + part) W + j. */
+tl_expr tli_rows_column(const tli_rows_kernel *rk, tl_expr c, tl_expr j);
 /* Inside the tile loop (stages >= 2): x [R, W] (an f32 fragment) = the
  * ring slot's rows in f32, pad past column N. */
 void tli_rows_load(const tli_rows_kernel *rk, tl_buf x, float pad);

@@ -81,9 +81,15 @@ static const tl_softmax_schedule one_pass[] = {
     {.width = 32768, .rows = 1, .threads = 1024, .stages = ONE_PASS_STAGES},
 };
 /* Longer rows: the online path in chunks of 8192 columns, 256 threads per
- * row. Smaller blocks than the widest one-pass entry keep 8 of them per
- * SM, and several rows in flight, across the reductions of each chunk. */
+ * row, unless the op names its own chunk (tli_rows_desc.online_width:
+ * E = 32 on width / 32 threads). Smaller blocks than the widest one-pass
+ * entry keep several of them per SM, and several rows in flight, across
+ * the reductions of each chunk. */
 static const tl_softmax_schedule online_chunk = {.width = 8192, .rows = 1, .threads = 256, .stages = 1};
+/* No default splits a row over a cluster (schedule.cluster): measured at
+ * 2048x32768 f16 on the H200 (bench_softmax --variants, bench/NOTES.md),
+ * the best split (2 blocks of 512 threads, ring of 3) ran at 0.70 of the
+ * copy against 0.84-0.85 for one block of 1024 threads per row. */
 
 #define MAX_WIDTH (1 << 20)  /* a tile's extent */
 #define MAX_ELEMS (1 << 24)  /* a tile's elements */
@@ -106,7 +112,13 @@ static int64_t smem_budget(tl_ctx *ctx)
 tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
 {
     tl_softmax_schedule s = d->schedule;
-    const tl_softmax_schedule *def = default_for(s.width ? s.width : d->cols);
+    if (s.cluster < 1)
+        s.cluster = 1;
+    /* a split row: each block's share of it sets the default width */
+    const tl_softmax_schedule *def = default_for(s.width ? s.width : (d->cols + s.cluster - 1) / s.cluster);
+    tl_softmax_schedule own = {.width = d->online_width, .rows = 1, .threads = d->online_width / 32, .stages = 1};
+    if (def == &online_chunk && d->online_width)
+        def = &own;
     if (!s.width)
         s.width = def->width;
     if (!s.rows)
@@ -114,7 +126,7 @@ tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
     if (!s.threads)
         s.threads = def->threads;
     if (!s.stages) {
-        s.stages = d->wide_stages && s.width > 16384 ? d->wide_stages : def->stages;
+        s.stages = d->wide_stages && (int64_t)s.width * s.cluster > 16384 ? d->wide_stages : def->stages;
         /* a default ring that the target's shared memory cannot hold shrinks */
         int64_t tile = (int64_t)s.rows * s.width * (int64_t)tl_dtype_size(d->in_dtype);
         int64_t room = smem_budget(ctx) - 1024; /* the reductions' scratch */
@@ -123,7 +135,7 @@ tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
         if (s.stages == 2 && 2 * tile > room)
             s.stages = 1;
     }
-    if (d->cols > s.width) /* the online path has no tile loop */
+    if (d->cols > (int64_t)s.width * s.cluster) /* the online path has no tile loop */
         s.stages = 1;
     return s;
 }
@@ -143,7 +155,13 @@ static tl_status check_schedule(tl_ctx *ctx, const tli_rows_desc *d, const char 
                         api, z->threads);
     if (z->stages < 0 || z->stages > 8)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stages = %d is not in 0..8", api, z->stages);
+    if (z->cluster < 0 || z->cluster > 8)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster = %d is not in 0..8", api, z->cluster);
     tl_softmax_schedule s = tli_rows_schedule(ctx, d);
+    if (s.cluster > 1 && d->cols > (int64_t)s.cluster * s.width)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule: cols = %lld is more than cluster x width = %d x %d; "
+                        "a row split over a cluster takes one pass (cluster 1 for the online path)", api,
+                        (long long)d->cols, s.cluster, s.width);
     if ((int64_t)s.rows * s.width > MAX_ELEMS)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule: %d rows of %d columns is more than 2^24 elements "
                         "per block", api, s.rows, s.width);
@@ -187,15 +205,26 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
     rk->threads = s.threads;
     rk->stages = s.stages;
     rk->in = d->in_dtype;
-    rk->online = d->cols > s.width;
-    char name[64], pipe[16] = "";
+    rk->C = s.cluster;
+    rk->online = d->cols > (int64_t)s.width * s.cluster;
+    char name[64], pipe[16] = "", split[16] = "";
     if (s.stages > 1)
         tli_fmt(pipe, sizeof pipe, "_ring%d", s.stages);
-    tli_fmt(name, sizeof name, "%s_%s_%s_w%d%s%s", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
-            s.width, rk->online ? "_online" : "", pipe);
+    if (s.cluster > 1)
+        tli_fmt(split, sizeof split, "_c%d", s.cluster);
+    tli_fmt(name, sizeof name, "%s_%s_%s_w%d%s%s%s", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
+            s.width, rk->online ? "_online" : "", pipe, split);
     tl_kernel *k = rk->k = tl_kernel_new(ctx, name);
     if (!k)
         return TL_ERR_OUT_OF_MEMORY;
+    if (s.cluster > 1) {
+        tl_cluster(k, s.cluster, 1, 1);
+        /* two blocks an SM, or the split gains nothing: unbounded, ptxas
+         * gave the 512 threads of a half row 67 (RMSNorm) to 109 (softmax
+         * with the ring) registers, one block an SM */
+        if (s.threads <= 1024 && s.threads >= 256)
+            tl_use_min_blocks(k, 2048 / s.threads > 2 ? 2 : 2048 / s.threads);
+    }
     rk->M = tl_dim(k, "M");
     rk->N = tl_dim(k, "N");
     tl_expr ldx = tl_dim(k, "ld_in"), ldy = tl_dim(k, "ld_out"), one = tl_int(k, 1);
@@ -204,36 +233,66 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
     return TL_OK;
 }
 
+/* Blocks come in clusters of C consecutive ones along x (C = 1: each its
+ * own): the cluster's index picks the tile of rows, the rank the part of
+ * the row. */
 void tli_rows_open(tli_rows_kernel *rk)
 {
     tl_kernel *k = rk->k;
-    tl_expr R = tl_int(k, rk->R), zero = tl_int(k, 0);
+    tl_expr R = tl_int(k, rk->R), C = tl_int(k, rk->C);
     int64_t shape[2] = {rk->R, rk->W};
     if (rk->stages == 1) { /* rows along x, which takes 2^31 - 1 blocks */
-        tl_grid(k, tl_ceildiv(k, rk->M, R), TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
+        tl_expr tiles = tl_ceildiv(k, rk->M, R);
+        tl_grid(k, rk->C > 1 ? tl_mul(k, tiles, C) : tiles, TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
         rk->bx = tl_block_idx(k, 0);
-        rk->row0 = tl_mul(k, rk->bx, R);
+        rk->tile = rk->C > 1 ? tl_div(k, rk->bx, C) : rk->bx;
+        rk->part = rk->C > 1 ? tl_mod(k, rk->bx, C) : tl_int(k, 0);
+        rk->row0 = tl_mul(k, rk->tile, R);
         return;
     }
     /* the last launch argument: how many blocks the GPU runs at once; each
-     * block takes P consecutive tiles, so that the grid is one wave */
+     * block (cluster) takes P consecutive tiles, so that the grid is one wave */
     tl_expr wave = tl_dim(k, "blocks");
     tl_expr tiles = tl_ceildiv(k, rk->M, R);
-    rk->P = tl_max(k, tl_ceildiv(k, tiles, tl_max(k, wave, tl_int(k, 1))), tl_int(k, 1));
-    tl_grid(k, tl_ceildiv(k, tiles, rk->P), TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
+    tl_expr clusters = rk->C > 1 ? tl_div(k, wave, C) : wave;
+    rk->P = tl_max(k, tl_ceildiv(k, tiles, tl_max(k, clusters, tl_int(k, 1))), tl_int(k, 1));
+    tl_expr used = tl_ceildiv(k, tiles, rk->P);
+    tl_grid(k, rk->C > 1 ? tl_mul(k, used, C) : used, TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
     rk->bx = tl_block_idx(k, 0);
-    tl_expr first = tl_mul(k, rk->bx, rk->P);
+    rk->part = rk->C > 1 ? tl_mod(k, rk->bx, C) : tl_int(k, 0);
+    tl_expr first = tl_mul(k, rk->C > 1 ? tl_div(k, rk->bx, C) : rk->bx, rk->P);
     rk->ring = tl_alloc_shared(k, rk->in, 2, shape);
     rk->t = tl_pipelined(k, rk->P, rk->stages);
-    tl_copy(k, tl_tile(k, rk->X, tl_add(k, first, rk->t), zero), tl_all(rk->ring));
-    rk->row0 = tl_mul(k, tl_add(k, first, rk->t), R);
+    rk->tile = tl_add(k, first, rk->t);
+    tl_copy(k, tl_tile(k, rk->X, rk->tile, rk->part), tl_all(rk->ring));
+    rk->row0 = tl_mul(k, rk->tile, R);
+}
+
+tl_expr tli_rows_column(const tli_rows_kernel *rk, tl_expr c, tl_expr j)
+{
+    tl_kernel *k = rk->k;
+    tl_expr chunk = rk->C > 1 ? tl_add(k, tl_mul(k, c, tl_int(k, rk->C)), rk->part) : c;
+    return tl_add(k, tl_mul(k, chunk, tl_int(k, rk->W)), j);
+}
+
+void tli_rows_cluster_max(const tli_rows_kernel *rk, tl_buf s)
+{
+    if (rk->C > 1)
+        tl_cluster_reduce_max(rk->k, s);
+}
+
+void tli_rows_cluster_sum(const tli_rows_kernel *rk, tl_buf s)
+{
+    if (rk->C > 1)
+        tl_cluster_reduce_sum(rk->k, s);
 }
 
 tl_expr tli_rows_ring_at(const tli_rows_kernel *rk, const tl_expr *v, float pad)
 {
     tl_kernel *k = rk->k;
     tl_expr raw = tl_cast(k, tl_load(k, rk->ring, v), TL_F32);
-    return tl_select(k, tl_lt(k, v[1], rk->N), raw, tl_f32(k, pad));
+    tl_expr col = rk->C > 1 ? tli_rows_column(rk, tl_int(k, 0), v[1]) : v[1];
+    return tl_select(k, tl_lt(k, col, rk->N), raw, tl_f32(k, pad));
 }
 
 void tli_rows_load(const tli_rows_kernel *rk, tl_buf x, float pad)
@@ -267,8 +326,9 @@ tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
      * the sizes (the one-pass program of a width serves every cols up to it) */
     tl_softmax_schedule s = tli_rows_schedule(ctx, d);
     char key[128];
-    tli_fmt(key, sizeof key, "%s:%s:%s:%d:%d:%d:%d:%d", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
-            s.width, s.rows, s.threads, d->cols > s.width, s.stages);
+    tli_fmt(key, sizeof key, "%s:%s:%s:%d:%d:%d:%d:%d:%d", op, tl_dtype_name(d->in_dtype),
+            tl_dtype_name(d->out_dtype), s.width, s.rows, s.threads, d->cols > (int64_t)s.width * s.cluster, s.stages,
+            s.cluster);
     return tli_op_program(ctx, key, build, user, out);
 }
 

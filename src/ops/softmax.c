@@ -39,11 +39,8 @@ static tl_expr inverse_sum(tl_kernel *k, tl_expr s)
     return tl_div(k, tl_f32(k, 1.0f), tl_max(k, s, tl_f32(k, FLT_MIN)));
 }
 
-/* The column of element j of chunk c (c: 0 in one pass). */
-static tl_expr column(const tli_rows_kernel *rk, tl_expr c, tl_expr j)
-{
-    return tl_add(rk->k, tl_mul(rk->k, c, tl_int(rk->k, rk->W)), j);
-}
+/* The column of element j of chunk c (c: 0 in one pass; rows.c). */
+static tl_expr column(const tli_rows_kernel *rk, tl_expr c, tl_expr j) { return tli_rows_column(rk, c, j); }
 
 /* x[i, j] = X[row0 + i, col] in f32, -inf past the last column, so that
  * padding takes no part in the maximum and adds exp2(-inf) = 0 to the sum. */
@@ -101,8 +98,10 @@ static void one_pass(tli_rows_kernel *rk, tl_dtype out)
     else
         tli_rows_load(rk, x, -INFINITY);
     tl_reduce_max(k, x, m, 1, 1);
+    tli_rows_cluster_max(rk, m); /* a row split over a cluster: the whole row's */
     exponentiate(rk, x, m);
     tl_reduce_sum(k, x, s, 1, 1);
+    tli_rows_cluster_sum(rk, s);
     store_scaled(rk, x, s, c0, out);
     tli_rows_close(rk);
 }
@@ -162,6 +161,9 @@ static tli_rows_desc rows_desc(tl_ctx *ctx, const tl_softmax_desc *d, bool use_d
      * loads under this one's reductions (0.665 -> 0.721 x copy at 2048x32768 on the H200; RMSNorm
      * measured slower with it and keeps the table's choice) */
     r.wide_stages = 3;
+    /* past 32768 columns, chunks of 16384 on 512 threads: 0.636 x copy at 1024x65536 f16 on the
+     * H200 against 0.551 with 8192 on 256 (bench_softmax --variants, bench/NOTES.md) */
+    r.online_width = 16384;
     return r;
 }
 

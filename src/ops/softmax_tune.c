@@ -20,12 +20,14 @@
 #define MAX_ONE_PASS 32768   /* widest one-pass row of the default table  */
 #define MAX_TILE (1 << 24)   /* rows x width of a block (rows.c)          */
 
-static const char *const param_names[] = {"width", "rows", "threads", "stages", NULL};
+static const char *const param_names[] = {"width", "rows", "threads", "stages", "cluster", NULL};
 
-/* (a record written before stages existed reads stages 0: the default's) */
+/* (a record written before stages or cluster existed reads 0 there: the
+ * default's stages, no cluster) */
 static tl_softmax_schedule schedule_of(const tl_tune_config *c)
 {
-    return (tl_softmax_schedule){.width = c->v[0], .rows = c->v[1], .threads = c->v[2], .stages = c->v[3]};
+    return (tl_softmax_schedule){.width = c->v[0], .rows = c->v[1], .threads = c->v[2], .stages = c->v[3],
+                                 .cluster = c->v[4] > 1 ? c->v[4] : 1};
 }
 
 static int pow2_at_least(int64_t x)
@@ -50,7 +52,7 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
     const tl_softmax_desc *d = desc;
     int n = 0;
     const int per_thread[] = {8, 16, 32};
-    tli_target tg;
+    tli_target tg = {0};
     int64_t smem = tli_target_get(ctx->target, &tg) ? tg.smem_limit : 48 * 1024;
     if (d->cols <= MAX_ONE_PASS) {
         int w = pow2_at_least(d->cols);
@@ -61,14 +63,23 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
                     bool fits = s == 1 || s * rows * w * (int64_t)tl_dtype_size(d->in_dtype) + 1024 <= smem;
                     if (rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w && fits &&
                         n < max)
-                        out[n++] = (tl_tune_config){{w, (int)rows, t, s}};
+                        out[n++] = (tl_tune_config){{w, (int)rows, t, s, 1}};
                 }
+    }
+    /* rows split over a cluster of 2 or 4 blocks (one row each, 32
+     * elements a thread), where the GPU has clusters and a block's share
+     * is at least 4096 columns */
+    for (int c = 2; tg.clusters && c <= 4 && d->cols <= MAX_ONE_PASS; c *= 2) {
+        int w = pow2_at_least((d->cols + c - 1) / c);
+        for (int s = 1; s <= 3 && w >= 4096; s += 2)
+            if ((s == 1 || s * w * (int64_t)tl_dtype_size(d->in_dtype) + 1024 <= smem) && w / 32 <= 1024 && n < max)
+                out[n++] = (tl_tune_config){{w, 1, w / 32, s, c}};
     }
     for (int w = 2048; w <= 8192 && w < d->cols; w *= 2)
         for (int e = 0; e < 3; e++) {
             int t = w / per_thread[e];
             if (t >= 32 && t <= 1024 && n < max)
-                out[n++] = (tl_tune_config){{w, 1, t, 1}};
+                out[n++] = (tl_tune_config){{w, 1, t, 1, 1}};
         }
     return n;
 }
@@ -94,7 +105,8 @@ static bool valid(const tl_softmax_schedule *s)
 {
     bool pow2 = s->width >= 1 && s->width <= (1 << 20) && (s->width & (s->width - 1)) == 0;
     return pow2 && s->rows >= 1 && (int64_t)s->rows * s->width <= MAX_TILE && s->threads >= 32 &&
-           s->threads <= 1024 && s->threads % 32 == 0 && s->stages >= 0 && s->stages <= 8;
+           s->threads <= 1024 && s->threads % 32 == 0 && s->stages >= 0 && s->stages <= 8 && s->cluster >= 0 &&
+           s->cluster <= 8;
 }
 
 bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out)
@@ -106,7 +118,9 @@ bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule
     if (!tli_tune_db_find(ctx, &k, &rec))
         return false;
     if (tli_tune_config_parse(param_names, rec.config, &c) &&
-        valid(&(tl_softmax_schedule){c.v[0], c.v[1], c.v[2], c.v[3]})) {
+        valid(&(tl_softmax_schedule){.width = c.v[0], .rows = c.v[1], .threads = c.v[2], .stages = c.v[3],
+                                     .cluster = c.v[4]}) &&
+        (c.v[4] <= 1 || d->cols <= (int64_t)c.v[4] * c.v[0])) {
         *out = schedule_of(&c);
         return true;
     }
@@ -287,7 +301,7 @@ static tl_status check_desc(tl_ctx *ctx, const void *desc, const char *api)
 static tl_tune_config fallback(tl_ctx *ctx, const void *desc)
 {
     tl_softmax_schedule s = tli_softmax_untuned(ctx, desc);
-    return (tl_tune_config){{s.width, s.rows, s.threads, s.stages}};
+    return (tl_tune_config){{s.width, s.rows, s.threads, s.stages, s.cluster}};
 }
 
 static tl_status build(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg, tl_kernel **out)

@@ -234,6 +234,19 @@ static void op_tiles(fuzz *f, unsigned op)
     }
     case OP_SWIZZLE: tl_use_swizzle(f->k, (int)(int8_t)byte(f)); break;
     case OP_REDUCE: op_reduce(f); break;
+    case OP_CLUSTER: {
+        int cx = byte(f) % 9, cy = byte(f) % 9, cz = byte(f) % 9;
+        tl_cluster(f->k, cx, cy, cz);
+        tl_use_min_blocks(f->k, (int)(int8_t)byte(f));
+        break;
+    }
+    case OP_CLUSTER_REDUCE: {
+        static void (*const fns[4])(tl_kernel *, tl_buf) = {tl_cluster_reduce_max, tl_cluster_reduce_sum,
+                                                            tl_cluster_reduce_min, tl_cluster_reduce_absmax};
+        unsigned which = byte(f) % 4;
+        fns[which](f->k, buf(f));
+        break;
+    }
     case OP_NAME: {
         tl_buf b = buf(f);
         tl_name(f->k, b, name(f));
@@ -297,13 +310,14 @@ static void op_grid(fuzz *f)
     tl_grid(f->k, g[0], g[1], g[2], (int)(byte(f) % 40) * 32);
 }
 
-/* Decodes operations until the terminator (OP_COUNT and above end the
- * program; what follows are the argument values). */
+/* Decodes operations until the terminator (OP_COUNT up to the later
+ * operations, and past them, end the program; what follows are the
+ * argument values). */
 static void decode(fuzz *f)
 {
     while (f->n) {
         unsigned op = byte(f);
-        if (op >= OP_COUNT)
+        if ((op >= OP_COUNT && op < OP_CLUSTER) || op >= OP_LAST)
             return;
         if (op == OP_TENSOR)
             op_tensor(f);

@@ -51,7 +51,12 @@ enum fuzz_op {
     OP_FLAGS,        /* bit 0 fast math, bits 1 + 3 ping-pong mode, bit 2 warp spec. */
     OP_REDUCE,       /* which src dst dim clear                                  */
     OP_NAME,         /* buf name                                                 */
-    OP_COUNT
+    OP_COUNT,        /* ends the program (as does any byte up to 0xdf)           */
+    /* later operations, numbered apart so that the inputs of tests/fuzz/regress,
+     * which end with OP_COUNT, keep their meaning */
+    OP_CLUSTER = 0xe0, /* cx cy cz (each byte % 9), then min blocks (signed byte) */
+    OP_CLUSTER_REDUCE, /* which buf                                              */
+    OP_LAST
 };
 
 #define REF_NULL 0xFF

@@ -219,6 +219,33 @@ static void w_copy(fuzz_writer *w, int src, int dst)
     fw_r(w, dst);
 }
 
+/* tl_cluster(cx, cy, cz) and tl_use_min_blocks(min_blocks) */
+static void w_cluster(fuzz_writer *w, int cx, int cy, int cz, int min_blocks)
+{
+    fw_byte(w, OP_CLUSTER);
+    fw_byte(w, cx);
+    fw_byte(w, cy);
+    fw_byte(w, cz);
+    fw_byte(w, min_blocks);
+}
+
+/* tl_reduce_* (which: max, sum, min, absmax) and tl_cluster_reduce_* */
+static void w_reduce(fuzz_writer *w, int which, int src, int dst, int dim, int clear)
+{
+    fw_byte(w, OP_REDUCE);
+    fw_byte(w, which);
+    fw_b(w, src);
+    fw_b(w, dst);
+    fw_byte(w, dim);
+    fw_byte(w, clear);
+}
+static void w_cluster_reduce(fuzz_writer *w, int which, int b)
+{
+    fw_byte(w, OP_CLUSTER_REDUCE);
+    fw_byte(w, which);
+    fw_b(w, b);
+}
+
 /* The end of the program, then argument values. */
 static void w_args(fuzz_writer *w, int n, const int *values)
 {
@@ -393,16 +420,42 @@ static void seed_wide_dag(fuzz_writer *w)
     w_args(w, 1, (int[]){250});
 }
 
+/* A row maximum split over a cluster of two blocks, as the row ops split
+ * a row (src/ops/rows.c): each block reduces its 32 columns (padding past
+ * N), then the cluster combines the two partial maxima. */
+static void seed_cluster(fuzz_writer *w)
+{
+    int m = w_dim(w, "M"), n = w_dim(w, "N");
+    int x = w_tensor(w, "X", D_F32, 2, (int[]){m, n}, NULL), y = w_tensor(w, "Y", D_F32, 1, &m, NULL);
+    w_cluster(w, 2, 1, 1, 2);
+    int two = w_int(w, 2), w32 = w_int(w, 32);
+    w_grid(w, w_bin(w, BIN_MUL, m, two), -1, -1, 32);
+    int bx = w_block(w, 0);
+    int row = w_bin(w, BIN_DIV, bx, two), part = w_bin(w, BIN_MOD, bx, two);
+    int frag = w_alloc(w, 1, D_F32, 2, (int[]){1, 32}), mx = w_alloc(w, 1, D_F32, 1, (int[]){1});
+    int i = w_parallel(w, 2, (int[]){1, 32}), j = i + 1;
+    int col = w_bin(w, BIN_ADD, w_bin(w, BIN_MUL, part, w32), j);
+    int inside = w_bin(w, BIN_LT, col, n);
+    w_store(w, frag, 2, (int[]){i, j}, w_select(w, inside, w_load(w, x, 2, (int[]){row, col}), w_float(w, D_F32, -128)));
+    w_op(w, OP_END);
+    w_reduce(w, 0, frag, mx, 1, 1);
+    w_cluster_reduce(w, 0, mx);
+    int k = w_parallel(w, 1, (int[]){1});
+    w_store(w, y, 1, &row, w_load(w, mx, 1, &k));
+    w_op(w, OP_END);
+    w_args(w, 2, (int[]){3, 50});
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds DIR\n");
         return 2;
     }
-    static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,   seed_staged,
-                                                   seed_gemm,  seed_strided, seed_wide_dag, seed_pingpong};
-    static const char *const names[] = {"vadd",    "rowsum",  "mixed",    "staged",
-                                        "gemm",    "strided", "wide_dag", "pingpong"};
+    static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
+                                                   seed_strided, seed_wide_dag, seed_pingpong, seed_cluster};
+    static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
+                                        "strided", "wide_dag", "pingpong", "cluster"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -35,11 +35,14 @@ static const dual_gemm_schedule dual_gemm_default = {128, 128, 64, 4, 256, 1, 0,
 
 /* Other schedules the benchmark (--variants) and the GPU tests run beside
  * the default: A read from registers (the default's blocks, 3 and 4
- * stages), and the persistent ping-pong kernel, each consumer warpgroup
- * holding its own block (two accumulators of 64 x 128, or of 128 x 64). */
+ * stages), the persistent ping-pong kernel, each consumer warpgroup
+ * holding its own block (two accumulators of 64 x 128, or of 128 x 64; 4
+ * or 5 stages), and the default's blocks with its two warpgroups taking
+ * turns at the gemm. */
 static const dual_gemm_schedule dual_gemm_variants[] = {
     {128, 128, 64, 4, 256, 1, 0, 1}, {128, 128, 64, 3, 256, 1, 0, 1}, {64, 128, 64, 4, 128, 1, 1, 0},
-    {128, 64, 64, 4, 128, 1, 1, 0},  {128, 128, 64, 3, 256, 1, 0, 0},
+    {128, 64, 64, 4, 128, 1, 1, 0},  {128, 128, 64, 3, 256, 1, 0, 0}, {64, 128, 64, 5, 128, 1, 1, 0},
+    {128, 128, 64, 4, 256, 1, 1, 0},
 };
 
 /* The kernel; launch arguments M, N, K, A, Wg, Wu, H. NULL on a failure

@@ -215,6 +215,11 @@ static void stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *w
         tli_bufset_add(rd, n->gemm[1]);
         tli_bufset_add(rd, n->gemm[2]);
         tli_bufset_add(wr, n->gemm[2]);
+        if (tli_gemm_acc2(n)) { /* a pair (pass_layout): the second gemm's B and C too */
+            tli_bufset_add(rd, n->x[TLI_X_GEMM_PAIR_B]);
+            tli_bufset_add(rd, n->x[TLI_X_GEMM_PAIR_C]);
+            tli_bufset_add(wr, n->x[TLI_X_GEMM_PAIR_C]);
+        }
         break;
     case S_REDUCE:
         tli_bufset_add(rd, n->gemm[0]);

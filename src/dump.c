@@ -194,6 +194,9 @@ static void stmt(dumper *D, int32_t s, int depth)
             tli_str_appendf(o, " [%s%s%s]", n->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16 ? "wgmma" : "mma.sync",
                             n->x[TLI_X_GEMM_A_REGS] ? ", A in registers" : "",
                             n->x[TLI_X_GEMM_ZERO] ? ", from zero (the clear folded in)" : "");
+        if (D->L && tli_gemm_acc2(n))
+            tli_str_appendf(o, " [paired: %s += %s * %s^T in the same wgmma]", tli_B(D->ir, n->x[TLI_X_GEMM_PAIR_C])->name,
+                            tli_B(D->ir, n->gemm[0])->name, tli_B(D->ir, n->x[TLI_X_GEMM_PAIR_B])->name);
         break;
     case S_REDUCE: {
         static const char *const ops[] = {"max", "sum", "min", "absmax"};

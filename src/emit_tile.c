@@ -824,6 +824,33 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
     return name;
 }
 
+/* The same for a paired gemm (lowered.h, TLI_X_GEMM_PAIR_C): one
+ * m64n(2 x split + ...)k16 wgmma, A and B from shared memory, whose first
+ * `split` accumulator registers are d's and the rest e's. */
+static const char *wgmma_pair_helper(emitter *E, int n, int split, tl_dtype dt)
+{
+    const char *ty = dt == TL_F16 ? "f16" : "bf16";
+    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s_tb_pair%d", n, ty, split);
+    tli_str *h = &E->helpers;
+    if (h->data && strstr(h->data, name))
+        return name;
+    int regs = n / 2;
+    tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA of two gemms on one A (their B tiles adjacent), both\n"
+                       "// from shared memory: accumulator registers %d.. are the second gemm's.\n", n, split);
+    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, float *e, unsigned long long da, "
+                       "unsigned long long db, int scale_d)\n{\n", name);
+    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
+    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
+    tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n        : ", regs, regs + 1); /* both K-major */
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "\"+f\"(%s[%d])%s", i < split ? "d" : "e", i < split ? i : i - split,
+                        i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
+    tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
+    return name;
+}
+
 /* Registers of the A operand of k16 step `k` (text) for m tile `i` (text)
  * from a 16-bit fragment in the accumulator layout with nt n8 tiles per
  * row of tiles: the pairs (c0, c1), (c2, c3) of n8 tiles 2k and 2k + 1. */
@@ -860,13 +887,20 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
     const tli_warp_layout *w = &lay(E, s->gemm[2])->w;
     bool tb = s->a1 & TL_GEMM_TRANS_B, a_regs = s->x[TLI_X_GEMM_A_REGS], zero = s->x[TLI_X_GEMM_ZERO];
-    int64_t K = a->cshape[1], N = w->wn;
-    const char *fn = wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs);
+    int32_t c2 = tli_gemm_acc2(s);
+    int64_t K = a->cshape[1], N1 = w->wn, N = N1 + (c2 ? lay(E, c2)->w.wn : 0);
+    const char *fn = c2 ? wgmma_pair_helper(E, (int)N, (int)(N1 / 2), (tl_dtype)b->dtype)
+                        : wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs);
     const char *et = ctype(b);
     const char *scale_d = zero ? "tl_k > 0" : "1";
-    tli_e_line(E, "{ // tl_gemm %s %s %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma, A from %s", c->name,
-               zero ? "=" : "+=", a->name, b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)N,
-               a_regs ? "registers" : "shared memory");
+    if (c2)
+        tli_e_line(E, "{ // tl_gemm %s, %s %s %s * [%s; %s]^T: %d warpgroup%s x %d m64n%lldk16 wgmma (two gemms of one "
+                   "A, their B tiles adjacent)", c->name, buf_of(E, c2)->name, zero ? "=" : "+=", a->name, b->name,
+                   buf_of(E, s->x[TLI_X_GEMM_PAIR_B])->name, w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)N);
+    else
+        tli_e_line(E, "{ // tl_gemm %s %s %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma, A from %s", c->name,
+                   zero ? "=" : "+=", a->name, b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt,
+                   (long long)N, a_regs ? "registers" : "shared memory");
     E->indent++;
     if (!a_regs)
         tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
@@ -902,8 +936,10 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
                    scale_d);
     } else {
         const char *koff = K > 64 ? tli_e_fmt(E, "tl_k / 64 * %lld + tl_k %% 64", (long long)(a->cshape[0] * 64)) : "tl_k";
-        tli_e_line(E, "%s(%s + tl_i * %lld, tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s), tl_db, %s);", fn, c->name,
-                   (long long)(N / 2), koff, scale_d);
+        const char *acc = c2 ? tli_e_fmt(E, "%s + tl_i * %lld, %s + tl_i * %lld", c->name, (long long)(N1 / 2),
+                                         buf_of(E, c2)->name, (long long)((N - N1) / 2))
+                             : tli_e_fmt(E, "%s + tl_i * %lld", c->name, (long long)(N / 2));
+        tli_e_line(E, "%s(%s, tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s), tl_db, %s);", fn, acc, koff, scale_d);
     }
     close_block(E);
     close_block(E);

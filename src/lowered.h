@@ -79,6 +79,8 @@ typedef struct tli_smem_info {
      * [N, K] B are read K-major through it, a [K, N] B MN-major (with a
      * transposed descriptor). Elements are 16-bit. */
     bool blocked;
+    int32_t after;       /* a tile whose every stage sits right after the same
+                            stage of tile `after` (a paired gemm's second B) */
     int64_t offset;      /* bytes from the start of the dynamic area */
     int stages;          /* copies (multi-buffering); 1 when not staged */
     int64_t stage_elems; /* elements between copies */
@@ -159,7 +161,14 @@ typedef enum tli_copy_how {
 /* S_GEMM: its MMA atom; 1 when A comes from registers; 1 when it starts
  * from zero (the tl_clear of C just before it is folded into the first
  * k-step's scale-d = 0 of wgmma: no zeroing of the accumulator registers) */
-enum { TLI_X_GEMM_ATOM = 0, TLI_X_GEMM_A_REGS, TLI_X_GEMM_ZERO };
+enum { TLI_X_GEMM_ATOM = 0, TLI_X_GEMM_A_REGS, TLI_X_GEMM_ZERO, TLI_X_GEMM_PAIR_B, TLI_X_GEMM_PAIR_C };
+/* TLI_X_GEMM_PAIR_B / _C (wgmma): a second gemm of the same A, B2 and C2,
+ * folded into this one by the layout pass (and taken out of the body):
+ * B2's tile sits right after B's in shared memory (tli_smem_info.after),
+ * so the two are one [N1 + N2, K] operand, and each k16 step is one
+ * m64n(N1 + N2) wgmma whose accumulator registers are C's then C2's. A
+ * is read once a step instead of twice. */
+static inline int32_t tli_gemm_acc2(const tli_snode *n) { return n->op == S_GEMM ? n->x[TLI_X_GEMM_PAIR_C] : 0; }
 
 /* S_REDUCE of a fragment. The threads that hold one element of the result
  * differ in the bits X_RED_LANES of their lane (a butterfly of shuffles)

@@ -21,6 +21,9 @@
  * bytes of a row per thread, rows spread over as many threads as there are
  * rows, so that global accesses are 16-byte vectors and a row reduction
  * stays inside few lanes.
+
+ * Two wgmma gemms in a row on the same A (a gated MLP's two projections)
+ * become one wider wgmma (pair_gemms).
  */
 #include "lower.h"
 
@@ -452,6 +455,52 @@ static void walk_gemms(layouter *Y, int32_t *lk, bool check)
     }
 }
 
+/* Two wgmma gemms in a row that read the same A from shared memory, each
+ * into its own accumulator (a gated MLP's gate and up projections), become
+ * one: the second's B tile is placed right after the first's, so the pair
+ * is one [N1 + N2, K] K-major operand (K = 64: one block of 128-byte rows,
+ * whose concatenation is the wider tile's layout), and one m64n(N1 + N2)
+ * wgmma a k16 step reads A once where two read it twice (shared-memory
+ * traffic: A 64 x 16 plus B per step, against the tensor cores' pace).
+ * Its accumulator registers are the first C's then the second's, in the
+ * order wgmma numbers its n8 column blocks. */
+static bool pairable(layouter *Y, const tli_snode *g, const tli_snode *h)
+{
+    const tli_ir *ir = Y->ir;
+    if (g->op != S_GEMM || h->op != S_GEMM || g->x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16 ||
+        h->x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16 || g->x[TLI_X_GEMM_A_REGS] || h->x[TLI_X_GEMM_A_REGS] ||
+        g->x[TLI_X_GEMM_PAIR_C])
+        return false;
+    if (g->gemm[0] != h->gemm[0] || g->a1 != h->a1 || !(g->a1 & TL_GEMM_TRANS_B) ||
+        g->x[TLI_X_GEMM_ZERO] != h->x[TLI_X_GEMM_ZERO])
+        return false;
+    int32_t b1 = g->gemm[1], b2 = h->gemm[1], c1 = g->gemm[2], c2 = h->gemm[2];
+    const tli_bnode *B1 = tli_B(ir, b1), *B2 = tli_B(ir, b2);
+    if (b1 == b2 || c1 == c2 || c2 == g->gemm[0] || c2 == b1 || c1 == b2 || B1->scope != B_SHARED ||
+        B2->scope != B_SHARED || B1->dtype != B2->dtype || B1->cshape[1] != 64 || B2->cshape[1] != 64 ||
+        Y->L->smem[b2].after || Y->L->smem[b1].after)
+        return false;
+    const tli_frag_layout *f1 = &Y->L->frag[c1], *f2 = &Y->L->frag[c2];
+    return f1->kind == FRAG_WGMMA && f2->kind == FRAG_WGMMA && f1->w.wgm == f2->w.wgm && f1->w.mt == f2->w.mt &&
+           f1->w.wm == f2->w.wm && f1->w.wn + f2->w.wn <= 256;
+}
+
+static void pair_gemms(layouter *Y, int32_t first)
+{
+    for (int32_t s = first; s && Y->L->st == TL_OK; s = tli_S(Y->ir, s)->next) {
+        tli_snode *g = &Y->ir->s.v[s];
+        pair_gemms(Y, g->body);
+        pair_gemms(Y, g->orelse);
+        if (!g->next || !pairable(Y, g, tli_S(Y->ir, g->next)))
+            continue;
+        const tli_snode *h = tli_S(Y->ir, g->next);
+        g->x[TLI_X_GEMM_PAIR_B] = h->gemm[1];
+        g->x[TLI_X_GEMM_PAIR_C] = h->gemm[2];
+        Y->L->smem[h->gemm[1]].after = g->gemm[1];
+        g->next = h->next;
+    }
+}
+
 /* A gemm's A operand in registers that nothing else gave a layout (one
  * copied from shared memory, say): the layout the MMA reads it in, that of
  * an accumulator of the m x K tile with C's split of rows over warps (or
@@ -531,6 +580,8 @@ void tli_pass_layout(tli_lowered *L)
     settle(&Y);
     if (L->st == TL_OK)
         walk_gemms(&Y, &L->ir.body, true);
+    if (L->st == TL_OK)
+        pair_gemms(&Y, L->ir.body);
     for (int32_t b = 1; b < L->ir.b.n && L->st == TL_OK; b++) {
         const tli_bnode *bn = tli_B(&L->ir, b);
         if (bn->scope != B_FRAGMENT)

@@ -7,8 +7,11 @@
  * ping-pong CTA, else 1), rounded up to 128 bytes, or to 1024 when some gemm
  * runs on wgmma (its 128-byte swizzle works on 1024-byte atoms, and the
  * dynamic area starts 1024-byte aligned because the kernel declares no
- * static shared memory). The mbarrier arrays come last, 8 bytes each. More
- * than the limit is an error that lists every tile's share.
+ * static shared memory). A paired gemm's second B tile (smem.after) takes
+ * no room of its own: each stage of it sits right after the same stage of
+ * its partner, the two one wider tile. The mbarrier arrays come last, 8
+ * bytes each. More than the limit is an error that lists every tile's
+ * share.
  */
 #include "lower.h"
 
@@ -25,10 +28,26 @@ void tli_pass_smem(tli_lowered *L)
         tli_smem_info *si = &L->smem[i];
         if (b->scope != B_SHARED)
             continue;
+        if (si->after) /* placed with its partner, below */
+            continue;
         if (si->stages < 1)
             si->stages = 1;
         si->stage_elems = tli_buf_elems(b);
         si->offset = off;
+        for (int32_t j = 1; j < ir->b.n; j++) /* a tile whose stages follow this one's */
+            if (L->smem[j].after == i && tli_B(ir, j)->scope == B_SHARED) {
+                tli_smem_info *sj = &L->smem[j];
+                if (sj->stages < 1)
+                    sj->stages = 1;
+                if (sj->stages != si->stages || tli_B(ir, j)->dtype != b->dtype) {
+                    tli_low_fail(L, TL_ERR_INTERNAL, "paired tiles '%s' and '%s' have %d and %d stages", b->name,
+                                 tli_B(ir, j)->name, si->stages, sj->stages);
+                    return;
+                }
+                sj->offset = off + si->stage_elems * (int64_t)tl_dtype_size((tl_dtype)b->dtype);
+                si->stage_elems += tli_buf_elems(tli_B(ir, j));
+                sj->stage_elems = si->stage_elems;
+            }
         int64_t bytes = si->stages * si->stage_elems * (int64_t)tl_dtype_size((tl_dtype)b->dtype);
         off += (bytes + align - 1) / align * align;
         size_t len = strlen(detail);

@@ -33,8 +33,8 @@
 #define MAX_INFLIGHT 32
 
 typedef struct group {
-    int32_t acc;       /* the accumulator fragment it writes */
-    int32_t a, b;      /* the operands it reads */
+    int32_t acc, acc2; /* the accumulator fragments it writes (acc2: a pair's second, or 0) */
+    int32_t a, b, b2;  /* the operands it reads */
 } group;
 
 typedef struct state {
@@ -200,12 +200,15 @@ static void wgmma_wait_before(syncer *Y, link *l, int32_t parent, state *st, int
     int youngest = -1;
     for (int i = 0; i < st->nfly; i++) {
         const group *g = &st->fly[i];
-        bool acc = tli_bufset_has(frd, g->acc) || tli_bufset_has(fwr, g->acc);
-        /* the next wgmma into the same accumulator is ordered by the tensor
+        bool acc = tli_bufset_has(frd, g->acc) || tli_bufset_has(fwr, g->acc) ||
+                   (g->acc2 && (tli_bufset_has(frd, g->acc2) || tli_bufset_has(fwr, g->acc2)));
+        /* the next wgmma into the same accumulators is ordered by the tensor
          * cores, unless it reads those registers as its A operand */
-        if (is_wgmma(n) && n->gemm[2] == g->acc && n->gemm[0] != g->acc)
+        if (is_wgmma(n) && n->gemm[2] == g->acc && tli_gemm_acc2(n) == g->acc2 && n->gemm[0] != g->acc &&
+            (!g->acc2 || n->gemm[0] != g->acc2))
             acc = false;
-        bool overwrites = tli_bufset_has(fwr, g->a) || tli_bufset_has(fwr, g->b);
+        bool overwrites = tli_bufset_has(fwr, g->a) || tli_bufset_has(fwr, g->b) ||
+                          (g->b2 && tli_bufset_has(fwr, g->b2));
         if (acc || overwrites)
             youngest = i;
     }
@@ -497,7 +500,7 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
                 memmove(st->fly, st->fly + 1, (MAX_INFLIGHT - 1) * sizeof *st->fly);
                 st->nfly--;
             }
-            st->fly[st->nfly++] = (group){n->gemm[2], n->gemm[0], n->gemm[1]};
+            st->fly[st->nfly++] = (group){n->gemm[2], tli_gemm_acc2(n), n->gemm[0], n->gemm[1], n->x[TLI_X_GEMM_PAIR_B]};
         }
         /* (l still holds s: the loop's step moves to its next) */
     }

@@ -1338,6 +1338,16 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     tli_str_appendf(h, "\n%s(", kname);
 }
 
+/* Whether its cluster reductions take turns between two halves of the
+ * exchange tile (pass_reduce). */
+static bool turns_halves(const tli_ir *ir)
+{
+    for (int32_t i = 1; i < ir->s.n; i++)
+        if (ir->s.v[i].op == S_CLUSTER_REDUCE && ir->s.v[i].x[TLI_X_RED_GROUP] > 1)
+            return true;
+    return false;
+}
+
 /* Whether the kernel has a tl_cluster_reduce (its blocks exchange values). */
 static bool has_cluster_reduce(const tli_ir *ir)
 {
@@ -1399,7 +1409,7 @@ tl_status tli_emit_cuda(const tli_lowered *L, char **src, char *kname, size_t kn
         tli_e_line(&E, "extern __shared__ __align__(1024) unsigned char tl_smem[];");
     tli_e_tile_decls(&E);
     bool exchange = has_cluster_reduce(&L->ir);
-    if (exchange)
+    if (exchange && turns_halves(&L->ir))
         tli_e_line(&E, "unsigned tl_cluster_turn = 0; // the half of the exchange slots the next cluster reduction takes");
     if (tli_cluster_size(&L->ir) > 1) /* in the name's hash: the dims are printed outside the body */
         tli_e_line(&E, "// cluster %d x %d x %d", L->ir.cluster[0], L->ir.cluster[1], L->ir.cluster[2]);

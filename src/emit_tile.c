@@ -1239,11 +1239,15 @@ void tli_e_cluster_reduce(emitter *E, int32_t sid)
     const tli_snode *s = tli_S(E->ir, sid);
     const tli_bnode *b = buf_of(E, s->buf), *slots = buf_of(E, s->x[TLI_X_RED_SCRATCH]);
     int op = s->a1 & TLI_REDUCE_OP_MASK, size = tli_cluster_size(E->ir);
-    int64_t nj = lay(E, s->buf)->per_thread, half = slots->cshape[0] / 2;
+    int halves = s->x[TLI_X_RED_GROUP] > 1 ? 2 : 1;
+    int64_t nj = lay(E, s->buf)->per_thread, half = slots->cshape[0] / halves;
     unsigned vary = (unsigned)s->x[TLI_X_RED_LANES];
     tli_e_line(E, "{ // tl_cluster_reduce_%s %s across the %d blocks of the cluster", red_name(op), b->name, size);
     E->indent++;
-    tli_e_line(E, "float *tl_slot = %s + tl_cluster_turn * %lld;", slots->name, (long long)half);
+    if (halves == 2)
+        tli_e_line(E, "float *tl_slot = %s + tl_cluster_turn * %lld;", slots->name, (long long)half);
+    else
+        tli_e_line(E, "float *tl_slot = %s; // the kernel's one cluster reduction: one half", slots->name);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
     E->indent++;
@@ -1272,7 +1276,8 @@ void tli_e_cluster_reduce(emitter *E, int32_t sid)
     tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_cluster_ld_f32(&tl_slot[%s], tl_r)", el), true));
     tli_e_line(E, "%s[tl_j] = %s;", b->name, convert(E, "tl_v", TL_F32, (tl_dtype)b->dtype));
     close_block(E);
-    tli_e_line(E, "tl_cluster_turn ^= 1;");
+    if (halves == 2)
+        tli_e_line(E, "tl_cluster_turn ^= 1;");
     close_block(E);
 }
 

@@ -176,9 +176,10 @@ static inline int32_t tli_gemm_acc2(const tli_snode *n) { return n->op == S_GEMM
  * splits the statement in two phases around a shared scratch tile: phase
  * 1 leaves each warp's partial there, phase 2 combines them into dst. */
 enum { TLI_X_RED_SCRATCH = 0, TLI_X_RED_LANES, TLI_X_RED_WARPS, TLI_X_RED_PHASE, TLI_X_RED_GROUP };
-/* S_CLUSTER_REDUCE: X_RED_SCRATCH is the kernel's exchange tile (f32, two
- * halves taken in turn), X_RED_LANES the bits of tl_tid that vary among
- * the threads holding one element (the holder with them zero writes it). */
+/* S_CLUSTER_REDUCE: X_RED_SCRATCH is the kernel's exchange tile (f32, in
+ * X_RED_GROUP halves taken in turn: 2, or 1 when the kernel's only cluster
+ * reduction runs once), X_RED_LANES the bits of tl_tid that vary among the
+ * threads holding one element (the holder with them zero writes it). */
 
 /* S_MBAR_INIT: 1 when a fence.mbarrier_init follows the initialisation
  * (the target's mbarrier_init_fence) */

@@ -21,7 +21,10 @@
  * cluster reductions share one exchange tile of two halves, taken in turn:
  * a block writes a half again only two cluster barriers after it last
  * wrote it, and every block read that half before it arrived at the
- * second of them, so one barrier per reduction is enough.
+ * second of them, so one barrier per reduction is enough. A kernel whose
+ * only cluster reduction runs once (outside every loop: a split-K GEMM's
+ * accumulator) needs one half; the barrier at the kernel's end keeps it
+ * alive while others read it.
  */
 #include "lower.h"
 
@@ -115,7 +118,7 @@ static bool holders_vary(tli_lowered *L, int32_t b, unsigned *vary)
     return true;
 }
 
-static void lower_cluster_reduce(tli_lowered *L, int32_t s, int32_t *scratch)
+static void lower_cluster_reduce(tli_lowered *L, int32_t s, int32_t *scratch, int halves)
 {
     tli_ir *ir = &L->ir;
     int32_t b = ir->s.v[s].buf;
@@ -128,31 +131,47 @@ static void lower_cluster_reduce(tli_lowered *L, int32_t s, int32_t *scratch)
     }
     int64_t elems = tli_buf_elems(tli_B(ir, b));
     if (!*scratch) {
-        tli_bnode sb = {.scope = B_SHARED, .dtype = TL_F32, .rank = 1, .cshape = {2 * elems}};
+        tli_bnode sb = {.scope = B_SHARED, .dtype = TL_F32, .rank = 1, .cshape = {halves * elems}};
         tli_fmt(sb.name, sizeof sb.name, "tl_cluster_slots");
         if (!(*scratch = tli_low_buf(L, &sb)))
             return;
-    } else if (2 * elems > ir->b.v[*scratch].cshape[0]) {
-        ir->b.v[*scratch].cshape[0] = 2 * elems;
+    } else if (halves * elems > ir->b.v[*scratch].cshape[0]) {
+        ir->b.v[*scratch].cshape[0] = halves * elems;
     }
     ir->s.v[s].x[TLI_X_RED_SCRATCH] = *scratch;
     ir->s.v[s].x[TLI_X_RED_LANES] = (int32_t)vary;
+    ir->s.v[s].x[TLI_X_RED_GROUP] = halves;
 }
 
-static void walk(tli_lowered *L, int32_t first, int32_t *cluster_scratch)
+/* How many cluster reductions the statements from first run, counting
+ * each inside a loop as two (it may run again). */
+static int cluster_reductions(const tli_ir *ir, int32_t first, bool in_loop)
+{
+    int n = 0;
+    for (int32_t s = first; s && n < 2; s = tli_S(ir, s)->next) {
+        const tli_snode *x = tli_S(ir, s);
+        bool loop = in_loop || x->op == S_SERIAL || x->op == S_PIPELINED || x->op == S_PARALLEL;
+        if (x->op == S_CLUSTER_REDUCE)
+            n += in_loop ? 2 : 1;
+        n += cluster_reductions(ir, x->body, loop) + cluster_reductions(ir, x->orelse, in_loop);
+    }
+    return n;
+}
+
+static void walk(tli_lowered *L, int32_t first, int32_t *cluster_scratch, int halves)
 {
     for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
         if (L->ir.s.v[s].op == S_REDUCE && L->ir.s.v[s].x[TLI_X_RED_PHASE] == 0)
             lower_reduce(L, s);
         else if (L->ir.s.v[s].op == S_CLUSTER_REDUCE)
-            lower_cluster_reduce(L, s, cluster_scratch);
-        walk(L, L->ir.s.v[s].body, cluster_scratch);
-        walk(L, L->ir.s.v[s].orelse, cluster_scratch);
+            lower_cluster_reduce(L, s, cluster_scratch, halves);
+        walk(L, L->ir.s.v[s].body, cluster_scratch, halves);
+        walk(L, L->ir.s.v[s].orelse, cluster_scratch, halves);
     }
 }
 
 void tli_pass_reduce(tli_lowered *L)
 {
     int32_t cluster_scratch = 0;
-    walk(L, L->ir.body, &cluster_scratch);
+    walk(L, L->ir.body, &cluster_scratch, cluster_reductions(&L->ir, L->ir.body, false) > 1 ? 2 : 1);
 }

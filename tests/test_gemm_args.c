@@ -604,59 +604,78 @@ static void test_split_k(void **state)
         {5, 70, 200, 3, 1, 1, TL_BF16}, /* C^T = B A^T, into the workspace through its transpose */
         {3, 75, 100, 0, 1, 1, TL_F32},  /* C^T without a split: C through its transpose */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
-                          .out_dtype = cases[i].out, .trans_b = cases[i].trans_b, .has_bias = 1,
-                          .epilogue = TL_EPI_GELU_TANH, .schedule = small_schedule};
-        d.schedule.split_k = cases[i].split;
-        d.schedule.swap_ab = cases[i].swap;
-        tl_gemm_args g = tl_gemm_default_args();
-        hgemm h;
-        hgemm_init(&h, &d, &g, 9100 + 10 * i);
-        int64_t S = cases[i].split ? cases[i].split : 1, M = d.m, N = d.n;
-        float *w = malloc(sizeof(float) * (size_t)(S * M * N));
-        assert_non_null(w);
-        for (int64_t x = 0; x < S * M * N; x++)
-            w[x] = NAN; /* every element must be written */
-        tl_kernel *slices, *sum = NULL;
-        assert_status(tl_op_gemm_build(ctx, &d, &slices), TL_OK);
-        if (S > 1) {
-            tl_arg a1[6] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
-                            tl_arg_hptr(w)};
-            assert_status(tl_interpret(slices, 6, a1), TL_OK);
-            assert_status(tli_gemm_slices_sum_build(ctx, &d, (int)S, &sum), TL_OK);
-            tl_arg a2[5] = {tl_arg_int(M), tl_arg_int(N), tl_arg_hptr(w), tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
-            assert_status(tl_interpret(sum, 5, a2), TL_OK);
-        } else { /* one kernel: the plain call's arguments */
-            tl_arg a1[7] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
-                            tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
-            assert_status(tl_interpret(slices, 7, a1), TL_OK);
-        }
-        double err = 0, norm = 0;
-        for (int64_t r = 0; r < M; r++)
-            for (int64_t c = 0; c < N; c++) {
-                int64_t off;
-                const unsigned char *cb = c_buf(&h, 0, false, r, c, &off);
-                double got = test_elem(d.out_dtype, cb, off);
-                double want = ref_at(&h, 0, r, c);
-                err += (got - want) * (got - want), norm += want * want;
+    /* on sm_90a a split of up to 8 slices is one kernel whose clusters add
+     * the slices through distributed shared memory; on sm_80 (and past 8
+     * slices) the slices go to a workspace that a second kernel adds up */
+    tl_ctx *c80 = test_offline_ctx("sm_80");
+    assert_non_null(c80);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int t = 0; t < 2; t++) {
+            tl_ctx *cx = t ? c80 : ctx;
+            tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
+                              .out_dtype = cases[i].out, .trans_b = cases[i].trans_b, .has_bias = 1,
+                              .epilogue = TL_EPI_GELU_TANH, .schedule = small_schedule};
+            d.schedule.split_k = cases[i].split;
+            d.schedule.swap_ab = cases[i].swap;
+            tl_gemm_args g = tl_gemm_default_args();
+            hgemm h;
+            hgemm_init(&h, &d, &g, 9100 + 10 * i);
+            int64_t S = cases[i].split ? cases[i].split : 1, M = d.m, N = d.n;
+            bool cluster = t == 0 && S > 1 && S <= 8, workspace = S > 1 && !cluster;
+            float *w = malloc(sizeof(float) * (size_t)(S * M * N));
+            assert_non_null(w);
+            for (int64_t x = 0; x < S * M * N; x++)
+                w[x] = NAN; /* every element must be written */
+            tl_kernel *slices, *sum = NULL;
+            assert_status(tl_op_gemm_build(cx, &d, &slices), TL_OK);
+            char *src;
+            assert_status(tl_kernel_source(slices, t ? "sm_80" : "sm_90a", &src), TL_OK);
+            const char *kind = cluster ? "_cluster_split" : workspace ? "_slices" : "_swapped";
+            test_expect_text(src, "the split kernel", &kind, 1, NULL, 0);
+            tl_free_host(src);
+            if (workspace) {
+                tl_arg a1[6] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
+                                tl_arg_hptr(w)};
+                assert_status(tl_interpret(slices, 6, a1), TL_OK);
+                assert_status(tli_gemm_slices_sum_build(cx, &d, (int)S, &sum), TL_OK);
+                tl_arg a2[5] = {tl_arg_int(M), tl_arg_int(N), tl_arg_hptr(w), tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
+                assert_status(tl_interpret(sum, 5, a2), TL_OK);
+            } else { /* one kernel: the plain call's arguments */
+                tl_arg a1[7] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),
+                                tl_arg_hptr(h.bias), tl_arg_hptr(h.c)};
+                assert_status(tl_interpret(slices, 7, a1), TL_OK);
             }
-        if (!(sqrt(err / norm) <= tol_of(d.out_dtype)))
-            fail_msg("case %zu: split %lld, swap %d: rel err %.3e", i, (long long)S, cases[i].swap, sqrt(err / norm));
-        for (int j = 0; j < 2; j++) { /* sm_90a and sm_80 */
-            tl_kernel *k = j ? sum : slices;
-            if (!k)
-                continue;
-            char *ptx = NULL;
-            tl_status st = tl_kernel_ptx(k, "sm_90a", &ptx);
-            tl_free_host(ptx);
-            if (st != TL_OK && st != TL_ERR_NO_NVRTC)
-                fail_msg("case %zu: kernel %d: sm_90a: %s", i, j, tl_ctx_error(ctx));
-            test_ptx_or_skip(ctx, k); /* sm_80; destroys k */
+            double err = 0, norm = 0;
+            for (int64_t r = 0; r < M; r++)
+                for (int64_t c = 0; c < N; c++) {
+                    int64_t off;
+                    const unsigned char *cb = c_buf(&h, 0, false, r, c, &off);
+                    double got = test_elem(d.out_dtype, cb, off);
+                    double want = ref_at(&h, 0, r, c);
+                    err += (got - want) * (got - want), norm += want * want;
+                }
+            if (!(sqrt(err / norm) <= tol_of(d.out_dtype)))
+                fail_msg("case %zu (%s): split %lld, swap %d: rel err %.3e", i, t ? "sm_80" : "sm_90a", (long long)S,
+                         cases[i].swap, sqrt(err / norm));
+            for (int j = 0; j < 2; j++) {
+                tl_kernel *k = j ? sum : slices;
+                if (!k)
+                    continue;
+                if (t == 0) { /* sm_90a's ptx */
+                    char *ptx = NULL;
+                    tl_status st = tl_kernel_ptx(k, "sm_90a", &ptx);
+                    tl_free_host(ptx);
+                    if (st != TL_OK && st != TL_ERR_NO_NVRTC)
+                        fail_msg("case %zu: kernel %d: sm_90a: %s", i, j, tl_ctx_error(ctx));
+                    tl_kernel_destroy(k);
+                } else {
+                    test_ptx_or_skip(cx, k); /* sm_80; destroys k */
+                }
+            }
+            free(w);
+            hgemm_free(&h);
         }
-        free(w);
-        hgemm_free(&h);
-    }
+    tl_ctx_destroy(c80);
 }
 
 /* Which calls split K: the decode shapes (M <= 64, K >= 1024, rows TMA
@@ -723,9 +742,19 @@ static void test_split_k_choice(void **state)
     test_expect_text(src, "the batched kernel", (const char *[]){"_strided"}, 1, (const char *[]){"_slices"}, 1);
     tl_free_host(src);
     tl_kernel_destroy(k);
-    assert_status(tl_op_gemm_build(c, &d, &k), TL_OK); /* the plain call's: the slices */
+    assert_status(tl_op_gemm_build(c, &d, &k), TL_OK); /* the plain call's: the slices (64x128 x 4: a workspace) */
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     test_expect_text(src, "the plain call's kernel", (const char *[]){"_slices", "float *W"}, 2, NULL, 0);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    /* a small tile in few slices: one kernel, a cluster a tile */
+    d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 16, .block_k = 64, .stages = 4, .threads = 128,
+                                    .split_k = 4, .swap_ab = 1};
+    assert_status(tl_op_gemm_build(c, &d, &k), TL_OK);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    test_expect_text(src, "the cluster kernel",
+                     (const char *[]){"_swapped_cluster_split", "__cluster_dims__(1, 1, 4)", "tl_cluster_reduce_sum"},
+                     3, (const char *[]){"float *W"}, 1);
     tl_free_host(src);
     tl_kernel_destroy(k);
     tl_ctx_destroy(c);

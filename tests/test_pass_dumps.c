@@ -2,8 +2,8 @@
  * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
  * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
  * the ping-pong GEMM with a fused epilogue, the sm_80 GEMM, the dual
- * GEMM, the decode path's kernels (the slices of a split K, swapped
- * or not, and their sum), and a softmax whose rows are split over a
+ * GEMM, the decode path's kernels (a split K over a cluster, swapped or
+ * not; the slices of a split K into a workspace, and their sum), and a softmax whose rows are split over a
  * cluster of two blocks (the exchange of the partial maxima and sums). A change to a pass shows here as a diff of what it decided; review
  * it like code, then rewrite the files with TILEC_UPDATE_GOLDEN=1 (from the
  * repo root). Needs no NVRTC and no GPU. */
@@ -74,17 +74,23 @@ static void test_gemm_sm80(void **state)
     check_dump(gemm(&s, 0, 0), "sm_80", "gemm_nn_sm80");
 }
 
-/* The decode path: 64x128 slices of K; C^T on 64x16 tiles, split; the
- * sum of the slices with bias and GELU. */
+/* The decode path: 64x32 tiles with K split 2 ways over a cluster (the
+ * slices added through distributed shared memory); C^T on 64x16 tiles,
+ * split over a cluster of 2; 64x128 tiles in 4 slices through a workspace
+ * (an all-reduce of that many elements costs more), and the slices' sum
+ * with bias and GELU. */
 static void test_gemm_decode_sm90a(void **state)
 {
     (void)state;
-    const tl_gemm_schedule s = {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
-                                .swizzle = 8, .split_k = 4};
-    check_dump(gemm(&s, 1, 0), "sm_90a", "gemm_slices_nt_sm90a");
+    const tl_gemm_schedule s = {.block_m = 64, .block_n = 32, .block_k = 64, .stages = 4, .threads = 128,
+                                .swizzle = 8, .split_k = 2};
+    check_dump(gemm(&s, 1, 0), "sm_90a", "gemm_cluster_split_nt_sm90a");
     const tl_gemm_schedule w = {.block_m = 64, .block_n = 16, .block_k = 64, .stages = 8, .threads = 128,
                                 .swizzle = 8, .split_k = 2, .swap_ab = 1};
-    check_dump(gemm(&w, 1, 0), "sm_90a", "gemm_swapped_slices_nt_sm90a");
+    check_dump(gemm(&w, 1, 0), "sm_90a", "gemm_swapped_cluster_split_nt_sm90a");
+    const tl_gemm_schedule many = {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                   .swizzle = 8, .split_k = 4};
+    check_dump(gemm(&many, 1, 0), "sm_90a", "gemm_slices_nt_sm90a");
     tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
                       .has_bias = 1, .epilogue = TL_EPI_GELU_TANH};
     tl_kernel *k = NULL;

@@ -123,7 +123,7 @@ static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
  * runs a general one, whose row strides, batch, batch strides and alpha
  * are launch arguments; what changes the code is compiled in: a pointer-
  * array batch instead of a strided one, and reading C (beta != 0). */
-enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8, GEMM_SWAP = 16 };
+enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8, GEMM_SWAP = 16, GEMM_CLUSTER = 32 };
 #define GEMM_GENERAL (GEMM_STRIDED | GEMM_PTRARRAY | GEMM_BETA) /* the general kernels' bits */
 
 #define GEMM_MAX_BATCH 65535 /* the grid's z dimension */
@@ -363,7 +363,7 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
         tl_expr unit = tl_int(k, 1);
         p->A = tl_param_tensor(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, NULL);
         p->B = tl_param_tensor(k, "B", d->in_dtype, 2, bshape, NULL);
-        if (variant & GEMM_SPLIT) {
+        if ((variant & GEMM_SPLIT) && !(variant & GEMM_CLUSTER)) {
             tl_expr slices = tl_int(k, d->schedule.split_k);
             p->C = swap ? tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, N, M},
                                           (tl_expr[]){tl_mul(k, M, N), unit, N})
@@ -405,6 +405,8 @@ static const char *variant_suffix(unsigned variant)
 {
     static const char *const names[8] = {"", "_strided", "_ptrarray", "?", "_beta", "_strided_beta",
                                          "_ptrarray_beta", "?"};
+    if (variant & GEMM_CLUSTER)
+        return (variant & GEMM_SWAP) ? "_swapped_cluster_split" : "_cluster_split";
     if (variant & (GEMM_SPLIT | GEMM_SWAP))
         return (variant & GEMM_SPLIT) ? ((variant & GEMM_SWAP) ? "_swapped_slices" : "_slices") : "_swapped";
     return names[variant & 7];
@@ -413,15 +415,24 @@ static const char *variant_suffix(unsigned variant)
 /* The kernel that runs schedule s for call c: the slices' kernel when s
  * splits K in a plain call (rows the second kernel's grid can hold), else
  * the call's own, s then without its split (the general kernels do not
- * split). */
+ * split). A split that tli_gemm_cluster_split allows (at most 8 slices,
+ * slices x tile elements at most 4096, a target with clusters) runs as
+ * one kernel (GEMM_CLUSTER): the slices of a tile are a cluster, which
+ * adds its partial products through distributed shared memory, no
+ * workspace and no second launch. Larger tiles keep the workspace: every
+ * block of the cluster reads every slice of the tile (an all-reduce), and
+ * at 64x128 in 4 slices that cost more than the workspace's round trip
+ * (1x4096x4096 NN: 0.38 x cuBLAS against 0.89). */
 #define SPLIT_MAX_ROWS 65535 /* slices_sum's grid y */
-static unsigned kernel_variant(const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
+static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
 {
     unsigned v = c->variant;
     if (!v && s->swap_ab && d->trans_b)
         v |= GEMM_SWAP;
     if (!(v & GEMM_GENERAL) && s->split_k > 1 && d->m <= SPLIT_MAX_ROWS)
         v |= GEMM_SPLIT;
+    if ((v & GEMM_SPLIT) && tli_gemm_cluster_split(ctx->target, s))
+        v |= GEMM_CLUSTER;
     if (!(v & GEMM_SPLIT))
         s->split_k = 0;
     if (!(v & GEMM_SWAP))
@@ -447,7 +458,10 @@ static unsigned kernel_variant(const tl_gemm_desc *d, const gemm_call *c, tl_gem
  * The slices' kernel of a split-K schedule (GEMM_SPLIT) has S = split_k
  * blocks along z; block z takes the K steps [z P, min((z + 1) P, steps))
  * of the steps = ceil(K / BK), P = ceil(steps / S), and writes its f32
- * partial product, unscaled, to W[z] (slices_sum then adds them up).
+ * partial product, unscaled, to W[z] (slices_sum then adds them up). With
+ * GEMM_CLUSTER the S blocks are a cluster (1, 1, S): after the loop
+ *   tl_cluster_reduce_sum(Cf)                   every block: the whole sum
+ *   if z == 0: Cf = act(Cf + bias_s); tile (by, bx) of C = Cf
  *
  * A swapped kernel (GEMM_SWAP, B as [N, K]) computes C^T = B A^T: its
  * block (bx, by) takes rows by BM.. of B (As holds them) and rows bx BN..
@@ -467,10 +481,14 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     declare_params(k, d, variant, &p);
     tl_expr M = p.M, N = p.N, K = p.K;
     bool split = variant & GEMM_SPLIT, swap = variant & GEMM_SWAP, general = variant & GEMM_GENERAL;
+    bool cluster = variant & GEMM_CLUSTER, workspace = split && !cluster;
     tl_expr rows = swap ? N : M, cols = swap ? M : N; /* of the fragment's tiles */
     tl_grid(k, tl_ceildiv(k, cols, tl_int(k, s.block_n)), tl_ceildiv(k, rows, tl_int(k, s.block_m)),
             split ? tl_int(k, s.split_k) : p.batch, s.threads);
-    tl_use_swizzle(k, s.swizzle);
+    if (cluster)
+        tl_cluster(k, 1, 1, s.split_k);
+    else
+        tl_use_swizzle(k, s.swizzle);
     /* the activations in f32 with the hardware tanh: its 2^-11 is far below
      * what the bf16/f16 operands carry (see tl_op_gemm in tilec.h) */
     tl_use_fast_math(k, 1);
@@ -490,7 +508,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_buf rows_src = swap ? p.B : p.A, cols_src = swap ? p.A : p.B; /* As's tensor, Bs's */
     tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
     tl_buf bias_s = TL_NONE_BUF;
-    if (d->has_bias && !split) {
+    if (d->has_bias && !workspace) {
         bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){swap ? s.block_m : s.block_n});
         tl_copy(k, tl_tile(k, p.bias, swap ? by : bx), tl_all(bias_s));
     }
@@ -509,7 +527,11 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, cols_src, bt[0], bt[1]), tl_all(Bs));
     tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
     tl_end(k);
-    if (!split && (general || d->has_bias || d->epilogue != TL_EPI_NONE)) {
+    if (cluster) { /* the slices' sum, then block 0 of the cluster finishes the tile */
+        tl_cluster_reduce_sum(k, Cf);
+        tl_if(k, tl_eq(k, bz, tl_int(k, 0)));
+    }
+    if (!workspace && (general || d->has_bias || d->epilogue != TL_EPI_NONE)) {
         epilogue_in in = {.alpha = p.alpha, .beta = p.beta, .C = p.C, .cz = p.strided ? bz : TL_NONE_EXPR,
                           .bias_s = bias_s, .bias_rows = swap};
         if (p.beta.id) {
@@ -518,7 +540,9 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
         }
         epilogue(k, d, &s, Cf, &in);
     }
-    tl_copy(k, tl_all(Cf), p.strided || split ? tl_tile(k, p.C, bz, by, bx) : tl_tile(k, p.C, by, bx));
+    tl_copy(k, tl_all(Cf), p.strided || workspace ? tl_tile(k, p.C, bz, by, bx) : tl_tile(k, p.C, by, bx));
+    if (cluster)
+        tl_end(k);
     return tli_op_kernel_done(ctx, NULL, k, out);
 }
 
@@ -586,7 +610,7 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
         return st;
     tl_gemm_schedule s = effective_schedule(ctx, d);
     gemm_call plain = {0};
-    unsigned v = kernel_variant(d, &plain, &s);
+    unsigned v = kernel_variant(ctx, d, &plain, &s);
     return build_gemm(ctx, d, v, &s, out);
 }
 
@@ -621,14 +645,14 @@ static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_cal
 {
     unsigned since = tli_fail_count();
     tl_gemm_schedule s = call_schedule(ctx, d, c);
-    *variant = kernel_variant(d, c, &s);
+    *variant = kernel_variant(ctx, d, c, &s);
     *used = s;
     tl_status st = tli_fail_as(ctx, program_for(ctx, d, *variant, &s, out), api, since);
     if (st == TL_OK || !schedule_is_zero(&d->schedule))
         return st;
     tl_gemm_desc rows = choice_desc(d, c);
     tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, &rows, c->tma);
-    *variant = kernel_variant(d, c, &h);
+    *variant = kernel_variant(ctx, d, c, &h);
     if (memcmp(&h, &s, sizeof h) == 0)
         return st;
     tli_log(ctx, TL_LOG_WARN, "%s: the tuned schedule failed (%s: %s); using the heuristic's", api,
@@ -692,7 +716,7 @@ TL_API tl_status tl_op_gemm_ex_build(tl_ctx *ctx, const tl_gemm_desc *d, const t
         return st;
     unsigned since = tli_fail_count();
     tl_gemm_schedule s = call_schedule(ctx, d, &c);
-    unsigned v = kernel_variant(d, &c, &s);
+    unsigned v = kernel_variant(ctx, d, &c, &s);
     return tli_fail_as(ctx, build_gemm(ctx, d, v, &s, out), api, since);
 }
 
@@ -786,7 +810,7 @@ static tl_status run_gemm(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args
         st = call_program(ctx, d, &c, api, &p, &s, &v);
     if (st != TL_OK)
         return st;
-    if (v & GEMM_SPLIT)
+    if ((v & GEMM_SPLIT) && !(v & GEMM_CLUSTER))
         return tli_fail_as(ctx, run_split(ctx, d, s, v & GEMM_SWAP, g, p, stream, api), api, since);
     tl_arg args[20];
     int n = call_args(d, &c, g, args);

@@ -18,6 +18,12 @@ tli_vadd_schedule tli_vadd_default_schedule(tl_dtype dtype);
 /* Builds C[i] = A[i] + B[i]; its parameters, in launch order: N, A, B, C. */
 tl_status tli_vadd_build(tl_ctx *ctx, tl_dtype dtype, const tli_vadd_schedule *s, tl_kernel **out);
 
+/* Whether a split-K schedule s runs over thread-block clusters on target
+ * (one kernel, the slices added through distributed shared memory) rather
+ * than through a workspace and a second kernel (gemm.c). */
+bool tli_gemm_cluster_split(const char *target, const tl_gemm_schedule *s);
+
+
 /* ------------------------------------------------ row-wise ops (rows.c) */
 
 /* What softmax and RMSNorm share: X and Y [rows, cols] with row strides

@@ -520,10 +520,14 @@ enum {
  * into steps of 16. The lowering picks the target's best tensor-core atom
  * (wgmma on sm_90a when the tiles allow it: M a multiple of 64 per
  * warpgroup, N a multiple of 16 up to 256, A's K a multiple of 64 in shared
- * memory; mma.sync otherwise). Errors: TL_ERR_SHAPE (the sizes disagree or
- * no MMA layout can tile them), TL_ERR_DTYPE, TL_ERR_INVALID_ARG (operand
- * kinds, unknown flag bits, both warp policies, tl_grid not called yet),
- * TL_ERR_UNSUPPORTED (transposed A). */
+ * memory; mma.sync otherwise). A transposed A (TL_GEMM_TRANS_A: A [K, M]
+ * in shared memory, read M-major) runs on wgmma only: where its tiles do
+ * not fit wgmma, tl_compile gives TL_ERR_UNSUPPORTED. Two gemms in a row
+ * on the same A in shared memory (B as [N, K], K = 64) run as one wider
+ * wgmma. Errors: TL_ERR_SHAPE (the sizes disagree or no MMA layout can
+ * tile them), TL_ERR_DTYPE, TL_ERR_INVALID_ARG (operand kinds, unknown
+ * flag bits, both warp policies, tl_grid not called yet),
+ * TL_ERR_UNSUPPORTED (a transposed A in registers). */
 TL_API void tl_gemm(tl_kernel *k, tl_buf A, tl_buf B, tl_buf C, unsigned flags);
 
 /* Reductions along one dimension, after TileLang's T.reduce_*: for every
@@ -925,9 +929,10 @@ typedef enum tl_epilogue {
  * tuning database's record for the context's GPU and this problem's class
  * (see tl_autotune), else a heuristic table chosen from measurements
  * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
- * with M <= 16 and B as [N, K] (K >= 1024, operands TMA can read) C^T = B
- * A^T (swap_ab) on 64x16x64 blocks, 8 stages, 128 threads, K split for
- * about two CTAs an SM in slices of at least 32 K steps;
+ * with M <= 16 (K >= 1024, operands TMA can read) C^T = B^T A^T (swap_ab)
+ * on 64x16x64 blocks, 8 stages (fewer where a split over clusters would
+ * need more than half the GPU's slots), 128 threads, K split for about
+ * two CTAs an SM in slices of at least 32 K steps;
  * for other decode shapes (M <= 64) 64x128x64 blocks, 4 stages,
  * 128 threads, K split into as many slices as give each SM about one CTA
  * (split_k);
@@ -964,19 +969,26 @@ typedef struct tl_gemm_schedule {
                                and a second kernel adds the slices in
                                order (the result does not depend on timing),
                                applies the bias and activation and writes
-                               C. Not with pingpong. Used by the plain call
+                               C. On a target with clusters, at most 8
+                               slices of a tile of at most 4096 / split_k
+                               elements are one kernel instead: a tile's
+                               slices are a cluster that adds them, in
+                               order, through distributed shared memory
+                               (no workspace). Not with pingpong. Used by the plain call
                                (tl_op_gemm, and tl_op_gemm_ex with dense
                                rows, one entry, alpha 1, beta 0); the
                                general kernels ignore it. */
-    int swap_ab;            /* 1: the kernel computes C^T = B A^T, its
-                               tiles block_m rows of B by block_n rows of
-                               A: for skinny M (decode), where the least
+    int swap_ab;            /* 1: the kernel computes C^T = B^T A^T, its
+                               tiles block_m rows of B^T by block_n rows
+                               of A: for skinny M (decode), where the least
                                wgmma M (64) would leave most of an M tile
-                               empty, a tile of 64 x 16 instead. Needs B
-                               as [N, K] (trans_b); C is written through
-                               its transpose (element by element: meant
-                               for M up to 64). Not with pingpong; the
-                               general kernels ignore it, as split_k. */
+                               empty, a tile of 64 x 16 instead. With B
+                               as [K, N] (no trans_b) B^T is read as a
+                               transposed A, which needs wgmma (sm_90a;
+                               else TL_ERR_INVALID_ARG); C is written
+                               through its transpose (element by element:
+                               meant for M up to 64). Not with pingpong;
+                               the general kernels ignore it, as split_k. */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {

@@ -534,17 +534,16 @@ bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp
 {
     const tli_snode *n = tli_S(ir, gemm);
     const tli_bnode *a = tli_B(ir, n->gemm[0]), *b = tli_B(ir, n->gemm[1]), *c = tli_B(ir, n->gemm[2]);
-    if (n->a1 & TL_GEMM_TRANS_A)
-        return false;
+    bool ta = n->a1 & TL_GEMM_TRANS_A;
     int groups = threads / 128;
-    int64_t m = c->cshape[0], nn = c->cshape[1], k = a->cshape[1];
+    int64_t m = c->cshape[0], nn = c->cshape[1], k = ta ? a->cshape[0] : a->cshape[1];
     bool a_regs = a->scope == B_FRAGMENT;
     /* Operands in shared memory are stored in blocks of 64 columns of
      * 128-byte swizzled rows (lowered.h, tli_smem_info.blocked): A as
      * [M, K] and B as [N, K] (K-major) with K a multiple of 64, or B as
      * [K, N] (MN-major) with N a multiple of 64. A in registers has the
      * accumulator layout of an m64 x K tile: K a multiple of 16. */
-    bool a_ok = a_regs ? k % 16 == 0 : k % 64 == 0;
+    bool a_ok = a_regs ? k % 16 == 0 : ta ? k % 16 == 0 && m % (64 * groups) == 0 : k % 64 == 0;
     bool b_ok = (n->a1 & TL_GEMM_TRANS_B) ? b->cshape[1] == k && k % 64 == 0 : b->cshape[0] == k && nn % 64 == 0;
     if (a->dtype != b->dtype || tl_dtype_size((tl_dtype)a->dtype) != 2)
         return false;

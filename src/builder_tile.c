@@ -306,8 +306,8 @@ static bool gemm_operands_ok(tl_kernel *k, const tli_bnode *a, const tli_bnode *
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "TL_GEMM_WARP_ROWS and TL_GEMM_WARP_COLS together");
         return false;
     }
-    if (flags & TL_GEMM_TRANS_A) {
-        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "transposed A is not supported");
+    if ((flags & TL_GEMM_TRANS_A) && a->scope != B_SHARED) {
+        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "a transposed A must be a shared tile, not registers");
         return false;
     }
     if ((a->scope != B_SHARED && a->scope != B_FRAGMENT) || b->scope != B_SHARED || c->scope != B_FRAGMENT) {

@@ -188,8 +188,9 @@ static void stmt(dumper *D, int32_t s, int depth)
             tli_str_append(o, "0");
         break;
     case S_GEMM:
-        tli_str_appendf(o, "gemm %s += %s * %s%s", tli_B(D->ir, n->gemm[2])->name, tli_B(D->ir, n->gemm[0])->name,
-                        tli_B(D->ir, n->gemm[1])->name, n->a1 & TL_GEMM_TRANS_B ? "^T" : "");
+        tli_str_appendf(o, "gemm %s += %s%s * %s%s", tli_B(D->ir, n->gemm[2])->name, tli_B(D->ir, n->gemm[0])->name,
+                        n->a1 & TL_GEMM_TRANS_A ? "^T" : "", tli_B(D->ir, n->gemm[1])->name,
+                        n->a1 & TL_GEMM_TRANS_B ? "^T" : "");
         if (D->L && n->x[TLI_X_GEMM_ATOM])
             tli_str_appendf(o, " [%s%s%s]", n->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16 ? "wgmma" : "mma.sync",
                             n->x[TLI_X_GEMM_A_REGS] ? ", A in registers" : "",

@@ -46,7 +46,7 @@ typedef struct emitter {
     const char **stage;  /* per shared buffer: its stage in the enclosing S_STAGE (NULL: 0) */
     int32_t frag_loop;   /* the fragment whose registers the loop being printed iterates */
     tli_str helpers;     /* device functions the kernel needs (wgmma shapes) */
-    bool wgmma_fn[4][33][2]; /* helper (f16?, trans?) x (N / 8) x (A in registers?) made */
+    bool wgmma_fn[4][33][3]; /* helper (f16?, trans B?) x (N / 8) x (A in shared, in registers, transposed) made */
     tl_status st;        /* the first inconsistency found (TL_ERR_INTERNAL) */
     char err[256];
 } emitter;

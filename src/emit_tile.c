@@ -792,18 +792,19 @@ void tli_e_copy(emitter *E, int32_t sid)
  * registers (four 32-bit registers a[0..3] holding two 16-bit values each);
  * scale_d 0 ignores d's old values (a gemm that starts from zero):
  *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d...}, da|{a...}, db, p, 1, 1[, 0, tb]; */
-static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs)
+static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs, bool trans_a)
 {
     const char *ty = dt == TL_F16 ? "f16" : "bf16";
-    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s%s", n, ty, trans_b ? "_tb" : "", a_regs ? "_rs" : "");
-    bool *done = &E->wgmma_fn[(dt == TL_F16) * 2 + trans_b][n / 8][a_regs];
+    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s%s%s", n, ty, trans_b ? "_tb" : "", a_regs ? "_rs" : "",
+                                 trans_a ? "_ta" : "");
+    bool *done = &E->wgmma_fn[(dt == TL_F16) * 2 + trans_b][n / 8][trans_a ? 2 : a_regs];
     if (*done)
         return name;
     *done = true;
     tli_str *h = &E->helpers;
     int regs = n / 2, na = a_regs ? 4 : 1;
     tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA, A from %s, B from shared memory.\n", n,
-                    a_regs ? "registers" : "shared memory");
+                    a_regs ? "registers" : trans_a ? "shared memory, M-major" : "shared memory");
     tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db, int scale_d)\n{\n", name,
                     a_regs ? "const unsigned *a" : "unsigned long long da");
     tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + na + 1);
@@ -814,7 +815,8 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
         tli_str_appendf(h, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n        : ", regs, regs + 1,
                         regs + 2, regs + 3, regs + 4, trans_b ? 1 : 0);
     else
-        tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_b ? 1 : 0);
+        tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_a ? 1 : 0,
+                        trans_b ? 1 : 0);
     for (int i = 0; i < regs; i++)
         tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
     if (a_regs)
@@ -887,10 +889,11 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
     const tli_bnode *a = buf_of(E, s->gemm[0]), *b = buf_of(E, s->gemm[1]), *c = buf_of(E, s->gemm[2]);
     const tli_warp_layout *w = &lay(E, s->gemm[2])->w;
     bool tb = s->a1 & TL_GEMM_TRANS_B, a_regs = s->x[TLI_X_GEMM_A_REGS], zero = s->x[TLI_X_GEMM_ZERO];
+    bool ta = s->a1 & TL_GEMM_TRANS_A; /* A [K, M] stored M-major: [M / 64][K][64] */
     int32_t c2 = tli_gemm_acc2(s);
-    int64_t K = a->cshape[1], N1 = w->wn, N = N1 + (c2 ? lay(E, c2)->w.wn : 0);
+    int64_t K = ta ? a->cshape[0] : a->cshape[1], N1 = w->wn, N = N1 + (c2 ? lay(E, c2)->w.wn : 0);
     const char *fn = c2 ? wgmma_pair_helper(E, (int)N, (int)(N1 / 2), (tl_dtype)b->dtype)
-                        : wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs);
+                        : wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs, ta);
     const char *et = ctype(b);
     const char *scale_d = zero ? "tl_k > 0" : "1";
     if (c2)
@@ -902,7 +905,10 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
                    zero ? "=" : "+=", a->name, b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt,
                    (long long)N, a_regs ? "registers" : "shared memory");
     E->indent++;
-    if (!a_regs)
+    if (ta) /* the warpgroup's rows: its blocks of 64 columns of A^T */
+        tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
+                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * K))));
+    else if (!a_regs)
         tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
                    tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * 64))));
     tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
@@ -939,7 +945,10 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
         const char *acc = c2 ? tli_e_fmt(E, "%s + tl_i * %lld, %s + tl_i * %lld", c->name, (long long)(N1 / 2),
                                          buf_of(E, c2)->name, (long long)((N - N1) / 2))
                              : tli_e_fmt(E, "%s + tl_i * %lld", c->name, (long long)(N / 2));
-        tli_e_line(E, "%s(%s, tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s), tl_db, %s);", fn, acc, koff, scale_d);
+        const char *da = ta ? tli_e_fmt(E, "tl_wgmma_desc_mn_sw128(tl_A + tl_i * %lld + tl_k * 64, %lld)", (long long)(K * 64),
+                                        (long long)(K * 128))
+                            : tli_e_fmt(E, "tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s)", koff);
+        tli_e_line(E, "%s(%s, %s, tl_db, %s);", fn, acc, da, scale_d);
     }
     close_block(E);
     close_block(E);

@@ -142,6 +142,8 @@ static void gemm_layout(layouter *Y, int32_t s)
         if (L->target.mma[i] == MMA_WGMMA_M64NNK16 && tli_gemm_wgmma_layout(Y->ir, s, Y->ir->threads, &fl.w)) {
             atom = MMA_WGMMA_M64NNK16;
             fl.kind = FRAG_WGMMA;
+        } else if (L->target.mma[i] == MMA_SYNC_M16N8K16 && (n->a1 & TL_GEMM_TRANS_A)) {
+            tli_fmt(why, sizeof why, "a transposed A (TL_GEMM_TRANS_A) needs wgmma, and its tiles do not fit it");
         } else if (L->target.mma[i] == MMA_SYNC_M16N8K16 &&
                    tli_gemm_warp_layout(c->cshape[0], c->cshape[1], k, Y->ir->threads, (unsigned)n->a1, &fl.w, why,
                                         sizeof why)) {
@@ -471,7 +473,7 @@ static bool pairable(layouter *Y, const tli_snode *g, const tli_snode *h)
         h->x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16 || g->x[TLI_X_GEMM_A_REGS] || h->x[TLI_X_GEMM_A_REGS] ||
         g->x[TLI_X_GEMM_PAIR_C])
         return false;
-    if (g->gemm[0] != h->gemm[0] || g->a1 != h->a1 || !(g->a1 & TL_GEMM_TRANS_B) ||
+    if (g->gemm[0] != h->gemm[0] || g->a1 != h->a1 || !(g->a1 & TL_GEMM_TRANS_B) || (g->a1 & TL_GEMM_TRANS_A) ||
         g->x[TLI_X_GEMM_ZERO] != h->x[TLI_X_GEMM_ZERO])
         return false;
     int32_t b1 = g->gemm[1], b2 = h->gemm[1], c1 = g->gemm[2], c2 = h->gemm[2];

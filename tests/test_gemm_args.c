@@ -603,30 +603,45 @@ static void test_split_k(void **state)
         {2, 40, 40, 16, 1, 0, TL_F16},  /* 3 K steps, 16 slices: 13 of them empty */
         {5, 70, 200, 3, 1, 1, TL_BF16}, /* C^T = B A^T, into the workspace through its transpose */
         {3, 75, 100, 0, 1, 1, TL_F32},  /* C^T without a split: C through its transpose */
+        {5, 70, 200, 3, 0, 1, TL_BF16}, /* B as [K, N]: B^T read as a transposed A (sm_90a only) */
+        {3, 75, 100, 0, 0, 1, TL_F32},
+        {2, 40, 400, 16, 0, 1, TL_F16},
     };
     /* on sm_90a a split of up to 8 slices is one kernel whose clusters add
      * the slices through distributed shared memory; on sm_80 (and past 8
      * slices) the slices go to a workspace that a second kernel adds up */
     tl_ctx *c80 = test_offline_ctx("sm_80");
     assert_non_null(c80);
+    /* B^T as a transposed A needs wgmma's tiles: 64 rows a warpgroup */
+    const tl_gemm_schedule wg_schedule = {.block_m = 64, .block_n = 16, .block_k = 64, .stages = 2, .threads = 128};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int t = 0; t < 2; t++) {
             tl_ctx *cx = t ? c80 : ctx;
+            bool nn_swap = cases[i].swap && !cases[i].trans_b;
             tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
                               .out_dtype = cases[i].out, .trans_b = cases[i].trans_b, .has_bias = 1,
-                              .epilogue = TL_EPI_GELU_TANH, .schedule = small_schedule};
+                              .epilogue = TL_EPI_GELU_TANH, .schedule = nn_swap ? wg_schedule : small_schedule};
             d.schedule.split_k = cases[i].split;
             d.schedule.swap_ab = cases[i].swap;
             tl_gemm_args g = tl_gemm_default_args();
             hgemm h;
             hgemm_init(&h, &d, &g, 9100 + 10 * i);
             int64_t S = cases[i].split ? cases[i].split : 1, M = d.m, N = d.n;
-            bool cluster = t == 0 && S > 1 && S <= 8, workspace = S > 1 && !cluster;
+            bool cluster = t == 0 && S > 1 && S * d.schedule.block_m * d.schedule.block_n <= 4096,
+                 workspace = S > 1 && !cluster;
             float *w = malloc(sizeof(float) * (size_t)(S * M * N));
             assert_non_null(w);
             for (int64_t x = 0; x < S * M * N; x++)
                 w[x] = NAN; /* every element must be written */
             tl_kernel *slices, *sum = NULL;
+            if (t == 1 && cases[i].swap && !cases[i].trans_b) { /* mma.sync has no transposed A */
+                assert_status(tl_op_gemm_build(cx, &d, &slices), TL_ERR_INVALID_ARG);
+                test_expect_text(tl_ctx_error(cx), "the error", (const char *[]){"swap_ab with B as [K, N] needs wgmma"},
+                                 1, NULL, 0);
+                free(w);
+                hgemm_free(&h);
+                continue;
+            }
             assert_status(tl_op_gemm_build(cx, &d, &slices), TL_OK);
             char *src;
             assert_status(tl_kernel_source(slices, t ? "sm_80" : "sm_90a", &src), TL_OK);
@@ -713,12 +728,23 @@ static void test_split_k_choice(void **state)
     tl_gemm_desc d = {.m = 1, .n = 4096, .k = 4100, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
     assert_int_equal(tl_op_gemm_schedule(c, &d).split_k, 0); /* K % 8: TMA cannot read the rows */
     d.k = 4096, d.trans_b = 0;
-    assert_int_equal(tl_op_gemm_schedule(c, &d).swap_ab, 0); /* B as [K, N]: no swap */
+    tl_gemm_schedule nn = tl_op_gemm_schedule(c, &d); /* B as [K, N]: swapped too, B^T a transposed A */
+    assert_true(nn.swap_ab == 1 && nn.split_k == 2 && nn.block_m == 64 && nn.block_n == 16);
     d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 16, .block_k = 64, .stages = 4, .threads = 128,
                                     .swap_ab = 1};
+    tl_kernel *kt;
+    assert_status(tl_op_gemm_build(c, &d, &kt), TL_OK);
+    char *tsrc;
+    assert_status(tl_kernel_source(kt, "sm_90a", &tsrc), TL_OK);
+    test_expect_text(tsrc, "the swapped NN kernel", (const char *[]){"_ta(", "tl_wgmma_desc_mn_sw128(tl_A"}, 2, NULL, 0);
+    tl_free_host(tsrc);
+    tl_kernel_destroy(kt);
+    tl_ctx *c80 = test_offline_ctx("sm_80"); /* mma.sync reads no transposed A */
     const tl_program *p0;
-    assert_status(tl_op_gemm_program(c, &d, &p0), TL_ERR_INVALID_ARG);
-    test_expect_text(tl_ctx_error(c), "the error", (const char *[]){"swap_ab needs B as [N, K]"}, 1, NULL, 0);
+    assert_status(tl_op_gemm_program(c80, &d, &p0), TL_ERR_INVALID_ARG);
+    test_expect_text(tl_ctx_error(c80), "the error", (const char *[]){"swap_ab with B as [K, N] needs wgmma"}, 1, NULL,
+                     0);
+    tl_ctx_destroy(c80);
     d.trans_b = 1;
     d.k = 4096;
     d.schedule = (tl_gemm_schedule){.block_m = 64, .split_k = 17};

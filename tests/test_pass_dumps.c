@@ -88,6 +88,7 @@ static void test_gemm_decode_sm90a(void **state)
     const tl_gemm_schedule w = {.block_m = 64, .block_n = 16, .block_k = 64, .stages = 8, .threads = 128,
                                 .swizzle = 8, .split_k = 2, .swap_ab = 1};
     check_dump(gemm(&w, 1, 0), "sm_90a", "gemm_swapped_cluster_split_nt_sm90a");
+    check_dump(gemm(&w, 0, 0), "sm_90a", "gemm_swapped_cluster_split_nn_sm90a"); /* B^T a transposed A */
     const tl_gemm_schedule many = {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
                                    .swizzle = 8, .split_k = 4};
     check_dump(gemm(&many, 1, 0), "sm_90a", "gemm_slices_nt_sm90a");

@@ -79,9 +79,13 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
                         d->schedule.split_k);
     if (d->schedule.swap_ab != 0 && d->schedule.swap_ab != 1)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab = %d is not 0 or 1", api, d->schedule.swap_ab);
-    if (d->schedule.swap_ab && (!d->trans_b || d->schedule.pingpong))
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab needs B as [N, K] (trans_b) and no pingpong",
-                        api);
+    if (d->schedule.swap_ab && d->schedule.pingpong)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab and pingpong exclude each other", api);
+    tli_target t;
+    if (d->schedule.swap_ab && !d->trans_b &&
+        !(tli_target_get(ctx->target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16)))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab with B as [K, N] needs wgmma (sm_90a): "
+                        "the swapped kernel reads B^T as a transposed A", api);
     return TL_OK;
 }
 
@@ -427,7 +431,7 @@ static const char *variant_suffix(unsigned variant)
 static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
 {
     unsigned v = c->variant;
-    if (!v && s->swap_ab && d->trans_b)
+    if (!v && s->swap_ab)
         v |= GEMM_SWAP;
     if (!(v & GEMM_GENERAL) && s->split_k > 1 && d->m <= SPLIT_MAX_ROWS)
         v |= GEMM_SPLIT;
@@ -463,10 +467,12 @@ static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_ca
  *   tl_cluster_reduce_sum(Cf)                   every block: the whole sum
  *   if z == 0: Cf = act(Cf + bias_s); tile (by, bx) of C = Cf
  *
- * A swapped kernel (GEMM_SWAP, B as [N, K]) computes C^T = B A^T: its
- * block (bx, by) takes rows by BM.. of B (As holds them) and rows bx BN..
- * of A (Bs), the bias runs along the fragment's rows, and the fragment
- * goes to C^T, a view of C with strides (1, N). */
+ * A swapped kernel (GEMM_SWAP) computes C^T = B^T A^T: its block (bx, by)
+ * takes rows by BM.. of B^T (As holds them: a [BM, BK] tile of B as
+ * [N, K], or a [BK, BM] tile of B as [K, N] read as a transposed A, which
+ * only wgmma does) and rows bx BN.. of A (Bs, [BN, BK], TL_GEMM_TRANS_B),
+ * the bias runs along the fragment's rows, and the fragment goes to C^T, a
+ * view of C with strides (1, N). */
 static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant, const tl_gemm_schedule *sp,
                             tl_kernel **out)
 {
@@ -502,9 +508,11 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
         az = tl_min(k, bz, tl_sub(k, p.batch_a, tl_int(k, 1)));
         bzb = tl_min(k, bz, tl_sub(k, p.batch_b, tl_int(k, 1)));
     }
-    tl_buf As = tl_alloc_shared(k, d->in_dtype, 2, (int64_t[]){s.block_m, s.block_k});
+    bool a_t = swap && !d->trans_b, b_t = swap || d->trans_b; /* As is [BK, BM]; Bs is [BN, BK] */
+    tl_buf As = tl_alloc_shared(k, d->in_dtype, 2,
+                                a_t ? (int64_t[]){s.block_k, s.block_m} : (int64_t[]){s.block_m, s.block_k});
     tl_buf Bs = tl_alloc_shared(k, d->in_dtype, 2,
-                                d->trans_b ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
+                                b_t ? (int64_t[]){s.block_n, s.block_k} : (int64_t[]){s.block_k, s.block_n});
     tl_buf rows_src = swap ? p.B : p.A, cols_src = swap ? p.A : p.B; /* As's tensor, Bs's */
     tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
     tl_buf bias_s = TL_NONE_BUF;
@@ -522,10 +530,11 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_expr ko = tl_pipelined(k, steps, s.stages);
     if (split)
         ko = tl_add(k, first, ko);
-    tl_expr bt[2] = {d->trans_b ? bx : ko, d->trans_b ? ko : bx};
-    tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : tl_tile(k, rows_src, by, ko), tl_all(As));
+    tl_expr bt[2] = {b_t ? bx : ko, b_t ? ko : bx};
+    tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : a_t ? tl_tile(k, rows_src, ko, by) : tl_tile(k, rows_src, by, ko),
+            tl_all(As));
     tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, cols_src, bt[0], bt[1]), tl_all(Bs));
-    tl_gemm(k, As, Bs, Cf, (d->trans_b ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
+    tl_gemm(k, As, Bs, Cf, (a_t ? TL_GEMM_TRANS_A : 0) | (b_t ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
     tl_end(k);
     if (cluster) { /* the slices' sum, then block 0 of the cluster finishes the tile */
         tl_cluster_reduce_sum(k, Cf);

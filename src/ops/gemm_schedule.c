@@ -58,8 +58,10 @@ enum {
                             prologue and epilogue                                 */
     H_DECODE = 1 << 5,   /* M <= 64 and K >= 1024: a GEMV in all but name,
                             memory-bound on B                                     */
-    H_NARROW = 1 << 6,   /* M <= 16 and B as [N, K]: C^T = B A^T takes tiles of
-                            64 rows of B by 16 of A (swap_ab)                     */
+    H_NARROW = 1 << 6,   /* M <= 16: C^T = B^T A^T takes tiles of 64 rows of B^T
+                            by 16 of A (swap_ab; B as [K, N] read as a
+                            transposed A, which only wgmma does: the row is
+                            sm_90a's)                                             */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -128,7 +130,7 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_SHORT_K;
     if (d->m <= 64 && d->k >= 1024)
         c |= H_DECODE;
-    if (d->m <= 16 && d->trans_b)
+    if (d->m <= 16)
         c |= H_NARROW;
     return c;
 }

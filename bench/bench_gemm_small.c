@@ -54,7 +54,8 @@ static tl_status run(void *user, void *stream)
 
 /* The schedules --sweep tries: the op's choice o and its neighbours (for
  * a swapped one: 4 and 6 stages, 32-wide tiles of A; for the others: 6
- * stages, N tiles of 256), with half, twice and four times its slices. */
+ * stages, N tiles of 256, and swapped 64x32 and 64x64 tiles in 0 or 2
+ * slices), with half, twice and four times its slices. */
 static int sweep_list(const tl_gemm_schedule *o, tl_gemm_schedule *out)
 {
     int n = 0;
@@ -67,6 +68,10 @@ static int sweep_list(const tl_gemm_schedule *o, tl_gemm_schedule *out)
     } else {
         x.stages = 6, out[n++] = x;
         x = *o, x.block_n = 256, x.stages = 4, out[n++] = x;
+        for (int bn = 32; bn <= 64; bn *= 2)
+            for (int sk = 0; sk <= 2; sk += 2)
+                x = *o, x.block_m = 64, x.block_n = bn, x.stages = 4, x.swap_ab = 1, x.split_k = sk, x.pingpong = 0,
+                out[n++] = x;
     }
     int sk[3] = {o->split_k / 2 > 1 ? o->split_k / 2 : 0, o->split_k > 1 ? 2 * o->split_k : 2,
                  o->split_k > 1 ? 4 * o->split_k : 4};
@@ -83,12 +88,12 @@ static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, ui
 {
     tl_gemm_desc d = {.m = s->m, .n = s->n, .k = s->k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
                       .trans_b = trans_b};
-    tl_gemm_schedule list[8];
+    tl_gemm_schedule list[16];
     tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
     int n = sweep_list(&own, list);
-    work w[9];
-    tl_work_fn fns[9];
-    void *users[9];
+    work w[17];
+    tl_work_fn fns[17];
+    void *users[17];
     for (int i = 0; i <= n; i++) {
         w[i] = (work){.ctx = ctx, .d = d, .a = a, .b = b, .c = i < n ? c : c_ref, .kind = i < n ? 0 : 1};
         if (i < n)

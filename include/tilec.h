@@ -932,7 +932,8 @@ typedef enum tl_epilogue {
  * with M <= 16 (K >= 1024, operands TMA can read) C^T = B^T A^T (swap_ab)
  * on 64x16x64 blocks, 8 stages (fewer where a split over clusters would
  * need more than half the GPU's slots), 128 threads, K split for about
- * two CTAs an SM in slices of at least 32 K steps;
+ * two CTAs an SM in slices of at least 32 K steps; with M <= 32 the same
+ * on 64x32x64 blocks, 4 stages;
  * for other decode shapes (M <= 64) 64x128x64 blocks, 4 stages,
  * 128 threads, K split into as many slices as give each SM about one CTA
  * (split_k);
@@ -1027,9 +1028,10 @@ TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d);
 TL_API tl_status tl_op_gemm_program(tl_ctx *ctx, const tl_gemm_desc *d, const tl_program **out);
 /* Builds the GEMM kernel of d (schedule included) for inspection or
  * sweeping. *out is a new kernel the caller destroys. For a schedule that
- * splits K (split_k), this and tl_op_gemm_program give the first of the
- * two kernels: the slices' products into a workspace (launch arguments M,
- * N, K, A, B, W: f32 [split_k, M, N]). */
+ * splits K (split_k) over a workspace, this and tl_op_gemm_program give the
+ * first of the two kernels: the slices' products into the workspace
+ * (launch arguments M, N, K, A, B, W: f32 [split_k, M, N]); a split over
+ * clusters (see split_k) is one kernel with the plain arguments. */
 TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel **out);
 
 /* The operands of a tl_op_gemm_ex call, as a BLAS caller has them: row
@@ -1373,7 +1375,8 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
  * kernel's builder gives its own). For "gemm" they are the fields of
  * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
  * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp); for
- * "softmax" those of tl_softmax_schedule: width, rows, threads, stages. */
+ * "softmax" those of tl_softmax_schedule: width, rows, threads, stages,
+ * cluster. */
 typedef struct tl_tune_config {
     int v[TL_TUNE_MAX_PARAMS];
 } tl_tune_config;
@@ -1543,8 +1546,11 @@ typedef struct tl_tune_result {
  * baseline a device-to-device copy of the input; rates in GB/s (the input
  * read and the output written once). The space: one-pass widths holding
  * 8, 16 or 32 elements per thread at 128 to 1024 threads, each without a
- * pipeline and with a ring of 3 stages where shared memory holds it, and
- * chunks of 2048 to 8192 columns narrower than the row.
+ * pipeline and with a ring of 3 stages where shared memory holds it, rows
+ * split over clusters of 2 and 4 blocks (32 elements a thread, with and
+ * without the ring) where the GPU has clusters and a block's share is at
+ * least 4096 columns, and chunks of 2048 to 8192 columns narrower than the
+ * row.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the

@@ -308,8 +308,9 @@ static void test_decode_split(void **state)
         {1, 4096, 4096, 0, 0, 0}, {16, 1000, 2056, 0, 0, 0}, {64, 520, 3000, 0, 0, 0}, {7, 300, 1030, 1, 5, 0},
         {7, 300, 1030, 1, 5, 1}, /* C^T, split, on the safe variant (K % 8) */
         {13, 200, 1100, 0, 0, 1}, /* C^T in one pass */
+        {30, 700, 2104, 0, 0, 0}, /* the op's choice for M <= 32: C^T on 64x32 tiles */
     };
-    int ncases = small ? 2 : 6;
+    int ncases = small ? 2 : 7;
     for (int i = 0; i < ncases; i++) {
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);

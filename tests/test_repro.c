@@ -235,6 +235,11 @@ static void test_repro_gemm(void **state)
     assert_status(tl_op_gemm_ex_build(ctx, &d, &g, &k), TL_OK);
     check_repro(k, "gemm_ptrarray", (const char *const[]){"sm_80"}, 1);
     tl_kernel_destroy(k);
+    /* the decode kernels: C^T = B^T A^T with B^T a transposed A, K split
+     * over a cluster along z (tl_cluster, tl_cluster_reduce_sum, tl_if) */
+    tl_gemm_desc dd = {.m = 4, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    assert_true(tl_op_gemm_schedule(ctx, &dd).swap_ab == 1);
+    check_gemm(ctx, &dd, "gemm_decode_nn_cluster");
 }
 
 static void test_repro_rows(void **state)

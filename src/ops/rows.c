@@ -221,9 +221,10 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
         tl_cluster(k, s.cluster, 1, 1);
         /* two blocks an SM, or the split gains nothing: unbounded, ptxas
          * gave the 512 threads of a half row 67 (RMSNorm) to 109 (softmax
-         * with the ring) registers, one block an SM */
-        if (s.threads <= 1024 && s.threads >= 256)
-            tl_use_min_blocks(k, 2048 / s.threads > 2 ? 2 : 2048 / s.threads);
+         * with the ring) registers, one block an SM (at 1024 threads two
+         * blocks would leave 32 registers a thread: not asked for) */
+        if (s.threads <= 512)
+            tl_use_min_blocks(k, 2);
     }
     rk->M = tl_dim(k, "M");
     rk->N = tl_dim(k, "N");

@@ -934,7 +934,7 @@ typedef enum tl_epilogue {
  * need more than half the GPU's slots), 128 threads, K split for about
  * two CTAs an SM in slices of at least 32 K steps; with M <= 32 the same
  * on 64x32x64 blocks, 4 stages;
- * for other decode shapes (M <= 64) 64x128x64 blocks, 4 stages,
+ * for other decode shapes (32 < M <= 64) 64x128x64 blocks, 4 stages,
  * 128 threads, K split into as many slices as give each SM about one CTA
  * (split_k);
  * with a bias or an activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128

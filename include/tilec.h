@@ -602,6 +602,13 @@ TL_API void tl_cluster_reduce_max(tl_kernel *k, tl_buf buf);
 TL_API void tl_cluster_reduce_sum(tl_kernel *k, tl_buf buf);
 TL_API void tl_cluster_reduce_min(tl_kernel *k, tl_buf buf);
 TL_API void tl_cluster_reduce_absmax(tl_kernel *k, tl_buf buf);
+/* The sum for one block: block `root` (its rank in the cluster) of every
+ * cluster gets, at each index, the sum over the cluster's blocks (in rank
+ * order, in f32); the others' buf keeps its values. Only the root reads
+ * the other blocks' slots, which is what a split-K GEMM needs (one block
+ * stores the tile). The same rules as tl_cluster_reduce_sum. Errors: its
+ * errors, and TL_ERR_INVALID_ARG for a root outside 0..cluster size - 1. */
+TL_API void tl_cluster_reduce_sum_to(tl_kernel *k, tl_buf buf, int root);
 
 /* Rasterises blocks for L2 reuse: consecutive blocks walk down a panel of
  * `panel` block rows (gridDim.y) before moving along the row. The kernel

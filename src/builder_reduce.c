@@ -114,8 +114,9 @@ TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int 
     reduce(k, src, dst, dim, clear, R_ABSMAX, "tl_reduce_absmax");
 }
 
-/* buf[i] = op over the cluster's blocks of their buf[i]. */
-static void cluster_reduce(tl_kernel *k, tl_buf buf, tli_redop op, const char *api)
+/* buf[i] = op over the cluster's blocks of their buf[i], in every block
+ * (root < 0) or in block `root` only. */
+static void cluster_reduce(tl_kernel *k, tl_buf buf, tli_redop op, int root, const char *api)
 {
     if (!tli_klive(k))
         return;
@@ -135,15 +136,37 @@ static void cluster_reduce(tl_kernel *k, tl_buf buf, tli_redop op, const char *a
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "the kernel has no clusters: call tl_cluster first");
         return;
     }
-    tli_snode n = {.op = S_CLUSTER_REDUCE, .buf = ib, .a1 = (int32_t)op};
+    if (root >= tli_cluster_size(&k->ir)) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "root = %d is not a rank of a cluster of %d blocks", root,
+                  tli_cluster_size(&k->ir));
+        return;
+    }
+    tli_snode n = {.op = S_CLUSTER_REDUCE, .buf = ib, .a1 = (int32_t)op, .a0 = root + 1};
     if (tli_kappend(k, &n, api))
         k->ir.b.v[ib].written = true, k->ir.b.v[ib].read = true;
 }
 
-TL_API void tl_cluster_reduce_max(tl_kernel *k, tl_buf buf) { cluster_reduce(k, buf, R_MAX, "tl_cluster_reduce_max"); }
-TL_API void tl_cluster_reduce_sum(tl_kernel *k, tl_buf buf) { cluster_reduce(k, buf, R_SUM, "tl_cluster_reduce_sum"); }
-TL_API void tl_cluster_reduce_min(tl_kernel *k, tl_buf buf) { cluster_reduce(k, buf, R_MIN, "tl_cluster_reduce_min"); }
+TL_API void tl_cluster_reduce_max(tl_kernel *k, tl_buf buf)
+{
+    cluster_reduce(k, buf, R_MAX, -1, "tl_cluster_reduce_max");
+}
+TL_API void tl_cluster_reduce_sum(tl_kernel *k, tl_buf buf)
+{
+    cluster_reduce(k, buf, R_SUM, -1, "tl_cluster_reduce_sum");
+}
+TL_API void tl_cluster_reduce_min(tl_kernel *k, tl_buf buf)
+{
+    cluster_reduce(k, buf, R_MIN, -1, "tl_cluster_reduce_min");
+}
 TL_API void tl_cluster_reduce_absmax(tl_kernel *k, tl_buf buf)
 {
-    cluster_reduce(k, buf, R_ABSMAX, "tl_cluster_reduce_absmax");
+    cluster_reduce(k, buf, R_ABSMAX, -1, "tl_cluster_reduce_absmax");
+}
+TL_API void tl_cluster_reduce_sum_to(tl_kernel *k, tl_buf buf, int root)
+{
+    if (tli_klive(k) && root < 0) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, "tl_cluster_reduce_sum_to", "root = %d is negative", root);
+        return;
+    }
+    cluster_reduce(k, buf, R_SUM, root, "tl_cluster_reduce_sum_to");
 }

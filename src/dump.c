@@ -213,6 +213,8 @@ static void stmt(dumper *D, int32_t s, int depth)
         static const char *const ops[] = {"max", "sum", "min", "absmax"};
         int op = n->a1 & TLI_REDUCE_OP_MASK;
         tli_str_appendf(o, "cluster_reduce_%s %s", op < 4 ? ops[op] : "?", tli_B(D->ir, n->buf)->name);
+        if (n->a0)
+            tli_str_appendf(o, " to rank %d", n->a0 - 1);
         if (D->L && n->x[TLI_X_RED_SCRATCH])
             tli_str_appendf(o, " [slots %s, writers tid & 0x%x == 0]", tli_B(D->ir, n->x[TLI_X_RED_SCRATCH])->name,
                             n->x[TLI_X_RED_LANES]);

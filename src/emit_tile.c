@@ -1271,6 +1271,10 @@ void tli_e_cluster_reduce(emitter *E, int32_t sid)
         tli_e_line(E, "%s", put);
     close_block(E);
     tli_e_line(E, "tl_cluster_sync();");
+    if (s->a0) { /* tl_cluster_reduce_sum_to: only the root reads the slots */
+        tli_e_line(E, "if (tl_cluster_ctarank() == %d) {", s->a0 - 1);
+        E->indent++;
+    }
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
     E->indent++;
@@ -1285,6 +1289,8 @@ void tli_e_cluster_reduce(emitter *E, int32_t sid)
     tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_cluster_ld_f32(&tl_slot[%s], tl_r)", el), true));
     tli_e_line(E, "%s[tl_j] = %s;", b->name, convert(E, "tl_v", TL_F32, (tl_dtype)b->dtype));
     close_block(E);
+    if (s->a0)
+        close_block(E);
     if (halves == 2)
         tli_e_line(E, "tl_cluster_turn ^= 1;");
     close_block(E);

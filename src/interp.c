@@ -758,8 +758,9 @@ static void run_cluster_reduce(interp *const *set, int n, const tli_snode *s)
                                 : fmaxf(acc, fabsf(x));
         }
         double r = round_float(dt, acc);
-        for (int j = 0; j < n; j++)
-            ((double *)set[j]->t[buf].base)[i] = r;
+        for (int j = 0; j < n; j++) /* every block, or only the root (tl_cluster_reduce_sum_to) */
+            if (!s->a0 || j == s->a0 - 1)
+                ((double *)set[j]->t[buf].base)[i] = r;
     }
 }
 

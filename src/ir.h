@@ -84,7 +84,8 @@ typedef enum tli_sop {
                     dimension of src; a1 = tli_redop, | TLI_REDUCE_ACCUM to
                     combine with dst's old values instead of overwriting */
     S_CLUSTER_REDUCE, /* buf = a fragment all-reduced across the cluster's
-                    blocks; a1 = tli_redop */
+                    blocks; a1 = tli_redop; a0 = 0, or 1 + the rank of the
+                    only block that gets the result (tl_cluster_reduce_sum_to) */
     /* --- lowered statements: made by the passes (see lowered.h) --- */
     S_LET,        /* const <dtype of a0> <name> = a0; E_LET reads it */
     S_STAGE,      /* body runs with shared buffers vars[0..rank) at stage a0 */

@@ -727,8 +727,14 @@ static void write_tile_op(repro *R, const tli_snode *n, int32_t s)
             internal(R, "cluster reduction %d has op %d, which no builder call makes", s, op);
             return;
         }
-        tli_str_appendf(o, "tl_cluster_%s(k, ", reduce_calls[op] + 3);
+        if (n->a0 && op != R_SUM) {
+            internal(R, "cluster reduction %d to one rank has op %d, which no builder call makes", s, op);
+            return;
+        }
+        tli_str_appendf(o, "tl_cluster_%s%s(k, ", reduce_calls[op] + 3, n->a0 ? "_to" : "");
         put_buf(R, n->buf);
+        if (n->a0)
+            tli_str_appendf(o, ", %d", n->a0 - 1);
         break;
     }
     default: internal(R, "statement %d has op %d, which no builder call makes", s, n->op); return;

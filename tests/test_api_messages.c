@@ -324,6 +324,12 @@ static tl_status p_tl_cluster_reduce_max(void) { return bad_cluster_reduce(tl_cl
 static tl_status p_tl_cluster_reduce_sum(void) { return bad_cluster_reduce(tl_cluster_reduce_sum); }
 static tl_status p_tl_cluster_reduce_min(void) { return bad_cluster_reduce(tl_cluster_reduce_min); }
 static tl_status p_tl_cluster_reduce_absmax(void) { return bad_cluster_reduce(tl_cluster_reduce_absmax); }
+static tl_status p_tl_cluster_reduce_sum_to(void)
+{
+    tl_kernel *k = fresh();
+    tl_cluster_reduce_sum_to(k, TL_NONE_BUF, 0);
+    return done(k);
+}
 static tl_status p_tl_compile(void)
 {
     tl_kernel *k = fresh();
@@ -606,7 +612,7 @@ static const api_entry entries[] = {
     P(tl_baseline_gemm_ex), WHY(tl_gemm_default_args, "returns a value; it cannot fail"), P(tl_op_bias_act), P(tl_op_bias_act_build), P(tl_op_build),
     P(tl_reduce_max), P(tl_reduce_sum), P(tl_reduce_min), P(tl_reduce_absmax), P(tl_name), P(tl_kernel_dump),
     P(tl_use_min_blocks), P(tl_cluster), P(tl_cluster_reduce_max), P(tl_cluster_reduce_sum), P(tl_cluster_reduce_min),
-    P(tl_cluster_reduce_absmax),
+    P(tl_cluster_reduce_absmax), P(tl_cluster_reduce_sum_to),
     P(tl_kernel_lower_dump), P(tl_kernel_reproducer),
     P(tl_op_softmax), P(tl_op_softmax_schedule), P(tl_op_softmax_program), P(tl_op_softmax_build),
     P(tl_op_rmsnorm), P(tl_op_rmsnorm_schedule), P(tl_op_rmsnorm_program), P(tl_op_rmsnorm_build),

@@ -397,6 +397,61 @@ static tl_kernel *grid_kernel(int cx)
     return k;
 }
 
+/* tl_cluster_reduce_sum_to: only block `root` of each cluster of 4 gets
+ * the sum (rank order, f32); the others keep their own values. Root out
+ * of range is a builder error naming the call. */
+static void test_sum_to_one_rank(void **state)
+{
+    (void)state;
+    for (int root = 0; root < 4; root += 3) {
+        tl_kernel *k = tl_kernel_new(ctx, "cluster_sum_to");
+        tl_buf In = tl_param_tensor(k, "In", TL_F32, 2, (tl_expr[]){tl_int(k, 8), tl_int(k, 4)}, NULL);
+        tl_buf Out = tl_param_tensor(k, "Out", TL_F32, 2, (tl_expr[]){tl_int(k, 8), tl_int(k, 4)}, NULL);
+        tl_grid(k, tl_int(k, 8), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+        tl_cluster(k, 4, 1, 1);
+        tl_expr bx = tl_block_idx(k, 0);
+        tl_buf F = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){4});
+        tl_copy(k, tl_tile(k, In, bx, tl_int(k, 0)), tl_all(F));
+        tl_cluster_reduce_sum_to(k, F, root);
+        tl_copy(k, tl_all(F), tl_tile(k, Out, bx, tl_int(k, 0)));
+        assert_status(tl_kernel_status(k), TL_OK);
+        float in[8][4], out[8][4];
+        for (int b = 0; b < 8; b++)
+            for (int i = 0; i < 4; i++)
+                in[b][i] = (float)(b * 10 + i) * (b % 2 ? -0.5f : 1.25f);
+        memset(out, 0xA5, sizeof out);
+        tl_arg args[] = {tl_arg_hptr(in), tl_arg_hptr(out)};
+        assert_status(tl_interpret(k, 2, args), TL_OK);
+        for (int b = 0; b < 8; b++)
+            for (int i = 0; i < 4; i++) {
+                float want = in[b][i];
+                if (b % 4 == root) {
+                    want = 0;
+                    for (int r = 0; r < 4; r++)
+                        want += in[b / 4 * 4 + r][i];
+                }
+                if (out[b][i] != want)
+                    fail_msg("root %d: block %d element %d = %g, want %g", root, b, i, out[b][i], want);
+            }
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        char want_if[64];
+        snprintf(want_if, sizeof want_if, "if (tl_cluster_ctarank() == %d) {", root);
+        if (!strstr(src, want_if))
+            fail_msg("the source lacks '%s'", want_if);
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+    }
+    tl_kernel *k = grid_kernel(2);
+    tl_buf f = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){4});
+    tl_cluster_reduce_sum_to(k, f, 2);
+    expect_build_error(k, TL_ERR_INVALID_ARG, "tl_cluster_reduce_sum_to", "root = 2 is not a rank of a cluster of 2");
+    k = grid_kernel(2);
+    f = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){4});
+    tl_cluster_reduce_sum_to(k, f, -1);
+    expect_build_error(k, TL_ERR_INVALID_ARG, "tl_cluster_reduce_sum_to", "root = -1 is negative");
+}
+
 static void test_builder_errors_name_the_call(void **state)
 {
     (void)state;
@@ -485,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_cluster_shapes_group_and_rank),
         cmocka_unit_test(test_divergence_that_meets_again),
         cmocka_unit_test(test_divergent_reduction_is_an_error),
+        cmocka_unit_test(test_sum_to_one_rank),
         cmocka_unit_test(test_builder_errors_name_the_call),
         cmocka_unit_test(test_budget_stops_a_clustered_kernel),
     };

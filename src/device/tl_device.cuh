@@ -399,6 +399,13 @@ __device__ __forceinline__ void tl_cluster_sync()
 {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// This block's rank in its cluster.
+__device__ __forceinline__ unsigned tl_cluster_ctarank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
 // The f32 at the same shared-memory address as p in block `rank` of the
 // cluster (distributed shared memory: mapa, then ld.shared::cluster).
 __device__ __forceinline__ float tl_cluster_ld_f32(const float *p, unsigned rank)

@@ -423,10 +423,12 @@ static const char *variant_suffix(unsigned variant)
  * slices x tile elements at most 4096, a target with clusters) runs as
  * one kernel (GEMM_CLUSTER): the slices of a tile are a cluster, which
  * adds its partial products through distributed shared memory, no
- * workspace and no second launch. Larger tiles keep the workspace: every
- * block of the cluster reads every slice of the tile (an all-reduce), and
- * at 64x128 in 4 slices that cost more than the workspace's round trip
- * (1x4096x4096 NN: 0.38 x cuBLAS against 0.89). */
+ * workspace and no second launch. Larger tiles keep the workspace: block
+ * 0 reads every slice of the tile (tl_cluster_reduce_sum_to), and at
+ * 64x128 in 2 slices that cost more than the workspace's round trip
+ * (64x8192x8192: 0.78-0.79 x cuBLAS against 0.84-0.87; as an all-reduce,
+ * every block reading every slice, 64x128 in 4 slices at 1x4096x4096 NN
+ * measured 0.38 against 0.89). */
 #define SPLIT_MAX_ROWS 65535 /* slices_sum's grid y */
 static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
 {
@@ -464,7 +466,7 @@ static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_ca
  * of the steps = ceil(K / BK), P = ceil(steps / S), and writes its f32
  * partial product, unscaled, to W[z] (slices_sum then adds them up). With
  * GEMM_CLUSTER the S blocks are a cluster (1, 1, S): after the loop
- *   tl_cluster_reduce_sum(Cf)                   every block: the whole sum
+ *   tl_cluster_reduce_sum_to(Cf, 0)             block 0: the whole sum
  *   if z == 0: Cf = act(Cf + bias_s); tile (by, bx) of C = Cf
  *
  * A swapped kernel (GEMM_SWAP) computes C^T = B^T A^T: its block (bx, by)
@@ -536,8 +538,8 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_copy(k, p.strided ? tl_tile(k, p.B, bzb, bt[0], bt[1]) : tl_tile(k, cols_src, bt[0], bt[1]), tl_all(Bs));
     tl_gemm(k, As, Bs, Cf, (a_t ? TL_GEMM_TRANS_A : 0) | (b_t ? TL_GEMM_TRANS_B : 0) | s.warp_policy);
     tl_end(k);
-    if (cluster) { /* the slices' sum, then block 0 of the cluster finishes the tile */
-        tl_cluster_reduce_sum(k, Cf);
+    if (cluster) { /* the slices' sum in block 0 of the cluster, which finishes the tile */
+        tl_cluster_reduce_sum_to(k, Cf, 0);
         tl_if(k, tl_eq(k, bz, tl_int(k, 0)));
     }
     if (!workspace && (general || d->has_bias || d->epilogue != TL_EPI_NONE)) {

@@ -243,8 +243,12 @@ static void op_tiles(fuzz *f, unsigned op)
     case OP_CLUSTER_REDUCE: {
         static void (*const fns[4])(tl_kernel *, tl_buf) = {tl_cluster_reduce_max, tl_cluster_reduce_sum,
                                                             tl_cluster_reduce_min, tl_cluster_reduce_absmax};
-        unsigned which = byte(f) % 4;
-        fns[which](f->k, buf(f));
+        unsigned which = byte(f) % 5;
+        tl_buf b = buf(f);
+        if (which < 4)
+            fns[which](f->k, b);
+        else
+            tl_cluster_reduce_sum_to(f->k, b, (int)(int8_t)byte(f));
         break;
     }
     case OP_NAME: {

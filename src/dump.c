@@ -120,6 +120,13 @@ static const char *copy_how(int h)
 
 static void stmts(dumper *D, int32_t first, int depth);
 
+/* A reduction's op (tli_redop) for the dump. */
+static const char *red_op(int op)
+{
+    static const char *const ops[] = {"max", "sum", "min", "absmax"};
+    return op >= 0 && op < 4 ? ops[op] : "?";
+}
+
 static void stmt(dumper *D, int32_t s, int depth)
 {
     const tli_snode *n = tli_S(D->ir, s);
@@ -200,9 +207,8 @@ static void stmt(dumper *D, int32_t s, int depth)
                             tli_B(D->ir, n->gemm[0])->name, tli_B(D->ir, n->x[TLI_X_GEMM_PAIR_B])->name);
         break;
     case S_REDUCE: {
-        static const char *const ops[] = {"max", "sum", "min", "absmax"};
         int op = n->a1 & TLI_REDUCE_OP_MASK;
-        tli_str_appendf(o, "reduce_%s %s -> %s dim %d%s", op < 4 ? ops[op] : "?", tli_B(D->ir, n->gemm[0])->name,
+        tli_str_appendf(o, "reduce_%s %s -> %s dim %d%s", red_op(op), tli_B(D->ir, n->gemm[0])->name,
                         tli_B(D->ir, n->gemm[1])->name, n->rank, n->a1 & TLI_REDUCE_ACCUM ? " accumulate" : "");
         if (D->L && (n->x[TLI_X_RED_LANES] || n->x[TLI_X_RED_WARPS]))
             tli_str_appendf(o, " [lanes 0x%x, warps 0x%x%s]", n->x[TLI_X_RED_LANES], n->x[TLI_X_RED_WARPS],
@@ -210,9 +216,8 @@ static void stmt(dumper *D, int32_t s, int depth)
         break;
     }
     case S_CLUSTER_REDUCE: {
-        static const char *const ops[] = {"max", "sum", "min", "absmax"};
         int op = n->a1 & TLI_REDUCE_OP_MASK;
-        tli_str_appendf(o, "cluster_reduce_%s %s", op < 4 ? ops[op] : "?", tli_B(D->ir, n->buf)->name);
+        tli_str_appendf(o, "cluster_reduce_%s %s", red_op(op), tli_B(D->ir, n->buf)->name);
         if (n->a0)
             tli_str_appendf(o, " to rank %d", n->a0 - 1);
         if (D->L && n->x[TLI_X_RED_SCRATCH])

@@ -1338,23 +1338,15 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     tli_str_appendf(h, "\n%s(", kname);
 }
 
-/* Whether its cluster reductions take turns between two halves of the
- * exchange tile (pass_reduce). */
-static bool turns_halves(const tli_ir *ir)
-{
-    for (int32_t i = 1; i < ir->s.n; i++)
-        if (ir->s.v[i].op == S_CLUSTER_REDUCE && ir->s.v[i].x[TLI_X_RED_GROUP] > 1)
-            return true;
-    return false;
-}
-
-/* Whether the kernel has a tl_cluster_reduce (its blocks exchange values). */
-static bool has_cluster_reduce(const tli_ir *ir)
+/* The halves of the exchange tile the kernel's cluster reductions take in
+ * turn (pass_reduce gives all of them the same): 0 when it has none (its
+ * blocks exchange nothing). */
+static int cluster_halves(const tli_ir *ir)
 {
     for (int32_t i = 1; i < ir->s.n; i++)
         if (ir->s.v[i].op == S_CLUSTER_REDUCE)
-            return true;
-    return false;
+            return ir->s.v[i].x[TLI_X_RED_GROUP] > 1 ? 2 : 1;
+    return 0;
 }
 
 static bool emitter_init(emitter *E, const tli_lowered *L)
@@ -1408,13 +1400,13 @@ tl_status tli_emit_cuda(const tli_lowered *L, char **src, char *kname, size_t kn
     if (L->launch.smem_bytes)
         tli_e_line(&E, "extern __shared__ __align__(1024) unsigned char tl_smem[];");
     tli_e_tile_decls(&E);
-    bool exchange = has_cluster_reduce(&L->ir);
-    if (exchange && turns_halves(&L->ir))
+    int halves = cluster_halves(&L->ir);
+    if (halves > 1)
         tli_e_line(&E, "unsigned tl_cluster_turn = 0; // the half of the exchange slots the next cluster reduction takes");
     if (tli_cluster_size(&L->ir) > 1) /* in the name's hash: the dims are printed outside the body */
         tli_e_line(&E, "// cluster %d x %d x %d", L->ir.cluster[0], L->ir.cluster[1], L->ir.cluster[2]);
     tli_e_stmts(&E, L->ir.body);
-    if (exchange) /* the other blocks may still read this one's slots */
+    if (halves) /* the other blocks may still read this one's slots */
         tli_e_line(&E, "tl_cluster_sync(); // no block leaves while another may still read its slots");
     if (E.st != TL_OK) {
         tli_fmt(err, errlen, "%s", E.err);

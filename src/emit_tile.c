@@ -792,21 +792,41 @@ void tli_e_copy(emitter *E, int32_t sid)
  * registers (four 32-bit registers a[0..3] holding two 16-bit values each);
  * scale_d 0 ignores d's old values (a gemm that starts from zero):
  *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d...}, da|{a...}, db, p, 1, 1[, 0, tb]; */
-static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs, bool trans_a)
+/* The helper of one warpgroup-wide m64nNk16 wgmma (emitted once per
+ * kernel): A from shared memory (K-major, or M-major with trans_a) or from
+ * registers, B from shared memory (its descriptor transposed with
+ * trans_b). split > 0: a paired gemm (lowered.h, TLI_X_GEMM_PAIR_C), both
+ * operands K-major in shared memory, whose first `split` accumulator
+ * registers are d's and the rest e's. */
+static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs, bool trans_a, int split)
 {
     const char *ty = dt == TL_F16 ? "f16" : "bf16";
-    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s%s%s", n, ty, trans_b ? "_tb" : "", a_regs ? "_rs" : "",
-                                 trans_a ? "_ta" : "");
-    bool *done = &E->wgmma_fn[(dt == TL_F16) * 2 + trans_b][n / 8][trans_a ? 2 : a_regs];
-    if (*done)
-        return name;
-    *done = true;
     tli_str *h = &E->helpers;
+    const char *name;
+    if (split) {
+        name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s_tb_pair%d", n, ty, split);
+        if (h->data && strstr(h->data, name))
+            return name;
+    } else {
+        name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s%s%s", n, ty, trans_b ? "_tb" : "", a_regs ? "_rs" : "",
+                         trans_a ? "_ta" : "");
+        bool *done = &E->wgmma_fn[(dt == TL_F16) * 2 + trans_b][n / 8][trans_a ? 2 : a_regs];
+        if (*done)
+            return name;
+        *done = true;
+    }
     int regs = n / 2, na = a_regs ? 4 : 1;
-    tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA, A from %s, B from shared memory.\n", n,
-                    a_regs ? "registers" : trans_a ? "shared memory, M-major" : "shared memory");
-    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db, int scale_d)\n{\n", name,
-                    a_regs ? "const unsigned *a" : "unsigned long long da");
+    if (split) {
+        tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA of two gemms on one A (their B tiles adjacent), both\n"
+                           "// from shared memory: accumulator registers %d.. are the second gemm's.\n", n, split);
+        tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, float *e, unsigned long long da, "
+                           "unsigned long long db, int scale_d)\n{\n", name);
+    } else {
+        tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA, A from %s, B from shared memory.\n", n,
+                        a_regs ? "registers" : trans_a ? "shared memory, M-major" : "shared memory");
+        tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db, int scale_d)\n{\n",
+                        name, a_regs ? "const unsigned *a" : "unsigned long long da");
+    }
     tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + na + 1);
     tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
     for (int i = 0; i < regs; i++)
@@ -818,38 +838,12 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
         tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_a ? 1 : 0,
                         trans_b ? 1 : 0);
     for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
+        tli_str_appendf(h, "\"+f\"(%s[%d])%s", split && i >= split ? "e" : "d", split && i >= split ? i - split : i,
+                        i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
     if (a_regs)
         tli_str_appendf(h, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n}\n\n");
     else
         tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
-    return name;
-}
-
-/* The same for a paired gemm (lowered.h, TLI_X_GEMM_PAIR_C): one
- * m64n(2 x split + ...)k16 wgmma, A and B from shared memory, whose first
- * `split` accumulator registers are d's and the rest e's. */
-static const char *wgmma_pair_helper(emitter *E, int n, int split, tl_dtype dt)
-{
-    const char *ty = dt == TL_F16 ? "f16" : "bf16";
-    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s_tb_pair%d", n, ty, split);
-    tli_str *h = &E->helpers;
-    if (h->data && strstr(h->data, name))
-        return name;
-    int regs = n / 2;
-    tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA of two gemms on one A (their B tiles adjacent), both\n"
-                       "// from shared memory: accumulator registers %d.. are the second gemm's.\n", n, split);
-    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, float *e, unsigned long long da, "
-                       "unsigned long long db, int scale_d)\n{\n", name);
-    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
-    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
-    for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
-    tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n        : ", regs, regs + 1); /* both K-major */
-    for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "\"+f\"(%s[%d])%s", i < split ? "d" : "e", i < split ? i : i - split,
-                        i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
-    tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
     return name;
 }
 
@@ -892,8 +886,7 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
     bool ta = s->a1 & TL_GEMM_TRANS_A; /* A [K, M] stored M-major: [M / 64][K][64] */
     int32_t c2 = tli_gemm_acc2(s);
     int64_t K = ta ? a->cshape[0] : a->cshape[1], N1 = w->wn, N = N1 + (c2 ? lay(E, c2)->w.wn : 0);
-    const char *fn = c2 ? wgmma_pair_helper(E, (int)N, (int)(N1 / 2), (tl_dtype)b->dtype)
-                        : wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs, ta);
+    const char *fn = wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs, ta, c2 ? (int)(N1 / 2) : 0);
     const char *et = ctype(b);
     const char *scale_d = zero ? "tl_k > 0" : "1";
     if (c2)

@@ -89,8 +89,10 @@ void tli_rows_close(tli_rows_kernel *rk);
  * (tl_cluster_reduce_max or _sum); nothing without clusters. */
 void tli_rows_cluster_max(const tli_rows_kernel *rk, tl_buf s);
 void tli_rows_cluster_sum(const tli_rows_kernel *rk, tl_buf s);
-/* X's column of element j of the block's fragment in chunk c (c: 0 in
- * one pass): (c C + part) W + j. */
+/* The W-column tile of X the block holds in chunk c (c: 0 in one pass):
+ * c C + part (c without clusters); X's column of element j of its
+ * fragment there: that tile times W, plus j. */
+tl_expr tli_rows_chunk(const tli_rows_kernel *rk, tl_expr c);
 tl_expr tli_rows_column(const tli_rows_kernel *rk, tl_expr c, tl_expr j);
 /* Inside the tile loop (stages >= 2): x [R, W] (an f32 fragment) = the
  * ring slot's rows in f32, pad past column N. */

@@ -33,9 +33,8 @@ typedef struct rms_kernel {
 static void load_chunk(const rms_kernel *r, tl_expr c)
 {
     tl_kernel *k = r->rk.k;
-    tl_expr col_tile = r->rk.C > 1 ? tl_add(k, tl_mul(k, c, tl_int(k, r->rk.C)), r->rk.part) : c;
     if (r->rk.stages == 1)
-        tl_copy(k, tl_tile(k, r->rk.X, r->rk.tile, col_tile), tl_all(r->x));
+        tl_copy(k, tl_tile(k, r->rk.X, r->rk.tile, tli_rows_chunk(&r->rk, c)), tl_all(r->x));
 }
 
 /* x[i, j] inside a tl_parallel over [R, W] */

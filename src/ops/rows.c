@@ -269,11 +269,16 @@ void tli_rows_open(tli_rows_kernel *rk)
     rk->row0 = tl_mul(k, rk->tile, R);
 }
 
+tl_expr tli_rows_chunk(const tli_rows_kernel *rk, tl_expr c)
+{
+    tl_kernel *k = rk->k;
+    return rk->C > 1 ? tl_add(k, tl_mul(k, c, tl_int(k, rk->C)), rk->part) : c;
+}
+
 tl_expr tli_rows_column(const tli_rows_kernel *rk, tl_expr c, tl_expr j)
 {
     tl_kernel *k = rk->k;
-    tl_expr chunk = rk->C > 1 ? tl_add(k, tl_mul(k, c, tl_int(k, rk->C)), rk->part) : c;
-    return tl_add(k, tl_mul(k, chunk, tl_int(k, rk->W)), j);
+    return tl_add(k, tl_mul(k, tli_rows_chunk(rk, c), tl_int(k, rk->W)), j);
 }
 
 void tli_rows_cluster_max(const tli_rows_kernel *rk, tl_buf s)

@@ -39,8 +39,6 @@ static tl_expr inverse_sum(tl_kernel *k, tl_expr s)
     return tl_div(k, tl_f32(k, 1.0f), tl_max(k, s, tl_f32(k, FLT_MIN)));
 }
 
-/* The column of element j of chunk c (c: 0 in one pass; rows.c). */
-static tl_expr column(const tli_rows_kernel *rk, tl_expr c, tl_expr j) { return tli_rows_column(rk, c, j); }
 
 /* x[i, j] = X[row0 + i, col] in f32, -inf past the last column, so that
  * padding takes no part in the maximum and adds exp2(-inf) = 0 to the sum. */
@@ -49,7 +47,7 @@ static void load_chunk(const tli_rows_kernel *rk, tl_buf x, tl_expr c)
     tl_kernel *k = rk->k;
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){rk->R, rk->W}, v);
-    tl_expr col = column(rk, c, v[1]);
+    tl_expr col = tli_rows_column(rk, c, v[1]);
     tl_expr xv = tl_cast(k, tl_load(k, rk->X, (tl_expr[]){tl_add(k, rk->row0, v[0]), col}), TL_F32);
     tl_store(k, x, v, tl_select(k, tl_lt(k, col, rk->N), xv, tl_f32(k, -INFINITY)));
     tl_end(k);
@@ -62,7 +60,7 @@ static void store_scaled(const tli_rows_kernel *rk, tl_buf e, tl_buf s, tl_expr 
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){rk->R, rk->W}, v);
     tl_expr y = tl_mul(k, tl_load(k, e, v), inverse_sum(k, tl_load(k, s, &v[0])));
-    tl_store(k, rk->Y, (tl_expr[]){tl_add(k, rk->row0, v[0]), column(rk, c, v[1])}, tl_cast(k, y, out));
+    tl_store(k, rk->Y, (tl_expr[]){tl_add(k, rk->row0, v[0]), tli_rows_column(rk, c, v[1])}, tl_cast(k, y, out));
     tl_end(k);
 }
 

@@ -66,6 +66,7 @@ static void gemm_structs(void)
     FIELD(tl_gemm_schedule, pingpong);
     FIELD(tl_gemm_schedule, split_k);
     FIELD(tl_gemm_schedule, swap_ab);
+    FIELD(tl_gemm_schedule, persistent);
 
     STRUCT(tl_gemm_desc);
     FIELD(tl_gemm_desc, m);

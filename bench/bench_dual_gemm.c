@@ -57,8 +57,8 @@ static uint64_t alloc_random(tl_ctx *ctx, int64_t n, uint64_t seed)
 
 static void schedule_text(const dual_gemm_schedule *s, char *buf, size_t n)
 {
-    snprintf(buf, n, "%dx%dx%d s%d t%d%s%s", s->block_m, s->block_n, s->block_k, s->stages, s->threads,
-             s->pingpong ? " pingpong" : "", s->a_regs ? " A-regs" : "");
+    snprintf(buf, n, "%dx%dx%d s%d t%d%s%s%s", s->block_m, s->block_n, s->block_k, s->stages, s->threads,
+             s->pingpong ? " pingpong" : "", s->a_regs ? " A-regs" : "", s->persistent ? " persistent" : "");
 }
 
 /* Times the unfused baseline and the nf fused programs (the first is the

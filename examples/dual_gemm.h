@@ -27,22 +27,27 @@ typedef struct dual_gemm_schedule {
     int a_regs;   /* 1: the A tile is copied to a register fragment once a
                      K step and both gemms read it there (shared memory
                      then serves only the two weight tiles) */
+    int persistent; /* tl_use_persistent: min(blocks, SMs) CTAs, the
+                       producer loading the next block's tiles while the
+                       consumers gate and store this one's */
 } dual_gemm_schedule;
 
 /* 128 x 128 blocks (two consumer warpgroups of 64 rows, each with two
  * 64 x 128 accumulators), 64-wide K tiles, 4 stages: 48 KiB a stage. */
-static const dual_gemm_schedule dual_gemm_default = {128, 128, 64, 4, 256, 1, 0, 0};
+static const dual_gemm_schedule dual_gemm_default = {128, 128, 64, 4, 256, 1, 0, 0, 0};
 
 /* Other schedules the benchmark (--variants) and the GPU tests run beside
  * the default: A read from registers (the default's blocks, 3 and 4
  * stages), the persistent ping-pong kernel, each consumer warpgroup
  * holding its own block (two accumulators of 64 x 128, or of 128 x 64; 4
- * or 5 stages), and the default's blocks with its two warpgroups taking
- * turns at the gemm. */
+ * or 5 stages), the default's blocks with its two warpgroups taking
+ * turns at the gemm, and the default's blocks in persistent CTAs (4
+ * stages; 3 with A from registers). */
 static const dual_gemm_schedule dual_gemm_variants[] = {
-    {128, 128, 64, 4, 256, 1, 0, 1}, {128, 128, 64, 3, 256, 1, 0, 1}, {64, 128, 64, 4, 128, 1, 1, 0},
-    {128, 64, 64, 4, 128, 1, 1, 0},  {128, 128, 64, 3, 256, 1, 0, 0}, {64, 128, 64, 5, 128, 1, 1, 0},
-    {128, 128, 64, 4, 256, 1, 1, 0},
+    {128, 128, 64, 4, 256, 1, 0, 1, 0}, {128, 128, 64, 3, 256, 1, 0, 1, 0}, {64, 128, 64, 4, 128, 1, 1, 0, 0},
+    {128, 64, 64, 4, 128, 1, 1, 0, 0},  {128, 128, 64, 3, 256, 1, 0, 0, 0}, {64, 128, 64, 5, 128, 1, 1, 0, 0},
+    {128, 128, 64, 4, 256, 1, 1, 0, 0},
+    {128, 128, 64, 4, 256, 1, 0, 0, 1}, {128, 128, 64, 3, 256, 1, 0, 1, 1},
 };
 
 /* The kernel; launch arguments M, N, K, A, Wg, Wu, H. NULL on a failure
@@ -62,6 +67,7 @@ static inline tl_kernel *dual_gemm_build(tl_ctx *c, tl_dtype dt, const dual_gemm
     tl_use_warp_specialize(k, s->warp_specialize);
     if (s->pingpong)
         tl_use_pingpong(k, s->pingpong);
+    tl_use_persistent(k, s->persistent);
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     tl_buf As = tl_alloc_shared(k, dt, 2, (int64_t[]){s->block_m, s->block_k});
     tl_buf Gs = tl_alloc_shared(k, dt, 2, (int64_t[]){s->block_n, s->block_k});

@@ -654,6 +654,20 @@ TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
  * (another value: TL_ERR_INVALID_ARG). */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
 
+/* Persistent CTAs for a warp-specialised kernel: min(blocks, SMs) CTAs,
+ * each running the blocks blockIdx.x, blockIdx.x + gridDim.x, ... in turn
+ * (tl_block_idx and tl_use_swizzle keep their meaning), all its consumer
+ * warpgroups on one block at a time. The producer runs ahead across
+ * blocks: it fills the ring with the next block's tiles while the
+ * consumers run this block's epilogue (the statements after the loop), so
+ * no block pays a pipeline fill, and no CTA is launched per block.
+ * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
+ * not met): tl_use_warp_specialize (ping-pong on 128 threads is persistent
+ * already; on 256 threads it is refused), the pipelined loop's trip count
+ * the same in every block (it must not depend on tl_block_idx), no
+ * tl_cluster. on: 1 or 0. */
+TL_API void tl_use_persistent(tl_kernel *k, int on);
+
 /* Names a shared, fragment or local buffer in the generated code, dumps and
  * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
  * follows the rules of parameter names (see "parameters" above: no C++
@@ -997,6 +1011,14 @@ typedef struct tl_gemm_schedule {
                                through its transpose (element by element:
                                meant for M up to 64). Not with pingpong;
                                the general kernels ignore it, as split_k. */
+    int persistent;         /* 1: a producer warpgroup and the block's
+                               consumers in min(tiles, SMs) persistent CTAs
+                               (tl_use_warp_specialize + tl_use_persistent):
+                               the next tile's loads overlap this one's
+                               epilogue, no CTA launch per tile. sm_90a or
+                               sm_80 (mbarriers); threads a multiple of 128,
+                               stages >= 2. Not with pingpong, split_k or
+                               swap_ab (TL_ERR_INVALID_ARG). */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {

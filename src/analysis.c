@@ -556,3 +556,21 @@ bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp
                              .nt = (int)(nn / 8), .wgmma = true};
     return true;
 }
+
+/* Whether expression root depends on the block or on memory (a persistent
+ * CTA's blocks must all run the same number of iterations, or their ring
+ * positions drift apart). */
+bool tli_uses_block(tli_lowered *L, int32_t root)
+{
+    tli_marks *m = &L->walk;
+    if (!tli_marks_begin(m, &L->ir))
+        return true;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
+        const tli_enode *n = tli_E(&L->ir, e);
+        if (n->op == E_BLOCK_IDX || n->op == E_LOAD)
+            return true;
+        tli_marks_push_operands(m, &L->ir, e);
+    }
+    return false;
+}

@@ -398,6 +398,12 @@ TL_API void tl_use_warp_specialize(tl_kernel *k, int on)
         k->ir.warp_specialize = on != 0;
 }
 
+TL_API void tl_use_persistent(tl_kernel *k, int on)
+{
+    if (tli_klive(k))
+        k->ir.persistent = on != 0;
+}
+
 TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name)
 {
     static const char api[] = "tl_name";

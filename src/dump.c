@@ -346,6 +346,8 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
         tli_str_append(out, ir->pingpong == 2 ? ", ping-pong with overlap" : ", ping-pong");
     if (ir->warp_specialize)
         tli_str_append(out, ", warp-specialised");
+    if (ir->persistent)
+        tli_str_append(out, ", persistent");
     tli_str_append(out, "\n");
     for (int32_t i = 1; i < ir->p.n; i++) {
         const tli_param *p = &ir->p.v[i];

@@ -1174,7 +1174,10 @@ static void emit_tile_loop(emitter *E, const tli_snode *s)
     tli_e_line(E, "for (long long tl_p = %s;; tl_p += %d) { // this CTA's blocks, %d at a time", tli_e_single(E, s->a0),
                s->a1, k);
     E->indent++;
-    tli_e_line(E, "const long long tl_t = tl_p / %d * %d * gridDim.x + %d * blockIdx.x + tl_p %% %d;", k, k, k, k);
+    if (k == 1)
+        tli_e_line(E, "const long long tl_t = tl_p * gridDim.x + blockIdx.x;");
+    else
+        tli_e_line(E, "const long long tl_t = tl_p / %d * %d * gridDim.x + %d * blockIdx.x + tl_p %% %d;", k, k, k, k);
     tli_e_line(E, "if (tl_t >= tl_ntiles)");
     tli_e_line(E, "    break;");
     tli_e_stmts(E, s->body);

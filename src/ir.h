@@ -188,6 +188,7 @@ typedef struct tli_ir {
     uint8_t pingpong;    /* consumers take turns on the tensor cores (tl_use_pingpong: 1, or 2 with
                             the next tile's first gemm issued in the turn of the last one's) */
     bool warp_specialize;/* a producer warpgroup issues the copies (tl_use_warp_specialize) */
+    bool persistent;     /* min(blocks, SMs) CTAs loop over the blocks (tl_use_persistent) */
     int threads;         /* 0 until tl_grid */
     int cluster[3];      /* tl_cluster's extents; 0 (or all 1): no clusters */
     int min_blocks;      /* tl_use_min_blocks: blocks an SM must hold (0: the lowering's choice) */

@@ -113,6 +113,10 @@ bool tli_gemm_warp_layout(int64_t m, int64_t n, int64_t k, int threads, unsigned
  * 256. threads: the block's. */
 bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp_layout *out);
 
+/* Whether expression root depends on the block or on memory (a persistent
+ * CTA's blocks must all run the same number of iterations). */
+bool tli_uses_block(tli_lowered *L, int32_t root);
+
 /* Walks over the expression DAG with marks m (L->walk, or an emitter's):
  *     if (tli_marks_begin(m, ir)) { tli_marks_push(m, root);
  *         for (int32_t e; (e = tli_marks_next(m));) { ...; tli_marks_push_operands(m, ir, e); } }

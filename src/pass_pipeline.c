@@ -571,29 +571,13 @@ static tli_copy_how producer_engine(piper *P, const pipe_info *pi)
     return tma ? CP_TMA : chunks ? CP_ASYNC16 : CP_ELEMENTS;
 }
 
-/* Whether expression root depends on the block or on memory (a persistent
- * CTA's blocks must all run the same number of iterations, or their ring
- * positions drift apart). */
-static bool uses_block(tli_lowered *L, int32_t root)
-{
-    tli_marks *m = &L->walk;
-    if (!tli_marks_begin(m, &L->ir))
-        return true;
-    tli_marks_push(m, root);
-    for (int32_t e; (e = tli_marks_next(m));) {
-        const tli_enode *n = tli_E(&L->ir, e);
-        if (n->op == E_BLOCK_IDX || n->op == E_LOAD)
-            return true;
-        tli_marks_push_operands(m, &L->ir, e);
-    }
-    return false;
-}
-
 typedef struct ws_plan {
     ring r;
     int32_t order;       /* ping-pong's turn mbarriers (0: none) */
     tli_copy_how how;    /* the producer's engine */
-    bool persistent;     /* blocks of one warpgroup, two at a time per CTA */
+    int persistent;      /* blocks a persistent CTA runs at once (0: not persistent): 2 for
+                            ping-pong's blocks of one warpgroup, one per consumer group; 1 for
+                            tl_use_persistent, every consumer group on the same block */
     bool turns;          /* the two warpgroups of one block take turns at each tl_gemm */
 } ws_plan;
 
@@ -952,7 +936,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t n = let_ref(P, n_let);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t group = tli_low_thread(L, TH_WG);
-    if (w->persistent) { /* the other group has issued its main loop of the block before */
+    if (w->persistent == 2) { /* the other group has issued its main loop of the block before */
         int32_t parity_ = bin(P, E_MOD, bin(P, E_DIV, bin(P, E_SUB, p, I(P, 1)), I(P, 2)), I(P, 2));
         tli_list_add(L, &out, mk_if(P, bin(P, E_GT, p, I(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, parity_), 0));
     }
@@ -985,7 +969,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     set_body(P, pi->sid, body.first);
     tli_low_note(L, pi->sid, "tl_pipelined, consumer side: ring slots of %d stages filled by the producer", S);
     tli_list tail = {0};
-    if (w->persistent) /* the other group's turn */
+    if (w->persistent == 2) /* the other group's turn */
         tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
@@ -993,6 +977,20 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
                                  mbar_op(P, S_MBAR_ARRIVE, w->r.empty, last, 0), 0));
     splice_around(P, pi->sid, out.first, tail.first);
     return 0;
+}
+
+/* Whether the kernel has shared buffers outside the pipeline's ring (the
+ * consumers' own: a persistent CTA's next block rewrites them). */
+static bool has_private_shared(piper *P, const pipe_info *pi)
+{
+    for (int32_t b = 1; b < P->ir->b.n; b++) {
+        bool staged = false;
+        for (int i = 0; i < pi->nprod; i++)
+            staged |= pi->bufs[i] == b;
+        if (B(P, b)->scope == B_SHARED && !staged)
+            return true;
+    }
+    return false;
 }
 
 /* Shared buffers outside the pipeline get one copy per consumer group of a
@@ -1029,37 +1027,35 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_lowered *L = P->L;
     tli_ir *ir = P->ir;
     const char *api = ir->pingpong ? "tl_use_pingpong" : "tl_use_warp_specialize";
-    ws_plan w = {.persistent = ir->pingpong && ir->threads == 128, .turns = ir->pingpong && ir->threads == 256};
+    ws_plan w = {.persistent = ir->pingpong && ir->threads == 128 ? 2 : ir->persistent ? 1 : 0,
+                 .turns = ir->pingpong && ir->threads == 256};
     if (!L->target.mbarrier) {
         tli_low_fail(L, TL_ERR_UNSUPPORTED, "%s: it needs mbarriers (sm_80 or later), not %s", api, L->target.name);
         return;
     }
-    if (w.persistent && uses_block(L, pi->extent)) {
-        tli_low_fail(L, TL_ERR_UNSUPPORTED,
-                     "%s: the pipelined loop's extent must not depend on the block (the blocks of a persistent CTA "
-                     "share one ring)",
-                     api);
-        return;
-    }
     w.how = producer_engine(P, pi);
-    int groups = w.persistent ? 2 : 1;
+    int groups = w.persistent == 2 ? 2 : 1;
     w.r = (ring){mbar_array(P, "tl_full", pi->S), mbar_array(P, "tl_empty", pi->S)};
-    w.order = w.persistent || w.turns ? mbar_array(P, "tl_order", 2) : 0;
+    w.order = w.persistent == 2 || w.turns ? mbar_array(P, "tl_order", 2) : 0;
     if (L->st != TL_OK)
         return;
     L->warp_specialized = true;
-    L->launch.persistent = w.persistent ? 2 : 0;
+    L->launch.persistent = w.persistent;
     /* the consumers: the block body with the loop replaced, in a tile loop
-     * over their blocks when persistent (group g takes p = g, g + 2, ...) */
+     * over their blocks when persistent (ping-pong: group g takes p = g,
+     * g + 2, ...; else all groups take p = 0, 1, ...) */
     int32_t tile = 0, p = 0;
-    if (w.persistent)
+    if (w.persistent == 2)
         tile = mk_tile_loop(P, tli_low_thread(L, TH_WG), 2, &p);
+    else if (w.persistent)
+        tile = mk_tile_loop(P, I(P, 0), 1, &p);
     consumer_loop(P, pi, &w, p);
     int32_t consumer_body = private_buffers(P, pi, ir->body, groups);
     if (tile) {
         tli_list tb = {0};
         tli_list_add(L, &tb, consumer_body);
-        tli_list_op(L, &tb, S_BARRIER, 0, 0); /* the next block rewrites this group's buffers */
+        if (has_private_shared(P, pi)) /* the next block rewrites this group's buffers */
+            tli_list_op(L, &tb, S_BARRIER, 0, 0);
         set_body(P, tile, tb.first);
         consumer_body = tile;
     }
@@ -1082,7 +1078,8 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_low_note(L, roles, "%s: a producer warpgroup (%s) and %d consumer warpgroup%s%s", api,
                  w.how == CP_TMA ? "TMA" : w.how == CP_ASYNC16 ? "cp.async" : "plain copies",
                  groups * ir->threads / 128, groups * ir->threads / 128 > 1 ? "s" : "",
-                 w.persistent ? ", persistent, taking turns on the tensor cores"
+                 w.persistent == 2 ? ", persistent, taking turns on the tensor cores"
+                 : w.persistent    ? ", persistent (the producer runs ahead into the next block)"
                  : w.turns    ? ", taking turns at each tl_gemm"
                               : "");
     tli_list_add(L, &top, roles);

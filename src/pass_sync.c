@@ -237,6 +237,16 @@ static void keep_visible(syncer *Y, tli_bufset *set)
             set->bits[b / 64] &= ~(1ull << (b % 64));
 }
 
+/* Drops the global buffers of set: a persistent CTA's next block is
+ * another block, which no barrier orders against this one's global
+ * accesses in a launch of one CTA per block either. */
+static void keep_shared(syncer *Y, tli_bufset *set)
+{
+    for (int32_t b = 1; b < Y->nbufs; b++)
+        if (tli_bufset_has(set, b) && tli_B(Y->ir, b)->scope != B_SHARED)
+            set->bits[b / 64] &= ~(1ull << (b % 64));
+}
+
 /* What the next iteration of loop s touches before a barrier: the
  * statements of its body ahead of the first block barrier at its top
  * level (a pipeline's), or the whole body when there is none. */
@@ -350,6 +360,10 @@ static void walk_loop_once(syncer *Y, int32_t s, state *st)
         head_access(Y, s, &rd, &wr);
         keep_visible(Y, &rd);
         keep_visible(Y, &wr);
+        if (tli_S(Y->ir, s)->op == S_TILE_LOOP) { /* blocks meet in global memory only as separate CTAs would */
+            keep_shared(Y, &rd);
+            keep_shared(Y, &wr);
+        }
         bool hazard = tli_bufset_meets(&run.wr, &rd) || tli_bufset_meets(&run.wr, &wr) || tli_bufset_meets(&run.rd, &wr);
         if (hazard || copy) {
             link end = {s, L_BODY};

@@ -180,6 +180,9 @@ static void check_warp_specialized(verifier *V)
     else if (ir->pingpong && ir->threads != 128 && ir->threads != 256)
         no = "a block must be one warpgroup (128 threads: two blocks take turns) or two (256: its warpgroups "
              "take turns)";
+    else if (ir->pingpong && ir->threads == 128 && tli_uses_block(V->L, tli_S(ir, pipe)->a0))
+        no = "the pipelined loop's extent must not depend on the block (the blocks of a persistent CTA share one "
+             "ring)";
     else if (ir->pingpong && ir->threads == 128 && tli_S(ir, pipe)->a1 < 3)
         no = "the pipelined loop needs at least 3 stages (two blocks' tiles share the ring)";
     else if (ir->pingpong && ir->threads == 256 && nested_gemm(ir, tli_first_consumer(ir, pipe), 0))
@@ -187,6 +190,29 @@ static void check_warp_specialized(verifier *V)
              "(each one is a turn both groups take)";
     if (no)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "%s: %s", api, no);
+}
+
+/* tl_use_persistent: the CTA's blocks share one ring, whose positions
+ * count whole trip counts (block p's iteration j is slot p n + j), and its
+ * producer is the one warp specialisation adds. */
+static void check_persistent(verifier *V)
+{
+    const tli_ir *ir = V->ir;
+    const char *no = NULL;
+    int32_t pipe = 0;
+    for (int32_t s = ir->body; s; s = tli_S(ir, s)->next)
+        if (tli_S(ir, s)->op == S_PIPELINED)
+            pipe = s;
+    if (!ir->warp_specialize && !ir->pingpong)
+        no = "it needs tl_use_warp_specialize (a producer that runs ahead across blocks)";
+    else if (ir->pingpong && ir->threads != 128)
+        no = "not with tl_use_pingpong on 256 threads (its turns restart with each block)";
+    else if (tli_cluster_size(ir) > 1)
+        no = "not with tl_cluster (a cluster's blocks run together, not in turn)";
+    else if (pipe && tli_uses_block(V->L, tli_S(ir, pipe)->a0))
+        no = "the pipelined loop's trip count must not depend on the block (the blocks of a CTA share one ring)";
+    if (no)
+        tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_use_persistent: %s", no);
 }
 
 /* tl_cluster: the target must launch clusters, and the schedules that
@@ -222,4 +248,6 @@ void tli_pass_verify(tli_lowered *L)
         check_clusters(&V);
     if (L->st == TL_OK && (L->ir.pingpong || L->ir.warp_specialize))
         check_warp_specialized(&V);
+    if (L->st == TL_OK && L->ir.persistent)
+        check_persistent(&V);
 }

@@ -14,7 +14,7 @@ static void test_interpreter_ragged(void **state)
     const int64_t sizes[][3] = {{1, 1, 1}, {37, 70, 33}, {130, 129, 100}};
     for (size_t c = 0; c < 2 * sizeof sizes / sizeof sizes[0]; c++) {
         /* the plain kernel, and A copied to registers before the gemms */
-        dual_gemm_schedule s = {64, 64, 32, 2, 128, 0, 0, c % 2};
+        dual_gemm_schedule s = {64, 64, 32, 2, 128, 0, 0, c % 2, 0};
         int64_t M = sizes[c / 2][0], N = sizes[c / 2][1], K = sizes[c / 2][2];
         tl_kernel *k = dual_gemm_build(ctx, TL_BF16, &s);
         assert_non_null(k);
@@ -98,10 +98,12 @@ static void test_lowering(void **state)
     assert_status(tl_compile(k, &(tl_compile_options){.target = "sm_80"}, &p80), TL_ERR_SHAPE);
     assert_non_null(strstr(tl_ctx_error(ctx), "A in registers ('A_regs') must have the accumulator layout"));
     tl_kernel_destroy(k);
-    /* sm_80 holds 163 KiB: three stages of the three tiles */
-    const char *targets[] = {"sm_80", "sm_90a"};
-    const dual_gemm_schedule sched[] = {{128, 128, 64, 3, 256, 1, 0, 0}, dual_gemm_default};
-    for (int t = 0; t < 2; t++) {
+    /* sm_80 holds 163 KiB: three stages of the three tiles; and both in
+     * persistent CTAs (cp.async producer on sm_80, TMA on sm_90a) */
+    const char *targets[] = {"sm_80", "sm_90a", "sm_80", "sm_90a"};
+    const dual_gemm_schedule sched[] = {{128, 128, 64, 3, 256, 1, 0, 0, 0}, dual_gemm_default,
+                                        {128, 128, 64, 3, 256, 1, 0, 0, 1}, {128, 128, 64, 4, 256, 1, 0, 0, 1}};
+    for (int t = 0; t < 4; t++) {
         k = dual_gemm_build(ctx, TL_BF16, &sched[t]);
         tl_program *p;
         if (tl_compile(k, &(tl_compile_options){.target = targets[t]}, &p) != TL_OK)

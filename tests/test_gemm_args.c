@@ -756,6 +756,40 @@ static void test_split_k_choice(void **state)
                                     .pingpong = 1, .split_k = 2};
     assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
     test_expect_text(tl_ctx_error(c), "the error", (const char *[]){"pingpong exclude"}, 1, NULL, 0);
+    /* persistent: 0 or 1, and not with the schedules whose blocks differ in trip count or already persist */
+    const struct {
+        tl_gemm_schedule s;
+        const char *why;
+    } bad_persistent[] = {
+        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .persistent = 2},
+         "schedule.persistent = 2 is not 0 or 1"},
+        {{.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .pingpong = 1,
+          .persistent = 1}, "persistent excludes pingpong"},
+        {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .split_k = 2, .persistent = 1},
+         "persistent excludes split_k"},
+        {{.block_m = 64, .block_n = 16, .block_k = 64, .stages = 4, .threads = 128, .swap_ab = 1, .persistent = 1},
+         "persistent excludes swap_ab"},
+    };
+    for (size_t i = 0; i < sizeof bad_persistent / sizeof bad_persistent[0]; i++) {
+        d.schedule = bad_persistent[i].s;
+        assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
+        test_expect_text(tl_ctx_error(c), "the error", (const char *[]){bad_persistent[i].why}, 1, NULL, 0);
+    }
+    /* a persistent schedule builds: the producer and the consumers loop over the CTA's blocks */
+    d.schedule = (tl_gemm_schedule){.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
+                                    .swizzle = 8, .persistent = 1};
+    {
+        tl_kernel *pk;
+        char *psrc;
+        assert_status(tl_op_gemm_build(c, &d, &pk), TL_OK);
+        assert_status(tl_kernel_source(pk, "sm_90a", &psrc), TL_OK);
+        test_expect_text(psrc, "the persistent kernel",
+                         (const char *[]){"persistent CTAs of 384 threads", "tl_p * gridDim.x + blockIdx.x",
+                                          "tl_setmaxnreg_dec"},
+                         3, (const char *[]){"tl_bar_sync(1, 256)", "/ 1 *"}, 2);
+        tl_free_host(psrc);
+        tl_kernel_destroy(pk);
+    }
     /* the general kernels ignore the split: a batch of two compiles as one pass */
     d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
                                     .split_k = 4};

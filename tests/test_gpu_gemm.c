@@ -260,13 +260,15 @@ static void test_argument_errors(void **state)
 }
 
 static const tl_gemm_schedule scheds[] = {
-    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0},
-    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0}, /* ping-pong */
-    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0},
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0},
+    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1}, /* persistent, warp-specialised */
+    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1},
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -292,6 +294,28 @@ static void test_schedules(void **state)
     }
 }
 
+/* Persistent CTAs with more than one block each (more blocks than SMs):
+ * the producer's ring runs on across blocks, at ragged sizes (edges in
+ * every dimension, K not a multiple of the K step), with an epilogue,
+ * both layouts, twice (a ring position off by one between producer and
+ * consumers shows as a wrong tile, a moving error as a race). */
+static void test_persistent_blocks(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    static const tl_gemm_schedule ps[] = {
+        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1},
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1},
+    };
+    problem p;
+    problem_init(&p, 1100, 2100, 264, TL_BF16, 0, 8100);
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++)
+            for (int t = 0; t < 2; t++)
+                check_gemm(&p, TL_BF16, t, rep ? TL_EPI_GELU_TANH : TL_EPI_NONE, rep, &ps[c]);
+    problem_free(&p);
+}
+
 /* Decode shapes, where the op splits K or swaps A and B (M <= 64, K >=
  * 1024): its own choice at aligned and ragged sizes, with bias and GELU,
  * and explicit splits, swapped or not, of a K that TMA cannot read (the
@@ -315,7 +339,7 @@ static void test_decode_split(void **state)
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
         tl_gemm_schedule s = {64, cases[i].swap ? 16 : 128, 64, cases[i].swap ? 8 : 4, 128, 8, 0, 0, cases[i].split,
-                              cases[i].swap};
+                              cases[i].swap, 0};
         const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
         if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) { /* the Hopper heuristic's decode rows */
@@ -624,7 +648,7 @@ typedef struct excase {
     const char *what;
 } excase;
 
-static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0};
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0};
 
 /* batch 0 and alpha 0 below stand for 1 (excase_shape) */
 #define ARGS(...) ((tl_gemm_args){__VA_ARGS__})
@@ -942,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_all_combinations),
         cmocka_unit_test(test_unaligned_operands),
         cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_persistent_blocks),
         cmocka_unit_test(test_decode_split),
         cmocka_unit_test(test_large_against_cublas),
         cmocka_unit_test(test_ex_leading_dims),

@@ -98,11 +98,11 @@ static void test_tune_gemm_then_use(void **state)
     (void)state;
     NEED_GPU();
     const tl_gemm_schedule scheds[] = {
-        {128, 128, 64, 4, 256, 8, 0, 0, 0, 0},
-        {64, 64, 32, 2, 128, 8, 0, 0, 0, 0},
-        {256, 256, 64, 6, 256, 8, 0, 0, 0, 0}, /* 384 KiB of shared memory: refused */
-        {128, 128, 64, 4, 128, 8, 0, 1, 0, 0}, /* ping-pong */
-        {64, 128, 32, 4, 128, 8, 0, 0, 0, 0},
+        {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0},
+        {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0},
+        {256, 256, 64, 6, 256, 8, 0, 0, 0, 0, 0}, /* 384 KiB of shared memory: refused */
+        {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0}, /* ping-pong */
+        {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0},
     };
     tl_tune_config cfg[5];
     for (int i = 0; i < 5; i++)

@@ -1,7 +1,8 @@
 /* test_pass_dumps.c - golden dumps of the kernel after every pass (what
  * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
  * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
- * the ping-pong GEMM with a fused epilogue, the sm_80 GEMM, the dual
+ * the ping-pong GEMM with a fused epilogue, the persistent warp-specialised
+ * GEMM, the sm_80 GEMM, the dual
  * GEMM, the decode path's kernels (a split K over a cluster, swapped or
  * not; the slices of a split K into a workspace, and their sum), and a softmax whose rows are split over a
  * cluster of two blocks (the exchange of the partial maxima and sums). A change to a pass shows here as a diff of what it decided; review
@@ -67,6 +68,17 @@ static void test_gemm_pingpong_sm90a(void **state)
     check_dump(gemm(&s, 1, 1), "sm_90a", "gemm_pingpong_bias_gelu_sm90a");
 }
 
+/* tl_use_persistent: the producer's tile loop runs ahead of the consumers'
+ * into the next block; no barrier between blocks (nothing shared outside
+ * the ring). */
+static void test_gemm_persistent_sm90a(void **state)
+{
+    (void)state;
+    const tl_gemm_schedule s = {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
+                                .swizzle = 8, .persistent = 1};
+    check_dump(gemm(&s, 1, 1), "sm_90a", "gemm_persistent_bias_gelu_sm90a");
+}
+
 static void test_gemm_sm80(void **state)
 {
     (void)state;
@@ -124,6 +136,7 @@ int main(void)
         cmocka_unit_test(test_vadd),
         cmocka_unit_test(test_gemm_classic_sm90a),
         cmocka_unit_test(test_gemm_pingpong_sm90a),
+        cmocka_unit_test(test_gemm_persistent_sm90a),
         cmocka_unit_test(test_gemm_sm80),
         cmocka_unit_test(test_gemm_decode_sm90a),
         cmocka_unit_test(test_dual_gemm),

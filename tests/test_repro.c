@@ -386,7 +386,7 @@ static void test_repro_everything(void **state)
 }
 
 /* A shared tile and a tl_gemm with flags, a pipelined loop, warp
- * specialisation, a local buffer, and a tensor declared after statements
+ * specialisation in persistent CTAs, a local buffer, and a tensor declared after statements
  * (launch order is declaration order: it stays last). */
 static void test_repro_tiles(void **state)
 {
@@ -397,6 +397,7 @@ static void test_repro_tiles(void **state)
     tl_buf B = tl_param_tensor(k, "B", TL_F16, 2, (tl_expr[]){tl_int(k, 64), K}, NULL);
     tl_grid(k, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 128);
     tl_use_warp_specialize(k, 1);
+    tl_use_persistent(k, 1);
     tl_buf As = tl_alloc_shared(k, TL_F16, 2, (int64_t[]){64, 64});
     tl_buf Bs = tl_alloc_shared(k, TL_F16, 2, (int64_t[]){64, 64});
     tl_name(k, Bs, "Bs");
@@ -414,6 +415,7 @@ static void test_repro_tiles(void **state)
     assert_status(tl_kernel_reproducer(k, &repro), TL_OK);
     assert_non_null(strstr(repro, "tl_gemm(k, b3, b_Bs, b5, TL_GEMM_TRANS_B | TL_GEMM_WARP_ROWS);"));
     assert_non_null(strstr(repro, "tl_use_warp_specialize(k, 1);"));
+    assert_non_null(strstr(repro, "tl_use_persistent(k, 1);"));
     assert_non_null(strstr(repro, "tl_pipelined(k, e"));
     const char *o = strstr(repro, "tl_param_tensor(k, \"O\"");
     assert_non_null(o);

@@ -232,6 +232,8 @@ static const tl_gemm_schedule cubin_schedules[] = {
     {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 4},
     {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 6, .threads = 128, .swizzle = 8, .pingpong = 1},
     {.block_m = 64, .block_n = 256, .block_k = 64, .stages = 5, .threads = 128, .pingpong = 1},
+    {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 3, .threads = 256, .swizzle = 8, .persistent = 1},
+    {.block_m = 64, .block_n = 64, .block_k = 32, .stages = 3, .threads = 128, .persistent = 1},
 };
 
 static void test_gemm_cubins_sm80_sm90a(void **state)
@@ -382,6 +384,75 @@ static void test_tile_copy_constant_unit_stride(void **state)
     }
 }
 
+/* A GEMM kernel of the builder on blocks of `threads` (64 rows a warpgroup
+ * of A, 64 columns of B), for the schedule flags' requirements; the trip
+ * count of its pipelined loop depends on the block when by_block. */
+static tl_kernel *small_gemm_kernel(int threads, bool by_block)
+{
+    int64_t bm = threads / 2;
+    tl_kernel *k = tl_kernel_new(ctx, "small_gemm");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, bm)), TL_NONE_EXPR, threads);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){bm, 64});
+    tl_buf Bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){bm, 64});
+    tl_clear(k, Cf);
+    tl_expr steps = tl_ceildiv(k, K, tl_int(k, 64));
+    tl_expr ko = tl_pipelined(k, by_block ? tl_min(k, steps, tl_add(k, by, tl_int(k, 1))) : steps, 3);
+    tl_copy(k, tl_tile(k, A, by, ko), tl_all(As));
+    tl_copy(k, tl_tile(k, B, bx, ko), tl_all(Bs));
+    tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
+    tl_end(k);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C, by, bx));
+    return k;
+}
+
+/* tl_use_persistent: the requirements, each named when it is not met, and
+ * a kernel that meets them compiles for sm_90a (TMA producer) and sm_80
+ * (cp.async producer), its source looping over the CTA's blocks. */
+static void test_persistent_lowering(void **state)
+{
+    (void)state;
+    const struct {
+        int threads, ws, pingpong, cluster;
+        bool by_block;
+        const char *why;
+    } bad[] = {
+        {256, 0, 0, 0, false, "tl_use_persistent: it needs tl_use_warp_specialize"},
+        {256, 0, 1, 0, false, "not with tl_use_pingpong on 256 threads"},
+        {256, 1, 0, 0, true, "trip count must not depend on the block"},
+        {128, 0, 1, 0, true, "tl_use_pingpong: the pipelined loop's extent must not depend on the block"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tl_kernel *k = small_gemm_kernel(bad[i].threads, bad[i].by_block);
+        tl_use_warp_specialize(k, bad[i].ws);
+        tl_use_pingpong(k, bad[i].pingpong);
+        tl_use_persistent(k, 1);
+        char *src = NULL;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_ERR_UNSUPPORTED);
+        if (!strstr(tl_ctx_error(ctx), bad[i].why))
+            fail_msg("case %zu: '%s' does not say '%s'", i, tl_ctx_error(ctx), bad[i].why);
+        tl_kernel_destroy(k);
+    }
+    const char *targets[] = {"sm_90a", "sm_80"};
+    for (int t = 0; t < 2; t++) {
+        tl_kernel *k = small_gemm_kernel(256, false);
+        tl_use_warp_specialize(k, 1);
+        tl_use_persistent(k, 1);
+        char *src = NULL;
+        assert_status(tl_kernel_source(k, targets[t], &src), TL_OK);
+        const char *want[] = {"persistent CTAs of 384 threads", "const long long tl_t = tl_p * gridDim.x + blockIdx.x;",
+                              "if (tl_wg == 2)", t ? "tl_cp_async" : "tl_tma_load_2d("};
+        test_expect_text(src, targets[t], want, TEST_COUNT(want), NULL, 0);
+        tl_free_host(src);
+        compile_or_skip(k, targets[t]);
+    }
+}
+
 /* Issue 12 item 5: tl_use_pingpong on a kernel whose grid x is the null
  * handle (one block along x) recursed without end while emitting. Both
  * forms (blocks of 128 threads: persistent; of 256: turns) emit and
@@ -502,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_gemm_golden),
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
+        cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_tile_copy_constant_unit_stride),
         cmocka_unit_test(test_pingpong_null_grid_x),
         cmocka_unit_test(test_default_schedules_sm90a),

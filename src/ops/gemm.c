@@ -26,7 +26,8 @@
 static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
     return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
-           !z->warp_policy && !z->pingpong && !z->split_k && !z->swap_ab;
+           !z->warp_policy && !z->pingpong && !z->split_k && !z->swap_ab &&
+           !z->persistent;
 }
 
 /* The schedule of d with the choices filled in. An all-zero schedule is
@@ -81,6 +82,14 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab = %d is not 0 or 1", api, d->schedule.swap_ab);
     if (d->schedule.swap_ab && d->schedule.pingpong)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab and pingpong exclude each other", api);
+    if (d->schedule.persistent != 0 && d->schedule.persistent != 1)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.persistent = %d is not 0 or 1", api,
+                        d->schedule.persistent);
+    if (d->schedule.persistent && (d->schedule.pingpong || d->schedule.split_k > 1 || d->schedule.swap_ab))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.persistent excludes %s", api,
+                        d->schedule.pingpong ? "pingpong (persistent already)"
+                        : d->schedule.swap_ab ? "swap_ab"
+                                              : "split_k (a slice's trip count differs between blocks)");
     tli_target t;
     if (d->schedule.swap_ab && !d->trans_b &&
         !(tli_target_get(ctx->target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16)))
@@ -502,6 +511,10 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_use_fast_math(k, 1);
     if (s.pingpong)
         tl_use_pingpong(k, 1);
+    if (s.persistent) { /* the producer runs ahead into the next tile while this one's epilogue runs */
+        tl_use_warp_specialize(k, 1);
+        tl_use_persistent(k, 1);
+    }
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     /* (the plain kernel makes no more nodes than it always did: its source
      * and dumps stay as they were) */
@@ -642,9 +655,10 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
     char key[128], v[24] = "";
     if (variant)
         tli_fmt(v, sizeof v, ":v%u:k%d", variant, s->split_k);
-    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s", tl_dtype_name(d->in_dtype),
+    tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s%s", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
-            s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0, v);
+            s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0,
+            s->persistent ? ".p" : "", v);
     return tli_op_program(ctx, key, build_for_op, &spec, out);
 }
 

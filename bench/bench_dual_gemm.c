@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#define MAX_FUSED 8
+#define MAX_FUSED 12
 
 typedef struct operands {
     tl_ctx *ctx;

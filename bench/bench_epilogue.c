@@ -15,9 +15,9 @@
  * overhead of (a) over (b) and the speedup of (a) over (c); (a) is checked
  * against (e) and (d), the erf form against (d) with erf.
  *
- * Usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS[p]]
+ * Usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS[p|P]]
  *   (default 4096^3 and 8192^3, NT, the op's default schedule; a trailing
- *   p: the ping-pong kernel)
+ *   p: the ping-pong kernel, P: the persistent warp-specialised one)
  */
 #include "bench.h"
 #include "gemm_sweep.h"
@@ -281,13 +281,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "nt") == 0)
             trans_b = 1;
         else if ((f = sscanf(argv[i], "%dx%dx%dx%dx%d%c%c", &bm, &bn, &bk, &st, &th, &end, &extra)) == 5 ||
-                 (f == 6 && end == 'p'))
+                 (f == 6 && (end == 'p' || end == 'P')))
             sched = (tl_gemm_schedule){.block_m = bm, .block_n = bn, .block_k = bk, .stages = st, .threads = th,
-                                       .swizzle = 8, .pingpong = f == 6};
+                                       .swizzle = 8, .pingpong = f == 6 && end == 'p',
+                                       .persistent = f == 6 && end == 'P'};
         else if (gemm_parse_shape(argv[i], &m, &n, &k) == 0)
             one = 1;
         else {
-            fprintf(stderr, "usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS[p]]\n");
+            fprintf(stderr, "usage: bench_epilogue [MxNxK] [nt|nn] [BMxBNxBKxSTAGESxTHREADS[p|P]] (p: ping-pong, P: persistent)\n");
             return 2;
         }
     }

@@ -566,19 +566,19 @@ static void test_heuristic_table(void **state)
         {1024, 1024, 1024, 0, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0}},
         {2048, 2048, 2048, 0, {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0}},
         {8192, 8192, 1024, 0, {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0}},
-        {4096, 4096, 4096, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}},
-        {4096, 4096, 16384, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}},
+        {4096, 4096, 4096, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1}}, /* persistent CTAs */
+        {4096, 4096, 16384, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1}},
         {4096, 4096, 4096, 1, {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0}},
         {100, 64, 33, 1, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0}},      /* no TMA: no ping-pong; few tiles */
-        {8192, 8192, 1020, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}}, /* K % 8: no ping-pong */
+        {8192, 8192, 1020, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}}, /* K % 8: no ping-pong, no producer */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
                           .out_dtype = TL_BF16, .trans_b = 1, .has_bias = cases[i].bias};
         tl_gemm_schedule got = tl_op_gemm_schedule(ctx, &d);
         if (memcmp(&got, &cases[i].want, sizeof got) != 0)
-            fail_msg("case %zu: got %dx%dx%d s%d th%d pp%d", i, got.block_m, got.block_n, got.block_k, got.stages,
-                     got.threads, got.pingpong);
+            fail_msg("case %zu: got %dx%dx%d s%d th%d pp%d ps%d", i, got.block_m, got.block_n, got.block_k,
+                     got.stages, got.threads, got.pingpong, got.persistent);
     }
     tl_ctx *c80 = test_offline_ctx("sm_80");
     tl_gemm_desc d = {.m = 1024, .n = 1024, .k = 1024, .in_dtype = TL_BF16, .out_dtype = TL_BF16};

@@ -55,8 +55,10 @@ enum {
     H_TMA = 1 << 2,      /* TMA can read the rows (tli_gemm_tma_rows)             */
     H_FEW_TILES = 1 << 3,/* at most 64 tiles of 128x256: under half a wave of
                             the large tile on a 132-SM H200                       */
-    H_SHORT_K = 1 << 4,  /* K <= 2048: a tile's main loop too short to hide its
-                            prologue and epilogue                                 */
+    H_SHORT_K = 1 << 4,  /* K <= 2048 and at most 256 tiles of 128x256 (two
+                            waves): a tile's main loop too short to hide its
+                            prologue and epilogue, too few tiles for the
+                            persistent 128x256 kernel to hide them            */
     H_DECODE = 1 << 5,   /* M <= 64 and K >= 1024: a GEMV in all but name,
                             memory-bound on B                                     */
     H_NARROW = 1 << 6,   /* M <= 16: C^T = B^T A^T takes tiles of 64 rows of B^T
@@ -91,9 +93,12 @@ typedef struct heuristic_row {
  *   2. few tiles (1024^3): 64x128 tiles on one warpgroup, four times the
  *      blocks of 128x256: 0.751x / 0.722x cuBLAS NT / NN at 1024^3 against
  *      0.648x / 0.635x for 128x128 on two (session 7 sweep);
- *   3. short K (2048^3, 8192x8192x1024): the persistent ping-pong kernel
- *      hides the per-tile prologue and epilogue: 0.848x and 1.041x cuBLAS
- *      against 0.825x and 0.818x for the classic kernel;
+ *   3. short K and at most two waves of 128x256 tiles (2048^3): the
+ *      persistent ping-pong kernel hides the per-tile prologue and
+ *      epilogue: 0.848x cuBLAS against 0.825x for the classic kernel; with
+ *      more tiles (8192x8192x1024, 2048 of them) the persistent 128x256
+ *      kernel of row 4 is ahead of it: 0.781x / 0.779x NT / NN against
+ *      0.735x / 0.719x (session 9, same run);
  *   4. everything else (4096^3 and up, and the K = 16384 shape): the
  *      128x256x64 tile, 4 stages, in persistent CTAs with a producer
  *      warpgroup (the next tile's loads under this one's epilogue):
@@ -137,7 +142,7 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_TMA;
     if (((d->m + 127) / 128) * ((d->n + 255) / 256) <= 64)
         c |= H_FEW_TILES;
-    if (d->k <= 2048)
+    if (d->k <= 2048 && ((d->m + 127) / 128) * ((d->n + 255) / 256) <= 256)
         c |= H_SHORT_K;
     if (d->m <= 64 && d->k >= 1024)
         c |= H_DECODE;

@@ -348,11 +348,11 @@ static void seed_gemm(fuzz_writer *w)
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
-/* seed_gemm's kernel with FlashAttention's schedule: a producer
- * warpgroup, two consumer groups taking turns, the loop rotated
- * (tl_use_pingpong mode 2), and an element-wise loop on the accumulator
- * after the tl_gemm in the pipelined body for the rotation to split off. */
-static void seed_pingpong(fuzz_writer *w)
+/* seed_gemm's kernel with a producer warpgroup (the OP_FLAGS byte
+ * `flags` says which schedule), and an element-wise loop on the
+ * accumulator after the tl_gemm in the pipelined body for a rotation to
+ * split off. */
+static void ws_gemm(fuzz_writer *w, int flags)
 {
     int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
     int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){n, k}, NULL);
@@ -360,7 +360,7 @@ static void seed_pingpong(fuzz_writer *w)
     int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
     w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
     fw_byte(w, OP_FLAGS);
-    fw_byte(w, 4 | 8); /* warp specialised, ping-pong mode 2 */
+    fw_byte(w, flags);
     int bx = w_block(w, 0), by = w_block(w, 1);
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), bs = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
@@ -377,6 +377,14 @@ static void seed_pingpong(fuzz_writer *w)
     w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
     w_args(w, 3, (int[]){8, 8, 8});
 }
+
+/* FlashAttention's schedule: two consumer groups taking turns, the loop
+ * rotated (tl_use_pingpong mode 2). */
+static void seed_pingpong(fuzz_writer *w) { ws_gemm(w, 4 | 8); /* warp specialised, ping-pong mode 2 */ }
+
+/* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
+ * the producer's ring. */
+static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specialised, persistent */ }
 
 /* The zoo's 2-D kernel with a row stride given as {ldx, 1}. */
 static void seed_strided(fuzz_writer *w)
@@ -453,9 +461,11 @@ int main(int argc, char **argv)
         return 2;
     }
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
-                                                   seed_strided, seed_wide_dag, seed_pingpong, seed_cluster};
+                                                   seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
+                                                   seed_persistent};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
-                                        "strided", "wide_dag", "pingpong", "cluster"};
+                                        "strided", "wide_dag", "pingpong", "cluster",
+                                        "persistent"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

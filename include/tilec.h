@@ -1015,7 +1015,12 @@ typedef struct tl_gemm_schedule {
                                consumers in min(tiles, SMs) persistent CTAs
                                (tl_use_warp_specialize + tl_use_persistent):
                                the next tile's loads overlap this one's
-                               epilogue, no CTA launch per tile. sm_90a or
+                               epilogue, no CTA launch per tile; on sm_90a
+                               a 16-bit C is stored through shared memory
+                               and TMA, draining under the next tile's main
+                               loop (a call whose C rows TMA cannot write,
+                               ldc or the pointer off 16 bytes, runs the same
+                               tile one CTA a tile instead). sm_90a or
                                sm_80 (mbarriers); threads a multiple of 128,
                                stages >= 2. Not with pingpong, split_k or
                                swap_ab (TL_ERR_INVALID_ARG). */

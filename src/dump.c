@@ -114,8 +114,8 @@ static void indent(dumper *D, int depth)
 
 static const char *copy_how(int h)
 {
-    static const char *const n[] = {"", "elements", "cp.async16", "tma", "registers", "row runs"};
-    return h >= 0 && h <= CP_FRAG_ROWS ? n[h] : "?";
+    static const char *const n[] = {"", "elements", "cp.async16", "tma", "registers", "row runs", "tma store"};
+    return h >= 0 && h <= CP_TMA_STORE ? n[h] : "?";
 }
 
 static void stmts(dumper *D, int32_t first, int depth);
@@ -182,6 +182,9 @@ static void stmt(dumper *D, int32_t s, int depth)
                 line_expr(D, n->x[TLI_X_COPY_BAR_IDX]);
                 tli_str_append(o, "]");
             }
+            if (n->x[TLI_X_COPY_HOW] == CP_TMA_STORE)
+                tli_str_appendf(o, " through %s, round %d, map %d", tli_B(D->ir, n->x[TLI_X_COPY_STAGING])->name,
+                                n->x[TLI_X_COPY_ROUND], n->x[TLI_X_COPY_MAP]);
             if (n->x[TLI_X_COPY_THREADS])
                 tli_str_appendf(o, " by %d threads", n->x[TLI_X_COPY_THREADS]);
             tli_str_append(o, n->x[TLI_X_COPY_MANAGED] ? ", pipelined]" : "]");
@@ -272,6 +275,11 @@ static void stmt(dumper *D, int32_t s, int depth)
         line_expr(D, n->a0);
         tli_str_append(o, " of its array");
         break;
+    case S_TMA_STORE:
+        tli_str_appendf(o, "tma.store %s, round %d of s%d", tli_B(D->ir, n->buf)->name,
+                        tli_S(D->ir, n->a0)->x[TLI_X_COPY_ROUND], n->a0);
+        break;
+    case S_BULK_WAIT: tli_str_appendf(o, "bulk.wait%s 0", n->a1 ? ".read" : ""); break;
     case S_TILE_LOOP:
         tli_str_append(o, "tiles p = ");
         line_expr(D, n->a0);

@@ -1227,6 +1227,8 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
     case S_LET: emit_let(E, sid, s); break;
     case S_STAGE: emit_stage(E, s); break;
     case S_TILE_LOOP: emit_tile_loop(E, s); break;
+    case S_TMA_STORE: tli_e_tma_store(E, s); break;
+    case S_BULK_WAIT: tli_e_line(E, "%s<0>();", s->a1 ? "tl_bulk_wait_read" : "tl_bulk_wait"); break;
     case S_ARRAY_BASE: {
         const tli_bnode *b = tli_B(E->ir, s->buf);
         tli_e_line(E, "%s%s *const %s = tl_arr_%s[%s];", b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)b->dtype),

@@ -86,6 +86,8 @@ void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char *
 /* Declarations of the tiles (shared pointers, fragment and local arrays). */
 void tli_e_tile_decls(emitter *E);
 void tli_e_copy(emitter *E, int32_t sid);
+/* The TMA boxes of an S_TMA_STORE (its copy's round of the staging tile), then the bulk commit. */
+void tli_e_tma_store(emitter *E, const tli_snode *s);
 void tli_e_fill(emitter *E, int32_t sid);
 void tli_e_gemm(emitter *E, int32_t sid);
 void tli_e_reduce(emitter *E, int32_t sid);

@@ -586,6 +586,66 @@ static void emit_pair_vec(emitter *E, const tli_bnode *f, const tli_bnode *o)
     tli_e_line(E, "tl_v.e[1] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype));
 }
 
+/* Round X_COPY_ROUND of an accumulator's TMA store (lowered.h,
+ * CP_TMA_STORE): each thread writes its column pairs of the round's
+ * 64-column blocks into the staging tile ([blocks][R][64], 128-byte
+ * swizzled rows: TMA's layout), then fences them for the async proxy. */
+static void emit_copy_tma_store(emitter *E, const tli_snode *s)
+{
+    int32_t fb = tli_copy_buf(E->ir, s->a0), sb = s->x[TLI_X_COPY_STAGING];
+    const tli_bnode *f = buf_of(E, fb), *st = buf_of(E, sb);
+    int64_t rows = st->cshape[0], lo = (int64_t)s->x[TLI_X_COPY_ROUND] * st->cshape[1], hi = lo + st->cshape[1];
+    bool all = lo == 0 && hi >= f->cshape[1];
+    tli_e_line(E, "{ // tl_copy %s -> %s, columns [%lld, %lld): into %s for TMA", f->name,
+               buf_of(E, tli_copy_buf(E->ir, s->a1))->name, (long long)lo,
+               (long long)(hi < f->cshape[1] ? hi : f->cshape[1]), st->name);
+    E->indent++;
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)lay(E, fb)->per_thread);
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *guard;
+    frag_coords(E, fb, "tl_r", loc, &guard);
+    tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s;", loc[0], loc[1]);
+    if (!all) {
+        if (lo)
+            tli_e_line(E, "if (tl_l1 >= %lld && tl_l1 < %lld) {", (long long)lo, (long long)hi);
+        else
+            tli_e_line(E, "if (tl_l1 < %lld) {", (long long)hi);
+        E->indent++;
+    }
+    emit_pair_vec(E, f, st);
+    const char *col = lo ? tli_e_fmt(E, "(tl_l1 - %lld)", (long long)lo) : "tl_l1";
+    tli_e_line(E, "tl_st_vec(%s + (%s / 64 * %lld + tl_swz_off<64, %d>(tl_l0, tl_l1 %% 64)), tl_v);", st->name, col,
+               (long long)(rows * 64), esize(st));
+    if (!all)
+        close_block(E);
+    close_block(E);
+    E->indent--;
+    tli_e_line(E, "}");
+    tli_e_line(E, "tl_fence_proxy_async();");
+}
+
+void tli_e_tma_store(emitter *E, const tli_snode *s)
+{
+    const tli_snode *c = tli_S(E->ir, s->a0);
+    int32_t fb = tli_copy_buf(E->ir, c->a0), ob = tli_copy_buf(E->ir, c->a1);
+    const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob), *st = buf_of(E, s->buf);
+    int64_t per = st->cshape[1] / 64, first = (int64_t)c->x[TLI_X_COPY_ROUND] * per, blocks = f->cshape[1] / 64;
+    const char *zero[2] = {"0", "0"}, *origin[TL_MAX_RANK];
+    tile_global_idx(E, c->a1, f->cshape, 2, zero, origin);
+    for (int64_t j = first; j < first + per && j < blocks; j++) {
+        tli_str xy;
+        tli_str_init(&xy);
+        tli_str_appendf(&xy, "(int)(%s)", tli_e_add(E, origin[o->rank - 1], tli_e_fmt(E, "%lld", (long long)(j * 64))));
+        for (int d = o->rank - 2; d >= 0; d--)
+            tli_str_appendf(&xy, ", (int)(%s)", origin[d]);
+        int64_t at = (j - first) * st->cshape[0] * 64;
+        tli_e_line(E, "tl_tma_store_%dd(&tl_map%d, %s, %s);", o->rank, c->x[TLI_X_COPY_MAP],
+                   at ? tli_e_fmt(E, "%s + %lld", st->name, (long long)at) : st->name, tli_e_take(E, &xy));
+    }
+    tli_e_line(E, "tl_bulk_commit();");
+}
+
 /* The fast path of an accumulator -> global store, for a tile wholly
  * inside the tensor with a unit inner stride and an even row stride: every
  * pair of neighbouring elements is one aligned 4- or 8-byte store at a
@@ -781,6 +841,7 @@ void tli_e_copy(emitter *E, int32_t sid)
     case CP_TMA: emit_copy_tma(E, s); break;
     case CP_FRAG: emit_copy_frag(E, s); break;
     case CP_FRAG_ROWS: emit_copy_frag_rows(E, s); break;
+    case CP_TMA_STORE: emit_copy_tma_store(E, s); break;
     default: tli_e_fail(E, "a copy without an engine"); break;
     }
 }

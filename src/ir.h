@@ -102,6 +102,10 @@ typedef enum tli_sop {
     S_TILE_LOOP,  /* persistent: this CTA's blocks p = a0, a0 + a1, ... (lowered.h) */
     S_ARRAY_BASE, /* tensor buf (tl_param_tensor_array) is pointer a0 of its array
                      from here on (a0: the block's index along the array's axis) */
+    S_TMA_STORE,  /* TMA boxes of staging buffer buf to the destination of copy
+                     a0 (a CP_TMA_STORE copy: its round), then a bulk commit */
+    S_BULK_WAIT,  /* waits for this thread's bulk stores: a1 == 1 until their reads
+                     of shared memory are done, 0 until they are complete */
     S_SOP_COUNT
 } tli_sop;
 

@@ -151,8 +151,17 @@ typedef enum tli_copy_how {
     CP_ASYNC16,      /* 16-byte cp.async per chunk (commit and wait are statements) */
     CP_TMA,          /* TMA boxes completing on mbarrier X_COPY_BAR[X_COPY_BAR_IDX] */
     CP_FRAG,         /* register by register, in the fragment's layout */
-    CP_FRAG_ROWS     /* FRAG_ROWS <-> global: a run of v elements per access */
+    CP_FRAG_ROWS,    /* FRAG_ROWS <-> global: a run of v elements per access */
+    CP_TMA_STORE     /* accumulator -> global through a staging tile: the
+                        threads write round X_COPY_ROUND's 64-column blocks
+                        of the tile into X_COPY_STAGING (128-byte swizzled
+                        rows, as TMA reads them) and fence them for the async
+                        proxy; an S_TMA_STORE then stores them */
 } tli_copy_how;
+/* A CP_TMA_STORE copy has no mbarrier: its slots hold the staging buffer
+ * and the round (blocks [round * per, (round + 1) * per) of the tile, per
+ * = the staging buffer's columns / 64). */
+enum { TLI_X_COPY_STAGING = TLI_X_COPY_BAR, TLI_X_COPY_ROUND = TLI_X_COPY_BAR_IDX };
 /* TLI_X_COPY_THREADS: the threads that run an element or cp.async copy
  * (0: the block's); the producer warpgroup of a warp-specialised kernel
  * copies with its own 128. TLI_X_COPY_MANAGED: a pipeline's copy, ordered

@@ -152,8 +152,12 @@ static void tma_maps(tli_lowered *L, int32_t first)
     tli_launch_plan *lp = &L->launch;
     for (int32_t s = first; s && L->st == TL_OK; s = L->ir.s.v[s].next) {
         tli_snode *n = &L->ir.s.v[s];
-        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA) {
-            int32_t g = tli_copy_buf(&L->ir, n->a0), t = tli_copy_buf(&L->ir, n->a1);
+        bool store = n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA_STORE;
+        if (n->op == S_COPY && (n->x[TLI_X_COPY_HOW] == CP_TMA || store)) {
+            /* a load's box is its shared tile's (or 64-column block's); a
+             * store's is one 64-column block of its staging tile */
+            int32_t g = tli_copy_buf(&L->ir, store ? n->a1 : n->a0);
+            int32_t t = store ? n->x[TLI_X_COPY_STAGING] : tli_copy_buf(&L->ir, n->a1);
             const tli_bnode *tb = tli_B(&L->ir, t);
             int64_t inner = L->smem[t].blocked ? 64 : tb->cshape[1], outer = tb->cshape[0];
             int m = 0;
@@ -194,6 +198,8 @@ static void alignment(tli_lowered *L, int32_t first)
         const tli_snode *n = &L->ir.s.v[s];
         if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA)
             require(L, tli_copy_buf(&L->ir, n->a0), TLI_ALIGN_TMA);
+        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA_STORE)
+            require(L, tli_copy_buf(&L->ir, n->a1), TLI_ALIGN_TMA);
         if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_ASYNC16)
             require(L, tli_copy_buf(&L->ir, n->a0), TLI_ALIGN_CHUNKS | TLI_ALIGN_TMA);
         alignment(L, n->body);

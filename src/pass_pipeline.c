@@ -979,6 +979,106 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     return 0;
 }
 
+/* ------------------------------------------ the epilogue's TMA stores */
+
+/* In persistent CTAs (tl_use_persistent) a block's store of its
+ * accumulator to global memory after the pipelined loop goes through a
+ * staging tile in shared memory and TMA: the consumers write the tile's
+ * 64-column blocks into it (128-byte swizzled rows, TMA's layout) and one
+ * thread stores them, the store draining while the next block's main loop
+ * runs. Stored from registers, every CTA's tile went out at once after its
+ * main loop while the tensor cores waited. The staging tile holds at most
+ * STAGE_BYTES; a wider tile goes in rounds, each waiting for the previous
+ * round's reads of it. Ragged edges need nothing: TMA writes no element
+ * outside the tensor. The copy qualifies when it is the whole f32
+ * accumulator (a wgmma or mma.sync layout: adjacent column pairs) to a
+ * tile of a global tensor of 16-bit elements, at the consumers' top level
+ * (every consumer thread reaches its barriers), of at most 256 rows and
+ * whole 64-column blocks. */
+#define STAGE_BYTES 32768
+
+static bool tma_storable(piper *P, int32_t s)
+{
+    const tli_ir *ir = P->ir;
+    const tli_snode *n = tli_S(ir, s);
+    if (n->op != S_COPY || n->a0 >= 0 || n->a1 <= 0 || !tli_R(ir, n->a1)->tiled)
+        return false;
+    int32_t fb = -n->a0, gb = tli_copy_buf(ir, n->a1);
+    const tli_bnode *f = B(P, fb), *g = B(P, gb);
+    tli_frag_kind k = P->L->frag[fb].kind;
+    return f->scope == B_FRAGMENT && f->dtype == TL_F32 && f->rank == 2 && (k == FRAG_WGMMA || k == FRAG_MMA) &&
+           g->scope == B_GLOBAL && !g->array_count && (g->dtype == TL_BF16 || g->dtype == TL_F16) && g->rank >= 2 &&
+           g->rank <= 4 && f->cshape[0] <= 256 && f->cshape[1] % 64 == 0;
+}
+
+/* Copy s as rounds of staging-tile writes and TMA stores (see above). */
+static void tma_store_rounds(piper *P, int32_t s)
+{
+    tli_lowered *L = P->L;
+    tli_ir *ir = P->ir;
+    int32_t fb = -ir->s.v[s].a0, gb = tli_copy_buf(ir, ir->s.v[s].a1);
+    int64_t rows = B(P, fb)->cshape[0], blocks = B(P, fb)->cshape[1] / 64;
+    int64_t per = STAGE_BYTES / (rows * 128);
+    per = per < 1 ? 1 : per > blocks ? blocks : per;
+    int rounds = (int)((blocks + per - 1) / per);
+    tli_bnode st = {.scope = B_SHARED, .dtype = B(P, gb)->dtype, .rank = 2, .cshape = {rows, per * 64}};
+    tli_fmt(st.name, sizeof st.name, "tl_stage_%s", B(P, gb)->name);
+    int32_t stage = tli_low_buf(L, &st);
+    if (!stage)
+        return;
+    L->smem[stage].blocked = true;
+    L->smem[stage].stages = 1;
+    int32_t tid0 = bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0));
+    int32_t tail = 0; /* the previous round's store */
+    for (int r = 0; r < rounds && L->st == TL_OK; r++) {
+        int32_t c = s;
+        if (r > 0) { /* a copy of the statement for each further round, after the last */
+            tli_snode n = ir->s.v[s];
+            n.next = n.name = 0;
+            c = tli_low_stmt(L, &n);
+            if (!c)
+                return;
+            splice_around(P, tail, 0, c);
+        }
+        tli_snode *n = &ir->s.v[c];
+        n->x[TLI_X_COPY_HOW] = CP_TMA_STORE;
+        n->x[TLI_X_COPY_STAGING] = stage;
+        n->x[TLI_X_COPY_ROUND] = r;
+        n->x[TLI_X_COPY_MANAGED] = 1;
+        tli_list before = {0}, after = {0};
+        /* the staging tile is free: the last store's reads of it are done */
+        tli_list_add(L, &before, mk_if(P, tid0, op_stmt(P, S_BULK_WAIT, 0, 1), 0));
+        tli_list_op(L, &before, S_BARRIER, 0, 0);
+        tli_list_op(L, &after, S_BARRIER, 0, 0); /* every thread's part written and fenced */
+        tli_snode ts = {.op = S_TMA_STORE, .buf = stage, .a0 = c};
+        tail = mk_if(P, tid0, tli_low_stmt(L, &ts), 0);
+        tli_list_add(L, &after, tail);
+        splice_around(P, c, before.first, after.first);
+        if (r == 0)
+            tli_low_note(L, c, "through a staging tile of %lld x %lld and TMA stores, %d round%s: the store drains "
+                         "under the next block's main loop", (long long)rows, (long long)(per * 64), rounds,
+                         rounds > 1 ? "s" : "");
+    }
+}
+
+/* The accumulator stores of the consumers' top level (body: the block body
+ * with the pipelined loop lowered) that go through TMA; whether any did. */
+static bool epilogue_tma_stores(piper *P, int32_t body)
+{
+    if (P->L->safe || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
+        return false;
+    bool any = false;
+    for (int32_t s = body; s && P->L->st == TL_OK;) {
+        int32_t next = P->ir->s.v[s].next;
+        if (tma_storable(P, s)) {
+            tma_store_rounds(P, s);
+            any = true;
+        }
+        s = next;
+    }
+    return any;
+}
+
 /* Whether the kernel has shared buffers outside the pipeline's ring (the
  * consumers' own: a persistent CTA's next block rewrites them). */
 static bool has_private_shared(piper *P, const pipe_info *pi)
@@ -1050,11 +1150,13 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     else if (w.persistent)
         tile = mk_tile_loop(P, I(P, 0), 1, &p);
     consumer_loop(P, pi, &w, p);
+    bool private_shared = has_private_shared(P, pi); /* (the staging tiles have their own waits) */
+    bool tma_stores = w.persistent == 1 && epilogue_tma_stores(P, ir->body);
     int32_t consumer_body = private_buffers(P, pi, ir->body, groups);
     if (tile) {
         tli_list tb = {0};
         tli_list_add(L, &tb, consumer_body);
-        if (has_private_shared(P, pi)) /* the next block rewrites this group's buffers */
+        if (private_shared) /* the next block rewrites this group's buffers */
             tli_list_op(L, &tb, S_BARRIER, 0, 0);
         set_body(P, tile, tb.first);
         consumer_body = tile;
@@ -1063,6 +1165,9 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     if (L->target.setmaxnreg)
         tli_list_add(L, &cons, op_stmt(P, S_SETMAXNREG, 1, consumer_regs(ir->threads * groups)));
     tli_list_add(L, &cons, consumer_body);
+    if (tma_stores) /* the last block's stores complete before the CTA ends */
+        tli_list_add(L, &cons, mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)),
+                                     op_stmt(P, S_BULK_WAIT, 0, 0), 0));
     int32_t prod = producer_branch(P, pi, &w);
     /* the CTA: the mbarriers, then the two roles */
     int consumer_warps = ir->threads / 32;

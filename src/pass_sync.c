@@ -461,6 +461,8 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
         case S_MBAR_ARRIVE:
         case S_MBAR_EXPECT:
         case S_SETMAXNREG:
+        case S_TMA_STORE: /* a staging tile's store: ordered by the pipeline's barriers and bulk waits */
+        case S_BULK_WAIT:
             continue;
         case S_COPY:
             if (n->x[TLI_X_COPY_MANAGED])

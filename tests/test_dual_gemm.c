@@ -54,13 +54,15 @@ static void test_lowering(void **state)
     assert_non_null(k);
     char *src;
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
-    /* persistent CTAs; the two gemms of one A are one m64n256 wgmma (pass_layout's pairing): Wu_s's stages sit right
-     * after Wg_s's (a stage stride of both tiles), one commit group a K step */
+    /* persistent CTAs, H stored through a staging tile and TMA; the two gemms of one A are one m64n256 wgmma
+     * (pass_layout's pairing): Wu_s's stages sit right after Wg_s's (a stage stride of both tiles), one commit
+     * group a K step */
     const char *want[] = {"tl_tma_load_2d(Wg_s", "tl_tma_load_2d(Wu_s", "tl_tma_load_2d(As", "tl_setmaxnreg_dec<",
                           "tl_wgmma_m64n256k16_bf16_tb_pair64(gate + tl_i * 64, up + tl_i * 64",
                           "Wg_s = (tl_bf16 *)(tl_smem + 65536)", "Wu_s = (tl_bf16 *)(tl_smem + 81920)",
-                          "Wu_s + (tl_sn29) * 16384", "tl_wgmma_wait<1>();",
-                          "const long long tl_t = tl_p * gridDim.x + blockIdx.x;"};
+                          "tl_tma_load_2d(Wu_s + (tl_sn", "tl_wgmma_wait<1>();",
+                          "const long long tl_t = tl_p * gridDim.x + blockIdx.x;",
+                          "tl_tma_store_2d(&tl_map3, tl_stage_H + 8192, (int)((tl_bx) * 128LL + 64)"};
     const char *never[] = {"tl_wgmma_m64n128k16_bf16(up"};
     test_expect_text(src, "dual GEMM source", want, TEST_COUNT(want), never, TEST_COUNT(never));
     tl_free_host(src);

@@ -783,10 +783,12 @@ static void test_split_k_choice(void **state)
         char *psrc;
         assert_status(tl_op_gemm_build(c, &d, &pk), TL_OK);
         assert_status(tl_kernel_source(pk, "sm_90a", &psrc), TL_OK);
+        /* C through a staging tile and TMA, in two rounds of 128 columns */
         test_expect_text(psrc, "the persistent kernel",
                          (const char *[]){"persistent CTAs of 384 threads", "tl_p * gridDim.x + blockIdx.x",
-                                          "tl_setmaxnreg_dec"},
-                         3, (const char *[]){"tl_bar_sync(1, 256)", "/ 1 *"}, 2);
+                                          "tl_setmaxnreg_dec", "tl_tma_store_2d(&tl_map2, tl_stage_C + 8192, (int)((tl_bx) * 256LL + 192)",
+                                          "tl_bulk_wait_read<0>();", "tl_bulk_wait<0>();"},
+                         6, (const char *[]){"/ 1 *", "tl_st_vec(tl_cb"}, 2);
         tl_free_host(psrc);
         tl_kernel_destroy(pk);
     }

@@ -475,6 +475,34 @@ __device__ __forceinline__ void tl_mbar_expect(unsigned long long *bar, unsigned
 }
 // A box of a global tensor into shared memory, completing on bar;
 // coordinates innermost first.
+/* TMA stores from shared memory (a bulk group each commit); the wait with
+ * .read returns once the group's reads of shared memory are done (the
+ * staging tile may be rewritten), the plain wait once its writes are. */
+__device__ __forceinline__ void tl_tma_store_2d(const tl_tmap *map, const void *src, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 :: "l"(map), "r"(tl_smem_addr(src)), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void tl_tma_store_3d(const tl_tmap *map, const void *src, int c0, int c1, int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 :: "l"(map), "r"(tl_smem_addr(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void tl_tma_store_4d(const tl_tmap *map, const void *src, int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+                 :: "l"(map), "r"(tl_smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+__device__ __forceinline__ void tl_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tl_bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void tl_bulk_wait()
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
 __device__ __forceinline__ void tl_tma_load_2d(void *dst, const tl_tmap *map, int c0, int c1, unsigned long long *bar)
 {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"

@@ -150,6 +150,7 @@ typedef struct gemm_call {
     int64_t batch_a, batch_b;   /* entries of A and B: 1 for a shared matrix      */
     float alpha, beta;
     bool tma;                   /* strides TMA could read (the schedule's choice) */
+    bool c_tma;                 /* C rows TMA could write (16-bit C; f32 C is stored from registers) */
 } gemm_call;
 
 /* What the op's program cache builds a kernel from. */
@@ -291,6 +292,8 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
         c->variant |= GEMM_BETA;
     c->tma = !ptrs && c->lda % 8 == 0 && c->ldb % 8 == 0 && (c->batch_a == 1 || c->sa % 8 == 0) &&
              (c->batch_b == 1 || c->sb % 8 == 0);
+    c->c_tma = d->out_dtype == TL_F32 ||
+               (!ptrs && c->ldc % 8 == 0 && g->c % 16 == 0 && (c->batch == 1 || c->sc % 8 == 0));
     return TL_OK;
 }
 
@@ -670,6 +673,11 @@ static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_cal
 {
     unsigned since = tli_fail_count();
     tl_gemm_schedule s = call_schedule(ctx, d, c);
+    /* persistent CTAs store C through TMA, whose rows must be 16-byte
+     * aligned: otherwise the same tile one CTA a tile (its register stores
+     * take any C), not the safe variant's element-wise copies of A and B */
+    if (s.persistent && !c->c_tma)
+        s.persistent = 0;
     *variant = kernel_variant(ctx, d, c, &s);
     *used = s;
     tl_status st = tli_fail_as(ctx, program_for(ctx, d, *variant, &s, out), api, since);

@@ -214,9 +214,14 @@ static void test_repro_gemm(void **state)
     d.out_dtype = TL_F32;
     d.schedule.warp_policy = TL_GEMM_WARP_ROWS;
     check_gemm(ctx, &d, "gemm_nt_bias_gelu");
-    d.schedule = (tl_gemm_schedule){0};
-    assert_int_equal(tl_op_gemm_schedule(ctx, &d).pingpong, 1);
+    d.schedule = (tl_gemm_schedule){.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                    .pingpong = 1};
     check_gemm(ctx, &d, "gemm_pingpong");
+    d.schedule = (tl_gemm_schedule){0};
+    d.m = d.n = 4096; /* the op's choice: persistent CTAs, C through TMA */
+    assert_int_equal(tl_op_gemm_schedule(ctx, &d).persistent, 1);
+    check_gemm(ctx, &d, "gemm_persistent");
+    d.m = d.n = 512;
     tl_ctx *ctx80 = test_offline_ctx("sm_80");
     d.trans_b = 0;
     d.in_dtype = TL_F16;

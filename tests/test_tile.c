@@ -488,31 +488,34 @@ static void test_pingpong_null_grid_x(void **state)
     }
 }
 
-/* On sm_90a the default schedule of a GEMM with an epilogue is the
- * ping-pong kernel when TMA can read the rows (K, N multiples of 8), the
- * classic one otherwise and for a plain GEMM. */
+/* On sm_90a the default schedule of a GEMM, with an epilogue or without,
+ * is the persistent kernel (a producer warpgroup, C through TMA) when TMA
+ * can read the rows (K, N multiples of 8) and the tiles fill the GPU; one
+ * warpgroup on 64x128 tiles when there are few; the classic kernel when TMA
+ * cannot read the rows. */
 static void test_default_schedules_sm90a(void **state)
 {
     (void)state;
-    struct { int64_t k, n; int bias; tl_epilogue e; int pingpong; } cases[] = {
-        {64, 64, 1, TL_EPI_GELU_TANH, 1}, {64, 64, 0, TL_EPI_RELU, 1}, {64, 64, 1, TL_EPI_NONE, 1},
-        {64, 64, 0, TL_EPI_NONE, 0}, {33, 64, 1, TL_EPI_GELU_ERF, 0}, {64, 63, 1, TL_EPI_GELU_ERF, 0},
+    struct { int64_t m, k, n; int bias; tl_epilogue e; int persistent, block_m; } cases[] = {
+        {4096, 4096, 4096, 1, TL_EPI_GELU_TANH, 1, 128}, {4096, 4096, 4096, 0, TL_EPI_RELU, 1, 128},
+        {4096, 4096, 4096, 0, TL_EPI_NONE, 1, 128},       {4096, 4100, 4096, 1, TL_EPI_GELU_ERF, 0, 128},
+        {100, 64, 64, 1, TL_EPI_GELU_TANH, 0, 64},         {100, 64, 63, 1, TL_EPI_GELU_ERF, 0, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        tl_gemm_desc d = {.m = 100, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
-                          .has_bias = cases[i].bias, .epilogue = cases[i].e};
+        tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
+                          .out_dtype = TL_BF16, .has_bias = cases[i].bias, .epilogue = cases[i].e};
         tl_kernel *k;
         assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
         char *src;
         assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
-        if ((strstr(src, "tl_setmaxnreg_inc") != NULL) != cases[i].pingpong)
-            fail_msg("case %zu: ping-pong %s", i, cases[i].pingpong ? "expected" : "not expected");
+        if ((strstr(src, "tl_tma_store_2d") != NULL) != cases[i].persistent)
+            fail_msg("case %zu: the TMA store of C %s", i, cases[i].persistent ? "expected" : "not expected");
         tl_free_host(src);
         tl_kernel_destroy(k);
         tl_gemm_schedule sch = tl_op_gemm_schedule(ctx, &d);
-        assert_int_equal(sch.pingpong, cases[i].pingpong);
-        assert_int_equal(sch.threads, 128); /* ping-pong's consumers, or one warpgroup on 64x128 (few tiles) */
-        assert_int_equal(sch.block_m, cases[i].pingpong ? 128 : 64);
+        assert_int_equal(sch.persistent, cases[i].persistent);
+        assert_int_equal(sch.pingpong, 0);
+        assert_int_equal(sch.block_m, cases[i].block_m);
     }
     tl_gemm_desc bad = {.m = 0, .n = 1, .k = 1, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     assert_int_equal(tl_op_gemm_schedule(ctx, &bad).block_m, 0);

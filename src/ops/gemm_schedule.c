@@ -51,14 +51,9 @@ bool tli_gemm_tma_rows(const tl_gemm_desc *d)
 /* Conditions of a row (all that it names must hold). */
 enum {
     H_SM90A = 1 << 0,    /* the target is sm_90a (wgmma, TMA)                     */
-    H_EPILOGUE = 1 << 1, /* a bias or an activation                               */
     H_TMA = 1 << 2,      /* TMA can read the rows (tli_gemm_tma_rows)             */
     H_FEW_TILES = 1 << 3,/* at most 64 tiles of 128x256: under half a wave of
                             the large tile on a 132-SM H200                       */
-    H_SHORT_K = 1 << 4,  /* K <= 2048 and at most 256 tiles of 128x256 (two
-                            waves): a tile's main loop too short to hide its
-                            prologue and epilogue, too few tiles for the
-                            persistent 128x256 kernel to hide them            */
     H_DECODE = 1 << 5,   /* M <= 64 and K >= 1024: a GEMV in all but name,
                             memory-bound on B                                     */
     H_NARROW = 1 << 6,   /* M <= 16: C^T = B^T A^T takes tiles of 64 rows of B^T
@@ -87,34 +82,28 @@ typedef struct heuristic_row {
  *      about one CTA:
  *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
  *      B at a fifth of the copy's bandwidth (session 7);
- *   1. epilogue: the ping-pong kernel overlaps one tile's epilogue with the
- *      next one's main loop: +2.3% over the same GEMM at 4096^3, where the
- *      classic kernel paid +5.6%, and ahead of it by 1.9% (v6 final run);
- *   2. few tiles (1024^3): 64x128 tiles on one warpgroup, four times the
+ *   1. few tiles (1024^3): 64x128 tiles on one warpgroup, four times the
  *      blocks of 128x256: 0.751x / 0.722x cuBLAS NT / NN at 1024^3 against
  *      0.648x / 0.635x for 128x128 on two (session 7 sweep);
- *   3. short K and at most two waves of 128x256 tiles (2048^3): the
- *      persistent ping-pong kernel hides the per-tile prologue and
- *      epilogue: 0.848x cuBLAS against 0.825x for the classic kernel; with
- *      more tiles (8192x8192x1024, 2048 of them) the persistent 128x256
- *      kernel of row 4 is ahead of it: 0.781x / 0.779x NT / NN against
- *      0.735x / 0.719x (session 9, same run);
- *   4. everything else (4096^3 and up, and the K = 16384 shape): the
+ *   2. everything else TMA can read, with or without an epilogue: the
  *      128x256x64 tile, 4 stages, in persistent CTAs with a producer
- *      warpgroup (the next tile's loads under this one's epilogue):
- *      0.902x-1.046x cuBLAS against 0.884x-0.99x for the same tile one
- *      CTA a tile (session 9, bench_gemm); rows TMA cannot read keep the
- *      one-CTA-a-tile kernel (its producer would copy element by element);
- *   5. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
+ *      warpgroup (the next tile's loads under this one's store) and C
+ *      stored through shared memory by TMA (the store under the next
+ *      tile's main loop): 0.98x-1.06x cuBLAS at every ANCHORS shape from
+ *      2048^3 up, NT and NN (session 9, bench_gemm), where the ping-pong
+ *      kernel that rows 1 and 3 used to give short K and epilogues reached
+ *      0.72x-0.85x; with bias + GELU 1.006x cuBLASLt's fused epilogue at
+ *      4096^3 against 0.940x for the ping-pong kernel (same run);
+ *   3. rows TMA cannot read: the same tile one CTA a tile (a producer
+ *      would copy element by element);
+ *   4. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
 static const heuristic_row heuristic[] = {
     {H_SM90A | H_DECODE | H_NARROW | H_TMA, {64, 16, 64, 8, 128, 8, 0, 0, SPLIT_AUTO, 1, 0}},
     /* 32x8192x8192, x cuBLAS NT / NN: 0.917 / 0.917 against 0.865 / 0.883 for 64x128 tiles in
      * 2 slices (bench_gemm_small --sweep, session 8) */
     {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0}},
     {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0}},
-    {H_SM90A | H_EPILOGUE | H_TMA, {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0}},
     {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0}},
-    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0}},
     {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1}},
     {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}},
     {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0}},
@@ -136,14 +125,10 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_SM90A;
     if (!d)
         return c;
-    if (d->has_bias || d->epilogue != TL_EPI_NONE)
-        c |= H_EPILOGUE;
     if (tma && tli_gemm_tma_rows(d))
         c |= H_TMA;
     if (((d->m + 127) / 128) * ((d->n + 255) / 256) <= 64)
         c |= H_FEW_TILES;
-    if (d->k <= 2048 && ((d->m + 127) / 128) * ((d->n + 255) / 256) <= 256)
-        c |= H_SHORT_K;
     if (d->m <= 64 && d->k >= 1024)
         c |= H_DECODE;
     if (d->m <= 16)

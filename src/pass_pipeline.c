@@ -994,7 +994,8 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
  * accumulator (a wgmma or mma.sync layout: adjacent column pairs) to a
  * tile of a global tensor of 16-bit elements, at the consumers' top level
  * (every consumer thread reaches its barriers), of at most 256 rows and
- * whole 64-column blocks. */
+ * whole 64-column blocks, and nothing else in the block writes that tensor
+ * or reads it afterwards (shares_target). */
 #define STAGE_BYTES 32768
 
 static bool tma_storable(piper *P, int32_t s)
@@ -1061,6 +1062,33 @@ static void tma_store_rounds(piper *P, int32_t s)
     }
 }
 
+/* Whether the statements of list `first` other than s could race with a
+ * TMA store of s into buffer b: any access after s (the store is still in
+ * flight) or a write before it (ordinary stores and TMA's would need a
+ * proxy fence between them). Reads before s are done by then. */
+static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
+{
+    tli_bufset rd = {0}, wr = {0};
+    bool hit = true; /* out of memory: not converted */
+    if (tli_bufset_init(&rd, P->ir->b.n) && tli_bufset_init(&wr, P->ir->b.n)) {
+        hit = false;
+        bool after = false;
+        for (int32_t x = first; x && !hit; x = P->ir->s.v[x].next) {
+            if (x == s) {
+                after = true;
+                continue;
+            }
+            tli_bufset_clear(&rd);
+            tli_bufset_clear(&wr);
+            tli_stmt_access(P->L, x, &rd, &wr);
+            hit = tli_bufset_has(&wr, b) || (after && tli_bufset_has(&rd, b));
+        }
+    }
+    tli_bufset_free(&rd);
+    tli_bufset_free(&wr);
+    return hit;
+}
+
 /* The accumulator stores of the consumers' top level (body: the block body
  * with the pipelined loop lowered) that go through TMA; whether any did. */
 static bool epilogue_tma_stores(piper *P, int32_t body)
@@ -1070,7 +1098,7 @@ static bool epilogue_tma_stores(piper *P, int32_t body)
     bool any = false;
     for (int32_t s = body; s && P->L->st == TL_OK;) {
         int32_t next = P->ir->s.v[s].next;
-        if (tma_storable(P, s)) {
+        if (tma_storable(P, s) && !shares_target(P, body, s, tli_copy_buf(P->ir, P->ir->s.v[s].a1))) {
             tma_store_rounds(P, s);
             any = true;
         }

@@ -387,14 +387,14 @@ static void test_tile_copy_constant_unit_stride(void **state)
 /* A GEMM kernel of the builder on blocks of `threads` (64 rows a warpgroup
  * of A, 64 columns of B), for the schedule flags' requirements; the trip
  * count of its pipelined loop depends on the block when by_block. */
-static tl_kernel *small_gemm_kernel(int threads, bool by_block)
+static tl_kernel *small_gemm_kernel_c(int threads, bool by_block, tl_dtype cdt, int stores)
 {
     int64_t bm = threads / 2;
     tl_kernel *k = tl_kernel_new(ctx, "small_gemm");
     tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
     tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
     tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
-    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", cdt, 2, (tl_expr[]){M, N}, NULL);
     tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, bm)), TL_NONE_EXPR, threads);
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){bm, 64});
@@ -407,8 +407,14 @@ static tl_kernel *small_gemm_kernel(int threads, bool by_block)
     tl_copy(k, tl_tile(k, B, bx, ko), tl_all(Bs));
     tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
     tl_end(k);
-    tl_copy(k, tl_all(Cf), tl_tile(k, C, by, bx));
+    for (int i = 0; i < stores; i++)
+        tl_copy(k, tl_all(Cf), tl_tile(k, C, by, bx));
     return k;
+}
+
+static tl_kernel *small_gemm_kernel(int threads, bool by_block)
+{
+    return small_gemm_kernel_c(threads, by_block, TL_F32, 1);
 }
 
 /* tl_use_persistent: the requirements, each named when it is not met, and
@@ -450,6 +456,24 @@ static void test_persistent_lowering(void **state)
         test_expect_text(src, targets[t], want, TEST_COUNT(want), NULL, 0);
         tl_free_host(src);
         compile_or_skip(k, targets[t]);
+    }
+    /* a 16-bit C goes through a staging tile and TMA on sm_90a, unless the
+     * block writes C elsewhere too (stores of both kinds to one tensor would
+     * need a proxy fence; a later one would race with the store in flight) */
+    for (int stores = 1; stores <= 2; stores++) {
+        tl_kernel *k = small_gemm_kernel_c(256, false, TL_BF16, stores);
+        tl_use_warp_specialize(k, 1);
+        tl_use_persistent(k, 1);
+        char *src = NULL;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *tma[] = {"tl_stage_C", "tl_tma_store_2d(&tl_map", "tl_bulk_commit();", "tl_bulk_wait_read<0>();",
+                             "tl_bulk_wait<0>();"};
+        if (stores == 1)
+            test_expect_text(src, "one store of C", tma, TEST_COUNT(tma), NULL, 0);
+        else
+            test_expect_text(src, "C stored twice", NULL, 0, tma, TEST_COUNT(tma));
+        tl_free_host(src);
+        compile_or_skip(k, "sm_90a");
     }
 }
 

@@ -660,7 +660,13 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * warpgroups on one block at a time. The producer runs ahead across
  * blocks: it fills the ring with the next block's tiles while the
  * consumers run this block's epilogue (the statements after the loop), so
- * no block pays a pipeline fill, and no CTA is launched per block.
+ * no block pays a pipeline fill, and no CTA is launched per block. With
+ * TMA (sm_90a), a tl_copy of a whole f32 accumulator to a tile of a 16-bit
+ * tensor at the body's top level is stored through a staging tile in
+ * shared memory (up to 32 KiB more) by TMA, draining under the next
+ * block's main loop, unless something else in the block writes that
+ * tensor or reads it afterwards; launches then need the tensor 16-byte
+ * aligned, rows of whole 16 bytes (else the safe variant runs).
  * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
  * not met): tl_use_warp_specialize (ping-pong on 128 threads is persistent
  * already; on 256 threads it is refused), the pipelined loop's trip count

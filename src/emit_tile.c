@@ -586,6 +586,18 @@ static void emit_pair_vec(emitter *E, const tli_bnode *f, const tli_bnode *o)
     tli_e_line(E, "tl_v.e[1] = %s;", convert(E, tli_e_fmt(E, "%s[tl_r + 1]", f->name), TL_F32, (tl_dtype)o->dtype));
 }
 
+/* Opens a loop over accumulator fb's column pairs: registers tl_r and
+ * tl_r + 1 at row tl_l0, columns tl_l1 and tl_l1 + 1. */
+static void open_pairs(emitter *E, int32_t fb)
+{
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)lay(E, fb)->per_thread);
+    E->indent++;
+    const char *loc[TL_MAX_RANK], *guard;
+    frag_coords(E, fb, "tl_r", loc, &guard);
+    tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s;", loc[0], loc[1]);
+}
+
 /* Round X_COPY_ROUND of an accumulator's TMA store (lowered.h,
  * CP_TMA_STORE): each thread writes its column pairs of the round's
  * 64-column blocks into the staging tile ([blocks][R][64], 128-byte
@@ -600,12 +612,7 @@ static void emit_copy_tma_store(emitter *E, const tli_snode *s)
                buf_of(E, tli_copy_buf(E->ir, s->a1))->name, (long long)lo,
                (long long)(hi < f->cshape[1] ? hi : f->cshape[1]), st->name);
     E->indent++;
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)lay(E, fb)->per_thread);
-    E->indent++;
-    const char *loc[TL_MAX_RANK], *guard;
-    frag_coords(E, fb, "tl_r", loc, &guard);
-    tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s;", loc[0], loc[1]);
+    open_pairs(E, fb);
     if (!all) {
         if (lo)
             tli_e_line(E, "if (tl_l1 >= %lld && tl_l1 < %lld) {", (long long)lo, (long long)hi);
@@ -681,12 +688,7 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
     tli_e_line(E, "    tl_aligned<%d>(%s)) { // the whole tile inside: unmasked pair stores", 2 * esize(o), o->name);
     E->indent++;
     tli_e_line(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, tli_e_take(E, &pre), tli_e_fmt(E, base, s0));
-    tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += 2) {", (long long)lay(E, fb)->per_thread);
-    E->indent++;
-    const char *loc[TL_MAX_RANK], *guard;
-    frag_coords(E, fb, "tl_r", loc, &guard);
-    tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s;", loc[0], loc[1]);
+    open_pairs(E, fb);
     emit_pair_vec(E, f, o);
     tli_e_line(E, "tl_st_vec(tl_cb + (tl_l0 * (int)%s + tl_l1), tl_v);", s0);
     close_block(E);

@@ -1107,17 +1107,18 @@ static bool epilogue_tma_stores(piper *P, int32_t body)
     return any;
 }
 
-/* Whether the kernel has shared buffers outside the pipeline's ring (the
- * consumers' own: a persistent CTA's next block rewrites them). */
+/* Whether b is a shared buffer outside the pipeline's ring: the consumers'
+ * own, which a persistent CTA's next block rewrites. */
+static bool private_shared(piper *P, const pipe_info *pi, int32_t b)
+{
+    return B(P, b)->scope == B_SHARED && !staged_buf(pi, b);
+}
+
 static bool has_private_shared(piper *P, const pipe_info *pi)
 {
-    for (int32_t b = 1; b < P->ir->b.n; b++) {
-        bool staged = false;
-        for (int i = 0; i < pi->nprod; i++)
-            staged |= pi->bufs[i] == b;
-        if (B(P, b)->scope == B_SHARED && !staged)
+    for (int32_t b = 1; b < P->ir->b.n; b++)
+        if (private_shared(P, pi, b))
             return true;
-    }
     return false;
 }
 
@@ -1130,10 +1131,7 @@ static int32_t private_buffers(piper *P, const pipe_info *pi, int32_t body, int 
         return body;
     tli_snode n = {.op = S_STAGE, .a0 = tli_low_thread(P->L, TH_WG), .body = body};
     for (int32_t b = 1; b < P->ir->b.n; b++) {
-        bool staged = false;
-        for (int i = 0; i < pi->nprod; i++)
-            staged |= pi->bufs[i] == b;
-        if (B(P, b)->scope != B_SHARED || staged)
+        if (!private_shared(P, pi, b))
             continue;
         P->L->smem[b].stages = groups;
         if (n.rank == TL_MAX_RANK) {
@@ -1178,13 +1176,13 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     else if (w.persistent)
         tile = mk_tile_loop(P, I(P, 0), 1, &p);
     consumer_loop(P, pi, &w, p);
-    bool private_shared = has_private_shared(P, pi); /* (the staging tiles have their own waits) */
+    bool own_shared = has_private_shared(P, pi); /* (the staging tiles have their own waits) */
     bool tma_stores = w.persistent == 1 && epilogue_tma_stores(P, ir->body);
     int32_t consumer_body = private_buffers(P, pi, ir->body, groups);
     if (tile) {
         tli_list tb = {0};
         tli_list_add(L, &tb, consumer_body);
-        if (private_shared) /* the next block rewrites this group's buffers */
+        if (own_shared) /* the next block rewrites this group's buffers */
             tli_list_op(L, &tb, S_BARRIER, 0, 0);
         set_body(P, tile, tb.first);
         consumer_body = tile;

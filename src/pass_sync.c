@@ -230,20 +230,15 @@ static void all_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
     tli_stmt_access(Y->L, s, rd, wr);
 }
 
-static void keep_visible(syncer *Y, tli_bufset *set)
+/* Keeps the buffers of set that threads of the block share: shared
+ * memory, and global memory unless `global` is false (the next iteration
+ * of a persistent CTA's tile loop is another block, which no barrier
+ * orders against this one's global accesses in a launch of one CTA per
+ * block either). */
+static void keep_visible(syncer *Y, tli_bufset *set, bool global)
 {
     for (int32_t b = 1; b < Y->nbufs; b++)
-        if (tli_bufset_has(set, b) && !visible(Y->ir, b))
-            set->bits[b / 64] &= ~(1ull << (b % 64));
-}
-
-/* Drops the global buffers of set: a persistent CTA's next block is
- * another block, which no barrier orders against this one's global
- * accesses in a launch of one CTA per block either. */
-static void keep_shared(syncer *Y, tli_bufset *set)
-{
-    for (int32_t b = 1; b < Y->nbufs; b++)
-        if (tli_bufset_has(set, b) && tli_B(Y->ir, b)->scope != B_SHARED)
+        if (tli_bufset_has(set, b) && !(visible(Y->ir, b) && (global || tli_B(Y->ir, b)->scope == B_SHARED)))
             set->bits[b / 64] &= ~(1ull << (b % 64));
 }
 
@@ -358,12 +353,9 @@ static void walk_loop_once(syncer *Y, int32_t s, state *st)
         access(Y, s, &rd, &wr);
         bool copy = tli_bufset_meets(&run.async, &rd) || tli_bufset_meets(&run.async, &wr);
         head_access(Y, s, &rd, &wr);
-        keep_visible(Y, &rd);
-        keep_visible(Y, &wr);
-        if (tli_S(Y->ir, s)->op == S_TILE_LOOP) { /* blocks meet in global memory only as separate CTAs would */
-            keep_shared(Y, &rd);
-            keep_shared(Y, &wr);
-        }
+        bool global = tli_S(Y->ir, s)->op != S_TILE_LOOP;
+        keep_visible(Y, &rd, global);
+        keep_visible(Y, &wr, global);
         bool hazard = tli_bufset_meets(&run.wr, &rd) || tli_bufset_meets(&run.wr, &wr) || tli_bufset_meets(&run.rd, &wr);
         if (hazard || copy) {
             link end = {s, L_BODY};
@@ -473,8 +465,8 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
         all_access(Y, s, &frd, &fwr);
         memcpy(rd.bits, frd.bits, (size_t)rd.words * sizeof *rd.bits);
         memcpy(wr.bits, fwr.bits, (size_t)wr.words * sizeof *wr.bits);
-        keep_visible(Y, &rd);
-        keep_visible(Y, &wr);
+        keep_visible(Y, &rd, true);
+        keep_visible(Y, &wr, true);
         /* the statement's own waits, then its barrier */
         bool waits_copy = tli_bufset_meets(&st->async, &frd) || tli_bufset_meets(&st->async, &fwr);
         if (waits_copy) {

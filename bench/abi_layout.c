@@ -67,6 +67,8 @@ static void gemm_structs(void)
     FIELD(tl_gemm_schedule, split_k);
     FIELD(tl_gemm_schedule, swap_ab);
     FIELD(tl_gemm_schedule, persistent);
+    FIELD(tl_gemm_schedule, cluster_m);
+    FIELD(tl_gemm_schedule, cluster_n);
 
     STRUCT(tl_gemm_desc);
     FIELD(tl_gemm_desc, m);

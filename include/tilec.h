@@ -576,9 +576,21 @@ TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int 
  * (bx % cx) + cx ((by % cy) + cy (bz % cz)), computable from tl_block_idx.
  * Each extent 1..8 and their product 1..8 (the portable cluster size); all
  * 1 (the default) means no clusters. Every launch checks that the grid is
- * a multiple of the cluster along each axis (TL_ERR_LAUNCH_ARGS); compiling
- * for a target without clusters, or with tl_use_swizzle, tl_use_pingpong or
- * tl_use_warp_specialize, gives TL_ERR_UNSUPPORTED. Errors: TL_ERR_INVALID_ARG
+ * a multiple of the cluster along each axis (TL_ERR_LAUNCH_ARGS).
+ *
+ * A tl_pipelined loop at the body's top level whose copies TMA makes (the
+ * wgmma loop of one warpgroup, or tl_use_warp_specialize) shares tiles
+ * between the blocks of a cluster: a copy whose source tile does not
+ * depend on tl_block_idx along some cluster axes is the same tile for the
+ * blocks that differ only along those axes, so each of them loads a slice
+ * of its rows and TMA multicasts the slices to all of them (the tile's
+ * rows must split into slices of whole multiples of 8). A slot of the ring
+ * is then refilled only once every block of the cluster has released it,
+ * and the kernel starts and ends with a cluster barrier. tl_use_swizzle
+ * moves whole clusters, each block keeping its place in its cluster.
+ *
+ * Compiling for a target without clusters, or with tl_use_pingpong or
+ * tl_use_persistent, gives TL_ERR_UNSUPPORTED. Errors: TL_ERR_INVALID_ARG
  * (the extents), TL_ERR_SCOPE (after the first statement). */
 TL_API void tl_cluster(tl_kernel *k, int cx, int cy, int cz);
 
@@ -1030,6 +1042,23 @@ typedef struct tl_gemm_schedule {
                                sm_80 (mbarriers); threads a multiple of 128,
                                stages >= 2. Not with pingpong, split_k or
                                swap_ab (TL_ERR_INVALID_ARG). */
+    int cluster_m;          /* 0 or 1: no clusters. 2..8: blocks in
+                               thread-block clusters of cluster_m tiles
+                               along M (and cluster_n along N; the product
+                               at most 8): the blocks of a cluster that
+                               share a tile of B (same columns) or of A
+                               (same rows) load it once between them, each
+                               a slice of its rows, and TMA multicasts the
+                               slices to all of them (sm_90a, TMA-readable
+                               rows; otherwise each block loads its own).
+                               It halves the L2 traffic of the shared
+                               operand at a cluster of 2, what small tiles
+                               are bound by (1024^3). The grid is rounded
+                               up to whole clusters. Needs a target with
+                               clusters (sm_90 and later); not with
+                               pingpong, persistent, split_k or swap_ab
+                               (TL_ERR_INVALID_ARG). */
+    int cluster_n;
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {
@@ -1409,7 +1438,7 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
 
 /* --- configurations --- */
 
-#define TL_TUNE_MAX_PARAMS 12
+#define TL_TUNE_MAX_PARAMS 16
 
 /* A configuration to try: integers whose meaning the op gives (a custom
  * kernel's builder gives its own). For "gemm" they are the fields of

@@ -574,3 +574,21 @@ bool tli_uses_block(tli_lowered *L, int32_t root)
     }
     return false;
 }
+
+/* Whether expression root reads the block index along `axis` (or memory,
+ * which may hold anything): a tile that does not is the same tile for
+ * every block along that axis. */
+bool tli_uses_block_axis(tli_lowered *L, int32_t root, int axis)
+{
+    tli_marks *m = &L->walk;
+    if (!tli_marks_begin(m, &L->ir))
+        return true;
+    tli_marks_push(m, root);
+    for (int32_t e; (e = tli_marks_next(m));) {
+        const tli_enode *n = tli_E(&L->ir, e);
+        if ((n->op == E_BLOCK_IDX && n->ival == axis) || n->op == E_LOAD)
+            return true;
+        tli_marks_push_operands(m, &L->ir, e);
+    }
+    return false;
+}

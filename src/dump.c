@@ -181,6 +181,9 @@ static void stmt(dumper *D, int32_t s, int depth)
                 tli_str_appendf(o, " map %d on %s[", n->x[TLI_X_COPY_MAP], tli_B(D->ir, n->x[TLI_X_COPY_BAR])->name);
                 line_expr(D, n->x[TLI_X_COPY_BAR_IDX]);
                 tli_str_append(o, "]");
+                if (n->x[TLI_X_COPY_MCAST])
+                    tli_str_appendf(o, ", multicast over axes %s%s%s", n->x[TLI_X_COPY_MCAST] & 1 ? "x" : "",
+                                    n->x[TLI_X_COPY_MCAST] & 2 ? "y" : "", n->x[TLI_X_COPY_MCAST] & 4 ? "z" : "");
             }
             if (n->x[TLI_X_COPY_HOW] == CP_TMA_STORE)
                 tli_str_appendf(o, " through %s, round %d, map %d", tli_B(D->ir, n->x[TLI_X_COPY_STAGING])->name,
@@ -267,6 +270,8 @@ static void stmt(dumper *D, int32_t s, int depth)
             tli_str_appendf(o, " %d bytes", n->a1);
         } else if (n->a1) {
             tli_str_append(o, " when this thread's cp.async land");
+        } else if (n->x[TLI_X_MBAR_CLUSTER]) {
+            tli_str_append(o, " in every block of the cluster");
         }
         break;
     case S_SETMAXNREG: tli_str_appendf(o, "setmaxnreg.%s %d", n->a0 ? "inc" : "dec", n->a1); break;
@@ -280,6 +285,7 @@ static void stmt(dumper *D, int32_t s, int depth)
                         tli_S(D->ir, n->a0)->x[TLI_X_COPY_ROUND], n->a0);
         break;
     case S_BULK_WAIT: tli_str_appendf(o, "bulk.wait%s 0", n->a1 ? ".read" : ""); break;
+    case S_CLUSTER_SYNC: tli_str_append(o, "barrier.cluster"); break;
     case S_TILE_LOOP:
         tli_str_append(o, "tiles p = ");
         line_expr(D, n->a0);

@@ -1220,7 +1220,10 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
         tli_e_line(E, "tl_mbar_wait(%s, (unsigned)(%s));", tli_e_mbar(E, s->buf, s->a0), tli_e_single(E, s->value));
         break;
     case S_MBAR_ARRIVE:
-        tli_e_line(E, "%s(%s);", s->a1 ? "tl_cp_async_mbar_arrive" : "tl_mbar_arrive", tli_e_mbar(E, s->buf, s->a0));
+        if (s->x[TLI_X_MBAR_CLUSTER])
+            tli_e_line(E, "tl_mbar_arrive_cluster(%s, %d);", tli_e_mbar(E, s->buf, s->a0), tli_cluster_size(E->ir));
+        else
+            tli_e_line(E, "%s(%s);", s->a1 ? "tl_cp_async_mbar_arrive" : "tl_mbar_arrive", tli_e_mbar(E, s->buf, s->a0));
         break;
     case S_MBAR_EXPECT: tli_e_line(E, "tl_mbar_expect(%s, %d);", tli_e_mbar(E, s->buf, s->a0), s->a1); break;
     case S_SETMAXNREG: tli_e_line(E, "tl_setmaxnreg_%s<%d>();", s->a0 ? "inc" : "dec", s->a1); break;
@@ -1229,6 +1232,7 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
     case S_TILE_LOOP: emit_tile_loop(E, s); break;
     case S_TMA_STORE: tli_e_tma_store(E, s); break;
     case S_BULK_WAIT: tli_e_line(E, "%s<0>();", s->a1 ? "tl_bulk_wait_read" : "tl_bulk_wait"); break;
+    case S_CLUSTER_SYNC: tli_e_line(E, "tl_cluster_sync();"); break;
     case S_ARRAY_BASE: {
         const tli_bnode *b = tli_B(E->ir, s->buf);
         tli_e_line(E, "%s%s *const %s = tl_arr_%s[%s];", b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)b->dtype),

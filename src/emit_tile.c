@@ -565,6 +565,21 @@ static void emit_copy_tma(emitter *E, const tli_snode *s)
     tile_global_idx(E, s->a0, t->cshape, 2, zero, origin);
     const char *bar = tli_e_mbar(E, s->x[TLI_X_COPY_BAR], s->x[TLI_X_COPY_BAR_IDX]);
     const char *base = tli_e_add(E, stage_base(E, sb), "0");
+    /* multicast (lowered.h, TLI_X_COPY_MCAST): this block's slice of every
+     * box's rows, into the same offset of each block of its group */
+    int axes = s->x[TLI_X_COPY_MCAST], group = tli_mcast_group(ir, axes);
+    int64_t rows = t->cshape[0] / group;
+    if (group > 1) {
+        tli_e_line(E, "{ // tl_copy %s -> %s: rows [%lld tl_slice, +%lld) of each box, multicast to %d blocks", g->name,
+                   t->name, (long long)rows, (long long)rows, group);
+        E->indent++;
+        tli_e_line(E, "unsigned tl_slice;");
+        tli_e_line(E, "unsigned short tl_mask;");
+        tli_e_line(E, "tl_mcast_group<%d, %d, %d, %d>(tl_slice, tl_mask);", ir->cluster[0] > 1 ? ir->cluster[0] : 1,
+                   ir->cluster[1] > 1 ? ir->cluster[1] : 1, ir->cluster[2] > 1 ? ir->cluster[2] : 1, axes);
+        origin[g->rank - 2] = tli_e_fmt(E, "%s + (long long)tl_slice * %lld", origin[g->rank - 2], (long long)rows);
+        base = tli_e_fmt(E, "%s + tl_slice * %lld", base, (long long)(rows * inner));
+    }
     for (int64_t j = 0; j < boxes; j++) {
         tli_str c;
         tli_str_init(&c);
@@ -572,8 +587,12 @@ static void emit_copy_tma(emitter *E, const tli_snode *s)
         for (int d = g->rank - 2; d >= 0; d--)
             tli_str_appendf(&c, ", (int)(%s)", origin[d]);
         const char *dst = tli_e_add(E, base, tli_e_fmt(E, "%lld", (long long)(j * inner * t->cshape[0])));
-        tli_e_line(E, "tl_tma_load_%dd(%s + %s, &tl_map%d, %s, %s);", g->rank, t->name, dst, s->x[TLI_X_COPY_MAP],
-                   tli_e_take(E, &c), bar);
+        tli_e_line(E, "tl_tma_load_%dd%s(%s + %s, &tl_map%d, %s, %s%s);", g->rank, group > 1 ? "_mc" : "", t->name, dst,
+                   s->x[TLI_X_COPY_MAP], tli_e_take(E, &c), bar, group > 1 ? ", tl_mask" : "");
+    }
+    if (group > 1) {
+        E->indent--;
+        tli_e_line(E, "}");
     }
 }
 

@@ -106,6 +106,8 @@ typedef enum tli_sop {
                      a0 (a CP_TMA_STORE copy: its round), then a bulk commit */
     S_BULK_WAIT,  /* waits for this thread's bulk stores: a1 == 1 until their reads
                      of shared memory are done, 0 until they are complete */
+    S_CLUSTER_SYNC, /* every thread of every block of the cluster arrives, then waits
+                     (release / acquire: shared memory and mbarriers across the cluster) */
     S_SOP_COUNT
 } tli_sop;
 
@@ -133,7 +135,7 @@ typedef struct tli_snode {
     int64_t extents[TL_MAX_RANK];
     int32_t vars[TL_MAX_RANK];
     /* what the passes decided about this statement (lowered.h: TLI_X_*) */
-    int32_t x[6];
+    int32_t x[8];
     int32_t name;     /* S_LET: its name; others: a pass's note (offsets into ir->str) */
 } tli_snode;
 

@@ -116,6 +116,7 @@ bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp
 /* Whether expression root depends on the block or on memory (a persistent
  * CTA's blocks must all run the same number of iterations). */
 bool tli_uses_block(tli_lowered *L, int32_t root);
+bool tli_uses_block_axis(tli_lowered *L, int32_t root, int axis);
 
 /* Walks over the expression DAG with marks m (L->walk, or an emitter's):
  *     if (tli_marks_begin(m, ir)) { tli_marks_push(m, root);

@@ -145,7 +145,8 @@ typedef enum tli_par_mode {
 enum { TLI_X_STORE_VEC = 0, TLI_X_STORE_PACKED };
 
 /* S_COPY */
-enum { TLI_X_COPY_HOW = 0, TLI_X_COPY_BAR, TLI_X_COPY_BAR_IDX, TLI_X_COPY_MAP, TLI_X_COPY_THREADS, TLI_X_COPY_MANAGED };
+enum { TLI_X_COPY_HOW = 0, TLI_X_COPY_BAR, TLI_X_COPY_BAR_IDX, TLI_X_COPY_MAP, TLI_X_COPY_THREADS, TLI_X_COPY_MANAGED,
+       TLI_X_COPY_MCAST };
 typedef enum tli_copy_how {
     CP_ELEMENTS = 1, /* element by element over the block's threads */
     CP_ASYNC16,      /* 16-byte cp.async per chunk (commit and wait are statements) */
@@ -165,7 +166,22 @@ enum { TLI_X_COPY_STAGING = TLI_X_COPY_BAR, TLI_X_COPY_ROUND = TLI_X_COPY_BAR_ID
 /* TLI_X_COPY_THREADS: the threads that run an element or cp.async copy
  * (0: the block's); the producer warpgroup of a warp-specialised kernel
  * copies with its own 128. TLI_X_COPY_MANAGED: a pipeline's copy, ordered
- * by the pipeline's own waits and mbarriers (the sync pass leaves it be). */
+ * by the pipeline's own waits and mbarriers (the sync pass leaves it be).
+ * TLI_X_COPY_MCAST (CP_TMA in a cluster): bit a set when the copy's source
+ * tile does not depend on the block index along cluster axis a, so the
+ * blocks of the cluster that differ only along those axes (its multicast
+ * group, g of them) load the same tile: each loads 1/g of its rows (of
+ * every box) and TMA multicasts them into the same offset of every group
+ * member's shared memory, completing on each member's mbarrier. 0: a plain
+ * load. (pass_pipeline.c, multicast_axes) */
+static inline int tli_mcast_group(const tli_ir *ir, int axes)
+{
+    int g = 1;
+    for (int a = 0; a < 3; a++)
+        if (axes >> a & 1)
+            g *= ir->cluster[a];
+    return g;
+}
 
 /* S_GEMM: its MMA atom; 1 when A comes from registers; 1 when it starts
  * from zero (the tl_clear of C just before it is folded into the first
@@ -193,6 +209,10 @@ enum { TLI_X_RED_SCRATCH = 0, TLI_X_RED_LANES, TLI_X_RED_WARPS, TLI_X_RED_PHASE,
 /* S_MBAR_INIT: 1 when a fence.mbarrier_init follows the initialisation
  * (the target's mbarrier_init_fence) */
 enum { TLI_X_MBAR_FENCE = 0 };
+/* S_MBAR_ARRIVE: 1 when the arrival goes to the same mbarrier in every
+ * block of the cluster (a ring whose slots other blocks multicast into is
+ * free only when every block that reads them has released it) */
+enum { TLI_X_MBAR_CLUSTER = 1 };
 
 /* S_SERIAL made by a pass: 1 to unroll it */
 enum { TLI_X_SERIAL_UNROLL = 0 };

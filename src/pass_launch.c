@@ -65,7 +65,19 @@ static void add_let(tli_lowered *L, tli_list *l, const char *name, int32_t value
 /* tl_bx, tl_by, tl_bz of block number t (an expression) of a grid gx x gy x
  * gz, with the swizzle of tl_use_swizzle(P) inside each z slice:
  *   panel = P gx; row0 = t' / panel * P; rows = min(P, gy - row0);
- *   by = row0 + t' % panel % rows; bx = t' % panel / rows    (t' = t mod gx gy) */
+ *   by = row0 + t' % panel % rows; bx = t' % panel / rows    (t' = t mod gx gy)
+ * With clusters of cx x cy blocks the swizzle moves whole clusters: t, gx
+ * and gy count clusters, and a block keeps its place in its cluster,
+ *   by = (row0 + ...) cy + blockIdx.y % cy,  bx = (...) cx + blockIdx.x % cx,
+ * so the blocks the GPU runs as one cluster stay neighbours that share
+ * tiles (their TMA multicast relies on it). */
+static int32_t in_cluster(tli_lowered *L, int32_t cluster_idx, int c, tli_thread_value raw)
+{
+    if (c < 2)
+        return cluster_idx;
+    return bin(L, E_ADD, bin(L, E_MUL, cluster_idx, I(L, c)), bin(L, E_MOD, th(L, raw), I(L, c)));
+}
+
 static void block_lets(tli_lowered *L, tli_list *l, int32_t t, int32_t gx, int32_t gy, bool with_z)
 {
     const tli_ir *ir = &L->ir;
@@ -85,8 +97,9 @@ static void block_lets(tli_lowered *L, tli_list *l, int32_t t, int32_t gx, int32
         tli_list_add(L, l, rows_let);
         int32_t rows = tli_low_let_ref(L, rows_let);
         int32_t in_panel = bin(L, E_MOD, tt, panel);
-        add_let(L, l, "tl_by", bin(L, E_ADD, row0, bin(L, E_MOD, in_panel, rows)));
-        add_let(L, l, "tl_bx", bin(L, E_DIV, in_panel, rows));
+        add_let(L, l, "tl_by", in_cluster(L, bin(L, E_ADD, row0, bin(L, E_MOD, in_panel, rows)), ir->cluster[1],
+                                          TH_RAW_BY));
+        add_let(L, l, "tl_bx", in_cluster(L, bin(L, E_DIV, in_panel, rows), ir->cluster[0], TH_RAW_BX));
         return;
     }
     if (uses_block_axis(ir, 1))
@@ -160,6 +173,8 @@ static void tma_maps(tli_lowered *L, int32_t first)
             int32_t t = store ? n->x[TLI_X_COPY_STAGING] : tli_copy_buf(&L->ir, n->a1);
             const tli_bnode *tb = tli_B(&L->ir, t);
             int64_t inner = L->smem[t].blocked ? 64 : tb->cshape[1], outer = tb->cshape[0];
+            if (!store) /* a multicast load's box is its slice of the rows */
+                outer /= tli_mcast_group(&L->ir, n->x[TLI_X_COPY_MCAST]);
             int m = 0;
             while (m < lp->nmaps && !(lp->maps[m].buf == g && lp->maps[m].box_inner == inner &&
                                       lp->maps[m].box_outer == outer))
@@ -273,8 +288,15 @@ void tli_pass_launch(tli_lowered *L)
         add_let(L, &top, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
         tile_loop_lets(L, ir->body, gx, gy, &ab);
     } else if (ir->swizzle && ir->grid[1]) {
-        int32_t t = bin(L, E_ADD, bin(L, E_MUL, th(L, TH_RAW_BY), th(L, TH_GRID_X)), th(L, TH_RAW_BX));
-        block_lets(L, &top, t, th(L, TH_GRID_X), th(L, TH_GRID_Y), false);
+        int32_t gx = th(L, TH_GRID_X), gy = th(L, TH_GRID_Y), bx = th(L, TH_RAW_BX), by = th(L, TH_RAW_BY);
+        if (tli_cluster_size(ir) > 1) { /* in units of clusters */
+            int32_t cx = I(L, ir->cluster[0] > 1 ? ir->cluster[0] : 1), cy = I(L, ir->cluster[1] > 1 ? ir->cluster[1] : 1);
+            gx = bin(L, E_DIV, gx, cx);
+            gy = bin(L, E_DIV, gy, cy);
+            bx = bin(L, E_DIV, bx, cx);
+            by = bin(L, E_DIV, by, cy);
+        }
+        block_lets(L, &top, bin(L, E_ADD, bin(L, E_MUL, by, gx), bx), gx, gy, false);
         if (uses_block_axis(ir, 2))
             add_let(L, &top, "tl_bz", th(L, TH_RAW_BZ));
     } else {

@@ -135,6 +135,8 @@ typedef struct pipe_info {
     int64_t stage_bytes;   /* bytes one iteration's producers bring */
     int tail;              /* wgmma groups the consumers leave running at the end of an iteration */
     bool all_wgmma;        /* the consumers are wgmma gemms and nothing else */
+    int mcast[TLI_MAX_TMA]; /* each producer's TLI_X_COPY_MCAST (plan_multicast) */
+    bool cluster_ring;     /* some producer multicasts: the ring's slots are freed cluster-wide */
 } pipe_info;
 
 static bool analyse(piper *P, int32_t sid, pipe_info *pi)
@@ -230,7 +232,7 @@ static void shift_one(piper *P, int32_t s, int32_t var, int32_t with)
 /* A copy of producer c for iteration `it` (an expression), engine how,
  * completing on mbarrier bar[bar_idx] when TMA. */
 static int32_t producer_copy(piper *P, const pipe_info *pi, int32_t c, int32_t it, tli_copy_how how, int32_t bar,
-                             int32_t bar_idx, int threads)
+                             int32_t bar_idx, int threads, int mcast)
 {
     tli_snode n = *tli_S(P->ir, c);
     n.next = n.body = n.orelse = 0;
@@ -240,6 +242,7 @@ static int32_t producer_copy(piper *P, const pipe_info *pi, int32_t c, int32_t i
     n.x[TLI_X_COPY_BAR_IDX] = bar_idx;
     n.x[TLI_X_COPY_THREADS] = threads;
     n.x[TLI_X_COPY_MANAGED] = 1;
+    n.x[TLI_X_COPY_MCAST] = how == CP_TMA ? mcast : 0;
     int32_t id = tli_low_stmt(P->L, &n);
     if (id)
         shift_one(P, id, pi->var, it);
@@ -275,7 +278,7 @@ static int32_t producers(piper *P, const pipe_info *pi, int32_t it, int32_t stag
         tli_list_add(P->L, &l, tli_low_stmt(P->L, &e));
     }
     for (int i = 0; i < pi->nprod; i++)
-        tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, how, bar, stage, threads));
+        tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, how, bar, stage, threads, pi->mcast[i]));
     return stage_of(P, pi, stage, l.first);
 }
 
@@ -337,6 +340,98 @@ static int32_t op_stmt(piper *P, tli_sop op, int32_t a0, int32_t a1)
 {
     tli_snode n = {.op = (uint8_t)op, .a0 = a0, .a1 = a1};
     return tli_low_stmt(P->L, &n);
+}
+
+/* ------------------------------------------------ TMA multicast */
+
+/* The cluster axes along which producer c's source tile is the same for
+ * every block (TLI_X_COPY_MCAST), or 0 when the blocks cannot share it:
+ * no cluster, or the tile's rows do not split into one slice per member of
+ * the multicast group in whole 8-row atoms of the 128-byte swizzle (a
+ * slice then lands where the whole box would have put those rows). */
+static int multicast_axes(piper *P, int32_t c)
+{
+    const tli_ir *ir = P->ir;
+    const tli_rnode *r = tli_R(ir, tli_S(ir, c)->a0);
+    int axes = 0, g = 1;
+    for (int a = 0; a < 3 && r->tiled; a++) {
+        if (ir->cluster[a] < 2)
+            continue;
+        bool uses = false;
+        for (int d = 0; d < B(P, r->buf)->rank && !uses; d++)
+            uses = tli_uses_block_axis(P->L, r->idx[d], a);
+        if (!uses) {
+            axes |= 1 << a;
+            g *= ir->cluster[a];
+        }
+    }
+    int64_t rows = B(P, tli_copy_buf(ir, tli_S(ir, c)->a1))->cshape[0];
+    return axes && rows % (8 * g) == 0 ? axes : 0;
+}
+
+/* Which producers of a TMA-fed loop the blocks of a cluster share. Only a
+ * loop at the kernel's top level: the cluster barriers a shared ring needs
+ * must be reached by every thread of every block. */
+static void plan_multicast(piper *P, pipe_info *pi, bool tma)
+{
+    if (!tma || tli_cluster_size(P->ir) < 2 || !P->L->target.clusters || tli_S(P->ir, pi->sid)->parent)
+        return;
+    for (int i = 0; i < pi->nprod; i++)
+        pi->cluster_ring |= (pi->mcast[i] = multicast_axes(P, pi->prod[i])) != 0;
+}
+
+/* A ring's mbarriers, fenced for the cluster when other blocks will
+ * complete transactions or arrive on them. */
+static int32_t ring_init(piper *P, const pipe_info *pi, int32_t bar, int count)
+{
+    int32_t id = mbar_init(P, bar, count);
+    if (id && pi->cluster_ring)
+        P->ir->s.v[id].x[TLI_X_MBAR_FENCE] = 1;
+    return id;
+}
+
+/* A ring's empty mbarriers: an arrival per consumer warp, of every block of
+ * the cluster when other blocks multicast into the slots. */
+static int32_t empty_init(piper *P, const pipe_info *pi, int32_t bar, int warps)
+{
+    return ring_init(P, pi, bar, warps * (pi->cluster_ring ? tli_cluster_size(P->ir) : 1));
+}
+
+/* A warp releases slot idx: on its own block's mbarrier, or on every
+ * block's of the cluster (each one's producer refills the slot in all of
+ * its multicast group). */
+static int32_t release(piper *P, const pipe_info *pi, int32_t bar, int32_t idx)
+{
+    int32_t id = mbar_op(P, S_MBAR_ARRIVE, bar, idx, 0);
+    if (id)
+        P->ir->s.v[id].x[TLI_X_MBAR_CLUSTER] = pi->cluster_ring;
+    return id;
+}
+
+/* After the mbarriers' initialisation: a block barrier, or a cluster one
+ * when other blocks will arrive on them and write into the ring. */
+static void init_done(piper *P, const pipe_info *pi, tli_list *l)
+{
+    tli_list_op(P->L, l, pi->cluster_ring ? S_CLUSTER_SYNC : S_BARRIER, 0, 0);
+}
+
+/* The kernel's last statement, when the ring is the cluster's: no block
+ * leaves while another may still arrive on its mbarriers. */
+static void exit_sync(piper *P, const pipe_info *pi)
+{
+    if (!pi->cluster_ring)
+        return;
+    int32_t last = P->ir->body;
+    while (last && P->ir->s.v[last].next)
+        last = P->ir->s.v[last].next;
+    int32_t id = op_stmt(P, S_CLUSTER_SYNC, 0, 0);
+    if (!id)
+        return;
+    if (last)
+        P->ir->s.v[last].next = id;
+    else
+        P->ir->body = id;
+    P->ir->s.v[id].parent = 0;
 }
 
 /* Puts the chain `before` ahead of statement s and `after` behind it, in
@@ -422,7 +517,7 @@ static void schedule_plain(piper *P, const pipe_info *pi)
     for (int i = 0; i < pi->nprod; i++)
         P->L->smem[pi->bufs[i]].stages = 1;
     for (int i = 0; i < pi->nprod; i++) { /* ordinary copies: the sync pass places the barriers */
-        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, CP_ELEMENTS, 0, 0, 0);
+        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, CP_ELEMENTS, 0, 0, 0, 0);
         if (c)
             P->ir->s.v[c].x[TLI_X_COPY_MANAGED] = 0;
         tli_list_add(P->L, &body, c);
@@ -501,9 +596,9 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     if (!r.full || !r.empty)
         return;
     tli_list out = {0};
-    tli_list_add(L, &out, mbar_init(P, r.full, 1));
-    tli_list_add(L, &out, mbar_init(P, r.empty, P->ir->threads / 32));
-    tli_list_op(L, &out, S_BARRIER, 0, 0);
+    tli_list_add(L, &out, ring_init(P, pi, r.full, 1));
+    tli_list_add(L, &out, empty_init(P, pi, r.empty, P->ir->threads / 32));
+    init_done(P, pi, &out);
     int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
     tli_list_add(L, &out, n_let);
     int32_t n = let_ref(P, n_let);
@@ -522,7 +617,7 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, pi->var, I(P, 1)), I(P, S));
     tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
-                                 mbar_op(P, S_MBAR_ARRIVE, r.empty, prev, 0), 0));
+                                 release(P, pi, r.empty, prev), 0));
     /* thread 0 refills the slot the previous iteration released */
     tli_list refill = {0};
     int32_t it_let = tli_low_let(L, "tl_it#", bin(P, E_ADD, pi->var, I(P, S - 1)));
@@ -539,10 +634,12 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = n;
     set_body(P, pi->sid, body.first);
-    tli_low_note(L, pi->sid, "tl_pipelined: %d stages fed by TMA (thread 0), mbarriers instead of block barriers", S);
+    tli_low_note(L, pi->sid, "tl_pipelined: %d stages fed by TMA (thread 0), mbarriers instead of block barriers%s", S,
+                 pi->cluster_ring ? "; tiles the cluster's blocks share are multicast, slots freed cluster-wide" : "");
     tli_list tail = {0};
     wgmma_wait(P, &tail, 0);
     splice_around(P, pi->sid, out.first, tail.first);
+    exit_sync(P, pi);
 }
 
 /* ----------------------------------------------- warp specialisation */
@@ -889,7 +986,7 @@ static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const 
     tli_list epi = {0};
     turn(P, w, &epi, n, stage_of(P, pi, lslot, copy_stmts(P, r->b, v, last)));
     wgmma_wait(P, &epi, 0);
-    tli_list_add(L, &epi, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->r.empty, lslot, 0), 0));
+    tli_list_add(L, &epi, mk_if(P, lane0, release(P, pi, w->r.empty, lslot), 0));
     /* the loop, on the original statements: A1, A2 of tile v + 1, B of tile v */
     int32_t next = bin(P, E_ADD, v, I(P, 1));
     shift_stmts(P, r->a1, v, next);
@@ -910,7 +1007,7 @@ static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const 
     turn(P, w, &body, next, issue.first);
     tli_list_add(L, &body, stage_of(P, pi, st, r->a2));
     wgmma_wait(P, &body, 0); /* B of tile v: done already where A2 rewrote its accumulator */
-    tli_list_add(L, &body, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->r.empty, prev, 0), 0));
+    tli_list_add(L, &body, mk_if(P, lane0, release(P, pi, w->r.empty, prev), 0));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = bin(P, E_SUB, n, I(P, 1));
     set_body(P, pi->sid, body.first);
@@ -963,7 +1060,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
     tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
-                                 mbar_op(P, S_MBAR_ARRIVE, w->r.empty, prev, 0), 0));
+                                 release(P, pi, w->r.empty, prev), 0));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = n;
     set_body(P, pi->sid, body.first);
@@ -974,7 +1071,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
     tli_list_add(L, &tail, mk_if(P, bin(P, E_AND, bin(P, E_GT, n, I(P, 0)), lane0),
-                                 mbar_op(P, S_MBAR_ARRIVE, w->r.empty, last, 0), 0));
+                                 release(P, pi, w->r.empty, last), 0));
     splice_around(P, pi->sid, out.first, tail.first);
     return 0;
 }
@@ -1198,11 +1295,11 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     /* the CTA: the mbarriers, then the two roles */
     int consumer_warps = ir->threads / 32;
     tli_list top = {0};
-    tli_list_add(L, &top, mbar_init(P, w.r.full, w.how == CP_TMA ? 1 : 128));
-    tli_list_add(L, &top, mbar_init(P, w.r.empty, consumer_warps));
+    tli_list_add(L, &top, ring_init(P, pi, w.r.full, w.how == CP_TMA ? 1 : 128));
+    tli_list_add(L, &top, empty_init(P, pi, w.r.empty, consumer_warps));
     if (w.order) /* one arrival per warp of the group whose turn ends */
         tli_list_add(L, &top, mbar_init(P, w.order, 4));
-    tli_list_op(L, &top, S_BARRIER, 0, 0);
+    init_done(P, pi, &top);
     int32_t producer_wg = I32(P, groups * ir->threads / 128);
     int32_t roles = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);
     ir->s.v[roles].x[TLI_X_IF_ROLES] = 1;
@@ -1216,6 +1313,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_list_add(L, &top, roles);
     ir->body = top.first;
     tli_set_parent(L, ir->body, 0);
+    exit_sync(P, pi);
 }
 
 /* ---------------------------------------------------------------- pass */
@@ -1232,6 +1330,7 @@ static void lower_pipelined(piper *P, int32_t sid)
     }
     assign_engines(P, pi.first_consumer);
     if (P->ir->warp_specialize || P->ir->pingpong) {
+        plan_multicast(P, &pi, producer_engine(P, &pi) == CP_TMA);
         schedule_warp_specialized(P, &pi);
         return;
     }
@@ -1240,6 +1339,7 @@ static void lower_pipelined(piper *P, int32_t sid)
         tma &= tma_ok(P, pi.prod[i]);
         chunks &= chunkable(P, pi.prod[i]);
     }
+    plan_multicast(P, &pi, tma);
     if (tma)
         schedule_tma(P, &pi);
     else if (chunks)

@@ -424,6 +424,10 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
             tli_bufset_clear(&st->wr);
             tli_bufset_clear(&st->rd);
             continue;
+        case S_CLUSTER_SYNC: /* every thread of the CTA (and of the cluster) arrives: a barrier too */
+            tli_bufset_clear(&st->wr);
+            tli_bufset_clear(&st->rd);
+            continue;
         case S_CP_WAIT:
             if (n->a1 == 0) { /* the standalone copies landed (for this thread) */
                 tli_bufset_union(&st->wr, &st->async);

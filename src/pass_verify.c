@@ -215,20 +215,18 @@ static void check_persistent(verifier *V)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_use_persistent: %s", no);
 }
 
-/* tl_cluster: the target must launch clusters, and the schedules that
- * remap or split blocks (a swizzled raster, a producer warpgroup, two
- * blocks taking turns) would break the grouping of blocks into clusters or
- * the barrier every thread of a cluster must reach. */
+/* tl_cluster: the target must launch clusters, and ping-pong (two blocks
+ * taking turns in one CTA) would split the blocks of a cluster over CTAs.
+ * tl_use_swizzle remaps whole clusters (pass_launch.c); a producer
+ * warpgroup reaches the cluster's barriers with the consumers. */
 static void check_clusters(verifier *V)
 {
     const tli_ir *ir = V->ir;
     const char *no = NULL;
     if (!V->L->target.clusters)
         no = "the target has no thread-block clusters (sm_90 and later)";
-    else if (ir->swizzle > 1)
-        no = "tl_use_swizzle would move blocks out of their clusters";
-    else if (ir->pingpong || ir->warp_specialize)
-        no = "not with tl_use_pingpong or tl_use_warp_specialize";
+    else if (ir->pingpong)
+        no = "not with tl_use_pingpong";
     if (no)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_cluster (%d x %d x %d): %s", ir->cluster[0], ir->cluster[1],
                      ir->cluster[2], no);

@@ -775,6 +775,50 @@ static void test_split_k_choice(void **state)
         assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
         test_expect_text(tl_ctx_error(c), "the error", (const char *[]){bad_persistent[i].why}, 1, NULL, 0);
     }
+    /* clusters: extents 0..8 with a product of at most 8, not with the schedules that own their
+     * blocks' grouping, and only where the target has clusters */
+    const struct {
+        tl_gemm_schedule s;
+        const char *why;
+    } bad_cluster[] = {
+        {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .cluster_m = 9},
+         "cluster_m x cluster_n = 9 x 0"},
+        {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .cluster_m = -1},
+         "each must be 0..8"},
+        {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .cluster_m = 4,
+          .cluster_n = 4}, "their product at most 8"},
+        {{.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .pingpong = 1,
+          .cluster_m = 2}, "cluster_n exclude pingpong"},
+        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .persistent = 1,
+          .cluster_n = 2}, "cluster_n exclude persistent"},
+        {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .split_k = 2, .cluster_m = 2},
+         "exclude split_k"},
+    };
+    for (size_t i = 0; i < sizeof bad_cluster / sizeof bad_cluster[0]; i++) {
+        d.schedule = bad_cluster[i].s;
+        assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
+        test_expect_text(tl_ctx_error(c), "the error", (const char *[]){bad_cluster[i].why}, 1, NULL, 0);
+    }
+    {
+        tl_ctx *c80c = test_offline_ctx("sm_80");
+        d.schedule = (tl_gemm_schedule){.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                        .cluster_m = 2};
+        const tl_program *p80;
+        assert_status(tl_op_gemm_program(c80c, &d, &p80), TL_ERR_INVALID_ARG);
+        test_expect_text(tl_ctx_error(c80c), "the error", (const char *[]){"need thread-block clusters", "not sm_80"}, 2,
+                         NULL, 0);
+        tl_ctx_destroy(c80c);
+        /* on sm_90a the grid is whole clusters: 1000 rows are 16 tiles of 64, 1001 are 17 -> 18 */
+        tl_kernel *ck;
+        char *csrc;
+        assert_status(tl_op_gemm_build(c, &d, &ck), TL_OK);
+        assert_status(tl_kernel_source(ck, "sm_90a", &csrc), TL_OK);
+        test_expect_text(csrc, "the cluster kernel",
+                         (const char *[]){"__cluster_dims__(1, 2, 1)", "+ 2LL - 1) / 2LL) * 2LL)", "tl_tma_load_2d_mc("}, 3,
+                         NULL, 0);
+        tl_free_host(csrc);
+        tl_kernel_destroy(ck);
+    }
     /* a persistent schedule builds: the producer and the consumers loop over the CTA's blocks */
     d.schedule = (tl_gemm_schedule){.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
                                     .swizzle = 8, .persistent = 1};

@@ -139,10 +139,11 @@ static void check_gemm(problem *p, tl_dtype out, int trans_b, tl_epilogue epi, i
     uint64_t c_buf = dalloc((size_t)total * sz), c = c_buf + (uint64_t)p->off * sz;
     assert_status(tl_memset_u8(ctx, c_buf, 0xFF, (size_t)total * sz, NULL), TL_OK);
     char what[256];
-    snprintf(what, sizeof what, "gemm %lldx%lldx%lld %s->%s %s %s%s off %d sched %dx%dx%d/%d/%d/%d",
+    snprintf(what, sizeof what, "gemm %lldx%lldx%lld %s->%s %s %s%s off %d sched %dx%dx%d/%d/%d/%d cluster %dx%d",
              (long long)p->m, (long long)p->n, (long long)p->k, tl_dtype_name(p->in), tl_dtype_name(out),
              trans_b ? "NT" : "NN", epi_name(epi), has_bias ? "+bias" : "", p->off, d.schedule.block_m,
-             d.schedule.block_n, d.schedule.block_k, d.schedule.stages, d.schedule.threads, d.schedule.swizzle);
+             d.schedule.block_n, d.schedule.block_k, d.schedule.stages, d.schedule.threads, d.schedule.swizzle,
+             d.schedule.cluster_m, d.schedule.cluster_n);
     tl_status st = tl_op_gemm(ctx, &d, p->a, p->b, has_bias ? p->bias : 0, c, NULL);
     if (st == TL_OK)
         st = tl_synchronize(ctx);
@@ -260,15 +261,15 @@ static void test_argument_errors(void **state)
 }
 
 static const tl_gemm_schedule scheds[] = {
-    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0},
-    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0}, /* ping-pong */
-    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0},
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1}, /* persistent, warp-specialised */
-    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1},
+    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}, /* persistent, warp-specialised */
+    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0},
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -304,8 +305,8 @@ static void test_persistent_blocks(void **state)
     (void)state;
     NEED_GPU();
     static const tl_gemm_schedule ps[] = {
-        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1},
-        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1},
+        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0},
     };
     problem p;
     problem_init(&p, 1100, 2100, 264, TL_BF16, 0, 8100);
@@ -313,6 +314,33 @@ static void test_persistent_blocks(void **state)
         for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++)
             for (int t = 0; t < 2; t++)
                 check_gemm(&p, TL_BF16, t, rep ? TL_EPI_GELU_TANH : TL_EPI_NONE, rep, &ps[c]);
+    problem_free(&p);
+}
+
+/* Clusters with TMA multicast of the shared tiles (sm_90a): pairs along M
+ * sharing B's tiles, along N sharing A's, and 2 x 2 sharing both, at
+ * ragged sizes whose tile counts are odd (the last cluster along each axis
+ * has a block wholly past the edge), K not a multiple of the K step, an
+ * epilogue, both layouts, twice (a slot freed before the whole cluster
+ * read it shows as a moving error). */
+static void test_cluster_multicast(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
+        skip();
+    static const tl_gemm_schedule cs[] = {
+        {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .swizzle = 8, .cluster_m = 2},
+        {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 8, .cluster_n = 2},
+        {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .cluster_m = 2, .cluster_n = 2},
+        {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .swizzle = 8, .cluster_m = 2},
+    };
+    problem p;
+    problem_init(&p, 1090, 1300, 264, TL_BF16, 0, 8200);
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+            for (int tb = 0; tb < 2; tb++)
+                check_gemm(&p, TL_BF16, tb, rep ? TL_EPI_GELU_TANH : TL_EPI_NONE, rep, &cs[c]);
     problem_free(&p);
 }
 
@@ -339,7 +367,7 @@ static void test_decode_split(void **state)
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
         tl_gemm_schedule s = {64, cases[i].swap ? 16 : 128, 64, cases[i].swap ? 8 : 4, 128, 8, 0, 0, cases[i].split,
-                              cases[i].swap, 0};
+                              cases[i].swap, 0, 0, 0};
         const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
         if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) { /* the Hopper heuristic's decode rows */
@@ -648,7 +676,7 @@ typedef struct excase {
     const char *what;
 } excase;
 
-static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0};
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0};
 
 /* batch 0 and alpha 0 below stand for 1 (excase_shape) */
 #define ARGS(...) ((tl_gemm_args){__VA_ARGS__})
@@ -967,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_unaligned_operands),
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_persistent_blocks),
+        cmocka_unit_test(test_cluster_multicast),
         cmocka_unit_test(test_decode_split),
         cmocka_unit_test(test_large_against_cublas),
         cmocka_unit_test(test_ex_leading_dims),

@@ -234,6 +234,8 @@ static const tl_gemm_schedule cubin_schedules[] = {
     {.block_m = 64, .block_n = 256, .block_k = 64, .stages = 5, .threads = 128, .pingpong = 1},
     {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 3, .threads = 256, .swizzle = 8, .persistent = 1},
     {.block_m = 64, .block_n = 64, .block_k = 32, .stages = 3, .threads = 128, .persistent = 1},
+    {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .swizzle = 8, .cluster_m = 2,
+     .cluster_n = 2}, /* TMA multicast of both operands (sm_90a only) */
 };
 
 static void test_gemm_cubins_sm80_sm90a(void **state)
@@ -250,6 +252,12 @@ static void test_gemm_cubins_sm80_sm90a(void **state)
                 assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
                 tl_program *p;
                 tl_status st = tl_compile(k, &(tl_compile_options){.target = targets[t]}, &p);
+                if (cubin_schedules[i].cluster_m > 1 && t == 0) { /* sm_80 has no clusters */
+                    assert_int_equal(st, TL_ERR_UNSUPPORTED);
+                    assert_non_null(strstr(tl_ctx_error(ctx), "the target has no thread-block clusters"));
+                    tl_kernel_destroy(k);
+                    continue;
+                }
                 if (cubin_schedules[i].pingpong && t == 0 && st == TL_ERR_SHAPE) {
                     /* on sm_80 the ping-pong kernel (cp.async producer, mma.sync
                      * consumers) fits in 163 KiB only with few stages */
@@ -415,6 +423,90 @@ static tl_kernel *small_gemm_kernel_c(int threads, bool by_block, tl_dtype cdt, 
 static tl_kernel *small_gemm_kernel(int threads, bool by_block)
 {
     return small_gemm_kernel_c(threads, by_block, TL_F32, 1);
+}
+
+/* A GEMM-shaped kernel in clusters of cx x cy blocks (grid x over N, y
+ * over M): A's tile depends on the block's y only, B's on its x only. */
+static tl_kernel *cluster_gemm_kernel(int threads, int cx, int cy, int swizzle)
+{
+    int64_t bm = threads / 2;
+    tl_kernel *k = tl_kernel_new(ctx, "cluster_gemm");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_mul(k, tl_ceildiv(k, N, tl_int(k, 64 * cx)), tl_int(k, cx)),
+            tl_mul(k, tl_ceildiv(k, M, tl_int(k, bm * cy)), tl_int(k, cy)), TL_NONE_EXPR, threads);
+    tl_cluster(k, cx, cy, 1);
+    tl_use_swizzle(k, swizzle);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){bm, 64});
+    tl_buf Bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){bm, 64});
+    tl_clear(k, Cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, 64)), 3);
+    tl_copy(k, tl_tile(k, A, by, ko), tl_all(As));
+    tl_copy(k, tl_tile(k, B, bx, ko), tl_all(Bs));
+    tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
+    tl_end(k);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C, by, bx));
+    return k;
+}
+
+/* tl_cluster on a TMA-fed pipeline: the tile the cluster's blocks share is
+ * loaded a slice a block and multicast, the ring's slots are freed by
+ * every block of the cluster, cluster barriers after the mbarriers'
+ * initialisation and before the blocks leave; with and without a producer
+ * warpgroup, with the swizzle moving whole clusters; refused with
+ * ping-pong and persistent CTAs, each named. */
+static void test_cluster_multicast_lowering(void **state)
+{
+    (void)state;
+    /* one warpgroup, TMA by thread 0; pairs along y share B's tile */
+    tl_kernel *k = cluster_gemm_kernel(128, 1, 2, 0);
+    char *src = NULL, *dump = NULL;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"__cluster_dims__(1, 2, 1)", "tl_mcast_group<1, 2, 1, 2>(tl_slice, tl_mask);",
+                          "tl_tma_load_2d_mc(tl_smem5 + (tl_i11) * 4096 + tl_slice * 2048, &tl_map1, (int)((tl_i11) * 64LL), "
+                          "(int)((tl_bx) * 64LL + (long long)tl_slice * 32)",
+                          "tl_tma_load_2d(tl_smem4", "tl_mbar_init(&tl_empty[tl_s], 8);",
+                          "tl_mbar_arrive_cluster(&tl_empty[", "tl_cluster_sync();\n    const long long tl_n10"};
+    test_expect_text(src, "the multicast kernel", want, TEST_COUNT(want), (const char *[]){"tl_tma_load_2d_mc(tl_smem4"}, 1);
+    /* and it ends with a cluster barrier: no block leaves while another may arrive on its mbarriers */
+    const char *end = strrchr(src, '}');
+    assert_non_null(end);
+    assert_non_null(strstr(src, "tl_cluster_sync();\n}"));
+    tl_free_host(src);
+    assert_status(tl_kernel_lower_dump(k, "sm_90a", "pipeline", &dump), TL_OK);
+    test_expect_text(dump, "the pipeline dump",
+                     (const char *[]){"multicast over axes y", "in every block of the cluster", "barrier.cluster"}, 3,
+                     NULL, 0);
+    tl_free_host(dump);
+    compile_or_skip(k, "sm_90a");
+    /* a producer warpgroup; pairs along x share A's tile; the swizzle moves whole clusters */
+    k = cluster_gemm_kernel(256, 2, 1, 8);
+    tl_use_warp_specialize(k, 1);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *ws[] = {"__cluster_dims__(2, 1, 1)", "if (tl_wg == 2)", "tl_mcast_group<2, 1, 1, 1>(tl_slice, tl_mask);",
+                        "tl_mbar_init(&tl_empty[tl_s], 16);", "tl_mbar_arrive_cluster(&tl_empty[",
+                        "((long long)blockIdx.x % 2LL)", "((long long)gridDim.x / 2LL)"};
+    test_expect_text(src, "the warp-specialised multicast kernel", ws, TEST_COUNT(ws), NULL, 0);
+    tl_free_host(src);
+    compile_or_skip(k, "sm_90a");
+    /* what clusters exclude */
+    k = cluster_gemm_kernel(128, 1, 2, 0);
+    tl_use_pingpong(k, 1);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_ERR_UNSUPPORTED);
+    test_expect_text(tl_ctx_error(ctx), "the error", (const char *[]){"tl_cluster (1 x 2 x 1): not with tl_use_pingpong"}, 1,
+                     NULL, 0);
+    tl_kernel_destroy(k);
+    k = cluster_gemm_kernel(256, 1, 2, 0);
+    tl_use_warp_specialize(k, 1);
+    tl_use_persistent(k, 1);
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_ERR_UNSUPPORTED);
+    test_expect_text(tl_ctx_error(ctx), "the error", (const char *[]){"tl_use_persistent: not with tl_cluster"}, 1,
+                     NULL, 0);
+    tl_kernel_destroy(k);
 }
 
 /* tl_use_persistent: the requirements, each named when it is not met, and
@@ -601,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
         cmocka_unit_test(test_persistent_lowering),
+        cmocka_unit_test(test_cluster_multicast_lowering),
         cmocka_unit_test(test_tile_copy_constant_unit_stride),
         cmocka_unit_test(test_pingpong_null_grid_x),
         cmocka_unit_test(test_default_schedules_sm90a),

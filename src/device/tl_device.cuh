@@ -519,6 +519,65 @@ __device__ __forceinline__ void tl_tma_load_4d(void *dst, const tl_tmap *map, in
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
                  :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(tl_smem_addr(bar)) : "memory");
 }
+// TMA multicast: the box lands at dst's offset in the shared memory of
+// every block of the cluster whose rank's bit is set in mask, completing on
+// the mbarrier at bar's offset in each of them.
+__device__ __forceinline__ void tl_tma_load_2d_mc(void *dst, const tl_tmap *map, int c0, int c1, unsigned long long *bar,
+                                                  unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(tl_smem_addr(bar)), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void tl_tma_load_3d_mc(void *dst, const tl_tmap *map, int c0, int c1, int c2,
+                                                  unsigned long long *bar, unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(tl_smem_addr(bar)), "h"(mask)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_tma_load_4d_mc(void *dst, const tl_tmap *map, int c0, int c1, int c2, int c3,
+                                                  unsigned long long *bar, unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(tl_smem_addr(bar)),
+                    "h"(mask) : "memory");
+}
+// This block's multicast group in a CX x CY x CZ cluster: the blocks that
+// differ from it only along the axes set in AXES. slice: its index in the
+// group (which slice of a shared tile it loads); mask: the group's ranks.
+template <int CX, int CY, int CZ, int AXES>
+__device__ __forceinline__ void tl_mcast_group(unsigned &slice, unsigned short &mask)
+{
+    const unsigned r = tl_cluster_ctarank(), at[3] = {r % CX, r / CX % CY, r / (CX * CY)};
+    const unsigned ext[3] = {CX, CY, CZ};
+    slice = 0;
+    for (int a = 2; a >= 0; --a)
+        if (AXES >> a & 1)
+            slice = slice * ext[a] + at[a];
+    mask = 0;
+    for (unsigned t = 0; t < CX * CY * CZ; ++t) {
+        const unsigned tt[3] = {t % CX, t / CX % CY, t / (CX * CY)};
+        bool same = true;
+        for (int a = 0; a < 3; ++a)
+            same = same && ((AXES >> a & 1) || tt[a] == at[a]);
+        if (same)
+            mask |= (unsigned short)(1u << t);
+    }
+}
+// An arrival on the mbarrier at bar's offset in each of the cluster's n
+// blocks (release at cluster scope: this warp's reads of the slot it frees
+// come before any block's refill of it).
+__device__ __forceinline__ void tl_mbar_arrive_cluster(unsigned long long *bar, unsigned n)
+{
+    for (unsigned r = 0; r < n; ++r) {
+        unsigned remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(tl_smem_addr(bar)), "r"(r));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
+    }
+}
 #endif
 
 // ------------------------------------------------------------- reductions

@@ -27,7 +27,7 @@ static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
     return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
            !z->warp_policy && !z->pingpong && !z->split_k && !z->swap_ab &&
-           !z->persistent;
+           !z->persistent && !z->cluster_m && !z->cluster_n;
 }
 
 /* The schedule of d with the choices filled in. An all-zero schedule is
@@ -90,7 +90,19 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
                         d->schedule.pingpong ? "pingpong (persistent already)"
                         : d->schedule.swap_ab ? "swap_ab"
                                               : "split_k (a slice's trip count differs between blocks)");
+    int cm = d->schedule.cluster_m, cn = d->schedule.cluster_n;
+    if (cm < 0 || cm > 8 || cn < 0 || cn > 8 || (cm ? cm : 1) * (cn ? cn : 1) > 8)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster_m x cluster_n = %d x %d: each must be 0..8 "
+                        "and their product at most 8", api, cm, cn);
+    if ((cm > 1 || cn > 1) && (d->schedule.pingpong || d->schedule.persistent || d->schedule.split_k > 1 ||
+                               d->schedule.swap_ab))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster_m / cluster_n exclude %s", api,
+                        d->schedule.pingpong ? "pingpong" : d->schedule.persistent ? "persistent"
+                        : d->schedule.swap_ab ? "swap_ab" : "split_k (its slices are a cluster already)");
     tli_target t;
+    if ((cm > 1 || cn > 1) && !(tli_target_get(ctx->target, &t) && t.clusters))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster_m / cluster_n need thread-block clusters "
+                        "(sm_90 and later), not %s", api, ctx->target);
     if (d->schedule.swap_ab && !d->trans_b &&
         !(tli_target_get(ctx->target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16)))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab with B as [K, N] needs wgmma (sm_90a): "
@@ -503,12 +515,22 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     bool split = variant & GEMM_SPLIT, swap = variant & GEMM_SWAP, general = variant & GEMM_GENERAL;
     bool cluster = variant & GEMM_CLUSTER, workspace = split && !cluster;
     tl_expr rows = swap ? N : M, cols = swap ? M : N; /* of the fragment's tiles */
-    tl_grid(k, tl_ceildiv(k, cols, tl_int(k, s.block_n)), tl_ceildiv(k, rows, tl_int(k, s.block_m)),
-            split ? tl_int(k, s.split_k) : p.batch, s.threads);
-    if (cluster)
+    /* clusters of cn x cm tiles: the grid in whole clusters (the blocks past
+     * the edge load zeros and store nothing) */
+    int cn = s.cluster_n > 1 ? s.cluster_n : 1, cm = s.cluster_m > 1 ? s.cluster_m : 1;
+    tl_expr gx = tl_ceildiv(k, cols, tl_int(k, s.block_n)), gy = tl_ceildiv(k, rows, tl_int(k, s.block_m));
+    if (cn > 1)
+        gx = tl_mul(k, tl_ceildiv(k, gx, tl_int(k, cn)), tl_int(k, cn));
+    if (cm > 1)
+        gy = tl_mul(k, tl_ceildiv(k, gy, tl_int(k, cm)), tl_int(k, cm));
+    tl_grid(k, gx, gy, split ? tl_int(k, s.split_k) : p.batch, s.threads);
+    if (cluster) {
         tl_cluster(k, 1, 1, s.split_k);
-    else
+    } else {
+        if (cn * cm > 1) /* blocks of a cluster share tiles of A (along N) and B (along M): TMA multicast */
+            tl_cluster(k, cn, cm, 1);
         tl_use_swizzle(k, s.swizzle);
+    }
     /* the activations in f32 with the hardware tanh: its 2^-11 is far below
      * what the bf16/f16 operands carry (see tl_op_gemm in tilec.h) */
     tl_use_fast_math(k, 1);
@@ -662,6 +684,8 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
             s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0,
             s->persistent ? ".p" : "", v);
+    if (s->cluster_m > 1 || s->cluster_n > 1)
+        tli_fmt(key + strlen(key), sizeof key - strlen(key), ":c%dx%d", s->cluster_m, s->cluster_n);
     return tli_op_program(ctx, key, build_for_op, &spec, out);
 }
 

@@ -12,7 +12,8 @@
 
 #include <string.h>
 
-const char *const tli_gemm_param_names[] = {"bm", "bn", "bk", "st", "th", "sw", "wp", "pp", "sk", "ab", "ps", NULL};
+const char *const tli_gemm_param_names[] = {"bm", "bn", "bk", "st", "th", "sw", "wp", "pp", "sk", "ab", "ps", "cm", "cn",
+                                            NULL};
 
 TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
 {
@@ -21,7 +22,7 @@ TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
     if (!s)
         return c;
     const int v[] = {s->block_m, s->block_n, s->block_k, s->stages, s->threads, s->swizzle, (int)s->warp_policy,
-                     s->pingpong, s->split_k, s->swap_ab, s->persistent};
+                     s->pingpong, s->split_k, s->swap_ab, s->persistent, s->cluster_m, s->cluster_n};
     memcpy(c.v, v, sizeof v);
     return c;
 }
@@ -35,7 +36,7 @@ TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c)
     s = (tl_gemm_schedule){.block_m = c->v[0], .block_n = c->v[1], .block_k = c->v[2], .stages = c->v[3],
                            .threads = c->v[4], .swizzle = c->v[5], .warp_policy = (unsigned)c->v[6],
                            .pingpong = c->v[7], .split_k = c->v[8], .swap_ab = c->v[9],
-                           .persistent = c->v[10]};
+                           .persistent = c->v[10], .cluster_m = c->v[11], .cluster_n = c->v[12]};
     return s;
 }
 
@@ -98,15 +99,15 @@ typedef struct heuristic_row {
  *      would copy element by element);
  *   4. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
 static const heuristic_row heuristic[] = {
-    {H_SM90A | H_DECODE | H_NARROW | H_TMA, {64, 16, 64, 8, 128, 8, 0, 0, SPLIT_AUTO, 1, 0}},
+    {H_SM90A | H_DECODE | H_NARROW | H_TMA, {64, 16, 64, 8, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0}},
     /* 32x8192x8192, x cuBLAS NT / NN: 0.917 / 0.917 against 0.865 / 0.883 for 64x128 tiles in
      * 2 slices (bench_gemm_small --sweep, session 8) */
-    {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0}},
-    {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0}},
-    {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0}},
-    {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1}},
-    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}},
-    {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0}},
+    {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0}},
+    {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0, 0, 0}},
+    {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0}},
+    {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
+    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0}},
+    {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0}},
 };
 #define N_HEURISTIC (int)(sizeof heuristic / sizeof heuristic[0])
 
@@ -280,7 +281,11 @@ static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm9
                 s->threads % 32 == 0 && s->swizzle >= 0 && s->swizzle <= 64 && s->pingpong >= 0 && s->pingpong <= 1 &&
                 s->split_k >= 0 && s->split_k <= 16 && !(s->pingpong && s->split_k > 1) && s->swap_ab >= 0 &&
                 s->swap_ab <= 1 && !(s->swap_ab && (s->pingpong || !d->trans_b)) && s->persistent >= 0 &&
-                s->persistent <= 1 && !(s->persistent && (s->pingpong || s->split_k > 1 || s->swap_ab));
+                s->persistent <= 1 && !(s->persistent && (s->pingpong || s->split_k > 1 || s->swap_ab)) &&
+                s->cluster_m >= 0 && s->cluster_n >= 0 &&
+                (s->cluster_m ? s->cluster_m : 1) * (s->cluster_n ? s->cluster_n : 1) <= 8 &&
+                ((s->cluster_m < 2 && s->cluster_n < 2) ||
+                 (sm90a && !s->pingpong && !s->persistent && s->split_k < 2 && !s->swap_ab));
     bool policy = s->warp_policy == TL_GEMM_WARP_SQUARE || s->warp_policy == TL_GEMM_WARP_ROWS ||
                   s->warp_policy == TL_GEMM_WARP_COLS;
     return tile && rest && policy && (!s->pingpong || (sm90a && tma && tli_gemm_tma_rows(d)));
@@ -320,51 +325,62 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_
  * swizzle off, 8 or 16, and the ping-pong kernel; with N tiles of 192 and
  * more ping-pong stages since session 6. */
 static const tl_gemm_schedule space[] = {
-    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong, split_k, swap_ab, persistent */
-    {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0},
-    {128, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0},
-    {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0},
-    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0},
-    {128, 128, 64, 2, 256, 8, 0, 0, 0, 0, 0}, /* small footprint: 2 blocks per SM */
-    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0}, /* what the swizzle is worth */
-    {128, 128, 32, 2, 128, 0, 0, 0, 0, 0, 0},
-    {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0},
-    {128, 256, 32, 4, 256, 8, 0, 0, 0, 0, 0},
-    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0}, /* 192 KiB of shared memory */
-    {256, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0},
-    {256, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0},
-    {256, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0},
-    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0},
-    {128, 192, 64, 4, 256, 8, 0, 0, 0, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
-    {128, 192, 64, 5, 256, 8, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 16, 0, 0, 0, 0, 0}, /* wider swizzle panels (won 6 of the 18 ANCHORS shapes tuned in session 6) */
-    {256, 128, 64, 4, 256, 16, 0, 0, 0, 0, 0},
-    {128, 192, 64, 4, 256, 16, 0, 0, 0, 0, 0},
-    {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0},
-    {128, 64, 32, 4, 128, 8, 0, 0, 0, 0, 0},
-    {64, 64, 64, 3, 128, 0, 0, 0, 0, 0, 0},
-    {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0},
+    /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong, split_k, swap_ab, persistent,
+     * cluster_m, cluster_n */
+    {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 2, 256, 8, 0, 0, 0, 0, 0, 0, 0}, /* small footprint: 2 blocks per SM */
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0}, /* what the swizzle is worth */
+    {128, 128, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0}, /* 192 KiB of shared memory */
+    {256, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {256, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {256, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 192, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
+    {128, 192, 64, 5, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0}, /* wider swizzle panels (won 6 of the 18 ANCHORS shapes tuned in session 6) */
+    {256, 128, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0},
+    {128, 192, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 64, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
+    {64, 64, 64, 3, 128, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0, 0, 0},
     /* one warpgroup on 64-wide wgmma tiles: twice the blocks of 128x128
      * where a problem has too few tiles for 132 SMs (1024^3: 128 blocks
      * instead of 64) */
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0},
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0},
-    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 0},
     /* persistent, warp-specialised (sm_90a, TMA-readable rows) */
-    {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0},
-    {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0},
-    {128, 128, 64, 3, 128, 8, 0, 1, 0, 0, 0},
-    {128, 128, 64, 4, 128, 16, 0, 1, 0, 0, 0},
-    {128, 128, 64, 5, 128, 16, 0, 1, 0, 0, 0},
-    {64, 256, 64, 4, 128, 8, 0, 1, 0, 0, 0},
-    {64, 256, 64, 5, 128, 8, 0, 1, 0, 0, 0},
+    {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0},
+    {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0},
+    {128, 128, 64, 3, 128, 8, 0, 1, 0, 0, 0, 0, 0},
+    {128, 128, 64, 4, 128, 16, 0, 1, 0, 0, 0, 0, 0},
+    {128, 128, 64, 5, 128, 16, 0, 1, 0, 0, 0, 0, 0},
+    {64, 256, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0},
+    {64, 256, 64, 5, 128, 8, 0, 1, 0, 0, 0, 0, 0},
     /* the classic tiles in persistent CTAs with a producer warpgroup: the
      * next tile's loads under this one's epilogue (session 9) */
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1},
-    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 1},
-    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+    /* clusters whose blocks share a tile of B (along M) or of A (along N)
+     * through TMA multicast: less L2 traffic for the small tiles of
+     * few-tile problems (session 10) */
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 2, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0, 2, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 2, 2},
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 2},
+    {128, 64, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 2},
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0},
 };
 #define N_SPACE (int)(sizeof space / sizeof space[0])
 
@@ -384,6 +400,8 @@ TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedu
     for (int i = 0; i < N_SPACE; i++) {
         if (space[i].pingpong && !pingpong_ok)
             continue;
+        if ((space[i].cluster_m > 1 || space[i].cluster_n > 1) && !all && !hopper)
+            continue; /* no clusters (or no TMA to multicast with) */
         if (hopper && space[i].block_k % 64)
             continue;
         if (out && n < max)

@@ -271,7 +271,9 @@ static void stmt(dumper *D, int32_t s, int depth)
         } else if (n->a1) {
             tli_str_append(o, " when this thread's cp.async land");
         } else if (n->x[TLI_X_MBAR_CLUSTER]) {
-            tli_str_append(o, " in every block of the cluster");
+            tli_str_append(o, " in block ");
+            line_expr(D, n->value);
+            tli_str_append(o, " of the cluster");
         }
         break;
     case S_SETMAXNREG: tli_str_appendf(o, "setmaxnreg.%s %d", n->a0 ? "inc" : "dec", n->a1); break;

@@ -1221,7 +1221,8 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
         break;
     case S_MBAR_ARRIVE:
         if (s->x[TLI_X_MBAR_CLUSTER])
-            tli_e_line(E, "tl_mbar_arrive_cluster(%s, %d);", tli_e_mbar(E, s->buf, s->a0), tli_cluster_size(E->ir));
+            tli_e_line(E, "tl_mbar_arrive_remote(%s, (unsigned)(%s));", tli_e_mbar(E, s->buf, s->a0),
+                       tli_e_single(E, s->value));
         else
             tli_e_line(E, "%s(%s);", s->a1 ? "tl_cp_async_mbar_arrive" : "tl_mbar_arrive", tli_e_mbar(E, s->buf, s->a0));
         break;

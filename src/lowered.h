@@ -209,9 +209,10 @@ enum { TLI_X_RED_SCRATCH = 0, TLI_X_RED_LANES, TLI_X_RED_WARPS, TLI_X_RED_PHASE,
 /* S_MBAR_INIT: 1 when a fence.mbarrier_init follows the initialisation
  * (the target's mbarrier_init_fence) */
 enum { TLI_X_MBAR_FENCE = 0 };
-/* S_MBAR_ARRIVE: 1 when the arrival goes to the same mbarrier in every
- * block of the cluster (a ring whose slots other blocks multicast into is
- * free only when every block that reads them has released it) */
+/* S_MBAR_ARRIVE: 1 when the arrival goes to the same mbarrier in block
+ * `value` (an expression: its rank) of the cluster (a ring whose slots
+ * other blocks multicast into is free only when every block that reads
+ * them has released it) */
 enum { TLI_X_MBAR_CLUSTER = 1 };
 
 /* S_SERIAL made by a pass: 1 to unroll it */

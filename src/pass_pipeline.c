@@ -397,15 +397,23 @@ static int32_t empty_init(piper *P, const pipe_info *pi, int32_t bar, int warps)
     return ring_init(P, pi, bar, warps * (pi->cluster_ring ? tli_cluster_size(P->ir) : 1));
 }
 
-/* A warp releases slot idx: on its own block's mbarrier, or on every
- * block's of the cluster (each one's producer refills the slot in all of
- * its multicast group). */
-static int32_t release(piper *P, const pipe_info *pi, int32_t bar, int32_t idx)
+/* A warp releases slot idx of empty mbarrier bar when `when` holds (0:
+ * always): its lane 0 arrives on its own block's mbarrier, or, when other
+ * blocks multicast into the ring, lane r on block r's (each block's
+ * producer refills the slot in all of its group: every block must have
+ * freed it), the cluster's arrivals side by side rather than one lane's
+ * in turn. */
+static int32_t release_if(piper *P, const pipe_info *pi, int32_t when, int32_t bar, int32_t idx)
 {
+    int32_t lane = tli_low_thread(P->L, TH_LANE);
+    int32_t who = pi->cluster_ring ? bin(P, E_LT, lane, I32(P, tli_cluster_size(P->ir)))
+                                   : bin(P, E_EQ, lane, I32(P, 0));
     int32_t id = mbar_op(P, S_MBAR_ARRIVE, bar, idx, 0);
-    if (id)
-        P->ir->s.v[id].x[TLI_X_MBAR_CLUSTER] = pi->cluster_ring;
-    return id;
+    if (id && pi->cluster_ring) {
+        P->ir->s.v[id].x[TLI_X_MBAR_CLUSTER] = 1;
+        P->ir->s.v[id].value = lane; /* the block it arrives at */
+    }
+    return mk_if(P, when ? bin(P, E_AND, when, who) : who, id, 0);
 }
 
 /* After the mbarriers' initialisation: a block barrier, or a cluster one
@@ -614,10 +622,8 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, r.full, slot, parity(P, pi->var, S)));
     tli_list_add(L, &body, consumers_at(P, pi, slot));
     wgmma_wait(P, &body, pi->tail);
-    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, pi->var, I(P, 1)), I(P, S));
-    tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
-                                 release(P, pi, r.empty, prev), 0));
+    tli_list_add(L, &body, release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), r.empty, prev));
     /* thread 0 refills the slot the previous iteration released */
     tli_list refill = {0};
     int32_t it_let = tli_low_let(L, "tl_it#", bin(P, E_ADD, pi->var, I(P, S - 1)));
@@ -973,7 +979,6 @@ static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const 
     tli_lowered *L = P->L;
     int S = pi->S;
     int32_t v = pi->var; /* the loop's variable: tile j = v + 1 */
-    int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t zero = I(P, 0), last = bin(P, E_SUB, n, I(P, 1));
     /* prologue: tile 0 */
     tli_list pro = {0};
@@ -986,7 +991,7 @@ static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const 
     tli_list epi = {0};
     turn(P, w, &epi, n, stage_of(P, pi, lslot, copy_stmts(P, r->b, v, last)));
     wgmma_wait(P, &epi, 0);
-    tli_list_add(L, &epi, mk_if(P, lane0, release(P, pi, w->r.empty, lslot), 0));
+    tli_list_add(L, &epi, release_if(P, pi, 0, w->r.empty, lslot));
     /* the loop, on the original statements: A1, A2 of tile v + 1, B of tile v */
     int32_t next = bin(P, E_ADD, v, I(P, 1));
     shift_stmts(P, r->a1, v, next);
@@ -1007,7 +1012,7 @@ static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const 
     turn(P, w, &body, next, issue.first);
     tli_list_add(L, &body, stage_of(P, pi, st, r->a2));
     wgmma_wait(P, &body, 0); /* B of tile v: done already where A2 rewrote its accumulator */
-    tli_list_add(L, &body, mk_if(P, lane0, release(P, pi, w->r.empty, prev), 0));
+    tli_list_add(L, &body, release_if(P, pi, 0, w->r.empty, prev));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = bin(P, E_SUB, n, I(P, 1));
     set_body(P, pi->sid, body.first);
@@ -1059,8 +1064,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
         add_turns(P, w, at, pi->var, n, S);
     wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
-    tli_list_add(L, &body, mk_if(P, bin(P, E_AND, bin(P, E_GT, pi->var, I(P, 0)), lane0),
-                                 release(P, pi, w->r.empty, prev), 0));
+    tli_list_add(L, &body, release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty, prev));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = n;
     set_body(P, pi->sid, body.first);
@@ -1070,8 +1074,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
         tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
-    tli_list_add(L, &tail, mk_if(P, bin(P, E_AND, bin(P, E_GT, n, I(P, 0)), lane0),
-                                 release(P, pi, w->r.empty, last), 0));
+    tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty, last));
     splice_around(P, pi->sid, out.first, tail.first);
     return 0;
 }

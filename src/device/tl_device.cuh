@@ -567,16 +567,16 @@ __device__ __forceinline__ void tl_mcast_group(unsigned &slice, unsigned short &
             mask |= (unsigned short)(1u << t);
     }
 }
-// An arrival on the mbarrier at bar's offset in each of the cluster's n
-// blocks (release at cluster scope: this warp's reads of the slot it frees
-// come before any block's refill of it).
-__device__ __forceinline__ void tl_mbar_arrive_cluster(unsigned long long *bar, unsigned n)
+// An arrival on the mbarrier at bar's offset in block `rank` of the
+// cluster. Default semantics (release at CTA scope), as a local arrival:
+// what it orders, the slot's last reads, are complete (wgmma waited,
+// registers loaded) before the arrival, and the refill that waits for it
+// is a TMA write.
+__device__ __forceinline__ void tl_mbar_arrive_remote(unsigned long long *bar, unsigned rank)
 {
-    for (unsigned r = 0; r < n; ++r) {
-        unsigned remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(tl_smem_addr(bar)), "r"(r));
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
-    }
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(tl_smem_addr(bar)), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
 }
 #endif
 

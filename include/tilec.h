@@ -586,7 +586,8 @@ TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int 
  * of its rows and TMA multicasts the slices to all of them (the tile's
  * rows must split into slices of whole multiples of 8). A slot of the ring
  * is then refilled only once every block of the cluster has released it,
- * and the kernel starts and ends with a cluster barrier. tl_use_swizzle
+ * with cluster barriers before the loop and after it (before the
+ * epilogue's stores). tl_use_swizzle
  * moves whole clusters, each block keeping its place in its cluster.
  *
  * Compiling for a target without clusters, or with tl_use_pingpong or

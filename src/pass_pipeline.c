@@ -423,23 +423,17 @@ static void init_done(piper *P, const pipe_info *pi, tli_list *l)
     tli_list_op(P->L, l, pi->cluster_ring ? S_CLUSTER_SYNC : S_BARRIER, 0, 0);
 }
 
-/* The kernel's last statement, when the ring is the cluster's: no block
- * leaves while another may still arrive on its mbarriers. */
-static void exit_sync(piper *P, const pipe_info *pi)
+/* After the main loop, when the ring is the cluster's: a cluster barrier,
+ * so that no block leaves while another may still arrive on its mbarriers
+ * (every block's last arrivals come before its own barrier arrival, which
+ * releases them). Here rather than at the kernel's end: the release would
+ * wait there for the epilogue's stores to complete (MEMBAR.ALL.GPU, +1.4
+ * us of a 10 us GEMM on the H200); the producer arrives at the end of its
+ * own branch. */
+static void loop_exit_sync(piper *P, const pipe_info *pi, tli_list *l)
 {
-    if (!pi->cluster_ring)
-        return;
-    int32_t last = P->ir->body;
-    while (last && P->ir->s.v[last].next)
-        last = P->ir->s.v[last].next;
-    int32_t id = op_stmt(P, S_CLUSTER_SYNC, 0, 0);
-    if (!id)
-        return;
-    if (last)
-        P->ir->s.v[last].next = id;
-    else
-        P->ir->body = id;
-    P->ir->s.v[id].parent = 0;
+    if (pi->cluster_ring)
+        tli_list_op(P->L, l, S_CLUSTER_SYNC, 0, 0);
 }
 
 /* Puts the chain `before` ahead of statement s and `after` behind it, in
@@ -644,8 +638,8 @@ static void schedule_tma(piper *P, const pipe_info *pi)
                  pi->cluster_ring ? "; tiles the cluster's blocks share are multicast, slots freed cluster-wide" : "");
     tli_list tail = {0};
     wgmma_wait(P, &tail, 0);
+    loop_exit_sync(P, pi, &tail);
     splice_around(P, pi->sid, out.first, tail.first);
-    exit_sync(P, pi);
 }
 
 /* ----------------------------------------------- warp specialisation */
@@ -816,6 +810,7 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     if (w->how == CP_TMA) /* one thread issues every box */
         work = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
     tli_list_add(L, &out, work);
+    loop_exit_sync(P, pi, &out); /* the consumers' is after their loop */
     return out.first;
 }
 
@@ -1075,6 +1070,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
     tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty, last));
+    loop_exit_sync(P, pi, &tail);
     splice_around(P, pi->sid, out.first, tail.first);
     return 0;
 }
@@ -1316,7 +1312,6 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_list_add(L, &top, roles);
     ir->body = top.first;
     tli_set_parent(L, ir->body, 0);
-    exit_sync(P, pi);
 }
 
 /* ---------------------------------------------------------------- pass */

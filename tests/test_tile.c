@@ -472,10 +472,9 @@ static void test_cluster_multicast_lowering(void **state)
                           "tl_tma_load_2d(tl_smem4", "tl_mbar_init(&tl_empty[tl_s], 8);",
                           "if ((tl_i2 > 0LL) && (tl_lane < 2)) {\n            tl_mbar_arrive_remote(&tl_empty[((tl_i2 - 1LL) % 3LL)], (unsigned)(tl_lane));", "tl_cluster_sync();\n    const long long tl_n10"};
     test_expect_text(src, "the multicast kernel", want, TEST_COUNT(want), (const char *[]){"tl_tma_load_2d_mc(tl_smem4"}, 1);
-    /* and it ends with a cluster barrier: no block leaves while another may arrive on its mbarriers */
-    const char *end = strrchr(src, '}');
-    assert_non_null(end);
-    assert_non_null(strstr(src, "tl_cluster_sync();\n}"));
+    /* a cluster barrier after the main loop (no block leaves while another may arrive on its
+     * mbarriers), before C's stores (its release would wait for them) */
+    assert_non_null(strstr(src, "tl_wgmma_wait<0>();\n    tl_cluster_sync();\n    { // tl_copy tl_frag6 -> C"));
     tl_free_host(src);
     assert_status(tl_kernel_lower_dump(k, "sm_90a", "pipeline", &dump), TL_OK);
     test_expect_text(dump, "the pipeline dump",
@@ -489,7 +488,8 @@ static void test_cluster_multicast_lowering(void **state)
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *ws[] = {"__cluster_dims__(2, 1, 1)", "if (tl_wg == 2)", "tl_mcast_group<2, 1, 1, 1>(tl_slice, tl_mask);",
                         "tl_mbar_init(&tl_empty[tl_s], 16);", "tl_mbar_arrive_remote(&tl_empty[",
-                        "((long long)blockIdx.x % 2LL)", "((long long)gridDim.x / 2LL)"};
+                        "((long long)blockIdx.x % 2LL)", "((long long)gridDim.x / 2LL)",
+                        "        }\n        tl_cluster_sync();\n    } else { // the consumers"};
     test_expect_text(src, "the warp-specialised multicast kernel", ws, TEST_COUNT(ws), NULL, 0);
     tl_free_host(src);
     compile_or_skip(k, "sm_90a");

@@ -381,6 +381,13 @@ static const tl_gemm_schedule space[] = {
     {128, 64, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 2},
     {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0},
     {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0},
+    /* few-tile problems with a producer warpgroup: 64x128 on one consumer
+     * warpgroup, 128x64 on two (cuBLAS's 1024^3 tile), persistent or not */
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 1, 0, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0},
+    {128, 64, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
+    {128, 64, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+    {128, 64, 64, 6, 256, 8, 0, 0, 0, 0, 1, 0, 0},
 };
 #define N_SPACE (int)(sizeof space / sizeof space[0])
 

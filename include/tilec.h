@@ -977,16 +977,16 @@ typedef enum tl_epilogue {
  * for other decode shapes (32 < M <= 64) 64x128x64 blocks, 4 stages,
  * 128 threads, K split into as many slices as give each SM about one CTA
  * (split_k);
- * with a bias or an activation, the ping-pong kernel with 128x128x64 blocks, 4 stages, 128
- * threads, swizzle 8 when TMA can read the operands (K, and N for B as
- * [K, N], multiples of 8; 16-byte aligned pointers); else, for at most 64
- * tiles of 128x256, the classic wgmma kernel with 64x128x64 blocks, 4
- * stages, 128 threads; else, for K <= 2048 and TMA-readable rows, the
- * ping-pong kernel with 5 stages; else the classic kernel with 128x256x64
- * blocks, 4 stages, 256 threads. Elsewhere mma.sync with 128x256x32, 3
- * stages, 256 threads. In any other schedule zero fields take the values
- * of the target's schedule for large shapes (the last rows) and swizzle 0
- * is off. */
+ * for at most 64 tiles of 128x256 (1024^3), 64x128x64 blocks on 128
+ * threads: with 6 stages, a producer warpgroup and C stored by TMA
+ * (persistent = 1) when TMA can read the operands (K, and N for B as
+ * [K, N], multiples of 8; 16-byte aligned pointers), else the classic
+ * kernel with 4 stages; otherwise 128x256x64 blocks, 4 stages, 256 threads,
+ * persistent where TMA reads the operands, else classic. Elsewhere
+ * mma.sync with 128x256x32, 3 stages, 256 threads. With or without an
+ * epilogue alike. In any other schedule zero fields take the values of
+ * the target's schedule for large shapes (the last rows) and swizzle 0 is
+ * off. */
 typedef struct tl_gemm_schedule {
     int block_m, block_n, block_k;
     int stages;

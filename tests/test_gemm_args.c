@@ -544,7 +544,9 @@ static void test_generated_code(void **state)
 {
     (void)state;
     tl_gemm_desc d = {.m = 256, .n = 256, .k = 256, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .has_bias = 1,
-                      .epilogue = TL_EPI_RELU};
+                      .epilogue = TL_EPI_RELU,
+                      .schedule = {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                   .swizzle = 8}}; /* one CTA a tile: C stored from registers */
     tl_gemm_args st = tl_gemm_default_args(), pa = tl_gemm_default_args();
     st.batch = 4, st.stride_a = st.stride_b = st.stride_c = 256 * 256, st.beta = 0.5;
     pa.batch = 4, pa.a_array = pa.b_array = pa.c_array = 8;

@@ -606,16 +606,16 @@ static void test_pingpong_null_grid_x(void **state)
 
 /* On sm_90a the default schedule of a GEMM, with an epilogue or without,
  * is the persistent kernel (a producer warpgroup, C through TMA) when TMA
- * can read the rows (K, N multiples of 8) and the tiles fill the GPU; one
- * warpgroup on 64x128 tiles when there are few; the classic kernel when TMA
- * cannot read the rows. */
+ * can read the rows (K, N multiples of 8), on 128x256 tiles when they fill
+ * the GPU and on 64x128 (one consumer warpgroup) when there are few; the
+ * classic kernel when TMA cannot read the rows. */
 static void test_default_schedules_sm90a(void **state)
 {
     (void)state;
     struct { int64_t m, k, n; int bias; tl_epilogue e; int persistent, block_m; } cases[] = {
         {4096, 4096, 4096, 1, TL_EPI_GELU_TANH, 1, 128}, {4096, 4096, 4096, 0, TL_EPI_RELU, 1, 128},
         {4096, 4096, 4096, 0, TL_EPI_NONE, 1, 128},       {4096, 4100, 4096, 1, TL_EPI_GELU_ERF, 0, 128},
-        {100, 64, 64, 1, TL_EPI_GELU_TANH, 0, 64},         {100, 64, 63, 1, TL_EPI_GELU_ERF, 0, 64},
+        {100, 64, 64, 1, TL_EPI_GELU_TANH, 1, 64},         {100, 64, 63, 1, TL_EPI_GELU_ERF, 0, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,

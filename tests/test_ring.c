@@ -9,25 +9,31 @@
 #include "kernels.h"
 #include "program.h"
 
-enum variant { ALONE, NESTED, WRITES };
+enum variant { ALONE, NESTED, WRITES, BATCHED };
 
 /* A kernel of one ring: Y[r, :] = 2 X[r, :] through slots [R, C] of `dt`,
  * a tl_pipelined loop over column tiles; inside a tl_serial loop (NESTED),
- * or writing 2 X back into the slot first (WRITES). */
+ * writing 2 X back into the slot first (WRITES), or with X of three
+ * dimensions, [B, M, N], block y taking its first (BATCHED: a tile of
+ * X[y], rows past M or a batch past B give a slot of zeros). */
 static tl_kernel *ring_kernel(int64_t R, int64_t C, tl_dtype dt, enum variant how)
 {
     bool nested = how == NESTED;
     tl_kernel *k = tl_kernel_new(ctx, "scale");
     tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
-    tl_buf X = tl_param_tensor(k, "X", dt, 2, (tl_expr[]){M, N}, NULL);
+    tl_buf X = how == BATCHED ? tl_param_tensor(k, "X", dt, 3, (tl_expr[]){tl_dim(k, "B"), M, N}, NULL)
+                              : tl_param_tensor(k, "X", dt, 2, (tl_expr[]){M, N}, NULL);
     tl_buf Y = tl_param_tensor(k, "Y", dt, 2, (tl_expr[]){M, N}, NULL);
-    tl_grid(k, tl_ceildiv(k, M, tl_int(k, R)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_grid(k, tl_ceildiv(k, M, tl_int(k, R)), how == BATCHED ? tl_int(k, 2) : TL_NONE_EXPR, TL_NONE_EXPR, 128);
     tl_expr b = tl_block_idx(k, 0);
     tl_buf S = tl_alloc_shared(k, dt, 2, (int64_t[]){R, C});
     if (nested)
         tl_serial(k, tl_int(k, 2));
     tl_expr c = tl_pipelined(k, tl_ceildiv(k, N, tl_int(k, C)), 3);
-    tl_copy(k, tl_tile(k, X, b, c), tl_all(S));
+    if (how == BATCHED)
+        tl_copy(k, tl_tile_n(k, X, (tl_expr[]){tl_block_idx(k, 1), b, c}, 3), tl_all(S));
+    else
+        tl_copy(k, tl_tile(k, X, b, c), tl_all(S));
     tl_expr v[2];
     if (how == WRITES) {
         tl_parallel(k, 2, (int64_t[]){R, C}, v);
@@ -91,6 +97,7 @@ static void test_which_loops(void **state)
         {1, 4096, TL_F16, NESTED, CP_ASYNC, CP_ASYNC, "a ring inside a serial loop"},
         {1, 4096, TL_F16, WRITES, CP_ASYNC, CP_ASYNC, "consumers that write the slot"},
         {4, 6, TL_F32, ALONE, PLAIN, PLAIN, "rows of 24 bytes"},
+        {2, 40, TL_F16, BATCHED, BULK, CP_ASYNC, "a tile of a 3-D tensor"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_kernel *k = ring_kernel(cases[i].R, cases[i].C, cases[i].dt, cases[i].how);
@@ -98,9 +105,16 @@ static void test_which_loops(void **state)
         expect_engine(k, "sm_80", cases[i].sm80, cases[i].what);
         tl_kernel_destroy(k);
     }
-    tl_kernel *k = zoo_ring(ctx); /* two rings in one kernel: mbarriers of their own */
-    expect_engine(k, "sm_90a", BULK, "two rings");
+    tl_kernel *k = ring_kernel(2, 40, TL_F16, BATCHED);
     char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *batched[] = {"tl_rows = tl_in(tl_o0, tl_X_d0) ? tl_extent(tl_X_d1 - tl_o1, 2) : 0;",
+                             "tl_cols = tl_extent(tl_X_d2 - tl_o2, 40);", "tl_bulk_rows<tl_f16, 2, 40>("};
+    test_expect_text(src, "a tile of a 3-D tensor", batched, TEST_COUNT(batched), NULL, 0);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    k = zoo_ring(ctx); /* two rings in one kernel: mbarriers of their own */
+    expect_engine(k, "sm_90a", BULK, "two rings");
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *has[] = {"tl_bulk_rows<float, 4, 24>(", "tl_full3", "tl_full6", "tl_extent(tl_X_d0 - tl_o0, 4)"};
     test_expect_text(src, "two rings", has, TEST_COUNT(has), NULL, 0);

@@ -250,7 +250,7 @@ static bool accesses_before_barrier(syncer *Y, int32_t first, tli_bufset *rd, tl
 {
     for (int32_t c = first; c; c = tli_S(Y->ir, c)->next) {
         const tli_snode *n = tli_S(Y->ir, c);
-        if (n->op == S_BARRIER)
+        if (n->op == S_BARRIER || n->op == S_CLUSTER_SYNC)
             return true;
         if (n->op == S_STAGE) {
             if (accesses_before_barrier(Y, n->body, rd, wr))

@@ -606,12 +606,12 @@ static void emit_copy_bulk(emitter *E, const tli_snode *s)
     const char *zero[2] = {"0", "0"}, *gi[TL_MAX_RANK];
     tile_origin(E, s->a0, t, gi, zero);
     /* rows inside the tensor: none when a leading index is outside it */
-    const char *rows = row < 0 ? "1" : tli_e_fmt(E, "tl_extent(%s - tl_o%d, %lld)", tli_e_dim(E, gb, row), row, (long long)R);
+    const char *rows = row < 0 ? "1" : tli_e_fmt(E, "tl_extent(tl_o%d, %s, %lld)", row, tli_e_dim(E, gb, row), (long long)R);
     for (int d = last - 1; d >= 0; d--)
         if (d != row)
             rows = tli_e_fmt(E, "tl_in(tl_o%d, %s) ? %s : 0", d, tli_e_dim(E, gb, d), rows);
     tli_e_line(E, "const int tl_rows = %s;", rows);
-    tli_e_line(E, "const int tl_cols = tl_extent(%s - tl_o%d, %lld);", tli_e_dim(E, gb, last), last, (long long)C);
+    tli_e_line(E, "const int tl_cols = tl_extent(tl_o%d, %s, %lld);", last, tli_e_dim(E, gb, last), (long long)C);
     char *goff, *gok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
     tli_e_line(E, "tl_bulk_rows<%s, %lld, %lld>(%s + %s, %s + (%s), %s, tl_rows, tl_cols, %s, tl_tid %% 32);", ctype(t),

@@ -594,9 +594,13 @@ __device__ __forceinline__ void tl_mbar_expect_tx(unsigned long long *bar, unsig
     asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n"
                  :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
 }
-// Elements of a tile dimension of n that lie inside a tensor with `left`
-// elements from the tile's origin on.
-__device__ __forceinline__ int tl_extent(tl_i64 left, int n) { return left <= 0 ? 0 : left < n ? (int)left : n; }
+// Elements of a tile dimension of n, from `origin` on, inside a tensor
+// dimension of `dim`: a prefix of the tile's (its origin is a multiple of
+// n, so a negative one leaves the whole tile outside).
+__device__ __forceinline__ int tl_extent(tl_i64 origin, tl_i64 dim, int n)
+{
+    return origin < 0 || origin >= dim ? 0 : dim - origin < n ? (int)(dim - origin) : n;
+}
 // An R x C tile of T into shared memory `tile` (rows C elements apart)
 // from global `src` (rows `stride` elements apart), by the 32 lanes of one
 // warp: its first `rows` rows and `cols` columns lie inside the tensor and

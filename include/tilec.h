@@ -477,8 +477,8 @@ template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf,
  * they differ), where both have the same extents. Global tiles are masked at
  * the tensor's edges (reads give 0, writes are dropped). A tile may have
  * fewer dimensions than its tensor: its leading extents are then 1 (a
- * [S, D] tile of one head of a [B, H, S, D] tensor). Lowered to TMA, bulk
- * copies or 16-byte cp.async for global -> shared (the launch checks the tensor's
+ * [S, D] tile of one head of a [B, H, S, D] tensor). Lowered to TMA or
+ * 16-byte cp.async for global -> shared (the launch checks the tensor's
  * alignment and runs a safe variant of the program when it is missing),
  * vector accesses for fragments <-> global, register moves for fragment ->
  * fragment (same layout). Supported: global -> shared, shared -> global,
@@ -1243,8 +1243,7 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  *   2..8  a block takes several tiles in turn, as many as make the grid
  *         one wave of the GPU (from its SM count and the program's blocks
  *         per SM, at launch), each arriving through a ring of `stages`
- *         shared-memory slots filled stages - 1 tiles ahead (bulk copies
- *         by one warp on sm_90a for tiles of one row, else cp.async)
+ *         shared-memory slots that cp.async fills stages - 1 tiles ahead
  *         (stages x rows x width input elements of shared memory).
  * With stages other than 1 the program takes one more launch argument,
  * the last: how many blocks the GPU runs at once (tl_op_softmax and

@@ -261,20 +261,6 @@ int32_t tli_copy_buf(const tli_ir *ir, int32_t operand)
     return operand < 0 ? -operand : tli_R(ir, operand)->buf;
 }
 
-bool tli_smem_swizzled(const tli_bnode *b)
-{
-    if (b->rank != 2)
-        return false;
-    int64_t bytes = b->cshape[1] * (int64_t)tl_dtype_size((tl_dtype)b->dtype), chunks = bytes / 16;
-    return bytes % 16 == 0 && chunks >= 1 && (chunks & (chunks - 1)) == 0;
-}
-
-bool tli_smem_rows_linear(const tli_lowered *L, int32_t b)
-{
-    const tli_bnode *t = tli_B(&L->ir, b);
-    return !L->smem[b].blocked && (t->rank == 1 || t->cshape[0] == 1 || !tli_smem_swizzled(t));
-}
-
 bool tli_is_producer(const tli_ir *ir, int32_t s)
 {
     const tli_snode *n = tli_S(ir, s);

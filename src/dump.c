@@ -114,8 +114,8 @@ static void indent(dumper *D, int depth)
 
 static const char *copy_how(int h)
 {
-    static const char *const n[] = {"", "elements", "cp.async16", "tma", "registers", "row runs", "tma store", "bulk"};
-    return h >= 0 && h <= CP_BULK ? n[h] : "?";
+    static const char *const n[] = {"", "elements", "cp.async16", "tma", "registers", "row runs", "tma store"};
+    return h >= 0 && h <= CP_TMA_STORE ? n[h] : "?";
 }
 
 static void stmts(dumper *D, int32_t first, int depth);
@@ -177,10 +177,8 @@ static void stmt(dumper *D, int32_t s, int depth)
         region(D, n->a1);
         if (D->L && n->x[TLI_X_COPY_HOW]) {
             tli_str_appendf(o, " [%s", copy_how(n->x[TLI_X_COPY_HOW]));
-            if (n->x[TLI_X_COPY_HOW] == CP_TMA || n->x[TLI_X_COPY_HOW] == CP_BULK) {
-                if (n->x[TLI_X_COPY_HOW] == CP_TMA)
-                    tli_str_appendf(o, " map %d", n->x[TLI_X_COPY_MAP]);
-                tli_str_appendf(o, " on %s[", tli_B(D->ir, n->x[TLI_X_COPY_BAR])->name);
+            if (n->x[TLI_X_COPY_HOW] == CP_TMA) {
+                tli_str_appendf(o, " map %d on %s[", n->x[TLI_X_COPY_MAP], tli_B(D->ir, n->x[TLI_X_COPY_BAR])->name);
                 line_expr(D, n->x[TLI_X_COPY_BAR_IDX]);
                 tli_str_append(o, "]");
                 if (n->x[TLI_X_COPY_MCAST])

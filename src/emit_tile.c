@@ -80,6 +80,15 @@ static const char *stage_base(emitter *E, int32_t buf)
     return tli_e_fmt(E, "(%s) * %lld", st, (long long)E->L->smem[buf].stage_elems);
 }
 
+static bool swizzled(const tli_bnode *b)
+{
+    if (b->rank != 2)
+        return false;
+    int64_t bytes = b->cshape[1] * esize(b);
+    int64_t chunks = bytes / 16;
+    return bytes % 16 == 0 && chunks >= 1 && (chunks & (chunks - 1)) == 0;
+}
+
 /* Flat row-major offset of constant-shape buffer b. */
 static const char *flat_offset(emitter *E, const tli_bnode *b, const char *const *idx)
 {
@@ -119,7 +128,7 @@ void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, const in
         *off = (char *)tli_e_add(E, base,
                                  tli_e_fmt(E, "(int)(%s) / 64 * %lld + tl_swz_off<64, %d>((int)(%s), (int)(%s) %% 64)",
                                            idx[1], (long long)(64 * b->cshape[0]), esize(b), idx[0], idx[1]));
-    else if (tli_smem_swizzled(b))
+    else if (swizzled(b))
         *off = (char *)tli_e_add(E, base, tli_e_fmt(E, "tl_swz_off<%lld, %d>((int)(%s), (int)(%s))",
                                                     (long long)b->cshape[1], esize(b), idx[0], idx[1]));
     else
@@ -587,39 +596,6 @@ static void emit_copy_tma(emitter *E, const tli_snode *s)
     }
 }
 
-/* Bulk copies of a producer's tile (CP_BULK), by the warp that runs the
- * copy: lane 0 announces the bytes on the copy's mbarrier and issues a
- * copy per tile row inside the tensor, the lanes zero the rest:
- *   { const long long tl_o0 = ..., tl_o1 = ...;
- *     tl_bulk_rows<T, R, C>(slot, X + (offset of the tile's origin), row stride,
- *                           rows inside X, columns inside X, &bar[i], lane); } */
-static void emit_copy_bulk(emitter *E, const tli_snode *s)
-{
-    const tli_ir *ir = E->ir;
-    int32_t gb = tli_copy_buf(ir, s->a0), sb = tli_copy_buf(ir, s->a1);
-    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
-    int last = g->rank - 1, row = t->rank == 2 ? g->rank - 2 : -1; /* the tile's dimensions in g */
-    int64_t R = t->rank == 2 ? t->cshape[0] : 1, C = t->cshape[t->rank - 1];
-    tli_e_line(E, "{ // tl_copy %s tile (%s) -> %s: a bulk copy per row, by one warp", g->name, shape_text(E, t),
-               t->name);
-    E->indent++;
-    const char *zero[2] = {"0", "0"}, *gi[TL_MAX_RANK];
-    tile_origin(E, s->a0, t, gi, zero);
-    /* rows inside the tensor: none when a leading index is outside it */
-    const char *rows = row < 0 ? "1" : tli_e_fmt(E, "tl_extent(tl_o%d, %s, %lld)", row, tli_e_dim(E, gb, row), (long long)R);
-    for (int d = last - 1; d >= 0; d--)
-        if (d != row)
-            rows = tli_e_fmt(E, "tl_in(tl_o%d, %s) ? %s : 0", d, tli_e_dim(E, gb, d), rows);
-    tli_e_line(E, "const int tl_rows = %s;", rows);
-    tli_e_line(E, "const int tl_cols = tl_extent(tl_o%d, %s, %lld);", last, tli_e_dim(E, gb, last), (long long)C);
-    char *goff, *gok;
-    tli_e_global_access(E, gb, gi, &goff, &gok);
-    tli_e_line(E, "tl_bulk_rows<%s, %lld, %lld>(%s + %s, %s + (%s), %s, tl_rows, tl_cols, %s, tl_tid %% 32);", ctype(t),
-               (long long)R, (long long)C, t->name, tli_e_add(E, stage_base(E, sb), "0"), g->name, goff,
-               row < 0 ? "0" : tli_e_stride(E, gb, row), tli_e_mbar(E, s->x[TLI_X_COPY_BAR], s->x[TLI_X_COPY_BAR_IDX]));
-    close_block(E);
-}
-
 /* tl_v: accumulator registers tl_r and tl_r + 1 of fragment f (adjacent
  * columns) converted to o's type. */
 static void emit_pair_vec(emitter *E, const tli_bnode *f, const tli_bnode *o)
@@ -887,7 +863,6 @@ void tli_e_copy(emitter *E, int32_t sid)
     case CP_FRAG: emit_copy_frag(E, s); break;
     case CP_FRAG_ROWS: emit_copy_frag_rows(E, s); break;
     case CP_TMA_STORE: emit_copy_tma_store(E, s); break;
-    case CP_BULK: emit_copy_bulk(E, s); break;
     default: tli_e_fail(E, "a copy without an engine"); break;
     }
 }

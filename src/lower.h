@@ -94,17 +94,6 @@ void tli_stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *wr);
 /* Adds the buffers expression e loads from to rd. */
 void tli_expr_reads(tli_lowered *L, int32_t e, tli_bufset *rd);
 
-/* Whether shared tile b's 16-byte chunks are XOR-swizzled (tl_swz_off of
- * the device header): a 2-D tile of a power-of-two number of whole chunks
- * per row. (A blocked tile, tli_smem_info.blocked, has a layout of its
- * own.) */
-bool tli_smem_swizzled(const tli_bnode *b);
-/* Whether every row of shared tile b lies in shared memory as it does in a
- * row-major tile, at row r * C: not blocked, and not swizzled, or swizzled
- * with one row (the swizzle leaves row 0 as it is). A copy may then write
- * a row as one run of bytes. */
-bool tli_smem_rows_linear(const tli_lowered *L, int32_t b);
-
 /* true when copy statement s moves global -> shared (a pipeline producer). */
 bool tli_is_producer(const tli_ir *ir, int32_t s);
 /* The buffer of a copy operand (a0 or a1 of S_COPY): a region id, or minus

@@ -153,20 +153,11 @@ typedef enum tli_copy_how {
     CP_TMA,          /* TMA boxes completing on mbarrier X_COPY_BAR[X_COPY_BAR_IDX] */
     CP_FRAG,         /* register by register, in the fragment's layout */
     CP_FRAG_ROWS,    /* FRAG_ROWS <-> global: a run of v elements per access */
-    CP_TMA_STORE,    /* accumulator -> global through a staging tile: the
+    CP_TMA_STORE     /* accumulator -> global through a staging tile: the
                         threads write round X_COPY_ROUND's 64-column blocks
                         of the tile into X_COPY_STAGING (128-byte swizzled
                         rows, as TMA reads them) and fence them for the async
                         proxy; an S_TMA_STORE then stores them */
-    CP_BULK          /* global -> shared, one bulk copy (cp.async.bulk, no
-                        tensor map) per tile row inside the tensor, issued
-                        by lane 0 of the warp that runs the copy and
-                        completing on mbarrier X_COPY_BAR[X_COPY_BAR_IDX]
-                        (expecting exactly the bytes it copies); the warp's
-                        lanes zero what lies outside the tensor, as every
-                        other engine leaves it. Rows must be linear in
-                        shared memory (tli_smem_rows_linear) and of whole
-                        16 bytes, and the launch needs ALIGN_CHUNKS. */
 } tli_copy_how;
 /* A CP_TMA_STORE copy has no mbarrier: its slots hold the staging buffer
  * and the round (blocks [round * per, (round + 1) * per) of the tile, per

@@ -215,8 +215,7 @@ static void alignment(tli_lowered *L, int32_t first)
             require(L, tli_copy_buf(&L->ir, n->a0), TLI_ALIGN_TMA);
         if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA_STORE)
             require(L, tli_copy_buf(&L->ir, n->a1), TLI_ALIGN_TMA);
-        /* bulk copies move whole rows of 16-byte chunks, as cp.async does */
-        if (n->op == S_COPY && (n->x[TLI_X_COPY_HOW] == CP_ASYNC16 || n->x[TLI_X_COPY_HOW] == CP_BULK))
+        if (n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_ASYNC16)
             require(L, tli_copy_buf(&L->ir, n->a0), TLI_ALIGN_CHUNKS | TLI_ALIGN_TMA);
         alignment(L, n->body);
         alignment(L, L->ir.s.v[s].orelse);

@@ -24,12 +24,6 @@
  * TMA: consumers that are all wgmma gemms, producers TMA can fetch: thread
  *   0 issues the boxes `stages - 1` iterations ahead on per-slot mbarriers,
  *   warps release slots on the empty mbarriers; no block barrier in the loop.
- * bulk (sm_90): other consumers of any kind (element-wise loops,
- *   reductions, stores), producers whose tile rows are runs of whole 16
- *   bytes in shared memory: the same mbarrier ring, warp 0 issuing one
- *   bulk copy per tile row, each thread releasing a slot after its last
- *   read of it (schedule_ring); no cp.async group waits, and no block
- *   barrier for the ring.
  * cp.async: `stages - 1` iterations of copies in flight (one fewer when the
  *   consumers leave a wgmma group running into the next iteration), one
  *   commit group per iteration, one block barrier per iteration.
@@ -80,17 +74,6 @@ static bool tma_ok(piper *P, int32_t s)
     if (g->rank < 2 || g->rank > 4 || t->rank != 2 || g->dtype != t->dtype || esize(t) != 2 || t->cshape[0] > 256)
         return false;
     return P->L->smem[sb].blocked ? t->cshape[1] % 64 == 0 : t->cshape[1] == 64;
-}
-
-/* Whether producer s can be bulk copies (CP_BULK): a chunkable tile whose
- * rows lie in shared memory as they do in the tensor (one run of bytes
- * each), on a target with bulk copies. The launch then needs what 16-byte
- * chunks need (ALIGN_CHUNKS): a ragged row length, base or stride takes
- * the safe variant. */
-static bool bulk_ok(piper *P, int32_t s)
-{
-    int32_t sb = tli_copy_buf(P->ir, tli_S(P->ir, s)->a1);
-    return chunkable(P, s) && tli_target_has_copy(&P->L->target, COPY_ENGINE_BULK) && tli_smem_rows_linear(P->L, sb);
 }
 
 static void set_how(piper *P, int32_t s, tli_copy_how how) { P->ir->s.v[s].x[TLI_X_COPY_HOW] = how; }
@@ -657,147 +640,6 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     wgmma_wait(P, &tail, 0);
     loop_exit_sync(P, pi, &tail);
     splice_around(P, pi->sid, out.first, tail.first);
-}
-
-/* How the consumers (the statements of list `first`, at their top level:
- * every thread runs them) use the ring: *last gets the last one that
- * reads a slot (0: none); whether any writes one. */
-static bool ring_uses(piper *P, const pipe_info *pi, int32_t first, int32_t *last)
-{
-    tli_bufset rd = {0}, wr = {0};
-    bool writes = true; /* (out of memory: the answer that keeps cp.async) */
-    *last = 0;
-    if (!tli_bufset_init(&rd, P->ir->b.n) || !tli_bufset_init(&wr, P->ir->b.n)) {
-        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-    } else {
-        writes = false;
-        for (int32_t c = first; c; c = P->ir->s.v[c].next) {
-            tli_bufset_clear(&rd);
-            tli_stmt_access(P->L, c, &rd, &wr);
-            for (int i = 0; i < pi->nprod; i++)
-                if (tli_bufset_has(&rd, pi->bufs[i]))
-                    *last = c;
-        }
-        for (int i = 0; i < pi->nprod; i++)
-            writes |= tli_bufset_has(&wr, pi->bufs[i]);
-    }
-    tli_bufset_free(&rd);
-    tli_bufset_free(&wr);
-    return writes;
-}
-
-/* Whether statement s sits inside a loop. A ring's mbarriers are
- * initialised once, before its loop: inside another loop they would be
- * initialised again while threads may still wait on them. */
-static bool inside_loop(const tli_ir *ir, int32_t s)
-{
-    for (int32_t p = ir->s.v[s].parent; p; p = ir->s.v[p].parent) {
-        int op = ir->s.v[p].op;
-        if (op == S_SERIAL || op == S_PIPELINED || op == S_PARALLEL || op == S_TILE_LOOP)
-            return true;
-    }
-    return false;
-}
-
-/* The producers of iteration `it` into slot `stage` as bulk copies, by the
- * 32 threads of warp 0 (lane 0 issues, the lanes zero what lies outside
- * the tensor), then every lane's arrival on full[stage]: each lane's
- * zeros are released by its own arrival, and the phase completes when
- * the bytes lane 0 announced have landed too. */
-static int32_t bulk_producers(piper *P, const pipe_info *pi, int32_t it, int32_t stage, int32_t full)
-{
-    tli_list l = {0};
-    tli_list_add(P->L, &l, producers(P, pi, it, stage, CP_BULK, full, 32));
-    tli_list_add(P->L, &l, mbar_op(P, S_MBAR_ARRIVE, full, stage, 0));
-    return l.first;
-}
-
-/* Bulk copies into a ring of `stages` slots for consumers of any kind:
- * the mbarrier schedule of TMA, without its block barrier, generalised.
- *   init full[S] (warp 0's 32 arrivals), empty[S] (every thread's); barrier
- *   if (warp == 0) for j < min(S - 1, n): slot j <- tiles of iteration j
- *   for i < n:                        (ring positions in 32 bits)
- *       st = i % S
- *       if (warp == 0 && i + S - 1 < n):  refill the slot iteration i - 1 read
- *           it = i + S - 1; sn = it % S
- *           if (it >= S) wait empty[sn] for its release in iteration it - S
- *           slot sn <- tiles of iteration it
- *       wait full[st]
- *       stage st { consumers up to the last that reads the ring;
- *                  arrive on empty[st]; the other consumers }
- * A thread releases the slot right after its last read of it (its own
- * arrival orders its reads before the refill; generic-proxy reads before
- * an async-proxy write need no proxy fence), so the refill one iteration
- * later finds it free without waiting for the slowest warp's stores. The
- * sync pass then places only the barriers the consumers need among
- * themselves. */
-static void schedule_ring(piper *P, const pipe_info *pi)
-{
-    tli_lowered *L = P->L;
-    int S = pi->S;
-    char full[32], empty[32]; /* a kernel may hold several rings */
-    tli_fmt(full, sizeof full, "tl_full%d", pi->sid);
-    tli_fmt(empty, sizeof empty, "tl_empty%d", pi->sid);
-    ring r = {mbar_array(P, full, S), mbar_array(P, empty, S)};
-    if (!r.full || !r.empty)
-        return;
-    tli_list out = {0};
-    tli_list_add(L, &out, mbar_init(P, r.full, 32));
-    tli_list_add(L, &out, mbar_init(P, r.empty, P->ir->threads));
-    tli_list_op(L, &out, S_BARRIER, 0, 0);
-    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
-    tli_list_add(L, &out, n_let);
-    int32_t n = let_ref(P, n_let);
-    int32_t warp0 = bin(P, E_EQ, tli_low_thread(L, TH_WARP), I32(P, 0));
-    /* prologue: warp 0 fills the first S - 1 slots */
-    int32_t j;
-    int32_t pro = mk_serial(P, bin(P, E_MIN, I(P, S - 1), n), &j, false);
-    int32_t j32 = cast32(P, j);
-    set_body(P, pro, bulk_producers(P, pi, j, j32, r.full));
-    tli_list_add(L, &out, mk_if(P, warp0, pro, 0));
-    /* the loop */
-    tli_list body = {0};
-    int32_t seq_let = tli_low_let(L, "tl_seq#", cast32(P, pi->var));
-    int32_t seq = let_ref(P, seq_let);
-    int32_t st_let = tli_low_let(L, "tl_st#", bin(P, E_MOD, seq, I32(P, S)));
-    int32_t st = let_ref(P, st_let);
-    tli_list_add(L, &body, seq_let);
-    tli_list_add(L, &body, st_let);
-    tli_list refill = {0};
-    int32_t it_let = tli_low_let(L, "tl_it#", bin(P, E_ADD, seq, I32(P, S - 1)));
-    int32_t it = let_ref(P, it_let);
-    int32_t sn_let = tli_low_let(L, "tl_sn#", bin(P, E_MOD, it, I32(P, S)));
-    int32_t sn = let_ref(P, sn_let);
-    tli_list_add(L, &refill, it_let);
-    tli_list_add(L, &refill, sn_let);
-    int32_t released = bin(P, E_MOD, bin(P, E_SUB, bin(P, E_DIV, it, I32(P, S)), I32(P, 1)), I32(P, 2));
-    tli_list_add(L, &refill, mk_if(P, bin(P, E_GE, it, I32(P, S)), mbar_op(P, S_MBAR_WAIT, r.empty, sn, released), 0));
-    int32_t it64 = bin(P, E_ADD, pi->var, I(P, S - 1));
-    tli_list_add(L, &refill, bulk_producers(P, pi, it64, sn, r.full));
-    tli_list_add(L, &body, mk_if(P, bin(P, E_AND, warp0, bin(P, E_LT, it64, n)), refill.first, 0));
-    tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, r.full, st, bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2))));
-    /* the consumers, the slot released right after the last that reads it */
-    int32_t last, first = pi->first_consumer;
-    ring_uses(P, pi, first, &last);
-    int32_t release = mbar_op(P, S_MBAR_ARRIVE, r.empty, st, 0);
-    if (!release)
-        return;
-    if (last) {
-        P->ir->s.v[release].next = P->ir->s.v[last].next;
-        P->ir->s.v[last].next = release;
-    } else {
-        P->ir->s.v[release].next = first;
-        first = release;
-    }
-    tli_list_add(L, &body, stage_of(P, pi, st, first));
-    P->ir->s.v[pi->sid].op = S_SERIAL;
-    P->ir->s.v[pi->sid].a0 = n;
-    set_body(P, pi->sid, body.first);
-    tli_low_note(L, pi->sid,
-                 "tl_pipelined: %d stages fed by bulk copies (warp 0), full and empty mbarriers instead of cp.async "
-                 "waits and a block barrier (every thread releases a slot after its last read)",
-                 S);
-    splice_around(P, pi->sid, out.first, 0);
 }
 
 /* ----------------------------------------------- warp specialisation */
@@ -1490,25 +1332,14 @@ static void lower_pipelined(piper *P, int32_t sid)
         schedule_warp_specialized(P, &pi);
         return;
     }
-    /* bulk copies: a ring's mbarriers are set up once per kernel (not
-     * inside another loop); one phase's transactions stay under the
-     * mbarrier's limit of 2^20 - 1 bytes; the consumers only read the
-     * slots (a thread's write to one before the next bulk copy into it
-     * would need a proxy fence) */
-    int32_t last;
     bool tma = pi.S >= 2 && pi.all_wgmma, chunks = pi.S >= 2;
-    bool bulk = pi.S >= 2 && !pi.all_wgmma && !inside_loop(P->ir, sid) && pi.stage_bytes < (1 << 20) &&
-                !ring_uses(P, &pi, pi.first_consumer, &last);
     for (int i = 0; i < pi.nprod; i++) {
         tma &= tma_ok(P, pi.prod[i]);
-        bulk &= bulk_ok(P, pi.prod[i]);
         chunks &= chunkable(P, pi.prod[i]);
     }
     plan_multicast(P, &pi, tma);
     if (tma)
         schedule_tma(P, &pi);
-    else if (bulk)
-        schedule_ring(P, &pi);
     else if (chunks)
         schedule_cp_async(P, &pi);
     else

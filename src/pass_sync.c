@@ -242,36 +242,22 @@ static void keep_visible(syncer *Y, tli_bufset *set, bool global)
             set->bits[b / 64] &= ~(1ull << (b % 64));
 }
 
-/* Adds what the statements of list `first` touch ahead of its first block
- * barrier to rd and wr, looking into stages (a ring slot's consumers are
- * one S_STAGE: the barriers the walk put among them are the first ones
- * every thread meets); whether there was one. */
-static bool accesses_before_barrier(syncer *Y, int32_t first, tli_bufset *rd, tli_bufset *wr)
-{
-    for (int32_t c = first; c; c = tli_S(Y->ir, c)->next) {
-        const tli_snode *n = tli_S(Y->ir, c);
-        if (n->op == S_BARRIER || n->op == S_CLUSTER_SYNC)
-            return true;
-        if (n->op == S_STAGE) {
-            if (accesses_before_barrier(Y, n->body, rd, wr))
-                return true;
-            continue;
-        }
-        tli_stmt_access(Y->L, c, rd, wr);
-    }
-    return false;
-}
-
 /* What the next iteration of loop s touches before a barrier: the
  * statements of its body ahead of the first block barrier at its top
- * level (a pipeline's, or one the walk placed among the consumers of a
- * ring slot), or the whole body when there is none. */
+ * level (a pipeline's), or the whole body when there is none. */
 static void head_access(syncer *Y, int32_t s, tli_bufset *rd, tli_bufset *wr)
 {
+    int32_t c = tli_S(Y->ir, s)->body;
+    while (c && tli_S(Y->ir, c)->op != S_BARRIER)
+        c = tli_S(Y->ir, c)->next;
+    if (!c) {
+        access(Y, s, rd, wr);
+        return;
+    }
     tli_bufset_clear(rd);
     tli_bufset_clear(wr);
-    if (!accesses_before_barrier(Y, tli_S(Y->ir, s)->body, rd, wr))
-        access(Y, s, rd, wr);
+    for (c = tli_S(Y->ir, s)->body; tli_S(Y->ir, c)->op != S_BARRIER; c = tli_S(Y->ir, c)->next)
+        tli_stmt_access(Y->L, c, rd, wr);
 }
 
 /* The slot of loop s's memo its dry walk from st has filled, or -1. */

@@ -55,10 +55,8 @@ bool tli_target_get(const char *name, tli_target *out)
         out->mma[m++] = MMA_WGMMA_M64NNK16;
     if (sm >= 80)
         out->mma[m++] = MMA_SYNC_M16N8K16;
-    if (sm >= 90) {
+    if (sm >= 90)
         out->copy[c++] = COPY_ENGINE_TMA;
-        out->copy[c++] = COPY_ENGINE_BULK;
-    }
     if (sm >= 80)
         out->copy[c++] = COPY_ENGINE_CP_ASYNC;
     out->copy[c++] = COPY_ENGINE_LDST;
@@ -75,7 +73,7 @@ bool tli_target_has_mma(const tli_target *t, tli_mma_atom a)
 
 bool tli_target_has_copy(const tli_target *t, tli_copy_engine e)
 {
-    for (int i = 0; i < TLI_MAX_COPY && t->copy[i]; i++)
+    for (int i = 0; i < TLI_MAX_ATOMS && t->copy[i]; i++)
         if (t->copy[i] == e)
             return true;
     return false;

@@ -21,13 +21,11 @@ typedef enum tli_mma_atom {
 typedef enum tli_copy_engine {
     COPY_ENGINE_NONE = 0,
     COPY_ENGINE_TMA,      /* cp.async.bulk.tensor: one thread, a tensor map, an mbarrier */
-    COPY_ENGINE_BULK,     /* cp.async.bulk: one thread, a contiguous run of bytes, an mbarrier */
     COPY_ENGINE_CP_ASYNC, /* cp.async: 16 bytes a thread, commit/wait groups */
     COPY_ENGINE_LDST      /* plain loads and stores */
 } tli_copy_engine;
 
 #define TLI_MAX_ATOMS 3
-#define TLI_MAX_COPY 4
 
 typedef struct tli_target {
     char name[16];         /* canonical: "sm_80", "sm_90a", ... */
@@ -43,7 +41,7 @@ typedef struct tli_target {
     bool clusters;         /* thread-block clusters */
     bool mbarrier_init_fence; /* fence.mbarrier_init: makes initialised mbarriers visible to TMA */
     tli_mma_atom mma[TLI_MAX_ATOMS];         /* best first, MMA_NONE-terminated */
-    tli_copy_engine copy[TLI_MAX_COPY];      /* best first; unused entries COPY_ENGINE_NONE */
+    tli_copy_engine copy[TLI_MAX_ATOMS];     /* best first, COPY_ENGINE_NONE-terminated */
 } tli_target;
 
 /* Describes the target `name` ("sm_" digits, optionally "a"). false when

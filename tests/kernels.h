@@ -215,54 +215,6 @@ static inline tl_kernel *zoo_staged(tl_ctx *kctx)
     return k;
 }
 
-/* Two rings of shared tiles (tl_pipelined) whose slots hold padding past
- * the edges of X, read whole by reductions; the tiles' rows of 96 bytes
- * lie in shared memory as in X (bulk copies on sm_90, a copy a row):
- *   s[i] = sum_j X[4 b + i, j]   through a ring of 3 [4, 24] slots
- *   m[i] = max_j X'[4 b + i, j]  through a ring of 2, X' = X with padding
- *                                 0 up to whole chunks of 24 columns
- *   Y[4 b + i] = s[i] + m[i]
- * Launch arguments: M, N, X, Y. */
-static inline tl_kernel *zoo_ring(tl_ctx *kctx)
-{
-    enum { R = 4, C = 24 };
-    tl_kernel *k = tl_kernel_new(kctx, "ring");
-    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
-    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, N}, NULL);
-    tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 1, &M, NULL);
-    tl_grid(k, tl_ceildiv(k, M, tl_int(k, R)), TL_NONE_EXPR, TL_NONE_EXPR, 64);
-    tl_expr b = tl_block_idx(k, 0), chunks = tl_ceildiv(k, N, tl_int(k, C));
-    tl_buf S = tl_alloc_shared(k, TL_F32, 2, (int64_t[]){R, C});
-    tl_buf T = tl_alloc_shared(k, TL_F32, 2, (int64_t[]){R, C});
-    tl_buf s = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){R});
-    tl_buf m = tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){R});
-    tl_clear(k, s);
-    tl_fill(k, m, tl_f32(k, -INFINITY));
-    tl_expr c = tl_pipelined(k, chunks, 3);
-    tl_copy(k, tl_tile(k, X, b, c), tl_all(S));
-    tl_reduce_sum(k, S, s, 1, 0);
-    tl_end(k);
-    c = tl_pipelined(k, chunks, 2);
-    tl_copy(k, tl_tile(k, X, b, c), tl_all(T));
-    tl_reduce_max(k, T, m, 1, 0);
-    tl_end(k);
-    tl_expr i = tl_parallel1(k, R);
-    tl_expr row = tl_add(k, tl_mul(k, b, tl_int(k, R)), i);
-    tl_store(k, Y, &row, tl_add(k, tl_load(k, s, &i), tl_load(k, m, &i)));
-    tl_end(k);
-    return k;
-}
-
-static inline void zoo_ring_ref(int64_t M, int64_t N, const float *X, double *Y)
-{
-    for (int64_t i = 0; i < M; i++) {
-        double s = 0, m = N % 24 ? 0 : -INFINITY;
-        for (int64_t j = 0; j < N; j++)
-            s += X[i * N + j], m = fmax(m, X[i * N + j]);
-        Y[i] = s + m;
-    }
-}
-
 static inline void zoo_staged_ref(int64_t n, const float *x, double *y)
 {
     for (int64_t g = 0; g < n; g++) {

@@ -259,31 +259,6 @@ static void test_staged_tile(void **state)
     tl_kernel_destroy(k);
 }
 
-/* Rings whose slots hold padding (rows and columns past X's edges) read
- * whole by reductions: what the padding holds is 0, as for every copy. */
-static void test_ring_padding(void **state)
-{
-    (void)state;
-    tl_kernel *k = zoo_ring(ctx);
-    assert_status(tl_kernel_status(k), TL_OK);
-    const int64_t sizes[][2] = {{21, 52}, {8, 48}, {3, 100}, {9, 24}};
-    for (int s = 0; s < 4; s++) {
-        int64_t m = sizes[s][0], n = sizes[s][1];
-        float *X = malloc(4 * (size_t)(m * n)), *Y = malloc(4 * (size_t)m);
-        double *R = malloc(8 * (size_t)m);
-        tl_random_host(X, TL_F32, m * n, 43, -2, 1);
-        memset(Y, 0xFF, 4 * (size_t)m);
-        tl_arg args[] = {tl_arg_int(m), tl_arg_int(n), tl_arg_hptr(X), tl_arg_hptr(Y)};
-        assert_status(tl_interpret(k, 4, args), TL_OK);
-        zoo_ring_ref(m, n, X, R);
-        for (int64_t i = 0; i < m; i++)
-            if (fabs(Y[i] - R[i]) > 1e-4 * (fabs(R[i]) + 1))
-                fail_msg("%lld x %lld: Y[%lld] = %g, want %g", (long long)m, (long long)n, (long long)i, Y[i], R[i]);
-        free(X), free(Y), free(R);
-    }
-    tl_kernel_destroy(k);
-}
-
 static void test_check_catches_nan_and_error(void **state)
 {
     (void)state;
@@ -351,7 +326,6 @@ int main(void)
         cmocka_unit_test(test_smooth_serial_of_parallel),
         cmocka_unit_test(test_fastmath_interpreted_exactly),
         cmocka_unit_test(test_staged_tile),
-        cmocka_unit_test(test_ring_padding),
         cmocka_unit_test(test_check_catches_nan_and_error),
         cmocka_unit_test(test_random_host_is_deterministic_and_uniform),
     };

@@ -183,7 +183,7 @@ static void test_repro_zoo(void **state)
     } zoo[] = {
         {"axpby_2d", zoo_axpby_2d(ctx)}, {"rowsum", zoo_rowsum(ctx)},     {"mixed", zoo_mixed(ctx)},
         {"shift", zoo_shift(ctx, TL_F16)}, {"smooth", zoo_smooth(ctx)}, {"fastmath", zoo_fastmath(ctx)},
-        {"staged", zoo_staged(ctx)},     {"ring", zoo_ring(ctx)},
+        {"staged", zoo_staged(ctx)},
     };
     for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
         assert_status(tl_kernel_status(zoo[i].k), TL_OK);

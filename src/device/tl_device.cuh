@@ -578,63 +578,6 @@ __device__ __forceinline__ void tl_mbar_arrive_remote(unsigned long long *bar, u
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(tl_smem_addr(bar)), "r"(rank));
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" :: "r"(remote) : "memory");
 }
-
-// Bulk copies (no tensor map): `bytes` contiguous bytes, a multiple of 16,
-// from 16-byte aligned global memory into 16-byte aligned shared memory,
-// completing on bar (which must expect them: tl_mbar_expect_tx).
-__device__ __forceinline__ void tl_bulk_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 :: "r"(tl_smem_addr(dst)), "l"(src), "r"(bytes), "r"(tl_smem_addr(bar)) : "memory");
-}
-// `bytes` more transactions for the barrier's current phase, without an
-// arrival (the copies' issuer arrives once, after all of them).
-__device__ __forceinline__ void tl_mbar_expect_tx(unsigned long long *bar, unsigned bytes)
-{
-    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n"
-                 :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory");
-}
-// Elements of a tile dimension of n, from `origin` on, inside a tensor
-// dimension of `dim`: a prefix of the tile's (its origin is a multiple of
-// n, so a negative one leaves the whole tile outside).
-__device__ __forceinline__ int tl_extent(tl_i64 origin, tl_i64 dim, int n)
-{
-    return origin < 0 || origin >= dim ? 0 : dim - origin < n ? (int)(dim - origin) : n;
-}
-// An R x C tile of T into shared memory `tile` (rows C elements apart)
-// from global `src` (rows `stride` elements apart), by the 32 lanes of one
-// warp: its first `rows` rows and `cols` columns lie inside the tensor and
-// come as one bulk copy a row, issued by lane 0 after it announced their
-// bytes on bar; the lanes write zeros over the rest, 16 bytes at a time,
-// as every other copy leaves the outside of a tensor, and fence them from
-// the bulk copies that will later refill the slot (async proxy). Every
-// lane then arrives on bar (its zeros released by its own arrival).
-template <typename T, int R, int C>
-__device__ __forceinline__ void tl_bulk_rows(T *tile, const T *src, tl_i64 stride, int rows, int cols,
-                                             unsigned long long *bar, int lane)
-{
-    constexpr int per = 16 / (int)sizeof(T);
-    if (rows < R || cols < C) {
-#pragma unroll 1
-        for (int r = 0; r < R; ++r)
-            for (int c = (r < rows ? cols : 0) + lane * per; c < C; c += 32 * per)
-                asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n"
-                             :: "r"(tl_smem_addr(tile + r * C + c)), "r"(0) : "memory");
-        tl_fence_proxy_async();
-    }
-    if (lane == 0) {
-        const unsigned row_bytes = (unsigned)(cols * (int)sizeof(T));
-        tl_mbar_expect_tx(bar, rows * row_bytes);
-        if (R == 1) { // (rows is 0 or 1: no loop)
-            if (rows > 0 && cols > 0)
-                tl_bulk_load(tile, src, row_bytes, bar);
-        } else if (cols > 0) {
-#pragma unroll 1
-            for (int r = 0; r < rows; ++r)
-                tl_bulk_load(tile + r * C, src + r * stride, row_bytes, bar);
-        }
-    }
-}
 #endif
 
 // ------------------------------------------------------------- reductions

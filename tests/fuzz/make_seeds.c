@@ -454,29 +454,6 @@ static void seed_cluster(fuzz_writer *w)
     w_args(w, 2, (int[]){3, 50});
 }
 
-/* The zoo's ring: a pipelined loop whose slots of 4 rows of 96 bytes
- * (bulk copies on sm_90a) are read whole, padding included, by a
- * reduction. */
-static void seed_ring(fuzz_writer *w)
-{
-    int m = w_dim(w, "M"), n = w_dim(w, "N");
-    int x = w_tensor(w, "X", D_F32, 2, (int[]){m, n}, NULL), y = w_tensor(w, "Y", D_F32, 1, &m, NULL);
-    int four = w_int(w, 4);
-    w_grid(w, w_bin(w, BIN_CEILDIV, m, four), -1, -1, 64);
-    int b = w_block(w, 0);
-    int s = w_alloc(w, 0, D_F32, 2, (int[]){4, 24}), sum = w_alloc(w, 1, D_F32, 1, (int[]){4});
-    w_clear(w, sum);
-    int c = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, n, w_int(w, 24)), 3);
-    w_copy(w, w_tile(w, x, 2, (int[]){b, c}), w_all(w, s));
-    w_reduce(w, 1, s, sum, 1, 0);
-    w_op(w, OP_END);
-    int i = w_parallel(w, 1, (int[]){4});
-    int row = w_bin(w, BIN_ADD, w_bin(w, BIN_MUL, b, four), i);
-    w_store(w, y, 1, &row, w_load(w, sum, 1, &i));
-    w_op(w, OP_END);
-    w_args(w, 2, (int[]){9, 52});
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -485,10 +462,10 @@ int main(int argc, char **argv)
     }
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
-                                                   seed_persistent, seed_ring};
+                                                   seed_persistent};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "ring"};
+                                        "persistent"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -352,8 +352,10 @@ static void seed_gemm(fuzz_writer *w)
  * `flags` says which schedule), and an element-wise loop on the
  * accumulator after the tl_gemm in the pipelined body for a rotation to
  * split off. */
-static void ws_gemm(fuzz_writer *w, int flags)
+static void ws_gemm_in(fuzz_writer *w, int flags, int cy)
 {
+    if (cy > 1)
+        w_cluster(w, 1, cy, 1, 1);
     int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
     int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){n, k}, NULL);
     int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
@@ -378,6 +380,8 @@ static void ws_gemm(fuzz_writer *w, int flags)
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
+static void ws_gemm(fuzz_writer *w, int flags) { ws_gemm_in(w, flags, 1); }
+
 /* FlashAttention's schedule: two consumer groups taking turns, the loop
  * rotated (tl_use_pingpong mode 2). */
 static void seed_pingpong(fuzz_writer *w) { ws_gemm(w, 4 | 8); /* warp specialised, ping-pong mode 2 */ }
@@ -385,6 +389,11 @@ static void seed_pingpong(fuzz_writer *w) { ws_gemm(w, 4 | 8); /* warp specialis
 /* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
  * the producer's ring. */
 static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specialised, persistent */ }
+
+/* The same kernel in clusters of two blocks along y: B's tile is the same
+ * for both, so its TMA copy is multicast (a slice each), the ring's slots
+ * freed cluster-wide. */
+static void seed_multicast(fuzz_writer *w) { ws_gemm_in(w, 4, 2); /* warp specialised, cluster 1 x 2 */ }
 
 /* The zoo's 2-D kernel with a row stride given as {ldx, 1}. */
 static void seed_strided(fuzz_writer *w)
@@ -462,10 +471,10 @@ int main(int argc, char **argv)
     }
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
-                                                   seed_persistent};
+                                                   seed_persistent, seed_multicast};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent"};
+                                        "persistent", "multicast"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -974,9 +974,10 @@ typedef enum tl_epilogue {
  * need more than half the GPU's slots), 128 threads, K split for about
  * two CTAs an SM in slices of at least 32 K steps; with M <= 32 the same
  * on 64x32x64 blocks, 4 stages;
- * for other decode shapes (32 < M <= 64) 64x128x64 blocks, 4 stages,
- * 128 threads, K split into as many slices as give each SM about one CTA
- * (split_k);
+ * for other decode shapes (32 < M <= 64) 64x128x64 blocks on 128
+ * threads: with at least 64 such tiles, 6 stages, a producer warpgroup
+ * and C stored by TMA (persistent = 1), else 4 stages and K split into as
+ * many slices as give each SM about one CTA (split_k);
  * for at most 64 tiles of 128x256 (1024^3), 64x128x64 blocks on 128
  * threads: with 6 stages, a producer warpgroup and C stored by TMA
  * (persistent = 1) when TMA can read the operands (K, and N for B as

@@ -696,8 +696,9 @@ static void test_split_k(void **state)
 }
 
 /* Which calls split K: the decode shapes (M <= 64, K >= 1024, rows TMA
- * reads) on sm_90a, with as many slices as fill 132 SMs twice over; the
- * checks of an explicit split_k; the tuner leaves split-K out. */
+ * reads) on sm_90a with fewer than 64 tiles of 64x128, with as many slices
+ * as fill 132 SMs twice over; the checks of an explicit split_k; the tuner
+ * leaves split-K out. */
 static void test_split_k_choice(void **state)
 {
     (void)state;
@@ -711,7 +712,8 @@ static void test_split_k_choice(void **state)
         {8, 14336, 4096, 0, 1},   /* 224 tiles: no split */
         {16, 4096, 14336, 4, 1},  /* two CTAs an SM: 224 steps in slices of 56 */
         {32, 4096, 4096, 2, 1},   /* C^T on 64 tiles of 64x32: 2 slices of 32 steps */
-        {64, 8192, 8192, 2, 0},   /* 64 tiles: 128 steps in slices of 64 */
+        {64, 4096, 8192, 4, 0},   /* 32 tiles: 128 steps in slices of 32 */
+        {64, 8192, 8192, 0, 0},   /* 64 tiles: no split, the persistent kernel (6 stages, C by TMA) */
         {64, 32768, 4096, 0, 0},  /* 256 tiles fill the GPU alone */
         {65, 4096, 4096, 0, 0},   /* not a decode shape */
         {16, 4096, 512, 0, 0},    /* K too short to split */
@@ -726,6 +728,8 @@ static void test_split_k_choice(void **state)
         if (want[i].split || want[i].swap)
             assert_true(s.block_m == 64 && s.block_n == (want[i].swap ? (d.m <= 16 ? 16 : 32) : 128) &&
                         s.block_k == 64 && s.threads == 128 && !s.pingpong);
+        if (d.m > 32 && d.m <= 64 && !want[i].split) /* wide decode: the producer warpgroup, no split */
+            assert_true(s.block_m == 64 && s.block_n == 128 && s.stages == 6 && s.persistent == 1);
     }
     tl_gemm_desc d = {.m = 1, .n = 4096, .k = 4100, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
     assert_int_equal(tl_op_gemm_schedule(c, &d).split_k, 0); /* K % 8: TMA cannot read the rows */

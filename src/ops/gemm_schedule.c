@@ -63,6 +63,8 @@ enum {
                             sm_90a's)                                             */
     H_NARROW32 = 1 << 7, /* M <= 32: the same with tiles of 64 rows of B^T by 32
                             of A                                                  */
+    H_WIDE = 1 << 8,     /* at least 64 tiles of 64x128: enough CTAs without a
+                            split of K                                            */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -79,8 +81,9 @@ typedef struct heuristic_row {
  *      (64 rows of B, 16 of A: no empty M rows), 8 stages of 10 KiB, split
  *      as below (session 7);
  *   0'. decode (M <= 64, K >= 1024): one warpgroup on 64x128 tiles (the
- *      least wgmma M), K split so that tiles x slices give each SM
- *      about one CTA:
+ *      least wgmma M); with at least 64 tiles a producer warpgroup, 6
+ *      stages and C by TMA (session 10), else K split so that tiles x
+ *      slices give each SM about one CTA:
  *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
  *      B at a fifth of the copy's bandwidth (session 7);
  *   1. few tiles (1024^3): 64x128 tiles on one warpgroup, four times the
@@ -105,6 +108,9 @@ static const heuristic_row heuristic[] = {
     /* 32x8192x8192, x cuBLAS NT / NN: 0.917 / 0.917 against 0.865 / 0.883 for 64x128 tiles in
      * 2 slices (bench_gemm_small --sweep, session 8) */
     {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0}},
+    /* 64x8192x8192, x cuBLAS (bench_gemm, same run): 0.939 against 0.86 split in 2; 64x14336x4096
+     * 1.042 / 0.985 (session 10) */
+    {H_SM90A | H_DECODE | H_WIDE | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
     {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0, 0, 0}},
     /* 1024^3, x cuBLAS NT / NN: 1.008 / 0.955 against 0.750 / 0.741 for the same tile one CTA a
      * tile with thread 0 feeding it (bench_gemm, session 10) */
@@ -141,6 +147,8 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_NARROW;
     if (d->m <= 32)
         c |= H_NARROW32;
+    if (((d->m + 63) / 64) * ((d->n + 127) / 128) >= 64)
+        c |= H_WIDE;
     return c;
 }
 

@@ -557,10 +557,9 @@ bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp
     return true;
 }
 
-/* Whether expression root depends on the block or on memory (a persistent
- * CTA's blocks must all run the same number of iterations, or their ring
- * positions drift apart). */
-bool tli_uses_block(tli_lowered *L, int32_t root)
+/* Whether expression root reads the block index along `axis` (-1: any
+ * axis) or memory, which may hold anything. */
+static bool reads_block(tli_lowered *L, int32_t root, int axis)
 {
     tli_marks *m = &L->walk;
     if (!tli_marks_begin(m, &L->ir))
@@ -568,27 +567,18 @@ bool tli_uses_block(tli_lowered *L, int32_t root)
     tli_marks_push(m, root);
     for (int32_t e; (e = tli_marks_next(m));) {
         const tli_enode *n = tli_E(&L->ir, e);
-        if (n->op == E_BLOCK_IDX || n->op == E_LOAD)
+        if ((n->op == E_BLOCK_IDX && (axis < 0 || n->ival == axis)) || n->op == E_LOAD)
             return true;
         tli_marks_push_operands(m, &L->ir, e);
     }
     return false;
 }
 
-/* Whether expression root reads the block index along `axis` (or memory,
- * which may hold anything): a tile that does not is the same tile for
- * every block along that axis. */
-bool tli_uses_block_axis(tli_lowered *L, int32_t root, int axis)
-{
-    tli_marks *m = &L->walk;
-    if (!tli_marks_begin(m, &L->ir))
-        return true;
-    tli_marks_push(m, root);
-    for (int32_t e; (e = tli_marks_next(m));) {
-        const tli_enode *n = tli_E(&L->ir, e);
-        if ((n->op == E_BLOCK_IDX && n->ival == axis) || n->op == E_LOAD)
-            return true;
-        tli_marks_push_operands(m, &L->ir, e);
-    }
-    return false;
-}
+/* Whether expression root depends on the block or on memory (a persistent
+ * CTA's blocks must all run the same number of iterations, or their ring
+ * positions drift apart). */
+bool tli_uses_block(tli_lowered *L, int32_t root) { return reads_block(L, root, -1); }
+
+/* The same along one axis: a tile that does not read it is the same tile
+ * for every block along that axis (TMA multicast). */
+bool tli_uses_block_axis(tli_lowered *L, int32_t root, int axis) { return reads_block(L, root, axis); }

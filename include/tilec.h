@@ -103,14 +103,19 @@ typedef enum tl_dtype {
     TL_I32,
     TL_I64,
     TL_F64,  /* host references and scalars; allowed in kernels too */
-    TL_BOOL  /* result of comparisons; not a tensor element type     */
+    TL_BOOL, /* result of comparisons; not a tensor element type     */
+    TL_F8E4M3, /* 8-bit float, 4 exponent bits (bias 7), 3 mantissa bits:
+                  largest 448, no infinity, NaN 0x7f / 0xff (OCP FP8 E4M3) */
+    TL_F8E5M2  /* 8-bit float, 5 exponent bits (bias 15), 2 mantissa bits:
+                  largest 57344, infinities and NaNs as IEEE (OCP FP8 E5M2) */
 } tl_dtype;
 
 /* Size of one element in bytes (TL_BOOL: 1); 0 for TL_DTYPE_INVALID. */
 TL_API size_t tl_dtype_size(tl_dtype dt);
 /* Constant name such as "f32", "bf16"; "invalid" for unknown values. */
 TL_API const char *tl_dtype_name(tl_dtype dt);
-/* Parses "f32", "f16", "bf16", "i32", "i64", "f64"; TL_DTYPE_INVALID else. */
+/* Parses "f32", "f16", "bf16", "i32", "i64", "f64", "f8e4m3", "f8e5m2";
+ * TL_DTYPE_INVALID else. */
 TL_API tl_dtype tl_dtype_from_name(const char *name);
 
 /* ------------------------------------------------------------------------ */
@@ -229,6 +234,14 @@ TL_API uint16_t tl_f32_to_f16(float x);
 TL_API float tl_f16_to_f32(uint16_t h);
 TL_API uint16_t tl_f32_to_bf16(float x);
 TL_API float tl_bf16_to_f32(uint16_t h);
+/* Host conversions between float and the 8-bit types: to nearest even,
+ * saturating (a value beyond the largest finite one, infinity included,
+ * gives the largest finite one with its sign: PTX's cvt.rn.satfinite);
+ * NaN gives 0x7f. The results match the device's conversions bit for bit. */
+TL_API uint8_t tl_f32_to_f8e4m3(float x);
+TL_API float tl_f8e4m3_to_f32(uint8_t v);
+TL_API uint8_t tl_f32_to_f8e5m2(float x);
+TL_API float tl_f8e5m2_to_f32(uint8_t v);
 
 /* ------------------------------------------------------------------------ */
 /* The kernel builder                                                         */
@@ -436,8 +449,8 @@ typedef struct tl_region { tl_buf buf; uint32_t id; } tl_region;
 
 /* A tile in shared memory, visible to the whole block. Constant shape
  * (each extent 1..2^20, at most 2^24 elements in all, as for fragments
- * and locals), element types f32, f16, bf16. The library lays it out
- * (XOR-swizzled for conflict-free tensor-core loads) and multi-buffers it
+ * and locals), element types f32, f16, bf16, f8e4m3, f8e5m2. The library
+ * lays it out (XOR-swizzled for conflict-free tensor-core loads) and multi-buffers it
  * inside tl_pipelined. Errors: TL_ERR_SHAPE, TL_ERR_DTYPE. */
 TL_API tl_buf tl_alloc_shared(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
 /* A tile held in registers, spread over the threads of the block. Its layout
@@ -515,7 +528,11 @@ enum {
 /* C += A * B on the tensor cores: A and B bf16 or f16 (the same), B in
  * shared memory, A in shared memory or in registers (a 16-bit fragment
  * copied from an accumulator whose warps split the rows as C's do, e.g.
- * FlashAttention's P = softmax(S)), C an f32 fragment [M, N]. The block's
+ * FlashAttention's P = softmax(S)), C an f32 fragment [M, N]. A and B may
+ * instead be 8-bit floats (f8e4m3 or f8e5m2, the two may differ), both
+ * K-major in shared memory (A [M, K], B [N, K] with TL_GEMM_TRANS_B; else
+ * TL_ERR_UNSUPPORTED here), which runs on wgmma only (sm_90a; other targets:
+ * TL_ERR_UNSUPPORTED from tl_compile) in K steps of 32. The block's
  * warps must split C into warp tiles whose sides are multiples of 16, and K
  * into steps of 16. The lowering picks the target's best tensor-core atom
  * (wgmma on sm_90a when the tiles allow it: M a multiple of 64 per

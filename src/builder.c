@@ -280,7 +280,8 @@ TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype)
 
 static bool tensor_dtype_ok(tl_dtype dt)
 {
-    return dt == TL_F32 || dt == TL_F16 || dt == TL_BF16 || dt == TL_I32 || dt == TL_I64 || dt == TL_F64;
+    return dt == TL_F32 || dt == TL_F16 || dt == TL_BF16 || dt == TL_I32 || dt == TL_I64 || dt == TL_F64 ||
+           tli_dtype_is_f8(dt);
 }
 
 /* An extent or stride: an integer expression outside every loop, computable

@@ -15,7 +15,8 @@ static tl_buf alloc_tile(tl_kernel *k, tli_bscope scope, tl_dtype dt, int rank, 
 {
     if (!tli_klive(k))
         return TL_NONE_BUF;
-    bool dt_ok = dt == TL_F32 || dt == TL_F16 || dt == TL_BF16 || (scope == B_LOCAL && (dt == TL_I32 || dt == TL_I64));
+    bool dt_ok = dt == TL_F32 || dt == TL_F16 || dt == TL_BF16 || tli_dtype_is_f8(dt) ||
+                 (scope == B_LOCAL && (dt == TL_I32 || dt == TL_I64));
     if (!dt_ok) {
         tli_kfail(k, TL_ERR_DTYPE, api, "element type %s is not allowed here", tl_dtype_name(dt));
         return TL_NONE_BUF;
@@ -170,7 +171,7 @@ TL_API void tl_copy(tl_kernel *k, tl_region src, tl_region dst)
         return;
     if (!tli_dtype_is_float((tl_dtype)s->dtype) || !tli_dtype_is_float((tl_dtype)d->dtype) || s->dtype == TL_F64 ||
         d->dtype == TL_F64) {
-        tli_kfail(k, TL_ERR_DTYPE, api, "tile copies move f32, f16 or bf16 elements, not %s -> %s",
+        tli_kfail(k, TL_ERR_DTYPE, api, "tile copies move f32, f16, bf16 or 8-bit float elements, not %s -> %s",
                   tl_dtype_name((tl_dtype)s->dtype), tl_dtype_name((tl_dtype)d->dtype));
         return;
     }
@@ -314,10 +315,17 @@ static bool gemm_operands_ok(tl_kernel *k, const tli_bnode *a, const tli_bnode *
         tli_kfail(k, TL_ERR_INVALID_ARG, api, "A must be a shared tile or a fragment, B a shared tile, C a fragment");
         return false;
     }
-    if (a->dtype != b->dtype || (a->dtype != TL_BF16 && a->dtype != TL_F16) || c->dtype != TL_F32) {
-        tli_kfail(k, TL_ERR_DTYPE, api, "A and B must both be bf16 or both f16 and C f32 (got %s, %s, %s)",
-                  tl_dtype_name((tl_dtype)a->dtype), tl_dtype_name((tl_dtype)b->dtype),
-                  tl_dtype_name((tl_dtype)c->dtype));
+    bool f8 = tli_dtype_is_f8((tl_dtype)a->dtype) && tli_dtype_is_f8((tl_dtype)b->dtype);
+    if ((a->dtype != b->dtype && !f8) || (a->dtype != TL_BF16 && a->dtype != TL_F16 && !f8) || c->dtype != TL_F32) {
+        tli_kfail(k, TL_ERR_DTYPE, api, "A and B must both be bf16, both f16 or both 8-bit floats (f8e4m3, f8e5m2, "
+                  "mixed or not), and C f32 (got %s, %s, %s)", tl_dtype_name((tl_dtype)a->dtype),
+                  tl_dtype_name((tl_dtype)b->dtype), tl_dtype_name((tl_dtype)c->dtype));
+        return false;
+    }
+    /* wgmma reads 8-bit operands K-major from shared memory only */
+    if (f8 && (a->scope != B_SHARED || (flags & TL_GEMM_TRANS_A) || !(flags & TL_GEMM_TRANS_B))) {
+        tli_kfail(k, TL_ERR_UNSUPPORTED, api, "8-bit operands must be K-major shared tiles: A [M, K] in shared "
+                  "memory (not registers, no TL_GEMM_TRANS_A) and B [N, K] (TL_GEMM_TRANS_B)");
         return false;
     }
     return true;

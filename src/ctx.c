@@ -51,7 +51,7 @@ static const struct dtype_row {
 } dtype_rows[] = {
     {TL_F32, "f32", 4, true},  {TL_F16, "f16", 2, true},   {TL_BF16, "bf16", 2, true},
     {TL_I32, "i32", 4, true},  {TL_I64, "i64", 8, true},   {TL_F64, "f64", 8, true},
-    {TL_BOOL, "bool", 1, false},
+    {TL_BOOL, "bool", 1, false}, {TL_F8E4M3, "f8e4m3", 1, true}, {TL_F8E5M2, "f8e5m2", 1, true},
 };
 #define N_DTYPE_ROWS (sizeof dtype_rows / sizeof dtype_rows[0])
 

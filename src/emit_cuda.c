@@ -110,11 +110,15 @@ const char *tli_dtype_ctype(tl_dtype dt)
     case TL_I64: return "long long";
     case TL_F64: return "double";
     case TL_BOOL: return "bool";
+    case TL_F8E4M3: return "tl_f8e4m3";
+    case TL_F8E5M2: return "tl_f8e5m2";
     default: return "void";
     }
 }
 
-static bool is_half(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16; }
+/* The storage-only floats (16 and 8 bits): arithmetic converts them to f32
+ * and rounds the result back. */
+static bool is_half(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16 || tli_dtype_is_f8(dt); }
 
 static bool is_number(const char *s, long long *v)
 {
@@ -185,6 +189,11 @@ static const char *thread_name(int v)
 
 static char *float_literal(emitter *E, double v, tl_dtype dt)
 {
+    if (tli_dtype_is_f8(dt)) {
+        uint8_t bits;
+        tli_store_from_double(dt, &bits, 0, v);
+        return tli_e_fmt(E, "tl_%s_bits(0x%02Xu) /* %g */", tl_dtype_name(dt), bits, v);
+    }
     if (is_half(dt)) {
         uint16_t bits;
         tli_store_from_double(dt, &bits, 0, v);
@@ -256,7 +265,7 @@ static const char *infix(tli_eop op)
 /* Wraps an f32 computation back into a 16-bit type. */
 static char *round_to(emitter *E, tl_dtype dt, const char *f32)
 {
-    return tli_e_fmt(E, "%s(%s)", dt == TL_F16 ? "tl_to_f16" : "tl_to_bf16", f32);
+    return tli_e_fmt(E, "tl_to_%s(%s)", tl_dtype_name(dt), f32);
 }
 
 static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)

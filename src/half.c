@@ -123,6 +123,57 @@ uint16_t tli_f64_to_bf16(double v)
     return (uint16_t)(sign | tl_f32_to_bf16((float)r)); /* exact: r is a bf16 value */
 }
 
+/* The 8-bit float formats: fraction bits, exponent bias, largest finite
+ * value and its code, whether the top exponent means infinity and NaN
+ * (E5M2, as IEEE) or only S.1111.111 is NaN (E4M3). */
+typedef struct f8_format {
+    int mant, bias;
+    double max;
+    uint8_t max_code;
+    bool ieee_top;
+} f8_format;
+static const f8_format F8E4M3 = {3, 7, 448.0, 0x7e, false}, F8E5M2 = {2, 15, 57344.0, 0x7b, true};
+
+static uint8_t f64_to_f8(double v, const f8_format *f)
+{
+    if (isnan(v))
+        return 0x7f;
+    uint8_t sign = signbit(v) ? 0x80 : 0;
+    int emin = 1 - f->bias;
+    double r = isinf(v) ? f->max : round_to_format(fabs(v), f->mant, emin);
+    if (r >= f->max)
+        return (uint8_t)(sign | f->max_code);
+    if (r == 0.0)
+        return sign;
+    int e;
+    frexp(r, &e); /* r = 1.m 2^(e - 1) */
+    if (e - 1 < emin) /* subnormal: r = m 2^(emin - mant) */
+        return (uint8_t)(sign | (int)ldexp(r, f->mant - emin));
+    int m = (int)ldexp(r, f->mant - (e - 1)) - (1 << f->mant);
+    return (uint8_t)(sign | ((e - 1 + f->bias) << f->mant) | m);
+}
+
+static float f8_to_f32(uint8_t x, const f8_format *f)
+{
+    int top = (1 << (7 - f->mant)) - 1, mask = (1 << f->mant) - 1;
+    int e = (x >> f->mant) & top, m = x & mask;
+    double s = (x & 0x80) ? -1.0 : 1.0;
+    if (e == top && f->ieee_top)
+        return m ? NAN : (float)(s * INFINITY);
+    if (e == top && m == mask)
+        return NAN;
+    if (e == 0)
+        return (float)(s * ldexp(m, 1 - f->bias - f->mant));
+    return (float)(s * ldexp((1 << f->mant) | m, e - f->bias - f->mant));
+}
+
+uint8_t tl_f32_to_f8e4m3(float x) { return f64_to_f8(x, &F8E4M3); }
+float tl_f8e4m3_to_f32(uint8_t v) { return f8_to_f32(v, &F8E4M3); }
+uint8_t tl_f32_to_f8e5m2(float x) { return f64_to_f8(x, &F8E5M2); }
+float tl_f8e5m2_to_f32(uint8_t v) { return f8_to_f32(v, &F8E5M2); }
+
+uint8_t tli_f64_to_f8(tl_dtype dt, double v) { return f64_to_f8(v, dt == TL_F8E5M2 ? &F8E5M2 : &F8E4M3); }
+
 double tli_load_as_double(tl_dtype dt, const void *base, int64_t i)
 {
     switch (dt) {
@@ -133,6 +184,8 @@ double tli_load_as_double(tl_dtype dt, const void *base, int64_t i)
     case TL_I64: return (double)((const int64_t *)base)[i];
     case TL_F64: return ((const double *)base)[i];
     case TL_BOOL: return ((const uint8_t *)base)[i] != 0;
+    case TL_F8E4M3: return tl_f8e4m3_to_f32(((const uint8_t *)base)[i]);
+    case TL_F8E5M2: return tl_f8e5m2_to_f32(((const uint8_t *)base)[i]);
     default: return 0.0;
     }
 }
@@ -163,6 +216,8 @@ void tli_store_from_double(tl_dtype dt, void *base, int64_t i, double v)
     case TL_I64: ((int64_t *)base)[i] = trunc_saturate(v, 64); break;
     case TL_F64: ((double *)base)[i] = v; break;
     case TL_BOOL: ((uint8_t *)base)[i] = v != 0.0; break;
+    case TL_F8E4M3:
+    case TL_F8E5M2: ((uint8_t *)base)[i] = tli_f64_to_f8(dt, v); break;
     default: break;
     }
 }

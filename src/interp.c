@@ -134,6 +134,8 @@ static double round_float(tl_dtype dt, double x)
     case TL_F32: return (double)(float)x;
     case TL_F16: return (double)tl_f16_to_f32(tli_f64_to_f16(x));
     case TL_BF16: return (double)tl_bf16_to_f32(tli_f64_to_bf16(x));
+    case TL_F8E4M3: return (double)tl_f8e4m3_to_f32(tli_f64_to_f8(dt, x));
+    case TL_F8E5M2: return (double)tl_f8e5m2_to_f32(tli_f64_to_f8(dt, x));
     default: return x;
     }
 }

@@ -262,7 +262,11 @@ static inline int tli_cluster_size(const tli_ir *ir)
     return n;
 }
 
-static inline bool tli_dtype_is_float(tl_dtype d) { return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64; }
+static inline bool tli_dtype_is_f8(tl_dtype d) { return d == TL_F8E4M3 || d == TL_F8E5M2; }
+static inline bool tli_dtype_is_float(tl_dtype d)
+{
+    return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64 || tli_dtype_is_f8(d);
+}
 static inline bool tli_dtype_is_int(tl_dtype d) { return d == TL_I32 || d == TL_I64; }
 
 #endif

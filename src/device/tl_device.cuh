@@ -14,6 +14,12 @@ typedef unsigned long long tl_u64;
 // converts explicitly), which is what the CPU interpreter mirrors.
 struct tl_f16 { unsigned short bits; };
 struct tl_bf16 { unsigned short bits; };
+// Storage-only 8-bit floats (OCP FP8). The tensor cores read them straight
+// from shared memory; the conversions below serve casts and element-wise
+// code, in portable integer arithmetic (bit for bit the host's
+// tl_f32_to_f8e4m3 and friends) since sm_80 has no instruction for them.
+struct tl_f8e4m3 { unsigned char bits; };
+struct tl_f8e5m2 { unsigned char bits; };
 
 __device__ __forceinline__ float tl_f32(float x) { return x; }
 __device__ __forceinline__ float tl_f32(double x) { return (float)x; }
@@ -24,6 +30,47 @@ __device__ __forceinline__ float tl_f32(tl_f16 h)
     return f;
 }
 __device__ __forceinline__ float tl_f32(tl_bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
+
+// An 8-bit float of `mant` fraction bits and exponent bias `bias` to f32
+// (exact); ieee_top: the top exponent is infinity / NaN (E5M2), else only
+// S.1111.111 is NaN (E4M3).
+__device__ __forceinline__ float tl_f8_to_f32(unsigned x, int mant, int bias, bool ieee_top)
+{
+    const unsigned top = (1u << (7 - mant)) - 1u, mask = (1u << mant) - 1u;
+    const unsigned e = (x >> mant) & top, m = x & mask, sign = (x & 0x80u) << 24;
+    unsigned u;
+    if (e == top && (ieee_top || m == mask))
+        u = (ieee_top && m == 0) ? 0x7f800000u : 0x7fc00000u;
+    else if (e == 0) // subnormal: m 2^(1 - bias - mant), exact in f32
+        u = __float_as_uint((float)m * __uint_as_float((unsigned)(127 + 1 - bias - mant) << 23));
+    else
+        u = ((e + 127u - (unsigned)bias) << 23) | (m << (23 - mant));
+    return __uint_as_float(sign | u);
+}
+// f32 to an 8-bit float, to nearest even, saturating to max_code (the
+// largest finite value; infinity too), NaN to 0x7f.
+__device__ __forceinline__ unsigned char tl_f32_to_f8(float f, int mant, int bias, unsigned max_code)
+{
+    const unsigned u = __float_as_uint(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return 0x7fu;
+    unsigned code;
+    if (a < ((unsigned)(127 + 1 - bias) << 23)) // below the least normal: m = rint(|f| 2^(bias - 1 + mant))
+        code = (unsigned)rintf(__uint_as_float(a) * __uint_as_float((unsigned)(127 + bias - 1 + mant) << 23));
+    else { // round the fraction to `mant` bits; a carry bumps the exponent
+        const int shift = 23 - mant;
+        const unsigned r = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
+        code = (r >> shift) - ((unsigned)(127 - bias) << mant);
+    }
+    return (unsigned char)(sign | (code > max_code ? max_code : code));
+}
+__device__ __forceinline__ float tl_f32(tl_f8e4m3 h) { return tl_f8_to_f32(h.bits, 3, 7, false); }
+__device__ __forceinline__ float tl_f32(tl_f8e5m2 h) { return tl_f8_to_f32(h.bits, 2, 15, true); }
+__device__ __forceinline__ tl_f8e4m3 tl_to_f8e4m3(float f) { tl_f8e4m3 h; h.bits = tl_f32_to_f8(f, 3, 7, 0x7eu); return h; }
+__device__ __forceinline__ tl_f8e5m2 tl_to_f8e5m2(float f) { tl_f8e5m2 h; h.bits = tl_f32_to_f8(f, 2, 15, 0x7bu); return h; }
+// f64 -> 8 bits goes through f32, as bf16 does.
+__device__ __forceinline__ tl_f8e4m3 tl_to_f8e4m3(double d) { return tl_to_f8e4m3((float)d); }
+__device__ __forceinline__ tl_f8e5m2 tl_to_f8e5m2(double d) { return tl_to_f8e5m2((float)d); }
 
 __device__ __forceinline__ tl_f16 tl_to_f16(float f)
 {
@@ -96,10 +143,14 @@ __device__ __forceinline__ float tl_div_approx(float a, float b) { return __fdiv
 // Constants of the 16-bit types, from bits the library rounded on the host.
 __device__ __forceinline__ tl_f16 tl_f16_bits(unsigned short b) { tl_f16 h; h.bits = b; return h; }
 __device__ __forceinline__ tl_bf16 tl_bf16_bits(unsigned short b) { tl_bf16 h; h.bits = b; return h; }
+__device__ __forceinline__ tl_f8e4m3 tl_f8e4m3_bits(unsigned char b) { tl_f8e4m3 h; h.bits = b; return h; }
+__device__ __forceinline__ tl_f8e5m2 tl_f8e5m2_bits(unsigned char b) { tl_f8e5m2 h; h.bits = b; return h; }
 
 template <typename T> __device__ __forceinline__ T tl_zero() { return T(0); }
 template <> __device__ __forceinline__ tl_f16 tl_zero<tl_f16>() { tl_f16 h; h.bits = 0; return h; }
 template <> __device__ __forceinline__ tl_bf16 tl_zero<tl_bf16>() { tl_bf16 h; h.bits = 0; return h; }
+template <> __device__ __forceinline__ tl_f8e4m3 tl_zero<tl_f8e4m3>() { tl_f8e4m3 h; h.bits = 0; return h; }
+template <> __device__ __forceinline__ tl_f8e5m2 tl_zero<tl_f8e5m2>() { tl_f8e5m2 h; h.bits = 0; return h; }
 
 // A load that reads 0 outside the tensor: the address is not touched then.
 template <typename T> __device__ __forceinline__ T tl_ld(const T *p, bool ok)

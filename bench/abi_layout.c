@@ -98,6 +98,8 @@ static void gemm_structs(void)
     FIELD(tl_gemm_args, c_array);
     FIELD(tl_gemm_args, alpha);
     FIELD(tl_gemm_args, beta);
+    FIELD(tl_gemm_args, scale_a);
+    FIELD(tl_gemm_args, scale_b);
 }
 
 static void softmax_structs(void)
@@ -168,6 +170,8 @@ static void constants(void)
     CONST(TL_F32);
     CONST(TL_F16);
     CONST(TL_BF16);
+    CONST(TL_F8E4M3);
+    CONST(TL_F8E5M2);
     CONST(TL_EPI_NONE);
     CONST(TL_EPI_RELU);
     CONST(TL_EPI_GELU_ERF);

@@ -20,6 +20,7 @@ TL_OK = 0
 
 # tl_dtype
 TL_F32, TL_F16, TL_BF16 = 1, 2, 3
+TL_F8E4M3, TL_F8E5M2 = 8, 9
 # tl_epilogue
 TL_EPI_NONE, TL_EPI_RELU, TL_EPI_GELU_ERF, TL_EPI_GELU_TANH = 0, 1, 2, 3
 TL_NO_DEVICE = -1
@@ -27,7 +28,7 @@ TL_NO_DEVICE = -1
 # Enumerators and macros checked against the header by --check-abi.
 CONSTANTS = dict(
     {name: value for value, name in enumerate(TL_STATUS_NAMES)},
-    TL_F32=TL_F32, TL_F16=TL_F16, TL_BF16=TL_BF16,
+    TL_F32=TL_F32, TL_F16=TL_F16, TL_BF16=TL_BF16, TL_F8E4M3=TL_F8E4M3, TL_F8E5M2=TL_F8E5M2,
     TL_EPI_NONE=TL_EPI_NONE, TL_EPI_RELU=TL_EPI_RELU, TL_EPI_GELU_ERF=TL_EPI_GELU_ERF,
     TL_EPI_GELU_TANH=TL_EPI_GELU_TANH, TL_NO_DEVICE=TL_NO_DEVICE,
 )
@@ -65,7 +66,8 @@ class TlGemmArgs(ctypes.Structure):
     _fields_ = [("a", c_uint64), ("b", c_uint64), ("bias", c_uint64), ("c", c_uint64), ("lda", c_int64),
                 ("ldb", c_int64), ("ldc", c_int64), ("batch", c_int64), ("stride_a", c_int64),
                 ("stride_b", c_int64), ("stride_c", c_int64), ("a_array", c_uint64), ("b_array", c_uint64),
-                ("c_array", c_uint64), ("alpha", c_double), ("beta", c_double)]
+                ("c_array", c_uint64), ("alpha", c_double), ("beta", c_double), ("scale_a", c_double),
+                ("scale_b", c_double)]
 
 
 class TlSoftmaxSchedule(ctypes.Structure):
@@ -277,4 +279,4 @@ def gemm_args(a, b, c, bias=None, alpha=1.0, beta=0.0):
     (lda, sa), (ldb, sb), (ldc, sc) = layout(a, batch), layout(b, batch), layout(c, batch)
     return TlGemmArgs(a=a.data_ptr(), b=b.data_ptr(), bias=bias.data_ptr() if bias is not None else 0,
                       c=c.data_ptr(), lda=lda, ldb=ldb, ldc=ldc, batch=batch, stride_a=sa, stride_b=sb,
-                      stride_c=sc, alpha=alpha, beta=beta)
+                      stride_c=sc, alpha=alpha, beta=beta, scale_a=1.0, scale_b=1.0)

@@ -1082,7 +1082,11 @@ typedef struct tl_gemm_schedule {
 
 typedef struct tl_gemm_desc {
     int64_t m, n, k;
-    tl_dtype in_dtype;      /* bf16 or f16 */
+    tl_dtype in_dtype;      /* bf16, f16, or an 8-bit float (f8e4m3,
+                               f8e5m2: sm_90a only, trans_b = 1, K steps
+                               (schedule.block_k) in multiples of 128,
+                               per-tensor scales in tl_gemm_args; else
+                               TL_ERR_UNSUPPORTED / TL_ERR_INVALID_ARG) */
     tl_dtype out_dtype;     /* bf16, f16 or f32 */
     int trans_b;            /* B given as [N, K] */
     int has_bias;
@@ -1093,8 +1097,12 @@ typedef struct tl_gemm_desc {
 /* Runs the GEMM on stream. a, b, c (and bias when has_bias) are device
  * pointers, aligned to their element size. Any M, N, K >= 1: ragged edges
  * are masked; rows that start 16-byte aligned (K, and N for B as [K, N],
- * multiples of 8, pointers 16-byte aligned) take the asynchronous-copy fast
- * path, others an element-wise path. C = act(A B + bias) in f32 on the
+ * multiples of 8 — of 16 for 8-bit inputs —, pointers 16-byte aligned)
+ * take the asynchronous-copy fast path, others an element-wise path. The
+ * bias is of in_dtype, or of out_dtype for 8-bit inputs (an 8-bit bias
+ * would lose what the f32 accumulator keeps); 8-bit inputs are exact in
+ * the f32 products, so the result differs from an f32 GEMM of the same
+ * (dequantised) values by the f32 sums' rounding and C's. C = act(A B + bias) in f32 on the
  * accumulator; the activations use tl_use_fast_math (the tanh GELU on the
  * hardware tanh, relative error about 2^-11; the erf GELU on an erf with
  * absolute error below 1e-6), well below the rounding of a 16-bit output.
@@ -1143,8 +1151,9 @@ TL_API tl_status tl_op_gemm_build(tl_ctx *ctx, const tl_gemm_desc *d, tl_kernel 
  * [N] is the same for every entry. */
 typedef struct tl_gemm_args {
     uint64_t a, b, bias, c;   /* device pointers: the matrices (entry 0 of a
-                                 strided batch); bias [N] of in_dtype, read
-                                 only with d->has_bias. a, b, c must be 0
+                                 strided batch); bias [N] of in_dtype (of
+                                 out_dtype for 8-bit inputs), read only
+                                 with d->has_bias. a, b, c must be 0
                                  for a pointer-array batch. */
     int64_t lda, ldb, ldc;    /* elements between rows: lda >= K; ldb >= N
                                  (>= K with trans_b); ldc >= N. 0: dense
@@ -1161,10 +1170,16 @@ typedef struct tl_gemm_args {
                                  pointers (8-byte aligned), each to a matrix
                                  laid out with lda, ldb, ldc */
     double alpha, beta;       /* scales, rounded to f32 */
+    double scale_a, scale_b;  /* per-tensor scales of A and B (the FP8
+                                 recipes' dequantisation factors): the
+                                 product is (alpha scale_a scale_b) A B,
+                                 the three multiplied in double, then
+                                 rounded to f32 once; 1 in the default args,
+                                 for any input type */
 } tl_gemm_args;
 
-/* alpha 1, batch 1 and every other field 0: one dense GEMM once a, b, c
- * are set. */
+/* alpha 1, batch 1, scale_a and scale_b 1 and every other field 0: one
+ * dense GEMM once a, b, c are set. */
 TL_API tl_gemm_args tl_gemm_default_args(void);
 
 /* The GEMM of d on the operands of args, on stream (asynchronously): the

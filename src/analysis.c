@@ -542,10 +542,13 @@ bool tli_gemm_wgmma_layout(const tli_ir *ir, int32_t gemm, int threads, tli_warp
      * 128-byte swizzled rows (lowered.h, tli_smem_info.blocked): A as
      * [M, K] and B as [N, K] (K-major) with K a multiple of 64, or B as
      * [K, N] (MN-major) with N a multiple of 64. A in registers has the
-     * accumulator layout of an m64 x K tile: K a multiple of 16. */
+     * accumulator layout of an m64 x K tile: K a multiple of 16. 8-bit
+     * operands: K-major, in blocks of 128 columns (128 bytes again). */
     bool a_ok = a_regs ? k % 16 == 0 : ta ? k % 16 == 0 && m % (64 * groups) == 0 : k % 64 == 0;
     bool b_ok = (n->a1 & TL_GEMM_TRANS_B) ? b->cshape[1] == k && k % 64 == 0 : b->cshape[0] == k && nn % 64 == 0;
-    if (a->dtype != b->dtype || tl_dtype_size((tl_dtype)a->dtype) != 2)
+    if (tli_dtype_is_f8((tl_dtype)a->dtype)) /* K-major only (the builder checked), blocks of 128 columns */
+        a_ok = b_ok = !a_regs && !ta && (n->a1 & TL_GEMM_TRANS_B) && b->cshape[1] == k && k % 128 == 0;
+    else if (a->dtype != b->dtype || tl_dtype_size((tl_dtype)a->dtype) != 2)
         return false;
     if (threads % 128 || groups < 1 || !a_ok || !b_ok || m % (64 * groups) || nn % 16 || nn > 256)
         return false;

@@ -400,11 +400,15 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
         tli_str_append(out, "]");
         if (L && b->scope == B_FRAGMENT)
             layout(&D, i);
+        char blk[40];
+        const char *blocks = L && b->scope == B_SHARED && L->smem[i].blocked
+                                 ? tli_fmt(blk, sizeof blk, "%lld-column blocks", (long long)tli_row128((tl_dtype)b->dtype))
+                                 : NULL;
         if (L && (b->scope == B_SHARED || b->scope == B_MBAR) && L->smem[i].stages)
-            tli_str_appendf(out, " [offset %lld, %d stage%s%s]", (long long)L->smem[i].offset, L->smem[i].stages,
-                            L->smem[i].stages > 1 ? "s" : "", L->smem[i].blocked ? ", 64-column blocks" : "");
-        else if (L && b->scope == B_SHARED && L->smem[i].blocked)
-            tli_str_append(out, " [64-column blocks]");
+            tli_str_appendf(out, " [offset %lld, %d stage%s%s%s]", (long long)L->smem[i].offset, L->smem[i].stages,
+                            L->smem[i].stages > 1 ? "s" : "", blocks ? ", " : "", blocks ? blocks : "");
+        else if (blocks)
+            tli_str_appendf(out, " [%s]", blocks);
         tli_str_append(out, "\n");
     }
     if (L && L->launch.threads) {

@@ -57,7 +57,8 @@ void tli_e_tile_decls(emitter *E)
         if (b->scope == B_SHARED) {
             tli_e_line(E, "%s *const %s = (%s *)(tl_smem + %lld); // shared %s %s, %d stage%s%s", ct, b->name, ct,
                        (long long)si->offset, shape_text(E, b), tl_dtype_name((tl_dtype)b->dtype), si->stages,
-                       si->stages > 1 ? "s" : "", si->blocked ? ", 64-column blocks" : "");
+                       si->stages > 1 ? "s" : "",
+                       si->blocked ? tli_e_fmt(E, ", %lld-column blocks", (long long)tli_row128((tl_dtype)b->dtype)) : "");
         } else if (b->scope == B_MBAR) {
             tli_e_line(E, "unsigned long long *const %s = (unsigned long long *)(tl_smem + %lld); // %lld mbarriers",
                        b->name, (long long)si->offset, (long long)b->cshape[0]);
@@ -124,10 +125,11 @@ void tli_e_smem_access(emitter *E, int32_t buf, const char *const *idx, const in
 {
     const tli_bnode *b = buf_of(E, buf);
     const char *base = stage_base(E, buf);
-    if (E->L->smem[buf].blocked) /* [C / 64][R][64], 128-byte swizzled rows */
+    long long w = (long long)tli_row128((tl_dtype)b->dtype);
+    if (E->L->smem[buf].blocked) /* [C / w][R][w], 128-byte swizzled rows */
         *off = (char *)tli_e_add(E, base,
-                                 tli_e_fmt(E, "(int)(%s) / 64 * %lld + tl_swz_off<64, %d>((int)(%s), (int)(%s) %% 64)",
-                                           idx[1], (long long)(64 * b->cshape[0]), esize(b), idx[0], idx[1]));
+                                 tli_e_fmt(E, "(int)(%s) / %lld * %lld + tl_swz_off<%lld, %d>((int)(%s), (int)(%s) %% %lld)",
+                                           idx[1], w, (long long)(w * b->cshape[0]), w, esize(b), idx[0], idx[1], w));
     else if (swizzled(b))
         *off = (char *)tli_e_add(E, base, tli_e_fmt(E, "tl_swz_off<%lld, %d>((int)(%s), (int)(%s))",
                                                     (long long)b->cshape[1], esize(b), idx[0], idx[1]));
@@ -560,7 +562,7 @@ static void emit_copy_tma(emitter *E, const tli_snode *s)
     int32_t gb = tli_copy_buf(ir, s->a0), sb = tli_copy_buf(ir, s->a1);
     const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
     bool blocked = E->L->smem[sb].blocked;
-    int64_t inner = blocked ? 64 : t->cshape[1], boxes = t->cshape[1] / inner;
+    int64_t inner = blocked ? tli_row128((tl_dtype)t->dtype) : t->cshape[1], boxes = t->cshape[1] / inner;
     const char *zero[2] = {"0", "0"}, *origin[TL_MAX_RANK];
     tile_global_idx(E, s->a0, t->cshape, 2, zero, origin);
     const char *bar = tli_e_mbar(E, s->x[TLI_X_COPY_BAR], s->x[TLI_X_COPY_BAR_IDX]);
@@ -929,6 +931,33 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
     return name;
 }
 
+/* The helper of one warpgroup-wide m64nNk32 wgmma of 8-bit floats (A of
+ * type ta, B of type tb, either f8e4m3 or f8e5m2), both operands K-major
+ * in shared memory: the only form wgmma has for them (no transposes, no A
+ * in registers here). */
+static const char *wgmma_f8_helper(emitter *E, int n, tl_dtype ta, tl_dtype tb)
+{
+    const char *a = ta == TL_F8E5M2 ? "e5m2" : "e4m3", *b = tb == TL_F8E5M2 ? "e5m2" : "e4m3";
+    const char *name = tli_e_fmt(E, "tl_wgmma_m64n%dk32_%s_%s", n, a, b);
+    tli_str *h = &E->helpers;
+    if (h->data && strstr(h->data, tli_e_fmt(E, "%s(", name)))
+        return name;
+    int regs = n / 2;
+    tli_str_appendf(h, "// One warpgroup-wide m64n%dk32 MMA of 8-bit floats (%s x %s), A and B K-major in shared memory.\n",
+                    n, a, b);
+    tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, unsigned long long da, unsigned long long db, "
+                       "int scale_d)\n{\n", name);
+    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
+    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {\"\n        \"", n, a, b);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
+    tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n        : ", regs, regs + 1);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
+    tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
+    return name;
+}
+
 /* Registers of the A operand of k16 step `k` (text) for m tile `i` (text)
  * from a 16-bit fragment in the accumulator layout with nt n8 tiles per
  * row of tiles: the pairs (c0, c1), (c2, c3) of n8 tiles 2k and 2k + 1. */
@@ -968,7 +997,12 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
     bool ta = s->a1 & TL_GEMM_TRANS_A; /* A [K, M] stored M-major: [M / 64][K][64] */
     int32_t c2 = tli_gemm_acc2(s);
     int64_t K = ta ? a->cshape[0] : a->cshape[1], N1 = w->wn, N = N1 + (c2 ? lay(E, c2)->w.wn : 0);
-    const char *fn = wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs, ta, c2 ? (int)(N1 / 2) : 0);
+    /* a K step is 32 bytes of a 128-byte swizzled row (wgmma's k16 of 16-bit
+     * elements, k32 of 8-bit ones); W columns are one row of a block */
+    bool f8 = tli_dtype_is_f8((tl_dtype)b->dtype);
+    const long long ks = f8 ? 32 : 16, W = tli_row128((tl_dtype)b->dtype);
+    const char *fn = f8 ? wgmma_f8_helper(E, (int)N, (tl_dtype)a->dtype, (tl_dtype)b->dtype)
+                        : wgmma_helper(E, (int)N, (tl_dtype)b->dtype, !tb, a_regs, ta, c2 ? (int)(N1 / 2) : 0);
     const char *et = ctype(b);
     const char *scale_d = zero ? "tl_k > 0" : "1";
     if (c2)
@@ -976,16 +1010,16 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
                    "A, their B tiles adjacent)", c->name, buf_of(E, c2)->name, zero ? "=" : "+=", a->name, b->name,
                    buf_of(E, s->x[TLI_X_GEMM_PAIR_B])->name, w->wgm, w->wgm > 1 ? "s" : "", w->mt, (long long)N);
     else
-        tli_e_line(E, "{ // tl_gemm %s %s %s * %s%s: %d warpgroup%s x %d m64n%lldk16 wgmma, A from %s", c->name,
+        tli_e_line(E, "{ // tl_gemm %s %s %s * %s%s: %d warpgroup%s x %d m64n%lldk%lld wgmma, A from %s", c->name,
                    zero ? "=" : "+=", a->name, b->name, tb ? "^T" : "", w->wgm, w->wgm > 1 ? "s" : "", w->mt,
-                   (long long)N, a_regs ? "registers" : "shared memory");
+                   (long long)N, ks, a_regs ? "registers" : "shared memory");
     E->indent++;
     if (ta) /* the warpgroup's rows: its blocks of 64 columns of A^T */
         tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
                    tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * K))));
     else if (!a_regs)
-        tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
-                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * 64))));
+        tli_e_line(E, "const %s *const tl_A = %s + %s;", ctype(a), a->name,
+                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * W))));
     tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
     if (a_regs) { /* packed before the fence: no register of A is written between the wgmmas (ptxas would put
                    * a warpgroup.arrive before each one that reads a register written after the fence) */
@@ -1001,14 +1035,14 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
     }
     tli_e_line(E, "tl_wgmma_fence();");
     tli_e_line(E, "#pragma unroll");
-    tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
+    tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += %lld) {", (long long)K, ks);
     E->indent++;
     if (!tb) /* [K, N] stored [N / 64][K][64]: 16 K rows of 128 bytes per step, blocks K * 128 bytes apart */
         tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_mn_sw128(tl_B + tl_k * 64, %lld);",
                    (long long)(b->cshape[0] * 128));
-    else if (K > 64) /* [N, K] stored [K / 64][N][64] */
-        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k / 64 * %lld + tl_k %% 64);",
-                   (long long)(b->cshape[0] * 64));
+    else if (K > W) /* [N, K] stored [K / W][N][W] */
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k / %lld * %lld + tl_k %% %lld);",
+                   W, (long long)(b->cshape[0] * W), W);
     else
         tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k);");
     open_tile_loop(E, w->mt);
@@ -1016,13 +1050,14 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
         tli_e_line(E, "%s(%s + tl_i * %lld, tl_ap[tl_k / 16][tl_i], tl_db, %s);", fn, c->name, (long long)(N / 2),
                    scale_d);
     } else {
-        const char *koff = K > 64 ? tli_e_fmt(E, "tl_k / 64 * %lld + tl_k %% 64", (long long)(a->cshape[0] * 64)) : "tl_k";
+        const char *koff = K > W ? tli_e_fmt(E, "tl_k / %lld * %lld + tl_k %% %lld", W, (long long)(a->cshape[0] * W), W)
+                                 : "tl_k";
         const char *acc = c2 ? tli_e_fmt(E, "%s + tl_i * %lld, %s + tl_i * %lld", c->name, (long long)(N1 / 2),
                                          buf_of(E, c2)->name, (long long)((N - N1) / 2))
                              : tli_e_fmt(E, "%s + tl_i * %lld", c->name, (long long)(N / 2));
         const char *da = ta ? tli_e_fmt(E, "tl_wgmma_desc_mn_sw128(tl_A + tl_i * %lld + tl_k * 64, %lld)", (long long)(K * 64),
                                         (long long)(K * 128))
-                            : tli_e_fmt(E, "tl_wgmma_desc_sw128(tl_A + tl_i * 4096 + %s)", koff);
+                            : tli_e_fmt(E, "tl_wgmma_desc_sw128(tl_A + tl_i * %lld + %s)", 64 * W, koff);
         tli_e_line(E, "%s(%s, %s, tl_db, %s);", fn, acc, da, scale_d);
     }
     close_block(E);

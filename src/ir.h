@@ -267,6 +267,9 @@ static inline bool tli_dtype_is_float(tl_dtype d)
 {
     return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64 || tli_dtype_is_f8(d);
 }
+/* Columns of dtype in a 128-byte row: the width of a block of the
+ * tensor cores' 128-byte swizzle (lowered.h, tli_smem_info.blocked). */
+static inline int64_t tli_row128(tl_dtype d) { return 128 / (int64_t)tl_dtype_size(d); }
 static inline bool tli_dtype_is_int(tl_dtype d) { return d == TL_I32 || d == TL_I64; }
 
 #endif

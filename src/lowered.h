@@ -73,11 +73,12 @@ typedef struct tli_frag_layout {
 /* ------------------------------------------------------ shared memory */
 
 typedef struct tli_smem_info {
-    /* blocked: a [R, C] operand of wgmma stored as C / 64 blocks of 128-byte
-     * rows ([C / 64][R][64], each row's 16-byte chunks swizzled by row % 8:
-     * the 128-byte swizzle of the tensor cores and of TMA). A [M, K] and a
-     * [N, K] B are read K-major through it, a [K, N] B MN-major (with a
-     * transposed descriptor). Elements are 16-bit. */
+    /* blocked: a [R, C] operand of wgmma stored as C / W blocks of 128-byte
+     * rows ([C / W][R][W], each row's 16-byte chunks swizzled by row % 8:
+     * the 128-byte swizzle of the tensor cores and of TMA), W =
+     * tli_row128(dtype) columns: 64 of 16-bit elements, 128 of 8-bit ones.
+     * A [M, K] and a [N, K] B are read K-major through it, a [K, N] B
+     * MN-major (with a transposed descriptor; 16-bit only). */
     bool blocked;
     int32_t after;       /* a tile whose every stage sits right after the same
                             stage of tile `after` (a paired gemm's second B) */

@@ -167,12 +167,12 @@ static void tma_maps(tli_lowered *L, int32_t first)
         tli_snode *n = &L->ir.s.v[s];
         bool store = n->op == S_COPY && n->x[TLI_X_COPY_HOW] == CP_TMA_STORE;
         if (n->op == S_COPY && (n->x[TLI_X_COPY_HOW] == CP_TMA || store)) {
-            /* a load's box is its shared tile's (or 64-column block's); a
+            /* a load's box is its shared tile's (or 128-byte block's); a
              * store's is one 64-column block of its staging tile */
             int32_t g = tli_copy_buf(&L->ir, store ? n->a1 : n->a0);
             int32_t t = store ? n->x[TLI_X_COPY_STAGING] : tli_copy_buf(&L->ir, n->a1);
             const tli_bnode *tb = tli_B(&L->ir, t);
-            int64_t inner = L->smem[t].blocked ? 64 : tb->cshape[1], outer = tb->cshape[0];
+            int64_t inner = L->smem[t].blocked ? tli_row128((tl_dtype)tb->dtype) : tb->cshape[1], outer = tb->cshape[0];
             if (!store) /* a multicast load's box is its slice of the rows */
                 outer /= tli_mcast_group(&L->ir, n->x[TLI_X_COPY_MCAST]);
             int m = 0;

@@ -61,9 +61,9 @@ static bool chunkable(piper *P, int32_t s)
            g->dtype == t->dtype && t->rank <= 2 && g->rank >= t->rank && t->cshape[t->rank - 1] % per == 0;
 }
 
-/* Whether producer s can be TMA boxes: a 2-D tile of 16-bit elements into
- * a buffer of 128-byte swizzled rows (blocked, or exactly 64 columns), of
- * at most 256 rows. */
+/* Whether producer s can be TMA boxes: a 2-D tile of 16-bit or 8-bit
+ * elements into a buffer of 128-byte swizzled rows (blocked, or exactly one
+ * 128-byte row wide), of at most 256 rows. */
 static bool tma_ok(piper *P, int32_t s)
 {
     const tli_snode *n = tli_S(P->ir, s);
@@ -71,9 +71,10 @@ static bool tma_ok(piper *P, int32_t s)
     const tli_bnode *g = B(P, tli_copy_buf(P->ir, n->a0)), *t = B(P, sb);
     if (P->L->safe || g->array_count || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
         return false;
-    if (g->rank < 2 || g->rank > 4 || t->rank != 2 || g->dtype != t->dtype || esize(t) != 2 || t->cshape[0] > 256)
+    if (g->rank < 2 || g->rank > 4 || t->rank != 2 || g->dtype != t->dtype || esize(t) > 2 || t->cshape[0] > 256)
         return false;
-    return P->L->smem[sb].blocked ? t->cshape[1] % 64 == 0 : t->cshape[1] == 64;
+    int64_t w = tli_row128((tl_dtype)t->dtype);
+    return P->L->smem[sb].blocked ? t->cshape[1] % w == 0 : t->cshape[1] == w;
 }
 
 static void set_how(piper *P, int32_t s, tli_copy_how how) { P->ir->s.v[s].x[TLI_X_COPY_HOW] = how; }

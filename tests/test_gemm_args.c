@@ -449,7 +449,7 @@ static void test_errors(void **state)
     bad.k = 0;
     expect_error(&bad, &ok, TL_ERR_INVALID_ARG, "M, N, K must be >= 1");
     bad = d, bad.in_dtype = TL_F32;
-    expect_error(&bad, &ok, TL_ERR_DTYPE, "inputs must be bf16 or f16");
+    expect_error(&bad, &ok, TL_ERR_DTYPE, "inputs must be bf16, f16, f8e4m3 or f8e5m2");
     /* misaligned (not 16-byte) pointers and strides are no error: a valid
      * call compiles and then finds no device on this context */
     g = ok, g.a = A + 2, g.lda = 33, g.batch = 2, g.stride_a = 64 * 33 + 1, g.stride_b = 32 * 48,

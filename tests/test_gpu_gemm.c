@@ -7,7 +7,10 @@
  * cuBLAS. tl_op_gemm_ex: leading dimensions, alpha, misaligned rows and
  * pointers, strided batches with gaps, beta, shared operands, arrays of
  * pointers in device memory, against float64 and, in the same run,
- * tl_baseline_gemm_ex (cuBLAS); 8 x 1024x1024x512 batches against cuBLAS. Outputs are poisoned before every run and the bytes around them
+ * tl_baseline_gemm_ex (cuBLAS); 8 x 1024x1024x512 batches against cuBLAS.
+ * 8-bit inputs (sm_90a): both formats, each schedule kind, ragged sizes,
+ * bias, GELU and scales against float64 on the decoded codes; the device's
+ * 8-bit conversions against the host's bit for bit. Outputs are poisoned before every run and the bytes around them
  * must stay poisoned. Every test skips, saying why, where there is no GPU. */
 #include "fixture.h"
 #include "precompile.h"
@@ -962,6 +965,190 @@ static void plan_tests(gemm_plan *pc)
             }
 }
 
+/* ------------------------------------------------------------------------ */
+/* 8-bit inputs (sm_90a)                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Codes of uniform values in [-1, 1) (every code a finite number). */
+static void f8_codes(uint8_t *p, tl_dtype dt, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        float u = (float)(seed >> 40) * 0x1p-24f * 2.0f - 1.0f;
+        p[i] = dt == TL_F8E5M2 ? tl_f32_to_f8e5m2(u) : tl_f32_to_f8e4m3(u);
+    }
+}
+
+/* One 8-bit GEMM on the GPU (A [m, k], B [n, k]) into a poisoned C with
+ * poison around it, against float64 on the decoded codes: bias of the
+ * output's type with GELU when `epi`, per-tensor scales (tl_op_gemm_ex)
+ * when `scaled`. The tolerance: the products are exact in f32; the
+ * tensor cores add them in f32 (with fewer bits kept than an f32 FMA
+ * chain, as cuBLASLt's fast accumulation), then C is rounded. */
+static void check_f8(int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out, int epi, int scaled,
+                     const tl_gemm_schedule *s, uint64_t seed)
+{
+    size_t osz = tl_dtype_size(out);
+    uint8_t *ha = malloc((size_t)(m * k)), *hb = malloc((size_t)(n * k));
+    unsigned char *hbias = malloc((size_t)n * osz), *hc = malloc((size_t)(m * n + 2 * PAD) * osz);
+    double *ref = malloc(sizeof(double) * (size_t)(m * n));
+    assert_true(ha && hb && hbias && hc && ref);
+    f8_codes(ha, in, (size_t)(m * k), seed);
+    f8_codes(hb, in, (size_t)(n * k), seed + 1);
+    assert_status(tl_random_host(hbias, out, n, seed + 2, -1, 1), TL_OK);
+    uint64_t a = dalloc((size_t)(m * k)), b = dalloc((size_t)(n * k)), bias = dalloc((size_t)n * osz);
+    uint64_t cbuf = dalloc((size_t)(m * n + 2 * PAD) * osz), c = cbuf + PAD * osz;
+    assert_status(tl_memcpy_htod(ctx, a, ha, (size_t)(m * k)), TL_OK);
+    assert_status(tl_memcpy_htod(ctx, b, hb, (size_t)(n * k)), TL_OK);
+    assert_status(tl_memcpy_htod(ctx, bias, hbias, (size_t)n * osz), TL_OK);
+    assert_status(tl_memset_u8(ctx, cbuf, 0xFF, (size_t)(m * n + 2 * PAD) * osz, NULL), TL_OK);
+    tl_gemm_desc d = {.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = out, .trans_b = 1, .has_bias = epi,
+                      .epilogue = epi ? TL_EPI_GELU_TANH : TL_EPI_NONE};
+    if (s)
+        d.schedule = *s;
+    tl_gemm_args g = tl_gemm_default_args();
+    g.a = a, g.b = b, g.c = c, g.bias = epi ? bias : 0;
+    if (scaled)
+        g.scale_a = 0.25, g.scale_b = 3.0;
+    char what[200];
+    snprintf(what, sizeof what, "f8 gemm %lldx%lldx%lld %s->%s%s%s sched %dx%dx%d/%d/%d p%d c%dx%d",
+             (long long)m, (long long)n, (long long)k, tl_dtype_name(in), tl_dtype_name(out), epi ? " +bias+gelu" : "",
+             scaled ? " scaled" : "", d.schedule.block_m, d.schedule.block_n, d.schedule.block_k, d.schedule.stages,
+             d.schedule.threads, d.schedule.persistent, d.schedule.cluster_m, d.schedule.cluster_n);
+    tl_status st = tl_op_gemm_ex(ctx, &d, &g, NULL);
+    if (st == TL_OK)
+        st = tl_synchronize(ctx);
+    if (st != TL_OK)
+        fail_msg("%s: %s: %s", what, tl_status_name(st), tl_ctx_error(ctx));
+    assert_status(tl_memcpy_dtoh(ctx, hc, cbuf, (size_t)(m * n + 2 * PAD) * osz), TL_OK);
+    for (size_t i = 0; i < PAD * osz; i++)
+        if (hc[i] != 0xFF || hc[(size_t)(PAD + m * n) * osz + i] != 0xFF)
+            fail_msg("%s: a byte around C was written", what);
+    double alpha = (double)(float)(g.alpha * g.scale_a * g.scale_b);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t x = 0; x < k; x++)
+                acc += test_elem(in, ha, i * k + x) * test_elem(in, hb, j * k + x);
+            double v = alpha * acc + (epi ? test_elem(out, hbias, j) : 0.0);
+            ref[i * n + j] = test_act(d.epilogue, v);
+        }
+    tl_span o = {.dtype = out, .n = m * n, .host = hc + PAD * osz}, r = {.dtype = TL_F64, .n = m * n, .host = ref};
+    tl_check_result res;
+    double tol = out == TL_F32 ? 2e-3 : 1e-2;
+    assert_status(tl_check(ctx, &o, &r, tol, &res), TL_OK);
+    if (!res.pass)
+        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld: got %g want %g", what, res.rel_err, tol,
+                 (long long)res.nonfinite, (long long)res.first_bad,
+                 res.first_bad >= 0 ? test_elem(out, o.host, res.first_bad) : 0.0,
+                 res.first_bad >= 0 ? ref[res.first_bad] : 0.0);
+    printf("  %s: rel err %.2e\n", what, res.rel_err);
+    tl_free(ctx, a), tl_free(ctx, b), tl_free(ctx, bias), tl_free(ctx, cbuf);
+    free(ha), free(hb), free(hbias), free(hc), free(ref);
+}
+
+static const tl_gemm_schedule f8_schedules[] = {
+    {0}, /* the op's choice */
+    {.block_m = 128, .block_n = 256, .block_k = 128, .stages = 4, .threads = 256, .swizzle = 8},
+    {.block_m = 64, .block_n = 128, .block_k = 128, .stages = 6, .threads = 128, .swizzle = 8, .persistent = 1},
+    {.block_m = 128, .block_n = 128, .block_k = 128, .stages = 4, .threads = 256, .swizzle = 8, .cluster_m = 2},
+    {.block_m = 128, .block_n = 128, .block_k = 256, .stages = 3, .threads = 256},
+};
+
+/* Both formats, every schedule kind, ragged sizes (partial tiles and
+ * clusters; K through TMA and K off 16 bytes, element by element), every
+ * output type, bias + GELU, scales; twice (a race shows as a moving
+ * error). */
+static void test_f8_inputs(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
+        skip();
+    static const int64_t sizes[][3] = {{1090, 1300, 272}, {333, 517, 263}};
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t z = 0; z < 2; z++)
+            for (size_t i = 0; i < sizeof f8_schedules / sizeof f8_schedules[0]; i++)
+                check_f8(sizes[z][0], sizes[z][1], sizes[z][2], i % 2 ? TL_F8E5M2 : TL_F8E4M3,
+                         i % 3 == 0 ? TL_BF16 : i % 3 == 1 ? TL_F16 : TL_F32, (int)((i + z) % 2), (int)(z == 1),
+                         &f8_schedules[i], 9100 + 10 * z + i);
+    /* the op's own choice at a decode shape, a few-tile one and a large one */
+    check_f8(16, 4096, 4096, TL_F8E4M3, TL_BF16, 0, 0, NULL, 9300);
+    check_f8(64, 4096, 2048, TL_F8E4M3, TL_BF16, 1, 1, NULL, 9301);
+    if (!small)
+        check_f8(2048, 2048, 2048, TL_F8E4M3, TL_BF16, 1, 0, NULL, 9302);
+}
+
+/* The device's 8-bit conversions agree with the host's bit for bit: every
+ * code decoded, and f32 values (ties, the subnormal range, beyond the
+ * largest, infinities, NaN) encoded. */
+static void test_f8_conversions(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    enum { NV = 4096 };
+    float *x = malloc(NV * sizeof *x);
+    assert_non_null(x);
+    uint64_t seed = 77;
+    for (int i = 0; i < NV; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        /* magnitudes 2^-20 .. 2^17 with random fractions, both signs */
+        x[i] = ldexpf(1.0f + (float)(seed >> 41) * 0x1p-23f, (int)(seed >> 20) % 38 - 20) * ((seed >> 10) & 1 ? -1 : 1);
+    }
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 448.0f, 464.0f, 480.0f, 57344.0f, 61440.0f,
+                              0x1p-9f, 0x1.8p-10f, 0x1p-10f, 0x1p-16f, 0x1.8p-17f, 0x1p-17f, 1.0625f, 1.1875f};
+    memcpy(x, specials, sizeof specials);
+    for (int i = 0; i < 256; i++) /* the midpoints between neighbouring e4m3 codes: ties to even */
+        if (i % 128 < 126)
+            x[32 + i] = (tl_f8e4m3_to_f32((uint8_t)i) + tl_f8e4m3_to_f32((uint8_t)(i + 1))) / 2;
+    for (int f = 0; f < 2; f++) {
+        tl_dtype dt = f ? TL_F8E5M2 : TL_F8E4M3;
+        tl_kernel *k = tl_kernel_new(ctx, "f8_convert");
+        tl_buf X = tl_param_tensor(k, "X", TL_F32, 1, (tl_expr[]){tl_int(k, NV)}, NULL);
+        tl_buf Y = tl_param_tensor(k, "Y", dt, 1, (tl_expr[]){tl_int(k, NV)}, NULL);
+        tl_buf Z = tl_param_tensor(k, "Z", dt, 1, (tl_expr[]){tl_int(k, 256)}, NULL);
+        tl_buf W = tl_param_tensor(k, "W", TL_F32, 1, (tl_expr[]){tl_int(k, 256)}, NULL);
+        tl_grid(k, tl_int(k, NV / 256), tl_int(k, 1), TL_NONE_EXPR, 256);
+        tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 256)), tl_parallel1(k, 256));
+        tl_store(k, Y, &i, tl_cast(k, tl_load(k, X, &i), dt));
+        tl_if(k, tl_lt(k, i, tl_int(k, 256)));
+        tl_store(k, W, &i, tl_cast(k, tl_load(k, Z, &i), TL_F32));
+        tl_end(k);
+        tl_end(k);
+        tl_program *p = NULL;
+        if (tl_compile(k, NULL, &p) != TL_OK)
+            fail_msg("%s: %s", tl_dtype_name(dt), tl_ctx_error(ctx));
+        uint8_t codes[256], y[NV];
+        float w[256];
+        for (int c = 0; c < 256; c++)
+            codes[c] = (uint8_t)c;
+        uint64_t dx = dalloc(NV * 4), dy = dalloc(NV), dz = dalloc(256), dw = dalloc(256 * 4);
+        assert_status(tl_memcpy_htod(ctx, dx, x, NV * 4), TL_OK);
+        assert_status(tl_memcpy_htod(ctx, dz, codes, 256), TL_OK);
+        tl_arg args[4] = {tl_arg_dptr(dx), tl_arg_dptr(dy), tl_arg_dptr(dz), tl_arg_dptr(dw)};
+        assert_status(tl_launch(p, NULL, 4, args), TL_OK);
+        assert_status(tl_synchronize(ctx), TL_OK);
+        assert_status(tl_memcpy_dtoh(ctx, y, dy, NV), TL_OK);
+        assert_status(tl_memcpy_dtoh(ctx, w, dw, 256 * 4), TL_OK);
+        for (int c = 0; c < 256; c++) {
+            float h = f ? tl_f8e5m2_to_f32((uint8_t)c) : tl_f8e4m3_to_f32((uint8_t)c);
+            if (!(h == w[c] || (isnan(h) && isnan(w[c]))) || signbit(h) != signbit(w[c]))
+                fail_msg("%s: code 0x%02x decodes to %g on the device, %g on the host", tl_dtype_name(dt), c,
+                         (double)w[c], (double)h);
+        }
+        for (int v = 0; v < NV; v++) {
+            uint8_t h = f ? tl_f32_to_f8e5m2(x[v]) : tl_f32_to_f8e4m3(x[v]);
+            if (h != y[v])
+                fail_msg("%s: %a encodes to 0x%02x on the device, 0x%02x on the host", tl_dtype_name(dt), (double)x[v],
+                         y[v], h);
+        }
+        tl_free(ctx, dx), tl_free(ctx, dy), tl_free(ctx, dz), tl_free(ctx, dw);
+        tl_program_destroy(p);
+        tl_kernel_destroy(k);
+    }
+    free(x);
+}
+
 static int gemm_setup(void **state)
 {
     gpu_setup(state);
@@ -1003,6 +1190,8 @@ int main(void)
         cmocka_unit_test(test_ex_pointer_arrays),
         cmocka_unit_test(test_ex_baseline_agrees),
         cmocka_unit_test(test_ex_large_against_cublas),
+        cmocka_unit_test(test_f8_inputs),
+        cmocka_unit_test(test_f8_conversions),
     };
     return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);
 }

@@ -2,7 +2,7 @@
  * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
  * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
  * the ping-pong GEMM with a fused epilogue, the persistent warp-specialised
- * GEMM, the sm_80 GEMM, the dual
+ * GEMM (and its 8-bit form), the sm_80 GEMM, the dual
  * GEMM, the decode path's kernels (a split K over a cluster, swapped or
  * not; the slices of a split K into a workspace, and their sum), and a softmax whose rows are split over a
  * cluster of two blocks (the exchange of the partial maxima and sums). A change to a pass shows here as a diff of what it decided; review
@@ -79,6 +79,20 @@ static void test_gemm_persistent_sm90a(void **state)
     check_dump(gemm(&s, 1, 1), "sm_90a", "gemm_persistent_bias_gelu_sm90a");
 }
 
+/* 8-bit inputs: blocks of 128 columns (one 128-byte row), TMA boxes of
+ * 128 x rows, K steps of 32 (m64nNk32), the bias in the output's type. */
+static void test_gemm_f8_persistent_sm90a(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_TANH,
+                      .schedule = {.block_m = 128, .block_n = 256, .block_k = 128, .stages = 4, .threads = 256,
+                                   .swizzle = 8, .persistent = 1}};
+    tl_kernel *k = NULL;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    check_dump(k, "sm_90a", "gemm_f8e4m3_persistent_bias_gelu_sm90a");
+}
+
 static void test_gemm_sm80(void **state)
 {
     (void)state;
@@ -137,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_gemm_classic_sm90a),
         cmocka_unit_test(test_gemm_pingpong_sm90a),
         cmocka_unit_test(test_gemm_persistent_sm90a),
+        cmocka_unit_test(test_gemm_f8_persistent_sm90a),
         cmocka_unit_test(test_gemm_sm80),
         cmocka_unit_test(test_gemm_decode_sm90a),
         cmocka_unit_test(test_dual_gemm),

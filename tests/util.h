@@ -53,6 +53,8 @@ static inline double test_elem(tl_dtype dt, const void *p, int64_t i)
     switch (dt) {
     case TL_F32: return ((const float *)p)[i];
     case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
+    case TL_F8E4M3: return tl_f8e4m3_to_f32(((const uint8_t *)p)[i]);
+    case TL_F8E5M2: return tl_f8e5m2_to_f32(((const uint8_t *)p)[i]);
     default: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
     }
 }

@@ -45,8 +45,8 @@ static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
         s.block_m = def.block_m;
     if (!s.block_n)
         s.block_n = def.block_n;
-    if (!s.block_k)
-        s.block_k = def.block_k;
+    if (!s.block_k) /* in 16-bit columns: twice as many 8-bit ones (the same bytes) */
+        s.block_k = def.block_k * (tli_dtype_is_f8(d->in_dtype) ? 2 : 1);
     if (!s.stages)
         s.stages = def.stages;
     if (!s.threads)
@@ -61,8 +61,10 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
     if (d->m < 1 || d->n < 1 || d->k < 1)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: M, N, K must be >= 1 (got %lld, %lld, %lld)", api,
                         (long long)d->m, (long long)d->n, (long long)d->k);
-    if (d->in_dtype != TL_BF16 && d->in_dtype != TL_F16)
-        return tli_fail(ctx, TL_ERR_DTYPE, "%s: inputs must be bf16 or f16, not %s", api, tl_dtype_name(d->in_dtype));
+    bool f8 = tli_dtype_is_f8(d->in_dtype);
+    if (d->in_dtype != TL_BF16 && d->in_dtype != TL_F16 && !f8)
+        return tli_fail(ctx, TL_ERR_DTYPE, "%s: inputs must be bf16, f16, f8e4m3 or f8e5m2, not %s", api,
+                        tl_dtype_name(d->in_dtype));
     if (d->out_dtype != TL_BF16 && d->out_dtype != TL_F16 && d->out_dtype != TL_F32)
         return tli_fail(ctx, TL_ERR_DTYPE, "%s: output must be bf16, f16 or f32, not %s", api,
                         tl_dtype_name(d->out_dtype));
@@ -100,6 +102,14 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
                         d->schedule.pingpong ? "pingpong" : d->schedule.persistent ? "persistent"
                         : d->schedule.swap_ab ? "swap_ab" : "split_k (its slices are a cluster already)");
     tli_target t;
+    if (f8 && !d->trans_b)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "%s: 8-bit inputs need B as [N, K] (trans_b = 1): the tensor "
+                        "cores read 8-bit operands K-major only", api);
+    if (f8 && !(tli_target_get(ctx->target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16)))
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "%s: 8-bit inputs need wgmma (sm_90a), not %s", api, ctx->target);
+    if (f8 && d->schedule.block_k % 128)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.block_k = %d: 8-bit inputs take K in whole 128-byte "
+                        "rows (a multiple of 128, or 0 for the default)", api, d->schedule.block_k);
     if ((cm > 1 || cn > 1) && !(tli_target_get(ctx->target, &t) && t.clusters))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster_m / cluster_n need thread-block clusters "
                         "(sm_90 and later), not %s", api, ctx->target);
@@ -137,6 +147,13 @@ static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
     }
     default: return x;
     }
+}
+
+/* The bias's type: the inputs' for 16-bit inputs; for 8-bit ones (too
+ * coarse for a bias) the output's, as cuBLASLt takes it. */
+static tl_dtype bias_dtype(const tl_gemm_desc *d)
+{
+    return tli_dtype_is_f8(d->in_dtype) ? d->out_dtype : d->in_dtype;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -288,12 +305,12 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     if (st == TL_OK && pointers && !ptrs)
         st = tli_op_check_dptr(ctx, api, "b", g->b, d->in_dtype, true);
     if (st == TL_OK && pointers)
-        st = tli_op_check_dptr(ctx, api, "bias", g->bias, d->in_dtype, d->has_bias != 0);
+        st = tli_op_check_dptr(ctx, api, "bias", g->bias, bias_dtype(d), d->has_bias != 0);
     if (st == TL_OK && pointers && !ptrs)
         st = tli_op_check_dptr(ctx, api, "c", g->c, d->out_dtype, true);
     if (st != TL_OK)
         return st;
-    c->alpha = (float)g->alpha;
+    c->alpha = (float)(g->alpha * g->scale_a * g->scale_b);
     c->beta = (float)g->beta;
     bool dense = c->lda == d->k && c->ldb == (d->trans_b ? d->k : d->n) && c->ldc == d->n;
     if (ptrs)
@@ -302,8 +319,9 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
         c->variant = GEMM_STRIDED;
     if (c->beta != 0.0f)
         c->variant |= GEMM_BETA;
-    c->tma = !ptrs && c->lda % 8 == 0 && c->ldb % 8 == 0 && (c->batch_a == 1 || c->sa % 8 == 0) &&
-             (c->batch_b == 1 || c->sb % 8 == 0);
+    int64_t per = 16 / (int64_t)tl_dtype_size(d->in_dtype); /* elements in 16 bytes */
+    c->tma = !ptrs && c->lda % per == 0 && c->ldb % per == 0 && (c->batch_a == 1 || c->sa % per == 0) &&
+             (c->batch_b == 1 || c->sb % per == 0);
     c->c_tma = d->out_dtype == TL_F32 ||
                (!ptrs && c->ldc % 8 == 0 && g->c % 16 == 0 && (c->batch == 1 || c->sc % 8 == 0));
     return TL_OK;
@@ -398,7 +416,7 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
                         : tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, M, N}, NULL);
             return;
         }
-        p->bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+        p->bias = d->has_bias ? tl_param_tensor(k, "bias", bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
         p->C = swap ? tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){N, M}, (tl_expr[]){unit, N})
                     : tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
         return;
@@ -422,7 +440,7 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
         p->A = tl_param_tensor_array(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, (tl_expr[]){lda, one}, p->batch, 2);
         p->B = tl_param_tensor_array(k, "B", d->in_dtype, 2, bshape, (tl_expr[]){ldb, one}, p->batch, 2);
     }
-    p->bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+    p->bias = d->has_bias ? tl_param_tensor(k, "bias", bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
     if (p->strided)
         p->C = tl_param_tensor(k, "C", d->out_dtype, 3, (tl_expr[]){p->batch, M, N}, (tl_expr[]){sc, ldc, one});
     else
@@ -557,7 +575,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
     tl_buf bias_s = TL_NONE_BUF;
     if (d->has_bias && !workspace) {
-        bias_s = tl_alloc_shared(k, d->in_dtype, 1, (int64_t[]){swap ? s.block_m : s.block_n});
+        bias_s = tl_alloc_shared(k, bias_dtype(d), 1, (int64_t[]){swap ? s.block_m : s.block_n});
         tl_copy(k, tl_tile(k, p.bias, swap ? by : bx), tl_all(bias_s));
     }
     tl_clear(k, Cf);
@@ -611,7 +629,7 @@ static tl_status build_slices_sum(tl_ctx *ctx, const tl_gemm_desc *d, int slices
         return TL_ERR_OUT_OF_MEMORY;
     tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
     tl_buf W = tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){tl_int(k, slices), M, N}, NULL);
-    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", d->in_dtype, 1, &N, NULL) : TL_NONE_BUF;
+    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
     tl_buf C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
     tl_grid(k, tl_ceildiv(k, N, tl_int(k, SUM_COLS)), M, TL_NONE_EXPR, 256);
     tl_use_fast_math(k, 1); /* as the one-pass kernel's epilogue */
@@ -744,6 +762,7 @@ TL_API tl_gemm_args tl_gemm_default_args(void)
     memset(&g, 0, sizeof g);
     g.batch = 1;
     g.alpha = 1.0;
+    g.scale_a = g.scale_b = 1.0;
     return g;
 }
 

@@ -8,6 +8,7 @@
 #include "target.h"
 
 #include "ctx.h"
+#include "ir.h"
 #include "tune.h"
 
 #include <string.h>
@@ -42,7 +43,18 @@ TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c)
 
 bool tli_gemm_tma_rows(const tl_gemm_desc *d)
 {
-    return d->k % 8 == 0 && (d->trans_b ? d->k : d->n) % 8 == 0;
+    int64_t per = 16 / (int64_t)tl_dtype_size(d->in_dtype); /* elements in 16 bytes */
+    return d->k % per == 0 && (d->trans_b ? d->k : d->n) % per == 0;
+}
+
+/* The tables below count block_k in 16-bit elements; 8-bit inputs take the
+ * same bytes a stage, twice the columns (one 128-byte swizzled row is 128
+ * of them, what wgmma reads them in). */
+static tl_gemm_schedule for_inputs(tl_gemm_schedule s, const tl_gemm_desc *d)
+{
+    if (d && tli_dtype_is_f8(d->in_dtype))
+        s.block_k *= 2;
+    return s;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -236,7 +248,8 @@ static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc
 
 tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
 {
-    return resolved(heuristic_row_for(tl_ctx_target(ctx), d, tma), d, sm_count(ctx), tl_ctx_target(ctx));
+    return resolved(for_inputs(heuristic_row_for(tl_ctx_target(ctx), d, tma), d), d, sm_count(ctx),
+                    tl_ctx_target(ctx));
 }
 
 tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d)
@@ -287,9 +300,10 @@ void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out) { tune_key(d, t
  * may aim at another target than the GPU's own (no ping-pong on sm_80). */
 static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm90a, bool tma)
 {
+    bool f8 = tli_dtype_is_f8(d->in_dtype);
     bool tile = s->block_m >= 16 && s->block_m <= 256 && s->block_m % 16 == 0 && s->block_n >= 16 &&
-                s->block_n <= 256 && s->block_n % 16 == 0 && s->block_k >= 16 && s->block_k <= 128 &&
-                s->block_k % 16 == 0;
+                s->block_n <= 256 && s->block_n % 16 == 0 && s->block_k >= 16 && s->block_k <= (f8 ? 256 : 128) &&
+                s->block_k % (f8 ? 128 : 16) == 0;
     bool rest = s->stages >= 1 && s->stages <= 8 && s->threads >= 32 && s->threads <= 1024 &&
                 s->threads % 32 == 0 && s->swizzle >= 0 && s->swizzle <= 64 && s->pingpong >= 0 && s->pingpong <= 1 &&
                 s->split_k >= 0 && s->split_k <= 16 && !(s->pingpong && s->split_k > 1) && s->swap_ab >= 0 &&
@@ -425,7 +439,7 @@ TL_API int tl_gemm_candidates(tl_ctx *ctx, const tl_gemm_desc *d, tl_gemm_schedu
         if (hopper && space[i].block_k % 64)
             continue;
         if (out && n < max)
-            out[n] = space[i];
+            out[n] = for_inputs(space[i], d);
         n++;
     }
     return n;

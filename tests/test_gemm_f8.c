@@ -1,0 +1,307 @@
+/* test_gemm_f8.c - GEMMs of 8-bit float inputs without a GPU: tl_op_gemm's
+ * kernels for f8e4m3 and f8e5m2 run in the interpreter against a float64
+ * loop over the decoded codes (ragged sizes, bias of the output's type,
+ * GELU, per-tensor scales folded into alpha, several schedules and the
+ * op's own choice); the argument and builder errors with their messages;
+ * the wgmma instruction each pair of formats gets; and the generated code
+ * of each schedule through NVRTC for sm_90a. */
+#include "fixture.h"
+
+#include <math.h>
+
+/* A uniform value in [-1, 1) rounded to dt's nearest code: every code a
+ * finite number the reference decodes exactly. */
+static uint8_t random_code(tl_dtype dt, uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    float u = (float)(*state >> 40) * 0x1p-24f * 2.0f - 1.0f;
+    return dt == TL_F8E5M2 ? tl_f32_to_f8e5m2(u) : tl_f32_to_f8e4m3(u);
+}
+
+static void fill_codes(uint8_t *p, tl_dtype dt, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = random_code(dt, &seed);
+}
+
+/* One problem: A [M, K], B [N, K] as codes, the bias [N] of the output's
+ * type, C poisoned. */
+typedef struct f8_problem {
+    tl_gemm_desc d;
+    tl_gemm_args g;
+    uint8_t *a, *b;
+    void *bias, *c;
+} f8_problem;
+
+static void f8_init(f8_problem *p, int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = out, .trans_b = 1};
+    p->g = tl_gemm_default_args();
+    p->a = malloc((size_t)(m * k));
+    p->b = malloc((size_t)(n * k));
+    p->bias = malloc((size_t)n * tl_dtype_size(out));
+    p->c = malloc((size_t)(m * n) * tl_dtype_size(out));
+    assert_true(p->a && p->b && p->bias && p->c);
+    fill_codes(p->a, in, (size_t)(m * k), seed);
+    fill_codes(p->b, in, (size_t)(n * k), seed + 1);
+    assert_status(tl_random_host(p->bias, out, n, seed + 2, -1, 1), TL_OK);
+    memset(p->c, 0xFF, (size_t)(m * n) * tl_dtype_size(out));
+}
+
+static void f8_free(f8_problem *p) { free(p->a), free(p->b), free(p->bias), free(p->c); }
+
+/* act(alpha scale_a scale_b A B^T + bias) in double (the scales' product
+ * rounded to f32, as the kernel takes it). */
+static double f8_ref(const f8_problem *p, int64_t i, int64_t j)
+{
+    double acc = 0;
+    for (int64_t k = 0; k < p->d.k; k++)
+        acc += test_elem(p->d.in_dtype, p->a, i * p->d.k + k) * test_elem(p->d.in_dtype, p->b, j * p->d.k + k);
+    double x = (double)(float)(p->g.alpha * p->g.scale_a * p->g.scale_b) * acc;
+    if (p->d.has_bias)
+        x += test_elem(p->d.out_dtype, p->bias, j);
+    return test_act(p->d.epilogue, x);
+}
+
+/* Interprets the op's kernel for p (the plain one when the scales are 1,
+ * the strided one otherwise, with its documented arguments) and checks C. */
+static void f8_check(f8_problem *p, const char *what)
+{
+    tl_kernel *k = NULL;
+    p->g.a = (uint64_t)(uintptr_t)p->a, p->g.b = (uint64_t)(uintptr_t)p->b;
+    p->g.c = (uint64_t)(uintptr_t)p->c, p->g.bias = p->d.has_bias ? (uint64_t)(uintptr_t)p->bias : 0;
+    if (tl_op_gemm_ex_build(ctx, &p->d, &p->g, &k) != TL_OK)
+        fail_msg("%s: tl_op_gemm_ex_build: %s", what, tl_ctx_error(ctx));
+    const tl_gemm_desc *d = &p->d;
+    float alpha = (float)(p->g.alpha * p->g.scale_a * p->g.scale_b);
+    tl_arg args[20];
+    int n = 0;
+    args[n++] = tl_arg_int(d->m), args[n++] = tl_arg_int(d->n), args[n++] = tl_arg_int(d->k);
+    if (alpha != 1.0f) { /* strided: batch, lda, ldb, ldc, strides, entries of A and B, alpha */
+        args[n++] = tl_arg_int(1);
+        args[n++] = tl_arg_int(d->k), args[n++] = tl_arg_int(d->k), args[n++] = tl_arg_int(d->n);
+        args[n++] = tl_arg_int(d->m * d->k), args[n++] = tl_arg_int(d->n * d->k), args[n++] = tl_arg_int(d->m * d->n);
+        args[n++] = tl_arg_int(1), args[n++] = tl_arg_int(1);
+        args[n++] = tl_arg_float(alpha);
+    }
+    args[n++] = tl_arg_hptr(p->a), args[n++] = tl_arg_hptr(p->b);
+    if (d->has_bias)
+        args[n++] = tl_arg_hptr(p->bias);
+    args[n++] = tl_arg_hptr(p->c);
+    tl_status st = tl_interpret(k, n, args);
+    tl_kernel_destroy(k);
+    if (st != TL_OK)
+        fail_msg("%s: tl_interpret: %s: %s", what, tl_status_name(st), tl_ctx_error(ctx));
+    int64_t mn = d->m * d->n;
+    double *want = malloc(sizeof(double) * (size_t)mn);
+    assert_non_null(want);
+    for (int64_t i = 0; i < d->m; i++)
+        for (int64_t j = 0; j < d->n; j++)
+            want[i * d->n + j] = f8_ref(p, i, j);
+    tl_span o = {.dtype = d->out_dtype, .n = mn, .host = p->c}, r = {.dtype = TL_F64, .n = mn, .host = want};
+    tl_check_result res;
+    double tol = d->out_dtype == TL_F32 ? 1e-5 : 1e-2;
+    assert_status(tl_check(NULL, &o, &r, tol, &res), TL_OK);
+    if (!res.pass)
+        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld: got %g want %g", what, res.rel_err, tol,
+                 (long long)res.nonfinite, (long long)res.first_bad,
+                 res.first_bad >= 0 ? test_elem(d->out_dtype, p->c, res.first_bad) : 0.0,
+                 res.first_bad >= 0 ? want[res.first_bad] : 0.0);
+    free(want);
+}
+
+static const tl_gemm_schedule small_f8 = {.block_m = 64, .block_n = 64, .block_k = 128, .stages = 2, .threads = 128};
+
+/* Both formats, ragged sizes (K a whole number of 16-byte rows and not),
+ * the small schedule (several blocks, several K steps) and the op's own. */
+static void test_interp_numerics(void **state)
+{
+    (void)state;
+    static const int64_t sizes[][3] = {{70, 90, 272}, {33, 70, 200}, {1, 130, 384}};
+    static const tl_dtype ins[] = {TL_F8E4M3, TL_F8E5M2};
+    for (size_t f = 0; f < 2; f++)
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+            for (int own = 0; own < 2; own++) {
+                f8_problem p;
+                f8_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], ins[f], own ? TL_BF16 : TL_F32,
+                        500 + 10 * z + f);
+                if (!own)
+                    p.d.schedule = small_f8;
+                char what[160];
+                snprintf(what, sizeof what, "%s %lldx%lldx%lld -> %s, %s schedule", tl_dtype_name(ins[f]),
+                         (long long)sizes[z][0], (long long)sizes[z][1], (long long)sizes[z][2],
+                         tl_dtype_name(p.d.out_dtype), own ? "the op's" : "a small");
+                f8_check(&p, what);
+                f8_free(&p);
+            }
+}
+
+/* The bias in the output's type with GELU, and the per-tensor scales
+ * (folded into alpha: the strided kernel), f32 and bf16 out. */
+static void test_interp_bias_scales(void **state)
+{
+    (void)state;
+    for (int out = 0; out < 2; out++) {
+        f8_problem p;
+        f8_init(&p, 45, 77, 256, TL_F8E4M3, out ? TL_BF16 : TL_F32, 600 + (uint64_t)out);
+        p.d.has_bias = 1, p.d.epilogue = TL_EPI_GELU_TANH, p.d.schedule = small_f8;
+        f8_check(&p, out ? "bias + GELU, bf16 out" : "bias + GELU, f32 out");
+        memset(p.c, 0xFF, (size_t)(p.d.m * p.d.n) * tl_dtype_size(p.d.out_dtype));
+        p.g.scale_a = 0.5, p.g.scale_b = 3.0, p.g.alpha = 2.0;
+        f8_check(&p, out ? "scales 0.5 x 3, alpha 2, bf16 out" : "scales 0.5 x 3, alpha 2, f32 out");
+        f8_free(&p);
+    }
+}
+
+static void expect_desc_error(tl_ctx *c, const tl_gemm_desc *d, tl_status want, const char *fragment)
+{
+    tl_kernel *k = NULL;
+    tl_status st = tl_op_gemm_build(c, d, &k);
+    if (st != want)
+        fail_msg("expected %s, got %s (%s)", tl_status_name(want), tl_status_name(st), tl_ctx_error(c));
+    if (!strstr(tl_ctx_error(c), fragment))
+        fail_msg("message '%s' does not say '%s'", tl_ctx_error(c), fragment);
+    assert_null(k);
+}
+
+/* What 8-bit inputs cannot do, each said: B as [K, N], a target without
+ * wgmma, a K step that is not whole 128-byte rows; and in the builder, A
+ * in registers, B MN-major, one operand 8-bit and the other not. */
+static void test_errors(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 64, .n = 64, .k = 256, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 0};
+    expect_desc_error(ctx, &d, TL_ERR_UNSUPPORTED, "K-major");
+    d.trans_b = 1;
+    d.schedule = (tl_gemm_schedule){.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 256};
+    expect_desc_error(ctx, &d, TL_ERR_INVALID_ARG, "multiple of 128");
+    d.schedule = (tl_gemm_schedule){0};
+    tl_ctx *ampere = test_offline_ctx("sm_80");
+    expect_desc_error(ampere, &d, TL_ERR_UNSUPPORTED, "wgmma (sm_90a)");
+    tl_ctx_destroy(ampere);
+
+    for (int c = 0; c < 3; c++) {
+        tl_kernel *k = tl_kernel_new(ctx, "f8_misuse");
+        tl_grid(k, tl_int(k, 1), tl_int(k, 1), TL_NONE_EXPR, 128);
+        tl_buf A = c == 0 ? tl_alloc_fragment(k, TL_F8E4M3, 2, (int64_t[]){64, 128})
+                          : tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){64, 128});
+        tl_buf B = tl_alloc_shared(k, c == 2 ? TL_BF16 : TL_F8E4M3, 2, c == 1 ? (int64_t[]){128, 64} : (int64_t[]){64, 128});
+        tl_buf C = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 64});
+        tl_gemm(k, A, B, C, c == 1 ? 0 : TL_GEMM_TRANS_B);
+        static const tl_status want[] = {TL_ERR_UNSUPPORTED, TL_ERR_UNSUPPORTED, TL_ERR_DTYPE};
+        static const char *const says[] = {"K-major shared tiles", "TL_GEMM_TRANS_B", "8-bit floats"};
+        assert_status(tl_kernel_status(k), want[c]);
+        if (!strstr(tl_ctx_error(ctx), says[c]))
+            fail_msg("case %d: message '%s' does not say '%s'", c, tl_ctx_error(ctx), says[c]);
+        tl_kernel_destroy(k);
+    }
+}
+
+/* A user's kernel with A e4m3 and B e5m2: one m64nNk32 wgmma of the pair,
+ * TMA boxes of one 128-byte row. */
+static tl_kernel *mixed_kernel(void)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "f8_mixed");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    tl_buf A = tl_param_tensor(k, "A", TL_F8E4M3, 2, (tl_expr[]){M, K}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", TL_F8E5M2, 2, (tl_expr[]){N, K}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 128)), tl_ceildiv(k, M, tl_int(k, 64)), TL_NONE_EXPR, 128);
+    tl_buf As = tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){64, 128});
+    tl_buf Bs = tl_alloc_shared(k, TL_F8E5M2, 2, (int64_t[]){128, 128});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 128});
+    tl_clear(k, Cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, 128)), 3);
+    tl_copy(k, tl_tile(k, A, tl_block_idx(k, 1), ko), tl_all(As));
+    tl_copy(k, tl_tile(k, B, tl_block_idx(k, 0), ko), tl_all(Bs));
+    tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
+    tl_end(k);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C, tl_block_idx(k, 1), tl_block_idx(k, 0)));
+    return k;
+}
+
+static void expect_in_source(tl_kernel *k, const char *what, const char *const *needles, int n)
+{
+    char *src = NULL;
+    if (tl_kernel_source(k, "sm_90a", &src) != TL_OK)
+        fail_msg("%s: %s", what, tl_ctx_error(ctx));
+    for (int i = 0; i < n; i++)
+        if (!strstr(src, needles[i]))
+            fail_msg("%s: the source has no '%s'", what, needles[i]);
+    tl_free_host(src);
+}
+
+static void test_generated_code(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 4096, .n = 4096, .k = 4096, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1};
+    tl_kernel *k = NULL;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    const char *e4[] = {"wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3", "tl_tma_load_2d", "tl_k += 32",
+                        "128-column blocks"};
+    expect_in_source(k, "e4m3 default", e4, 4);
+    tl_kernel_destroy(k);
+    d.in_dtype = TL_F8E5M2;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    const char *e5[] = {"m64n256k32.f32.e5m2.e5m2"};
+    expect_in_source(k, "e5m2 default", e5, 1);
+    tl_kernel_destroy(k);
+    k = mixed_kernel();
+    assert_status(tl_kernel_status(k), TL_OK);
+    const char *mx[] = {"m64n128k32.f32.e4m3.e5m2", "tl_tma_load_2d"};
+    expect_in_source(k, "mixed kernel", mx, 2);
+    tl_kernel_destroy(k);
+}
+
+/* Each schedule's kernel compiles for sm_90a (NVRTC, no GPU): the op's
+ * choice at large, few-tile and decode shapes, the classic kernel, the
+ * persistent one on 64x128 tiles, clusters with multicast, a 256-wide K
+ * step, a bias with GELU, f32 out, and the mixed user kernel. */
+static void test_cubins(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t m, n, k;
+        tl_gemm_schedule s;
+        int bias;
+        tl_dtype out;
+    } cases[] = {
+        {4096, 4096, 4096, {0}, 0, TL_BF16},
+        {1024, 1024, 1024, {0}, 1, TL_BF16},
+        {64, 8192, 8192, {0}, 0, TL_BF16},
+        {8, 4096, 4096, {0}, 0, TL_F16},
+        {4096, 4096, 4096, {.block_m = 128, .block_n = 256, .block_k = 128, .stages = 4, .threads = 256, .swizzle = 8}, 1, TL_F32},
+        {4096, 4096, 4096, {.block_m = 64, .block_n = 128, .block_k = 128, .stages = 6, .threads = 128, .persistent = 1}, 0, TL_BF16},
+        {4096, 4096, 4096, {.block_m = 128, .block_n = 128, .block_k = 128, .stages = 4, .threads = 256, .cluster_m = 2}, 0, TL_BF16},
+        {4096, 4096, 4096, {.block_m = 128, .block_n = 128, .block_k = 256, .stages = 3, .threads = 256}, 0, TL_BF16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_F8E4M3,
+                          .out_dtype = cases[i].out, .trans_b = 1, .has_bias = cases[i].bias,
+                          .epilogue = cases[i].bias ? TL_EPI_GELU_TANH : TL_EPI_NONE, .schedule = cases[i].s};
+        const tl_program *p = NULL;
+        if (tl_op_gemm_program(ctx, &d, &p) != TL_OK)
+            fail_msg("case %zu (%lldx%lldx%lld): %s", i, (long long)d.m, (long long)d.n, (long long)d.k,
+                     tl_ctx_error(ctx));
+        assert_non_null(p);
+    }
+    tl_kernel *k = mixed_kernel();
+    tl_program *p = NULL;
+    if (tl_compile(k, NULL, &p) != TL_OK)
+        fail_msg("mixed kernel: %s", tl_ctx_error(ctx));
+    tl_program_destroy(p);
+    tl_kernel_destroy(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interp_numerics),
+        cmocka_unit_test(test_interp_bias_scales),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_generated_code),
+        cmocka_unit_test(test_cubins),
+    };
+    return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
+}

@@ -1174,8 +1174,9 @@ typedef struct tl_gemm_args {
                                  recipes' dequantisation factors): the
                                  product is (alpha scale_a scale_b) A B,
                                  the three multiplied in double, then
-                                 rounded to f32 once; 1 in the default args,
-                                 for any input type */
+                                 rounded to f32 once; 1 in the default
+                                 args, and 0 means 1 too (alpha is the
+                                 one that may be 0); for any input type */
 } tl_gemm_args;
 
 /* alpha 1, batch 1, scale_a and scale_b 1 and every other field 0: one

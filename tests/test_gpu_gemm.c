@@ -979,40 +979,76 @@ static void f8_codes(uint8_t *p, tl_dtype dt, size_t n, uint64_t seed)
     }
 }
 
-/* One 8-bit GEMM on the GPU (A [m, k], B [n, k]) into a poisoned C with
- * poison around it, against float64 on the decoded codes: bias of the
- * output's type with GELU when `epi`, per-tensor scales (tl_op_gemm_ex)
- * when `scaled`. The tolerance: the products are exact in f32; the
- * tensor cores add them in f32 (with fewer bits kept than an f32 FMA
- * chain, as cuBLASLt's fast accumulation), then C is rounded. */
-static void check_f8(int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out, int epi, int scaled,
-                     const tl_gemm_schedule *s, uint64_t seed)
+/* An 8-bit problem: A [m, k], B [n, k] as codes on the device, decoded on
+ * the host, and their product in float64 (computed once, for every
+ * schedule and output type run on it). */
+typedef struct f8_problem {
+    int64_t m, n, k;
+    tl_dtype in;
+    uint64_t a, b;
+    double *prod;
+} f8_problem;
+
+static void f8_problem_init(f8_problem *p, int64_t m, int64_t n, int64_t k, tl_dtype in, uint64_t seed)
 {
-    size_t osz = tl_dtype_size(out);
+    p->m = m, p->n = n, p->k = k, p->in = in;
     uint8_t *ha = malloc((size_t)(m * k)), *hb = malloc((size_t)(n * k));
-    unsigned char *hbias = malloc((size_t)n * osz), *hc = malloc((size_t)(m * n + 2 * PAD) * osz);
-    double *ref = malloc(sizeof(double) * (size_t)(m * n));
-    assert_true(ha && hb && hbias && hc && ref);
+    double *da = malloc(sizeof(double) * (size_t)(m * k)), *db = malloc(sizeof(double) * (size_t)(n * k));
+    p->prod = malloc(sizeof(double) * (size_t)(m * n));
+    assert_true(ha && hb && da && db && p->prod);
     f8_codes(ha, in, (size_t)(m * k), seed);
     f8_codes(hb, in, (size_t)(n * k), seed + 1);
-    assert_status(tl_random_host(hbias, out, n, seed + 2, -1, 1), TL_OK);
-    uint64_t a = dalloc((size_t)(m * k)), b = dalloc((size_t)(n * k)), bias = dalloc((size_t)n * osz);
-    uint64_t cbuf = dalloc((size_t)(m * n + 2 * PAD) * osz), c = cbuf + PAD * osz;
-    assert_status(tl_memcpy_htod(ctx, a, ha, (size_t)(m * k)), TL_OK);
-    assert_status(tl_memcpy_htod(ctx, b, hb, (size_t)(n * k)), TL_OK);
+    for (int64_t i = 0; i < m * k; i++)
+        da[i] = test_elem(in, ha, i);
+    for (int64_t i = 0; i < n * k; i++)
+        db[i] = test_elem(in, hb, i);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t x = 0; x < k; x++)
+                acc += da[i * k + x] * db[j * k + x];
+            p->prod[i * n + j] = acc;
+        }
+    p->a = dalloc((size_t)(m * k)), p->b = dalloc((size_t)(n * k));
+    assert_status(tl_memcpy_htod(ctx, p->a, ha, (size_t)(m * k)), TL_OK);
+    assert_status(tl_memcpy_htod(ctx, p->b, hb, (size_t)(n * k)), TL_OK);
+    free(ha), free(hb), free(da), free(db);
+}
+
+static void f8_problem_free(f8_problem *p)
+{
+    tl_free(ctx, p->a), tl_free(ctx, p->b);
+    free(p->prod);
+}
+
+/* Runs the 8-bit GEMM of p into a poisoned C with poison around it and
+ * checks it against float64: bias of the output's type with GELU when
+ * `epi`, per-tensor scales (the strided kernel) when `scaled`. The
+ * tolerance: the products are exact in f32; the tensor cores add them in
+ * f32 (keeping fewer bits than an f32 FMA chain, as cuBLASLt's fast
+ * accumulation does), then C is rounded. */
+static void check_f8(const f8_problem *p, tl_dtype out, int epi, int scaled, const tl_gemm_schedule *s, uint64_t seed)
+{
+    int64_t m = p->m, n = p->n, mn = m * n;
+    size_t osz = tl_dtype_size(out);
+    unsigned char *hbias = malloc((size_t)n * osz), *hc = malloc((size_t)(mn + 2 * PAD) * osz);
+    double *ref = malloc(sizeof(double) * (size_t)mn);
+    assert_true(hbias && hc && ref);
+    assert_status(tl_random_host(hbias, out, n, seed, -1, 1), TL_OK);
+    uint64_t bias = dalloc((size_t)n * osz), cbuf = dalloc((size_t)(mn + 2 * PAD) * osz), c = cbuf + PAD * osz;
     assert_status(tl_memcpy_htod(ctx, bias, hbias, (size_t)n * osz), TL_OK);
-    assert_status(tl_memset_u8(ctx, cbuf, 0xFF, (size_t)(m * n + 2 * PAD) * osz, NULL), TL_OK);
-    tl_gemm_desc d = {.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = out, .trans_b = 1, .has_bias = epi,
+    assert_status(tl_memset_u8(ctx, cbuf, 0xFF, (size_t)(mn + 2 * PAD) * osz, NULL), TL_OK);
+    tl_gemm_desc d = {.m = m, .n = n, .k = p->k, .in_dtype = p->in, .out_dtype = out, .trans_b = 1, .has_bias = epi,
                       .epilogue = epi ? TL_EPI_GELU_TANH : TL_EPI_NONE};
     if (s)
         d.schedule = *s;
     tl_gemm_args g = tl_gemm_default_args();
-    g.a = a, g.b = b, g.c = c, g.bias = epi ? bias : 0;
+    g.a = p->a, g.b = p->b, g.c = c, g.bias = epi ? bias : 0;
     if (scaled)
         g.scale_a = 0.25, g.scale_b = 3.0;
     char what[200];
-    snprintf(what, sizeof what, "f8 gemm %lldx%lldx%lld %s->%s%s%s sched %dx%dx%d/%d/%d p%d c%dx%d",
-             (long long)m, (long long)n, (long long)k, tl_dtype_name(in), tl_dtype_name(out), epi ? " +bias+gelu" : "",
+    snprintf(what, sizeof what, "f8 gemm %lldx%lldx%lld %s->%s%s%s sched %dx%dx%d/%d/%d p%d c%dx%d", (long long)m,
+             (long long)n, (long long)p->k, tl_dtype_name(p->in), tl_dtype_name(out), epi ? " +bias+gelu" : "",
              scaled ? " scaled" : "", d.schedule.block_m, d.schedule.block_n, d.schedule.block_k, d.schedule.stages,
              d.schedule.threads, d.schedule.persistent, d.schedule.cluster_m, d.schedule.cluster_n);
     tl_status st = tl_op_gemm_ex(ctx, &d, &g, NULL);
@@ -1020,20 +1056,14 @@ static void check_f8(int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out,
         st = tl_synchronize(ctx);
     if (st != TL_OK)
         fail_msg("%s: %s: %s", what, tl_status_name(st), tl_ctx_error(ctx));
-    assert_status(tl_memcpy_dtoh(ctx, hc, cbuf, (size_t)(m * n + 2 * PAD) * osz), TL_OK);
+    assert_status(tl_memcpy_dtoh(ctx, hc, cbuf, (size_t)(mn + 2 * PAD) * osz), TL_OK);
     for (size_t i = 0; i < PAD * osz; i++)
-        if (hc[i] != 0xFF || hc[(size_t)(PAD + m * n) * osz + i] != 0xFF)
+        if (hc[i] != 0xFF || hc[(size_t)(PAD + mn) * osz + i] != 0xFF)
             fail_msg("%s: a byte around C was written", what);
     double alpha = (double)(float)(g.alpha * g.scale_a * g.scale_b);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double acc = 0;
-            for (int64_t x = 0; x < k; x++)
-                acc += test_elem(in, ha, i * k + x) * test_elem(in, hb, j * k + x);
-            double v = alpha * acc + (epi ? test_elem(out, hbias, j) : 0.0);
-            ref[i * n + j] = test_act(d.epilogue, v);
-        }
-    tl_span o = {.dtype = out, .n = m * n, .host = hc + PAD * osz}, r = {.dtype = TL_F64, .n = m * n, .host = ref};
+    for (int64_t i = 0; i < mn; i++)
+        ref[i] = test_act(d.epilogue, alpha * p->prod[i] + (epi ? test_elem(out, hbias, i % n) : 0.0));
+    tl_span o = {.dtype = out, .n = mn, .host = hc + PAD * osz}, r = {.dtype = TL_F64, .n = mn, .host = ref};
     tl_check_result res;
     double tol = out == TL_F32 ? 2e-3 : 1e-2;
     assert_status(tl_check(ctx, &o, &r, tol, &res), TL_OK);
@@ -1043,8 +1073,8 @@ static void check_f8(int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out,
                  res.first_bad >= 0 ? test_elem(out, o.host, res.first_bad) : 0.0,
                  res.first_bad >= 0 ? ref[res.first_bad] : 0.0);
     printf("  %s: rel err %.2e\n", what, res.rel_err);
-    tl_free(ctx, a), tl_free(ctx, b), tl_free(ctx, bias), tl_free(ctx, cbuf);
-    free(ha), free(hb), free(hbias), free(hc), free(ref);
+    tl_free(ctx, bias), tl_free(ctx, cbuf);
+    free(hbias), free(hc), free(ref);
 }
 
 static const tl_gemm_schedule f8_schedules[] = {
@@ -1066,17 +1096,24 @@ static void test_f8_inputs(void **state)
     if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
         skip();
     static const int64_t sizes[][3] = {{1090, 1300, 272}, {333, 517, 263}};
-    for (int rep = 0; rep < 2; rep++)
-        for (size_t z = 0; z < 2; z++)
-            for (size_t i = 0; i < sizeof f8_schedules / sizeof f8_schedules[0]; i++)
-                check_f8(sizes[z][0], sizes[z][1], sizes[z][2], i % 2 ? TL_F8E5M2 : TL_F8E4M3,
-                         i % 3 == 0 ? TL_BF16 : i % 3 == 1 ? TL_F16 : TL_F32, (int)((i + z) % 2), (int)(z == 1),
-                         &f8_schedules[i], 9100 + 10 * z + i);
-    /* the op's own choice at a decode shape, a few-tile one and a large one */
-    check_f8(16, 4096, 4096, TL_F8E4M3, TL_BF16, 0, 0, NULL, 9300);
-    check_f8(64, 4096, 2048, TL_F8E4M3, TL_BF16, 1, 1, NULL, 9301);
-    if (!small)
-        check_f8(2048, 2048, 2048, TL_F8E4M3, TL_BF16, 1, 0, NULL, 9302);
+    for (size_t z = 0; z < 2; z++)
+        for (int f = 0; f < 2; f++) {
+            f8_problem p;
+            f8_problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], f ? TL_F8E5M2 : TL_F8E4M3, 9100 + 10 * z + f);
+            for (int rep = 0; rep < 2; rep++)
+                for (size_t i = 0; i < sizeof f8_schedules / sizeof f8_schedules[0]; i++)
+                    check_f8(&p, i % 3 == 0 ? TL_BF16 : i % 3 == 1 ? TL_F16 : TL_F32, (int)((i + z + rep) % 2),
+                             (int)((i + z) % 2), &f8_schedules[i], 9200 + i);
+            f8_problem_free(&p);
+        }
+    /* the op's own choice at a decode shape and a few-tile one */
+    static const int64_t own[][3] = {{16, 4096, 4096}, {64, 2048, 2048}};
+    for (size_t z = 0; z < 2; z++) {
+        f8_problem p;
+        f8_problem_init(&p, own[z][0], own[z][1], own[z][2], TL_F8E4M3, 9400 + z);
+        check_f8(&p, TL_BF16, (int)z, (int)z, NULL, 9500 + z);
+        f8_problem_free(&p);
+    }
 }
 
 /* The device's 8-bit conversions agree with the host's bit for bit: every

@@ -310,7 +310,9 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
         st = tli_op_check_dptr(ctx, api, "c", g->c, d->out_dtype, true);
     if (st != TL_OK)
         return st;
-    c->alpha = (float)(g->alpha * g->scale_a * g->scale_b);
+    /* a zero scale (a struct filled field by field) means 1: a per-tensor
+     * dequantisation factor is never 0 (alpha is the scale that may be) */
+    c->alpha = (float)(g->alpha * (g->scale_a != 0 ? g->scale_a : 1.0) * (g->scale_b != 0 ? g->scale_b : 1.0));
     c->beta = (float)g->beta;
     bool dense = c->lda == d->k && c->ldb == (d->trans_b ? d->k : d->n) && c->ldc == d->n;
     if (ptrs)

@@ -144,6 +144,9 @@ static void gemm_layout(layouter *Y, int32_t s)
             fl.kind = FRAG_WGMMA;
         } else if (L->target.mma[i] == MMA_SYNC_M16N8K16 && (n->a1 & TL_GEMM_TRANS_A)) {
             tli_fmt(why, sizeof why, "a transposed A (TL_GEMM_TRANS_A) needs wgmma, and its tiles do not fit it");
+        } else if (L->target.mma[i] == MMA_SYNC_M16N8K16 && tli_dtype_is_f8((tl_dtype)a->dtype)) {
+            tli_fmt(why, sizeof why, "8-bit operands need wgmma (sm_90a: M a multiple of 64 per warpgroup, K of 128), "
+                    "and these tiles or this target do not have it");
         } else if (L->target.mma[i] == MMA_SYNC_M16N8K16 &&
                    tli_gemm_warp_layout(c->cshape[0], c->cshape[1], k, Y->ir->threads, (unsigned)n->a1, &fl.w, why,
                                         sizeof why)) {

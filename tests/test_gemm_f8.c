@@ -251,6 +251,11 @@ static void test_generated_code(void **state)
     assert_status(tl_kernel_status(k), TL_OK);
     const char *mx[] = {"m64n128k32.f32.e4m3.e5m2", "tl_tma_load_2d"};
     expect_in_source(k, "mixed kernel", mx, 2);
+    /* no mma.sync for 8-bit operands: sm_80 refuses the kernel, saying why */
+    char *src = NULL;
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_ERR_UNSUPPORTED);
+    if (!strstr(tl_ctx_error(ctx), "8-bit operands need wgmma"))
+        fail_msg("sm_80: '%s'", tl_ctx_error(ctx));
     tl_kernel_destroy(k);
 }
 

@@ -88,7 +88,8 @@ static const char *name(fuzz *f) { return fuzz_names[byte(f) % FUZZ_NAMES]; }
 /* Every dtype, and two that are not one. */
 static tl_dtype dtype(fuzz *f)
 {
-    static const tl_dtype all[] = {TL_F32, TL_F16, TL_BF16, TL_I32, TL_I64, TL_F64, TL_BOOL, TL_DTYPE_INVALID, 99};
+    static const tl_dtype all[] = {TL_F32, TL_F16, TL_BF16, TL_I32, TL_I64, TL_F64, TL_BOOL, TL_DTYPE_INVALID, 99,
+                                   TL_F8E4M3, TL_F8E5M2};
     return all[byte(f) % (sizeof all / sizeof all[0])];
 }
 

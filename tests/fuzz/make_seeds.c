@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 /* Dtype codes: positions in the decoder's table. */
-enum { D_F32, D_F16, D_BF16, D_I32, D_I64, D_F64 };
+enum { D_F32, D_F16, D_BF16, D_I32, D_I64, D_F64, D_F8E4M3 = 9, D_F8E5M2 = 10 }; /* fuzz_builder.c's dtype table */
 
 static int w_dim(fuzz_writer *w, const char *nm)
 {
@@ -395,6 +395,30 @@ static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specia
  * freed cluster-wide. */
 static void seed_multicast(fuzz_writer *w) { ws_gemm_in(w, 4, 2); /* warp specialised, cluster 1 x 2 */ }
 
+/* An 8-bit GEMM (A e4m3, B e5m2, both K-major): 128-column blocks, TMA
+ * boxes of one 128-byte row, K steps of 32, warp specialised. */
+static void seed_f8_gemm(fuzz_writer *w)
+{
+    int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
+    int a = w_tensor(w, "A", D_F8E4M3, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_F8E5M2, 2, (int[]){n, k}, NULL);
+    int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
+    int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
+    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
+    fw_byte(w, OP_FLAGS);
+    fw_byte(w, 4); /* warp specialised */
+    int bx = w_block(w, 0), by = w_block(w, 1);
+    int as = w_alloc(w, 0, D_F8E4M3, 2, (int[]){128, 128}), bs = w_alloc(w, 0, D_F8E5M2, 2, (int[]){64, 128});
+    int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
+    w_clear(w, cf);
+    int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, one28), 3);
+    w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, bs));
+    w_gemm(w, as, bs, cf, 2); /* B transposed */
+    w_op(w, OP_END);
+    w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
+    w_args(w, 3, (int[]){8, 8, 16});
+}
+
 /* The zoo's 2-D kernel with a row stride given as {ldx, 1}. */
 static void seed_strided(fuzz_writer *w)
 {
@@ -471,10 +495,10 @@ int main(int argc, char **argv)
     }
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
-                                                   seed_persistent, seed_multicast};
+                                                   seed_persistent, seed_multicast, seed_f8_gemm};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast"};
+                                        "persistent", "multicast", "f8_gemm"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -579,6 +579,8 @@ static const api_entry entries[] = {
     WHY(tl_dtype_name, nothing_fails), WHY(tl_dtype_from_name, nothing_fails),
     WHY(tl_ctx_default_options, nothing_fails), WHY(tl_f32_to_f16, nothing_fails),
     WHY(tl_f16_to_f32, nothing_fails), WHY(tl_f32_to_bf16, nothing_fails), WHY(tl_bf16_to_f32, nothing_fails),
+    WHY(tl_f32_to_f8e4m3, nothing_fails), WHY(tl_f8e4m3_to_f32, nothing_fails), WHY(tl_f32_to_f8e5m2, nothing_fails),
+    WHY(tl_f8e5m2_to_f32, nothing_fails),
     WHY(tl_op_names, nothing_fails),
     WHY(tl_ctx_destroy, no_status), WHY(tl_kernel_destroy, no_status), WHY(tl_program_destroy, no_status),
     WHY(tl_free_host, no_status),

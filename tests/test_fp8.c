@@ -1,0 +1,457 @@
+/* test_fp8.c - the 8-bit floats on the host (CPU tier): the names and sizes
+ * of TL_F8E4M3 and TL_F8E5M2; the decoding of all 256 codes of each against
+ * the value the format's definition gives, worked out here from the bit
+ * fields; the encoding (every finite code back to itself, every midpoint
+ * between neighbours to the even one and the floats beside it to the
+ * nearer, saturation to the largest finite value, NaN, underflow to zero,
+ * the step from the largest subnormal to the smallest normal), from f32 and
+ * straight from a double; the device's integer conversions (tl_device.cuh)
+ * transcribed and compared with the host's over every f32 near a rounding
+ * boundary; and element access by dtype (half.h) for both types. */
+#include "fixture.h"
+
+#include "half.h"
+
+#include <float.h>
+
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* One format, as the OCP FP8 definition gives it, and the library's
+ * conversions for it. */
+typedef struct f8_format {
+    tl_dtype dt;
+    const char *name;
+    int ebits, mbits, bias;
+    bool ieee;            /* the top exponent holds infinities and NaNs (E5M2);
+                             else only S.1111.111 is NaN (E4M3) */
+    double max;           /* the largest finite value */
+    uint8_t max_code;
+    uint8_t (*enc)(float);
+    float (*dec)(uint8_t);
+} f8_format;
+
+static const f8_format formats[] = {
+    {TL_F8E4M3, "f8e4m3", 4, 3, 7, false, 448.0, 0x7e, tl_f32_to_f8e4m3, tl_f8e4m3_to_f32},
+    {TL_F8E5M2, "f8e5m2", 5, 2, 15, true, 57344.0, 0x7b, tl_f32_to_f8e5m2, tl_f8e5m2_to_f32},
+};
+
+enum { FINITE, INF, NOT_A_NUMBER };
+
+/* A code's value by the definition: (-1)^S 2^(E - bias) (1 + M / 2^mbits)
+ * for E > 0, (-1)^S 2^(1 - bias) M / 2^mbits for E = 0, in double (exact);
+ * *kind says whether it is finite, an infinity or a NaN. */
+static double reference(const f8_format *f, unsigned code, int *kind)
+{
+    unsigned top = (1u << f->ebits) - 1, mask = (1u << f->mbits) - 1;
+    unsigned s = code >> 7, e = (code >> f->mbits) & top, m = code & mask;
+    double sign = s ? -1.0 : 1.0;
+    if (e == top && (f->ieee || m == mask)) {
+        *kind = f->ieee && m == 0 ? INF : NOT_A_NUMBER;
+        return *kind == INF ? sign * INFINITY : NAN;
+    }
+    *kind = FINITE;
+    double frac = (double)m / (double)(mask + 1);
+    return e ? sign * pow(2.0, (double)e - f->bias) * (1.0 + frac) : sign * pow(2.0, 1.0 - f->bias) * frac;
+}
+
+/* The smallest subnormal, 2^(1 - bias - mbits). */
+static float tiniest(const f8_format *f) { return (float)pow(2.0, 1.0 - f->bias - f->mbits); }
+
+/* ------------------------------------------------------------------------ */
+/* Names                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void test_names(void **state)
+{
+    (void)state;
+    /* appended after TL_BOOL: the values are ABI (and the random kernel's
+     * dtype codes) */
+    assert_int_equal(TL_F8E4M3, 8);
+    assert_int_equal(TL_F8E5M2, 9);
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        assert_int_equal(tl_dtype_size(f->dt), 1);
+        assert_string_equal(tl_dtype_name(f->dt), f->name);
+        assert_int_equal(tl_dtype_from_name(f->name), f->dt);
+    }
+    static const char *const not_names[] = {"f8", "e4m3", "fp8", "F8E4M3", "f8e4m3fn", "f8e5m2 ", "float8"};
+    for (size_t i = 0; i < TEST_COUNT(not_names); i++)
+        assert_int_equal(tl_dtype_from_name(not_names[i]), TL_DTYPE_INVALID);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoding                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void check_all_codes(const f8_format *f, int want_nans, int want_infs)
+{
+    int nans = 0, infs = 0;
+    double largest = 0, last = -1;
+    for (unsigned c = 0; c < 256; c++) {
+        int kind;
+        double want = reference(f, c, &kind);
+        float got = f->dec((uint8_t)c);
+        bool neg = (c & 0x80) != 0;
+        if (kind == NOT_A_NUMBER) {
+            if (!isnan(got))
+                fail_msg("%s 0x%02x: %g, want NaN", f->name, c, got);
+            nans++;
+        } else if (kind == INF) {
+            if (!isinf(got))
+                fail_msg("%s 0x%02x: %g, want an infinity", f->name, c, got);
+            infs++;
+        } else if ((double)got != want) {
+            fail_msg("%s 0x%02x: %a, want %a", f->name, c, got, want);
+        } else if (!neg) { /* the positive codes count up in value */
+            assert_true(want > last);
+            last = want;
+            largest = want > largest ? want : largest;
+        }
+        assert_int_equal(signbit(got) != 0, neg); /* -0 and the negative NaN too */
+    }
+    assert_int_equal(nans, want_nans);
+    assert_int_equal(infs, want_infs);
+    assert_true(largest == f->max);
+    assert_true(f->dec(f->max_code) == (float)f->max);
+    assert_true(f->dec((uint8_t)(f->max_code | 0x80)) == (float)-f->max);
+}
+
+static void test_decode_e4m3(void **state)
+{
+    (void)state;
+    const f8_format *f = &formats[0];
+    check_all_codes(f, 2, 0); /* NaN: 0x7f and 0xff only */
+    assert_true(tl_f8e4m3_to_f32(0x7e) == 448.0f);
+    assert_true(tl_f8e4m3_to_f32(0xfe) == -448.0f);
+    assert_true(tl_f8e4m3_to_f32(0x01) == 0x1p-9f);   /* the smallest subnormal */
+    assert_true(tl_f8e4m3_to_f32(0x07) == 7 * 0x1p-9f); /* the largest */
+    assert_true(tl_f8e4m3_to_f32(0x08) == 0x1p-6f);   /* the smallest normal */
+    assert_true(tl_f8e4m3_to_f32(0x38) == 1.0f);
+    assert_true(tl_f8e4m3_to_f32(0x39) == 1.125f);
+    assert_true(tl_f8e4m3_to_f32(0x78) == 256.0f);    /* E = 15 is an ordinary exponent */
+    assert_true(tl_f8e4m3_to_f32(0xc0) == -2.0f);
+    assert_int_equal(bits_of(tl_f8e4m3_to_f32(0x80)), 0x80000000u);
+}
+
+static void test_decode_e5m2(void **state)
+{
+    (void)state;
+    const f8_format *f = &formats[1];
+    check_all_codes(f, 6, 2); /* NaN: 0x7d..0x7f, 0xfd..0xff */
+    assert_true(tl_f8e5m2_to_f32(0x7b) == 57344.0f);
+    assert_true(tl_f8e5m2_to_f32(0x01) == 0x1p-16f);
+    assert_true(tl_f8e5m2_to_f32(0x03) == 3 * 0x1p-16f);
+    assert_true(tl_f8e5m2_to_f32(0x04) == 0x1p-14f);
+    assert_true(tl_f8e5m2_to_f32(0x3c) == 1.0f);
+    assert_true(tl_f8e5m2_to_f32(0x3d) == 1.25f);
+    assert_true(tl_f8e5m2_to_f32(0x7c) == (float)INFINITY);
+    assert_true(tl_f8e5m2_to_f32(0xfc) == -(float)INFINITY);
+    assert_int_equal(bits_of(tl_f8e5m2_to_f32(0x80)), 0x80000000u);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Encoding                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Every finite code, both signs, comes back from its value: from f32 and
+ * straight from the double. */
+static void test_round_trip(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        for (unsigned c = 0; c < 256; c++) {
+            int kind;
+            double v = reference(f, c, &kind);
+            if (kind != FINITE)
+                continue;
+            if (f->enc(f->dec((uint8_t)c)) != c)
+                fail_msg("%s 0x%02x -> %g -> 0x%02x", f->name, c, f->dec((uint8_t)c), f->enc(f->dec((uint8_t)c)));
+            assert_int_equal(tli_f64_to_f8(f->dt, v), c);
+        }
+    }
+}
+
+/* For each pair of neighbouring positive finite codes c, c + 1 (zero and
+ * the smallest subnormal, the largest subnormal and the smallest normal,
+ * each step of exponent): the midpoint goes to the even code, a float just
+ * below it to c, just above it to c + 1, and the negatives likewise. A
+ * double a hair off the midpoint, closer than a float can say, goes to the
+ * nearer code: the double is rounded once, not through float. */
+static void test_midpoints(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        for (unsigned c = 0; c < f->max_code; c++) {
+            float a = f->dec((uint8_t)c), b = f->dec((uint8_t)(c + 1));
+            float mid = (a + b) / 2; /* exact: one bit more than the format */
+            uint8_t even = (uint8_t)((c & 1) ? c + 1 : c), up = (uint8_t)(c + 1);
+            if (f->enc(mid) != even)
+                fail_msg("%s: the midpoint %a of 0x%02x and 0x%02x gives 0x%02x", f->name, mid, c, c + 1,
+                         f->enc(mid));
+            assert_int_equal(f->enc(-mid), even | 0x80);
+            assert_int_equal(f->enc(nextafterf(mid, 0.0f)), c);
+            assert_int_equal(f->enc(nextafterf(mid, (float)INFINITY)), up);
+            assert_int_equal(f->enc(-nextafterf(mid, (float)INFINITY)), up | 0x80);
+            assert_int_equal(tli_f64_to_f8(f->dt, mid), even);
+            assert_int_equal(tli_f64_to_f8(f->dt, (double)mid * (1 + 0x1p-40)), up);
+            assert_int_equal(tli_f64_to_f8(f->dt, (double)mid * (1 - 0x1p-40)), c);
+            assert_int_equal(tli_f64_to_f8(f->dt, -(double)mid * (1 + 0x1p-40)), up | 0x80);
+        }
+    }
+}
+
+/* Beyond the largest finite value, infinities included, the result is the
+ * largest finite value with the sign (cvt.rn.satfinite); NaN gives 0x7f
+ * whatever its sign. */
+static void test_saturation_and_nan(void **state)
+{
+    (void)state;
+    static const float e4m3_over[] = {449.0f, 463.99f, 464.0f, 465.0f, 480.0f, 1e6f, FLT_MAX, (float)INFINITY};
+    static const float e5m2_over[] = {57345.0f, 61439.0f, 61440.0f, 61441.0f, 65536.0f, 1e30f, FLT_MAX,
+                                      (float)INFINITY};
+    for (size_t i = 0; i < TEST_COUNT(e4m3_over); i++) {
+        assert_int_equal(tl_f32_to_f8e4m3(e4m3_over[i]), 0x7e);
+        assert_int_equal(tl_f32_to_f8e4m3(-e4m3_over[i]), 0xfe);
+        assert_int_equal(tli_f64_to_f8(TL_F8E4M3, e4m3_over[i]), 0x7e);
+    }
+    for (size_t i = 0; i < TEST_COUNT(e5m2_over); i++) {
+        assert_int_equal(tl_f32_to_f8e5m2(e5m2_over[i]), 0x7b);
+        assert_int_equal(tl_f32_to_f8e5m2(-e5m2_over[i]), 0xfb);
+        assert_int_equal(tli_f64_to_f8(TL_F8E5M2, e5m2_over[i]), 0x7b);
+    }
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        uint8_t top = f->max_code, below = (uint8_t)(f->max_code - 1);
+        assert_int_equal(f->enc((float)f->max), top);
+        /* between the two largest values the usual rounding holds */
+        float mid = (f->dec(below) + f->dec(top)) / 2;
+        assert_int_equal(f->enc(nextafterf(mid, 0.0f)), below);
+        assert_int_equal(f->enc(nextafterf(mid, (float)INFINITY)), top);
+        assert_int_equal(tli_f64_to_f8(f->dt, DBL_MAX), top);
+        assert_int_equal(tli_f64_to_f8(f->dt, -DBL_MAX), top | 0x80);
+        assert_int_equal(tli_f64_to_f8(f->dt, -INFINITY), top | 0x80);
+        assert_int_equal(f->enc(NAN), 0x7f);
+        assert_int_equal(f->enc(-NAN), 0x7f);
+        assert_int_equal(f->enc(float_of(0x7f800001u)), 0x7f); /* a signalling NaN */
+        assert_int_equal(f->enc(float_of(0xffffffffu)), 0x7f);
+        assert_int_equal(tli_f64_to_f8(f->dt, NAN), 0x7f);
+        assert_int_equal(tli_f64_to_f8(f->dt, -NAN), 0x7f);
+    }
+}
+
+/* Below the smallest subnormal s: half of it is a tie between 0 and s and
+ * goes to 0 (even); anything above half goes to s; smaller values, f32
+ * subnormals among them, go to zero of their sign; ties between
+ * subnormals go to the even one. */
+static void test_underflow(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        float s = tiniest(f);
+        assert_int_equal(f->enc(s), 0x01);
+        assert_int_equal(f->enc(s / 2), 0x00);
+        assert_int_equal(f->enc(-s / 2), 0x80);
+        assert_int_equal(f->enc(nextafterf(s / 2, 1.0f)), 0x01);
+        assert_int_equal(f->enc(-nextafterf(s / 2, 1.0f)), 0x81);
+        assert_int_equal(f->enc(nextafterf(s / 2, 0.0f)), 0x00);
+        assert_int_equal(f->enc(s / 4), 0x00);
+        assert_int_equal(f->enc(1e-30f), 0x00);
+        assert_int_equal(f->enc(-1e-30f), 0x80);
+        assert_int_equal(f->enc(float_of(1)), 0x00);           /* the smallest f32 subnormal */
+        assert_int_equal(f->enc(float_of(0x80000001u)), 0x80);
+        assert_int_equal(f->enc(0.0f), 0x00);
+        assert_int_equal(f->enc(-0.0f), 0x80);
+        assert_int_equal(f->enc(1.5f * s), 0x02);              /* ties to even */
+        assert_int_equal(f->enc(2.5f * s), 0x02);
+        assert_int_equal(f->enc(-2.5f * s), 0x82);
+        assert_int_equal(tli_f64_to_f8(f->dt, s / 2.0 * (1 + 0x1p-40)), 0x01);
+        assert_int_equal(tli_f64_to_f8(f->dt, s / 2.0), 0x00);
+        assert_int_equal(tli_f64_to_f8(f->dt, 1e-300), 0x00);
+        assert_int_equal(tli_f64_to_f8(f->dt, -1e-300), 0x80);
+        assert_int_equal(tli_f64_to_f8(f->dt, -0.0), 0x80);
+    }
+}
+
+/* The largest subnormal L = (2^mbits - 1) s and the smallest normal
+ * N = 2^mbits s: their midpoint rounds up to N (its code 2^mbits is even),
+ * as does anything between it and N; just below the midpoint gives L. */
+static void test_smallest_normal(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        float s = tiniest(f), l = (float)((1 << f->mbits) - 1) * s, n = (float)(1 << f->mbits) * s;
+        uint8_t l_code = (uint8_t)((1 << f->mbits) - 1), n_code = (uint8_t)(1 << f->mbits);
+        assert_true(f->dec(l_code) == l);
+        assert_true(f->dec(n_code) == n);
+        float mid = (l + n) / 2;
+        assert_int_equal(f->enc(mid), n_code);
+        assert_int_equal(f->enc(nextafterf(mid, 1.0f)), n_code);
+        assert_int_equal(f->enc(nextafterf(n, 0.0f)), n_code);
+        assert_int_equal(f->enc(n), n_code);
+        assert_int_equal(f->enc(nextafterf(mid, 0.0f)), l_code);
+        assert_int_equal(f->enc(-mid), n_code | 0x80);
+        assert_int_equal(tli_f64_to_f8(f->dt, mid), n_code);
+        assert_int_equal(tli_f64_to_f8(f->dt, (double)mid * (1 - 0x1p-40)), l_code);
+    }
+    assert_int_equal(tl_f32_to_f8e4m3(0x1p-6f), 0x08);
+    assert_int_equal(tl_f32_to_f8e4m3(7.5f * 0x1p-9f), 0x08);
+    assert_int_equal(tl_f32_to_f8e5m2(0x1p-14f), 0x04);
+    assert_int_equal(tl_f32_to_f8e5m2(3.5f * 0x1p-16f), 0x04);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The device's conversions, transcribed                                     */
+/* ------------------------------------------------------------------------ */
+
+/* tl_device.cuh's tl_f8_to_f32 and tl_f32_to_f8, integer for integer in C
+ * (keep them in step with the header). The GPU tier compares the device
+ * itself with the host through tl_random_fill; this covers every f32 near
+ * a rounding boundary of either format, which no random fill reaches. */
+static float device_decode(unsigned x, int mant, int bias, bool ieee_top)
+{
+    const unsigned top = (1u << (7 - mant)) - 1u, mask = (1u << mant) - 1u;
+    const unsigned e = (x >> mant) & top, m = x & mask, sign = (x & 0x80u) << 24;
+    unsigned u;
+    if (e == top && (ieee_top || m == mask))
+        u = (ieee_top && m == 0) ? 0x7f800000u : 0x7fc00000u;
+    else if (e == 0)
+        u = bits_of((float)m * float_of((unsigned)(127 + 1 - bias - mant) << 23));
+    else
+        u = ((e + 127u - (unsigned)bias) << 23) | (m << (23 - mant));
+    return float_of(sign | u);
+}
+
+static uint8_t device_encode(float f, int mant, int bias, unsigned max_code)
+{
+    const unsigned u = bits_of(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return 0x7fu;
+    unsigned code;
+    if (a < ((unsigned)(127 + 1 - bias) << 23))
+        code = (unsigned)rintf(float_of(a) * float_of((unsigned)(127 + bias - 1 + mant) << 23));
+    else {
+        const int shift = 23 - mant;
+        const unsigned r = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
+        code = (r >> shift) - ((unsigned)(127 - bias) << mant);
+    }
+    return (uint8_t)(sign | (code > max_code ? max_code : code));
+}
+
+/* Every code decodes to the same bits on both sides (NaNs and -0
+ * included); every f32 whose low 13 bits are zero (all exponents, both
+ * signs, the top 10 fraction bits: each value of either format, each
+ * midpoint between neighbours, the infinities and NaNs) and the floats
+ * one ulp either side encode to the same code. */
+static void test_device_matches_host(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        for (unsigned c = 0; c < 256; c++) {
+            uint32_t dev = bits_of(device_decode(c, f->mbits, f->bias, f->ieee)), host = bits_of(f->dec((uint8_t)c));
+            if (dev != host)
+                fail_msg("%s 0x%02x: device 0x%08x, host 0x%08x", f->name, c, dev, host);
+        }
+        for (uint32_t hi = 0; hi < (1u << 19); hi++)
+            for (int d = -1; d <= 1; d++) {
+                uint32_t u = (hi << 13) + (uint32_t)d; /* wraps at 0: 0xffffffff, a NaN */
+                float x = float_of(u);
+                uint8_t dev = device_encode(x, f->mbits, f->bias, f->max_code), host = f->enc(x);
+                if (dev != host)
+                    fail_msg("%s of %a (0x%08x): device 0x%02x, host 0x%02x", f->name, x, u, dev, host);
+            }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element access by dtype                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* tli_store_from_double writes one byte (its neighbours keep theirs),
+ * rounded straight from the double and saturating; tli_load_as_double
+ * reads the value back, infinities and NaNs as such. */
+static void test_load_store(void **state)
+{
+    (void)state;
+    uint8_t buf[6];
+    memset(buf, 0xa5, sizeof buf);
+    /* 1.0625 is the tie between 1 (0x38) and 1.125 (0x39) */
+    tli_store_from_double(TL_F8E4M3, buf, 2, 1.0625);
+    assert_int_equal(buf[2], 0x38);
+    tli_store_from_double(TL_F8E4M3, buf, 2, 1.0625 + 0x1p-40);
+    assert_int_equal(buf[2], 0x39);
+    assert_true(tli_load_as_double(TL_F8E4M3, buf, 2) == 1.125);
+    assert_int_equal(buf[1], 0xa5);
+    assert_int_equal(buf[3], 0xa5);
+    tli_store_from_double(TL_F8E4M3, buf, 0, 1e300);
+    assert_int_equal(buf[0], 0x7e);
+    assert_true(tli_load_as_double(TL_F8E4M3, buf, 0) == 448.0);
+    tli_store_from_double(TL_F8E4M3, buf, 0, -INFINITY);
+    assert_int_equal(buf[0], 0xfe);
+    tli_store_from_double(TL_F8E4M3, buf, 0, NAN);
+    assert_int_equal(buf[0], 0x7f);
+    assert_true(isnan(tli_load_as_double(TL_F8E4M3, buf, 0)));
+    tli_store_from_double(TL_F8E4M3, buf, 5, -0x1p-9);
+    assert_int_equal(buf[5], 0x81);
+    assert_true(tli_load_as_double(TL_F8E4M3, buf, 5) == -0x1p-9);
+
+    /* 1.125 is the tie between 1 (0x3c) and 1.25 (0x3d) */
+    tli_store_from_double(TL_F8E5M2, buf, 4, 1.125);
+    assert_int_equal(buf[4], 0x3c);
+    tli_store_from_double(TL_F8E5M2, buf, 4, 1.125 + 0x1p-40);
+    assert_int_equal(buf[4], 0x3d);
+    assert_true(tli_load_as_double(TL_F8E5M2, buf, 4) == 1.25);
+    assert_int_equal(buf[3], 0xa5);
+    assert_int_equal(buf[5], 0x81);
+    tli_store_from_double(TL_F8E5M2, buf, 1, INFINITY); /* saturates: no infinity is stored */
+    assert_int_equal(buf[1], 0x7b);
+    assert_true(tli_load_as_double(TL_F8E5M2, buf, 1) == 57344.0);
+    tli_store_from_double(TL_F8E5M2, buf, 1, -0.0);
+    assert_int_equal(buf[1], 0x80);
+    assert_true(signbit(tli_load_as_double(TL_F8E5M2, buf, 1)));
+    buf[1] = 0x7c;
+    assert_true(tli_load_as_double(TL_F8E5M2, buf, 1) == INFINITY);
+    buf[1] = 0xfc;
+    assert_true(tli_load_as_double(TL_F8E5M2, buf, 1) == -INFINITY);
+    buf[1] = 0x7e;
+    assert_true(isnan(tli_load_as_double(TL_F8E5M2, buf, 1)));
+    buf[1] = 0x01;
+    assert_true(tli_load_as_double(TL_F8E5M2, buf, 1) == 0x1p-16);
+    /* the same byte means different values in the two formats */
+    buf[0] = 0x7e;
+    assert_true(tli_load_as_double(TL_F8E4M3, buf, 0) == 448.0);
+    assert_true(isnan(tli_load_as_double(TL_F8E5M2, buf, 0)));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_decode_e4m3),
+        cmocka_unit_test(test_decode_e5m2),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_midpoints),
+        cmocka_unit_test(test_saturation_and_nan),
+        cmocka_unit_test(test_underflow),
+        cmocka_unit_test(test_smallest_normal),
+        cmocka_unit_test(test_device_matches_host),
+        cmocka_unit_test(test_load_store),
+    };
+    return cmocka_run_group_tests_name("fp8", tests, offline_setup, ctx_teardown);
+}

@@ -219,10 +219,14 @@ TL_API tl_status tl_synchronize(tl_ctx *ctx);
  * based generator: element i depends only on (seed, i). tl_random_host
  * produces bit-identical values on the host, so a reference can be computed
  * without copying inputs back. dtype: f32, f16, bf16, f64, i32 (integers in
- * [lo, hi)). lo <= hi, both finite; for i32 both within [-2^31, 2^31].
- * Errors: TL_ERR_INVALID_ARG (a bad range, dtype, n < 0, a null or, on the
- * device, misaligned pointer); tl_random_fill also TL_ERR_NO_DEVICE and
- * those of tl_launch. */
+ * [lo, hi)), f8e4m3, f8e5m2. The 16- and 8-bit floats are the f32 draw
+ * rounded to nearest even (tl_f32_to_f16, tl_f32_to_f8e4m3, ...): between
+ * lo and hi each rounded to the type, hi's rounding included. lo <= hi,
+ * both finite; for i32 both within [-2^31, 2^31], for f8e4m3 within
+ * [-448, 448], for f8e5m2 within [-57344, 57344] (the finite range:
+ * nothing saturates). Errors: TL_ERR_INVALID_ARG (a bad range, dtype,
+ * n < 0, a null or, on the device, misaligned pointer); tl_random_fill
+ * also TL_ERR_NO_DEVICE and those of tl_launch. */
 TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int64_t n,
                                 uint64_t seed, double lo, double hi, void *stream);
 TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t seed,
@@ -893,7 +897,8 @@ TL_API tl_status tl_time_launch(const tl_program *p, void *stream, int nargs, co
 
 /* A run of n elements on the host (host != NULL) or the device (dptr). */
 typedef struct tl_span {
-    tl_dtype dtype;  /* f32, f16, bf16, f64 (i32/i64 compare as numbers) */
+    tl_dtype dtype;  /* f32, f16, bf16, f64, f8e4m3, f8e5m2 (i32/i64
+                        compare as numbers) */
     int64_t n;
     const void *host;
     uint64_t dptr;

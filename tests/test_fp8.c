@@ -7,7 +7,8 @@
  * the step from the largest subnormal to the smallest normal), from f32 and
  * straight from a double; the device's integer conversions (tl_device.cuh)
  * transcribed and compared with the host's over every f32 near a rounding
- * boundary; and element access by dtype (half.h) for both types. */
+ * boundary; element access by dtype (half.h) for both types; tl_random_host's
+ * 8-bit fills and their ranges; tl_check on 8-bit spans. */
 #include "fixture.h"
 
 #include "half.h"
@@ -439,6 +440,120 @@ static void test_load_store(void **state)
     assert_true(isnan(tli_load_as_double(TL_F8E5M2, buf, 0)));
 }
 
+/* ------------------------------------------------------------------------ */
+/* Random fills and checks                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* tl_random_host's 8-bit fills are its f32 draws (the same seed and range)
+ * rounded by tl_f32_to_f8e4m3 / tl_f32_to_f8e5m2, which is what the device
+ * does with its twins of those conversions: every byte is a finite code
+ * between lo and hi each rounded to the format (rounding is monotonic;
+ * hi's rounding itself may come out, or a code above hi when the range is
+ * narrower than the format's spacing), the same for the same seed, other
+ * for another, and spread over the range. */
+static void test_random_host(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static const double ranges[][2] = {{-3, 5}, {-1, 1}, {0, 0.001}, {-448, 448}, {-57344, 57344}, {2, 2}};
+    float *f32 = malloc(N * sizeof *f32);
+    uint8_t *a = malloc(N), *b = malloc(N);
+    assert_true(f32 && a && b);
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        for (size_t r = 0; r < TEST_COUNT(ranges); r++) {
+            double lo = ranges[r][0], hi = ranges[r][1];
+            if (hi > f->max) /* beyond e4m3's range: refused (below) */
+                continue;
+            uint64_t seed = 40 + r;
+            assert_status(tl_random_host(a, f->dt, N, seed, lo, hi), TL_OK);
+            assert_status(tl_random_host(f32, TL_F32, N, seed, lo, hi), TL_OK);
+            double lo8 = f->dec(f->enc((float)lo)), hi8 = f->dec(f->enc((float)hi));
+            bool seen[256] = {false};
+            int distinct = 0;
+            for (int j = 0; j < N; j++) {
+                double v = f->dec(a[j]);
+                if (a[j] != f->enc(f32[j]))
+                    fail_msg("%s [%g, %g) element %d: 0x%02x, not the f32 draw %a rounded (0x%02x)", f->name, lo,
+                             hi, j, a[j], f32[j], f->enc(f32[j]));
+                if (!isfinite(v) || v < lo8 || v > hi8)
+                    fail_msg("%s [%g, %g) element %d: 0x%02x = %g", f->name, lo, hi, j, a[j], v);
+                distinct += !seen[a[j]];
+                seen[a[j]] = true;
+            }
+            /* the finite codes in the range, or at least 40 of them */
+            int in_range = 0;
+            for (unsigned c = 0; c < 256; c++) {
+                float v = f->dec((uint8_t)c);
+                in_range += isfinite(v) && v >= lo && v < hi && !(v == 0 && (c & 0x80));
+            }
+            assert_true(distinct >= (in_range < 40 ? in_range : 40));
+            assert_status(tl_random_host(b, f->dt, N, seed, lo, hi), TL_OK);
+            assert_memory_equal(a, b, N);
+            if (lo < hi) {
+                assert_status(tl_random_host(b, f->dt, N, seed + 1000, lo, hi), TL_OK);
+                assert_memory_not_equal(a, b, N);
+            }
+        }
+    }
+    free(f32), free(a), free(b);
+}
+
+/* The range must lie within the format's finite values (nothing saturates);
+ * tl_random_fill checks the same before it needs a device. */
+static void test_random_ranges(void **state)
+{
+    (void)state;
+    uint8_t v[4];
+    assert_status(tl_random_host(v, TL_F8E4M3, 4, 1, -448, 448), TL_OK);
+    assert_status(tl_random_host(v, TL_F8E4M3, 4, 1, -449, 0), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(v, TL_F8E4M3, 4, 1, 0, 448.5), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(v, TL_F8E4M3, 4, 1, 0, 1000), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(v, TL_F8E5M2, 4, 1, -57344, 57344), TL_OK);
+    assert_status(tl_random_host(v, TL_F8E5M2, 4, 1, -57345, 0), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(v, TL_F8E5M2, 4, 1, 0, INFINITY), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(v, TL_F8E5M2, 4, 1, 1, 0), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(NULL, TL_F8E5M2, 4, 1, 0, 1), TL_ERR_INVALID_ARG);
+    assert_status(tl_random_host(NULL, TL_F8E5M2, 0, 1, 0, 1), TL_OK);
+    /* the device call checks its arguments first, then wants a device */
+    assert_status(tl_random_fill(ctx, 0x1001, TL_F8E4M3, 4, 1, -1, 1, NULL), TL_ERR_NO_DEVICE);
+    assert_status(tl_random_fill(ctx, 0x1001, TL_F8E4M3, 4, 1, -500, 1, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "f8e4m3 [-448, 448]"));
+    assert_status(tl_random_fill(ctx, 0x1001, TL_F8E5M2, 4, 1, 0, 60000, NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "f8e5m2 [-57344, 57344]"));
+}
+
+/* tl_check reads 8-bit spans as their values: codes equal to the rounded
+ * reference pass at the format's precision and fail at a tighter one; a
+ * NaN code is non-finite. */
+static void test_check_spans(void **state)
+{
+    (void)state;
+    enum { N = 512 };
+    double ref[N];
+    uint8_t out[N];
+    for (int i = 0; i < N; i++)
+        ref[i] = sin(i * 0.1) * 3;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        const f8_format *f = &formats[i];
+        for (int j = 0; j < N; j++)
+            out[j] = tli_f64_to_f8(f->dt, ref[j]);
+        tl_span o = {.dtype = f->dt, .n = N, .host = out}, r = {.dtype = TL_F64, .n = N, .host = ref};
+        tl_check_result res;
+        double ulp = pow(2.0, -f->mbits); /* relative spacing at 1 */
+        assert_status(tl_check(ctx, &o, &r, ulp, &res), TL_OK);
+        assert_true(res.pass);
+        assert_true(res.rel_err > ulp / 64 && res.rel_err < ulp / 2);
+        assert_status(tl_check(ctx, &o, &r, ulp / 64, &res), TL_OK);
+        assert_false(res.pass);
+        out[7] = 0x7f; /* NaN in both formats */
+        assert_status(tl_check(ctx, &o, &r, 1.0, &res), TL_OK);
+        assert_false(res.pass);
+        assert_int_equal(res.nonfinite, 1);
+        assert_int_equal(res.first_bad, 7);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +567,9 @@ int main(void)
         cmocka_unit_test(test_smallest_normal),
         cmocka_unit_test(test_device_matches_host),
         cmocka_unit_test(test_load_store),
+        cmocka_unit_test(test_random_host),
+        cmocka_unit_test(test_random_ranges),
+        cmocka_unit_test(test_check_spans),
     };
     return cmocka_run_group_tests_name("fp8", tests, offline_setup, ctx_teardown);
 }

@@ -1701,9 +1701,26 @@ TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
  * bias and no epilogue: cublasGemmEx; otherwise cublasLtMatmul with the
  * BIAS, RELU, RELU_BIAS, GELU or GELU_BIAS epilogue (cuBLASLt's GELU is the
  * tanh form, so TL_EPI_GELU_TANH maps to it and TL_EPI_GELU_ERF is
- * TL_ERR_UNSUPPORTED). cuBLAS and cuBLASLt are loaded on first use; their
+ * TL_ERR_UNSUPPORTED).
+ *   8-bit inputs (in_dtype f8e4m3 or f8e5m2, A and B both of it): always
+ * cublasLtMatmul, with CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 operands, f32
+ * compute and scale, C of out_dtype (bf16, f16 or f32), and its fast
+ * accumulation off (CUBLASLT_MATMUL_DESC_FAST_ACCUM 0: partial sums are
+ * promoted to f32, as our kernels keep them). The bias is then of
+ * out_dtype, as tl_op_gemm's is for 8-bit inputs; cuBLASLt reads that for
+ * bf16 and f16 outputs only (an f32 output with a bias:
+ * TL_ERR_UNSUPPORTED). Its FP8 GEMM offers B as [N, K] only (trans_b),
+ * needs rows, batch strides and pointers 16-byte aligned (K, lda, ldb
+ * multiples of 16; N, ldc multiples of 16 bytes of out_dtype) and has no
+ * pointer-array batch: otherwise TL_ERR_UNSUPPORTED, before any GPU call.
+ * E5M2 x E5M2, which cuBLASLt documents no kernel for (CUDA 12, 13):
+ * TL_ERR_UNSUPPORTED from its heuristic. There are no scale arguments:
+ * per-tensor scales are alpha = scale_a scale_b (tl_baseline_gemm_ex),
+ * which cuBLASLt applies the same way.
+ *   cuBLAS and cuBLASLt are loaded on first use; their
  * handles, a 32 MiB workspace and the last cuBLASLt plans stay in the
- * context until it is destroyed. Any sizes and alignments. Errors:
+ * context until it is destroyed. Any sizes and alignments (but 8-bit
+ * inputs' above). Errors:
  * TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_UNSUPPORTED (a combination
  * cuBLAS(Lt) does not offer), TL_ERR_NO_DEVICE (offline context),
  * TL_ERR_NO_CUBLAS (the libraries cannot be loaded), TL_ERR_CUDA (a cuBLAS

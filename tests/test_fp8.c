@@ -8,7 +8,8 @@
  * straight from a double; the device's integer conversions (tl_device.cuh)
  * transcribed and compared with the host's over every f32 near a rounding
  * boundary; element access by dtype (half.h) for both types; tl_random_host's
- * 8-bit fills and their ranges; tl_check on 8-bit spans. */
+ * 8-bit fills and their ranges; tl_check on 8-bit spans; and what the
+ * cuBLASLt FP8 baseline (tl_baseline_gemm) refuses before any GPU call. */
 #include "fixture.h"
 
 #include "half.h"
@@ -554,6 +555,107 @@ static void test_check_spans(void **state)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The cuBLASLt baseline's refusals, before any GPU call                     */
+/* ------------------------------------------------------------------------ */
+
+/* tl_baseline_gemm on an offline context: an 8-bit GEMM cuBLASLt can run
+ * gets as far as wanting a device; one it cannot (B as [K, N], rows or
+ * pointers off 16 bytes, an f32 output with a bias, pointer arrays) is
+ * TL_ERR_UNSUPPORTED saying why, and an 8-bit output TL_ERR_DTYPE. */
+static void expect_baseline(const tl_gemm_desc *d, const tl_gemm_args *g, tl_status want, const char *says)
+{
+    tl_status st = tl_baseline_gemm_ex(ctx, d, g, NULL);
+    if (st != want)
+        fail_msg("%s %lldx%lldx%lld -> %s, trans_b %d, bias %d: %s (%s), want %s", tl_dtype_name(d->in_dtype),
+                 (long long)d->m, (long long)d->n, (long long)d->k, tl_dtype_name(d->out_dtype), d->trans_b,
+                 d->has_bias, tl_status_name(st), tl_ctx_error(ctx), tl_status_name(want));
+    if (says && !strstr(tl_ctx_error(ctx), says))
+        fail_msg("the message \"%s\" lacks \"%s\"", tl_ctx_error(ctx), says);
+}
+
+static void test_baseline_offline(void **state)
+{
+    (void)state;
+    tl_gemm_args g = tl_gemm_default_args();
+    g.a = 0x10000, g.b = 0x20000, g.c = 0x30000, g.bias = 0x40000;
+    for (size_t i = 0; i < TEST_COUNT(formats); i++) {
+        tl_gemm_desc d = {.m = 200, .n = 264, .k = 144, .in_dtype = formats[i].dt, .out_dtype = TL_BF16,
+                          .trans_b = 1};
+        expect_baseline(&d, &g, TL_ERR_NO_DEVICE, "no device");
+        assert_status(tl_baseline_gemm(ctx, &d, g.a, g.b, 0, g.c, NULL), TL_ERR_NO_DEVICE);
+        static const tl_dtype outs[] = {TL_F16, TL_F32};
+        for (size_t o = 0; o < TEST_COUNT(outs); o++) {
+            d.out_dtype = outs[o];
+            expect_baseline(&d, &g, TL_ERR_NO_DEVICE, NULL);
+        }
+        d.out_dtype = formats[i].dt;
+        expect_baseline(&d, &g, TL_ERR_DTYPE, "out_dtype");
+        d.out_dtype = TL_BF16;
+        /* the bias is of out_dtype: bf16 and f16 outputs, not f32 */
+        d.has_bias = 1, d.epilogue = TL_EPI_GELU_TANH;
+        expect_baseline(&d, &g, TL_ERR_NO_DEVICE, NULL);
+        d.out_dtype = TL_F32;
+        expect_baseline(&d, &g, TL_ERR_UNSUPPORTED, "bf16 bias");
+        d.has_bias = 0;
+        expect_baseline(&d, &g, TL_ERR_NO_DEVICE, NULL); /* the activation alone is fine */
+        d.epilogue = TL_EPI_GELU_ERF;
+        expect_baseline(&d, &g, TL_ERR_UNSUPPORTED, "tanh");
+        d.epilogue = TL_EPI_NONE, d.out_dtype = TL_BF16;
+        /* only the "TN" form: B as [N, K] */
+        d.trans_b = 0;
+        expect_baseline(&d, &g, TL_ERR_UNSUPPORTED, "[N, K] only");
+        d.trans_b = 1;
+        /* 16-byte rows: K, lda, ldb in bytes; N, ldc in out_dtype's */
+        d.k = 136;
+        expect_baseline(&d, &g, TL_ERR_UNSUPPORTED, "K = 136");
+        d.k = 144, d.n = 260;
+        expect_baseline(&d, &g, TL_ERR_UNSUPPORTED, "N = 260");
+        d.out_dtype = TL_F32; /* 260 f32 are 1040 bytes */
+        expect_baseline(&d, &g, TL_ERR_NO_DEVICE, NULL);
+        d.out_dtype = TL_BF16, d.n = 264;
+        tl_gemm_args h = g;
+        h.lda = 152;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "lda = 152");
+        h.lda = 160, h.ldb = 168;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "ldb = 168");
+        h.ldb = 176, h.ldc = 268;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "ldc = 268");
+        h.ldc = 272;
+        expect_baseline(&d, &h, TL_ERR_NO_DEVICE, NULL);
+        h.batch = 3, h.stride_a = 200 * 160 + 8, h.stride_b = 264 * 176, h.stride_c = 200 * 272;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "stride_a");
+        h.stride_a = 200 * 160, h.stride_c = 200 * 272 + 4;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "stride_c");
+        h.stride_c = 200 * 272;
+        h.alpha = 0.375; /* scale_a scale_b */
+        expect_baseline(&d, &h, TL_ERR_NO_DEVICE, NULL);
+        /* pointers: 16-byte aligned */
+        h = g;
+        h.b = g.b + 8;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "b = 0x20008");
+        h.b = g.b, h.c = g.c + 2;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "c = 0x30002");
+        /* pointer arrays: cuBLASLt has none */
+        h = g;
+        h.a = h.b = h.c = 0;
+        h.a_array = 0x1000, h.b_array = 0x2000, h.c_array = 0x3000, h.batch = 2;
+        expect_baseline(&d, &h, TL_ERR_UNSUPPORTED, "pointer-array");
+        /* K = 0 reads neither operand: no row of them to align */
+        d.k = 0;
+        h = g;
+        h.a = h.b = 0;
+        expect_baseline(&d, &h, TL_ERR_NO_DEVICE, NULL);
+    }
+    /* the 16-bit inputs keep their rules: any alignment, the output the input type or f32 */
+    tl_gemm_desc d = {.m = 7, .n = 9, .k = 5, .in_dtype = TL_BF16, .out_dtype = TL_F16};
+    expect_baseline(&d, &g, TL_ERR_UNSUPPORTED, "cuBLAS has no");
+    d.out_dtype = TL_BF16;
+    tl_gemm_args h = g;
+    h.a = g.a + 2;
+    expect_baseline(&d, &h, TL_ERR_NO_DEVICE, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_random_host),
         cmocka_unit_test(test_random_ranges),
         cmocka_unit_test(test_check_spans),
+        cmocka_unit_test(test_baseline_offline),
     };
     return cmocka_run_group_tests_name("fp8", tests, offline_setup, ctx_teardown);
 }

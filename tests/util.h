@@ -47,12 +47,15 @@ static inline tl_ctx *test_offline_ctx(const char *target)
     return ctx;
 }
 
-/* Element i of a host array of f32, f16 or bf16, as a double. */
+/* Element i of a host array of f32, f16, bf16 or an 8-bit float, as a
+ * double. */
 static inline double test_elem(tl_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {
     case TL_F32: return ((const float *)p)[i];
     case TL_F16: return tl_f16_to_f32(((const uint16_t *)p)[i]);
+    case TL_F8E4M3: return tl_f8e4m3_to_f32(((const uint8_t *)p)[i]);
+    case TL_F8E5M2: return tl_f8e5m2_to_f32(((const uint8_t *)p)[i]);
     default: return tl_bf16_to_f32(((const uint16_t *)p)[i]);
     }
 }

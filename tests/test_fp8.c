@@ -8,8 +8,10 @@
  * straight from a double; the device's integer conversions (tl_device.cuh)
  * transcribed and compared with the host's over every f32 near a rounding
  * boundary; element access by dtype (half.h) for both types; tl_random_host's
- * 8-bit fills and their ranges; tl_check on 8-bit spans; and what the
- * cuBLASLt FP8 baseline (tl_baseline_gemm) refuses before any GPU call. */
+ * 8-bit fills and their ranges; tl_check on 8-bit spans; a kernel of 8-bit
+ * tensors and tiles in the interpreter against the definitions and through
+ * NVRTC; and what the cuBLASLt FP8 baseline (tl_baseline_gemm) refuses
+ * before any GPU call. */
 #include "fixture.h"
 
 #include "half.h"
@@ -556,6 +558,82 @@ static void test_check_spans(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Kernels of 8-bit floats                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Tensors of both types, shared tiles and a fragment of them, copies from
+ * them (to f32 and to their own type), casts both ways, constants and
+ * arithmetic (through f32): the interpreter computes what the definition
+ * says, and NVRTC takes the source for sm_80 and sm_90a. */
+static tl_kernel *fp8_kernel(void)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "fp8");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F8E4M3, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F8E5M2, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 32)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf Xs = tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
+    tl_buf Ys = tl_alloc_shared(k, TL_F8E5M2, 2, (int64_t[]){32, 64});
+    tl_buf acc = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 64});
+    tl_buf xf = tl_alloc_fragment(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
+    tl_copy(k, tl_tile(k, X, tl_block_idx(k, 0), tl_int(k, 0)), tl_all(Xs));
+    tl_copy(k, tl_all(Xs), tl_all(acc));
+    tl_copy(k, tl_all(Xs), tl_all(xf));
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){32, 64}, v);
+    /* y = x * 1.5 - 2^-9 in e4m3 (each step rounded to it), then to e5m2 */
+    tl_expr x = tl_add(k, tl_load(k, xf, v), tl_cast(k, tl_mul(k, tl_load(k, acc, v), tl_f32(k, 0)), TL_F8E4M3));
+    tl_expr y = tl_add(k, tl_mul(k, x, tl_float(k, 1.5, TL_F8E4M3)), tl_float(k, -0x1p-9, TL_F8E4M3));
+    tl_store(k, Ys, v, tl_cast(k, y, TL_F8E5M2));
+    tl_end(k);
+    tl_copy(k, tl_all(Ys), tl_tile(k, Y, tl_block_idx(k, 0), tl_int(k, 0)));
+    return k;
+}
+
+/* What the kernel computes, by the formats' definitions: each operation
+ * on the f32 values of its operands, rounded to e4m3 (to e5m2 at the
+ * end). */
+static uint8_t fp8_kernel_ref(uint8_t x)
+{
+    float xv = tl_f8e4m3_to_f32(x);
+    float p = tl_f8e4m3_to_f32(tl_f32_to_f8e4m3(xv * 1.5f));
+    float y = tl_f8e4m3_to_f32(tl_f32_to_f8e4m3(p - 0x1p-9f));
+    return tl_f32_to_f8e5m2(y);
+}
+
+static void test_kernel(void **state)
+{
+    (void)state;
+    enum { ROWS = 50 }; /* two blocks, the second ragged */
+    uint8_t x[ROWS * 64], y[ROWS * 64];
+    for (int i = 0; i < ROWS * 64; i++) /* every code but the NaNs, twelve times over */
+        x[i] = (uint8_t)((i * 7) % 256 == 0x7f || (i * 7) % 256 == 0xff ? 0 : (i * 7) % 256);
+    memset(y, 0xa5, sizeof y);
+    tl_kernel *k = fp8_kernel();
+    assert_status(tl_kernel_status(k), TL_OK);
+    tl_arg args[] = {tl_arg_int(ROWS), tl_arg_hptr(x), tl_arg_hptr(y)};
+    assert_status(tl_interpret(k, 3, args), TL_OK);
+    for (int i = 0; i < ROWS * 64; i++)
+        if (y[i] != fp8_kernel_ref(x[i]))
+            fail_msg("element %d: x 0x%02x (%g) gives 0x%02x (%g), want 0x%02x", i, x[i], tl_f8e4m3_to_f32(x[i]),
+                     y[i], tl_f8e5m2_to_f32(y[i]), fp8_kernel_ref(x[i]));
+    static const char *const targets[] = {"sm_80", "sm_90a"};
+    for (size_t t = 0; t < TEST_COUNT(targets); t++) {
+        char *ptx = NULL;
+        tl_status st = tl_kernel_ptx(k, targets[t], &ptx);
+        tl_free_host(ptx);
+        if (st == TL_ERR_NO_NVRTC) {
+            tl_kernel_destroy(k);
+            print_message("  skip: NVRTC is missing: the generated source was not compiled\n");
+            skip();
+        }
+        if (st != TL_OK)
+            fail_msg("NVRTC rejected the source for %s: %s", targets[t], tl_ctx_error(ctx));
+    }
+    tl_kernel_destroy(k);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The cuBLASLt baseline's refusals, before any GPU call                     */
 /* ------------------------------------------------------------------------ */
 
@@ -672,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_random_host),
         cmocka_unit_test(test_random_ranges),
         cmocka_unit_test(test_check_spans),
+        cmocka_unit_test(test_kernel),
         cmocka_unit_test(test_baseline_offline),
     };
     return cmocka_run_group_tests_name("fp8", tests, offline_setup, ctx_teardown);

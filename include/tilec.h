@@ -303,10 +303,10 @@ TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype);
  * elements, may be NULL for row-major contiguous. Extents and strides must
  * be >= 0: a negative constant is refused here, any other is checked at
  * launch. Accesses out of the shape are masked: loads give 0, stores are
- * dropped. Element types: f32, f16, bf16, i32, i64, f64. Errors:
- * TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant extent or
- * stride), TL_ERR_DTYPE (a non-integer extent, a bad element type),
- * TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
+ * dropped. Element types: f32, f16, bf16, i32, i64, f64, f8e4m3, f8e5m2.
+ * Errors: TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant
+ * extent or stride), TL_ERR_DTYPE (a non-integer extent, a bad element
+ * type), TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides);
 /* A tensor per block, from an array of pointers (the batch of
@@ -378,11 +378,13 @@ TL_API tl_expr tl_or(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_not(tl_kernel *k, tl_expr a);
 /* cond ? a : b; cond is TL_BOOL, a and b of one dtype. */
 TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b);
-/* Converts among f32, f16, bf16, f64, i32, i64 (floats to ints truncate;
- * to f16/bf16 rounds to nearest even). */
+/* Converts among f32, f16, bf16, f8e4m3, f8e5m2, f64, i32, i64 (floats to
+ * ints truncate; to f16/bf16 rounds to nearest even, to the 8-bit floats
+ * too, saturating as tl_f32_to_f8e4m3 does). */
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype);
 
-/* Float-only math (f16/bf16 are computed in f32 and rounded back). */
+/* Float-only math (the 16- and 8-bit floats are computed in f32 and
+ * rounded back). */
 TL_API tl_expr tl_exp(tl_kernel *k, tl_expr a);
 TL_API tl_expr tl_exp2(tl_kernel *k, tl_expr a);
 TL_API tl_expr tl_log(tl_kernel *k, tl_expr a);
@@ -500,7 +502,8 @@ template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf,
  * vector accesses for fragments <-> global, register moves for fragment ->
  * fragment (same layout). Supported: global -> shared, shared -> global,
  * fragment -> global, fragment -> shared, shared -> fragment, global ->
- * fragment, fragment -> fragment; elements f32, f16 or bf16 on both sides.
+ * fragment, fragment -> fragment; elements f32, f16, bf16, f8e4m3 or
+ * f8e5m2 on both sides.
  * Errors: TL_ERR_UNSUPPORTED (direction), TL_ERR_DTYPE, TL_ERR_SHAPE,
  * TL_ERR_SCOPE (inside tl_parallel, or a tile region whose loop has
  * closed), TL_ERR_INVALID_ARG. */

@@ -219,10 +219,14 @@ TL_API tl_status tl_synchronize(tl_ctx *ctx);
  * based generator: element i depends only on (seed, i). tl_random_host
  * produces bit-identical values on the host, so a reference can be computed
  * without copying inputs back. dtype: f32, f16, bf16, f64, i32 (integers in
- * [lo, hi)). lo <= hi, both finite; for i32 both within [-2^31, 2^31].
- * Errors: TL_ERR_INVALID_ARG (a bad range, dtype, n < 0, a null or, on the
- * device, misaligned pointer); tl_random_fill also TL_ERR_NO_DEVICE and
- * those of tl_launch. */
+ * [lo, hi)), f8e4m3, f8e5m2. The 16- and 8-bit floats are the f32 draw
+ * rounded to nearest even (tl_f32_to_f16, tl_f32_to_f8e4m3, ...): between
+ * lo and hi each rounded to the type, hi's rounding included. lo <= hi,
+ * both finite; for i32 both within [-2^31, 2^31], for f8e4m3 within
+ * [-448, 448], for f8e5m2 within [-57344, 57344] (the finite range:
+ * nothing saturates). Errors: TL_ERR_INVALID_ARG (a bad range, dtype,
+ * n < 0, a null or, on the device, misaligned pointer); tl_random_fill
+ * also TL_ERR_NO_DEVICE and those of tl_launch. */
 TL_API tl_status tl_random_fill(tl_ctx *ctx, uint64_t dptr, tl_dtype dtype, int64_t n,
                                 uint64_t seed, double lo, double hi, void *stream);
 TL_API tl_status tl_random_host(void *dst, tl_dtype dtype, int64_t n, uint64_t seed,
@@ -299,10 +303,10 @@ TL_API tl_expr tl_param_scalar(tl_kernel *k, const char *name, tl_dtype dtype);
  * elements, may be NULL for row-major contiguous. Extents and strides must
  * be >= 0: a negative constant is refused here, any other is checked at
  * launch. Accesses out of the shape are masked: loads give 0, stores are
- * dropped. Element types: f32, f16, bf16, i32, i64, f64. Errors:
- * TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant extent or
- * stride), TL_ERR_DTYPE (a non-integer extent, a bad element type),
- * TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
+ * dropped. Element types: f32, f16, bf16, i32, i64, f64, f8e4m3, f8e5m2.
+ * Errors: TL_ERR_SHAPE (rank not in 1..TL_MAX_RANK, a negative constant
+ * extent or stride), TL_ERR_DTYPE (a non-integer extent, a bad element
+ * type), TL_ERR_INVALID_ARG (an extent the host cannot compute, a name). */
 TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                               const tl_expr *shape, const tl_expr *strides);
 /* A tensor per block, from an array of pointers (the batch of
@@ -374,11 +378,13 @@ TL_API tl_expr tl_or(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_not(tl_kernel *k, tl_expr a);
 /* cond ? a : b; cond is TL_BOOL, a and b of one dtype. */
 TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b);
-/* Converts among f32, f16, bf16, f64, i32, i64 (floats to ints truncate;
- * to f16/bf16 rounds to nearest even). */
+/* Converts among f32, f16, bf16, f8e4m3, f8e5m2, f64, i32, i64 (floats to
+ * ints truncate; to f16/bf16 rounds to nearest even, to the 8-bit floats
+ * too, saturating as tl_f32_to_f8e4m3 does). */
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype);
 
-/* Float-only math (f16/bf16 are computed in f32 and rounded back). */
+/* Float-only math (the 16- and 8-bit floats are computed in f32 and
+ * rounded back). */
 TL_API tl_expr tl_exp(tl_kernel *k, tl_expr a);
 TL_API tl_expr tl_exp2(tl_kernel *k, tl_expr a);
 TL_API tl_expr tl_log(tl_kernel *k, tl_expr a);
@@ -496,7 +502,8 @@ template <typename... I> inline tl_region tl_tile_list(tl_kernel *k, tl_buf buf,
  * vector accesses for fragments <-> global, register moves for fragment ->
  * fragment (same layout). Supported: global -> shared, shared -> global,
  * fragment -> global, fragment -> shared, shared -> fragment, global ->
- * fragment, fragment -> fragment; elements f32, f16 or bf16 on both sides.
+ * fragment, fragment -> fragment; elements f32, f16, bf16, f8e4m3 or
+ * f8e5m2 on both sides.
  * Errors: TL_ERR_UNSUPPORTED (direction), TL_ERR_DTYPE, TL_ERR_SHAPE,
  * TL_ERR_SCOPE (inside tl_parallel, or a tile region whose loop has
  * closed), TL_ERR_INVALID_ARG. */
@@ -893,7 +900,8 @@ TL_API tl_status tl_time_launch(const tl_program *p, void *stream, int nargs, co
 
 /* A run of n elements on the host (host != NULL) or the device (dptr). */
 typedef struct tl_span {
-    tl_dtype dtype;  /* f32, f16, bf16, f64 (i32/i64 compare as numbers) */
+    tl_dtype dtype;  /* f32, f16, bf16, f64, f8e4m3, f8e5m2 (i32/i64
+                        compare as numbers) */
     int64_t n;
     const void *host;
     uint64_t dptr;
@@ -1712,9 +1720,27 @@ TL_API tl_status tl_tune_db_clear(tl_ctx *ctx);
  * bias and no epilogue: cublasGemmEx; otherwise cublasLtMatmul with the
  * BIAS, RELU, RELU_BIAS, GELU or GELU_BIAS epilogue (cuBLASLt's GELU is the
  * tanh form, so TL_EPI_GELU_TANH maps to it and TL_EPI_GELU_ERF is
- * TL_ERR_UNSUPPORTED). cuBLAS and cuBLASLt are loaded on first use; their
+ * TL_ERR_UNSUPPORTED).
+ *   8-bit inputs (in_dtype f8e4m3 or f8e5m2, A and B both of it): always
+ * cublasLtMatmul, with CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 operands, f32
+ * compute and scale, C of out_dtype (bf16, f16 or f32), and its fast
+ * accumulation on (CUBLASLT_MATMUL_DESC_FAST_ACCUM 1: the tensor cores'
+ * accumulator takes every step's products, no partial sums promoted to
+ * CUDA-core f32, as in tl_op_gemm's kernels). The bias is then of
+ * out_dtype, as tl_op_gemm's is for 8-bit inputs; cuBLASLt reads that for
+ * bf16 and f16 outputs only (an f32 output with a bias:
+ * TL_ERR_UNSUPPORTED). Its FP8 GEMM offers B as [N, K] only (trans_b),
+ * needs rows, batch strides and pointers 16-byte aligned (K, lda, ldb
+ * multiples of 16; N, ldc multiples of 16 bytes of out_dtype) and has no
+ * pointer-array batch: otherwise TL_ERR_UNSUPPORTED, before any GPU call.
+ * E5M2 x E5M2, which cuBLASLt documents no kernel for (CUDA 12, 13):
+ * TL_ERR_UNSUPPORTED from its heuristic. There are no scale arguments:
+ * per-tensor scales are alpha = scale_a scale_b (tl_baseline_gemm_ex),
+ * which cuBLASLt applies the same way.
+ *   cuBLAS and cuBLASLt are loaded on first use; their
  * handles, a 32 MiB workspace and the last cuBLASLt plans stay in the
- * context until it is destroyed. Any sizes and alignments. Errors:
+ * context until it is destroyed. Any sizes and alignments (but 8-bit
+ * inputs' above). Errors:
  * TL_ERR_INVALID_ARG, TL_ERR_DTYPE, TL_ERR_UNSUPPORTED (a combination
  * cuBLAS(Lt) does not offer), TL_ERR_NO_DEVICE (offline context),
  * TL_ERR_NO_CUBLAS (the libraries cannot be loaded), TL_ERR_CUDA (a cuBLAS

@@ -13,6 +13,23 @@
  * layouts are no way round: it rejects them for bf16 in, f32 out with
  * GELU_BIAS on sm_90.)
  *
+ * 8-bit float inputs (f8e4m3, f8e5m2) always go to cublasLtMatmul, cuBLAS's
+ * FP8 entry point. Its FP8 kernels want A transposed and B not (the "TN"
+ * form, column-major), which the swapped form gives exactly when our B is
+ * [N, K]: both operands K-major, as our own FP8 kernels read them; B as
+ * [K, N] is refused. The rows and pointers must be 16-byte aligned (for
+ * FP8 cuBLASLt makes Tensor Core alignment a requirement). f32 compute and
+ * scale, fast accumulation on (CUBLASLT_MATMUL_DESC_FAST_ACCUM 1): the
+ * tensor cores' accumulator takes every k32 step's products, none of the
+ * partial sums promoted to CUDA-core f32, which is how our kernels add
+ * them, so the two compare like for like in speed and in error (its
+ * default, 0, promotes them every few steps: slower, a little more
+ * accurate). The
+ * bias is of out_dtype, as tl_op_gemm's is for 8-bit inputs; cuBLASLt takes
+ * that for bf16 and f16 outputs, and for an f32 output only a bf16 bias,
+ * so an f32 output with a bias is refused. No operand scales: per-tensor
+ * scales are alpha (scale_a scale_b), applied the same way.
+ *
  * The handles, a 32 MiB cuBLASLt workspace and the last few cuBLASLt plans
  * (descriptors, layouts and the algorithm the heuristic chose) stay in the
  * context, so a timed loop pays for the heuristic once.
@@ -20,6 +37,7 @@
 #include "baseline.h"
 
 #include "ctx.h"
+#include "ir.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -109,9 +127,23 @@ static int cuda_type(tl_dtype dt)
     case TL_F32: return CUDA_R_32F;
     case TL_F16: return CUDA_R_16F;
     case TL_BF16: return CUDA_R_16BF;
+    case TL_F8E4M3: return CUDA_R_8F_E4M3;
+    case TL_F8E5M2: return CUDA_R_8F_E5M2;
     default: return -1;
     }
 }
+
+/* cuda_type's inverse, for messages. */
+static const char *cuda_type_name(int t)
+{
+    static const tl_dtype all[] = {TL_F32, TL_F16, TL_BF16, TL_F8E4M3, TL_F8E5M2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (cuda_type(all[i]) == t)
+            return tl_dtype_name(all[i]);
+    return "?";
+}
+
+static bool is_f8_type(int cuda) { return cuda == CUDA_R_8F_E4M3 || cuda == CUDA_R_8F_E5M2; }
 
 /* The cuBLASLt epilogue for d, or 0 when there is none for it. */
 static uint32_t lt_epilogue(const tl_gemm_desc *d)
@@ -130,18 +162,58 @@ typedef struct call {
     bool arrays;
 } call;
 
+/* What cuBLASLt's FP8 GEMM asks beyond the others (cublasLtMatmul's FP8
+ * requirements): the "TN" form, which is B as [N, K] here; every row,
+ * batch stride and pointer 16-byte aligned; no pointer-array batch (a
+ * cuBLASLt call); and for an f32 output a bf16 bias, where ours is of
+ * out_dtype. Checked before any GPU call, so the refusals are the same
+ * without one. */
+static tl_status check_f8(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, const call *c)
+{
+    const char *in = tl_dtype_name(d->in_dtype);
+    if (!d->trans_b)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt's %s GEMM reads B as [N, K] only "
+                        "(trans_b = 1: its \"TN\" form), not as [K, N]", in);
+    if (c->arrays)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: an %s GEMM goes to cuBLASLt, which has no "
+                        "pointer-array batch", in);
+    if (d->has_bias && d->out_dtype == TL_F32)
+        return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt's %s GEMM with an f32 output reads "
+                        "a bf16 bias, not the f32 one (of out_dtype) an 8-bit GEMM takes", in);
+    if (d->m == 0 || d->n == 0)
+        return TL_OK; /* nothing is read or written */
+    int64_t osz = (int64_t)tl_dtype_size(d->out_dtype);
+    bool batch = c->batch > 1, reads = d->k > 0; /* K = 0 reads neither A nor B */
+    const struct { const char *what; int64_t n, size; } rows[] = {
+        {"K", d->k, 1}, {"lda", reads ? c->lda : 0, 1}, {"ldb", reads ? c->ldb : 0, 1}, {"N", d->n, osz},
+        {"ldc", c->ldc, osz}, {"stride_a", batch && reads ? g->stride_a : 0, 1},
+        {"stride_b", batch && reads ? g->stride_b : 0, 1}, {"stride_c", batch ? g->stride_c : 0, osz},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].n * rows[i].size % 16)
+            return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt's %s GEMM needs rows and batch "
+                            "strides of a multiple of 16 bytes: %s = %lld (elements of %lld bytes) is not", in,
+                            rows[i].what, (long long)rows[i].n, (long long)rows[i].size);
+    const struct { const char *what; uint64_t p; } ptrs[] = {{"a", g->a}, {"b", g->b}, {"c", g->c}};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        if (ptrs[i].p % 16)
+            return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt's %s GEMM needs 16-byte aligned "
+                            "pointers: %s = 0x%llx is not", in, ptrs[i].what, (unsigned long long)ptrs[i].p);
+    return TL_OK;
+}
+
 static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_args *g, call *c)
 {
     if (d->m < 0 || d->n < 0 || d->k < 0 || d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: m = %lld, n = %lld, k = %lld must "
                         "be in 0..%d", (long long)d->m, (long long)d->n, (long long)d->k, INT_MAX);
-    if (d->in_dtype != TL_BF16 && d->in_dtype != TL_F16)
-        return tli_fail(ctx, TL_ERR_DTYPE, "tl_baseline_gemm: in_dtype %s is not bf16 or f16",
+    if (d->in_dtype != TL_BF16 && d->in_dtype != TL_F16 && !tli_dtype_is_f8(d->in_dtype))
+        return tli_fail(ctx, TL_ERR_DTYPE, "tl_baseline_gemm: in_dtype %s is not bf16, f16, f8e4m3 or f8e5m2",
                         tl_dtype_name(d->in_dtype));
     if (d->out_dtype != TL_BF16 && d->out_dtype != TL_F16 && d->out_dtype != TL_F32)
         return tli_fail(ctx, TL_ERR_DTYPE, "tl_baseline_gemm: out_dtype %s is not bf16, f16 or f32",
                         tl_dtype_name(d->out_dtype));
-    if (d->out_dtype != d->in_dtype && d->out_dtype != TL_F32)
+    if (!tli_dtype_is_f8(d->in_dtype) && d->out_dtype != d->in_dtype && d->out_dtype != TL_F32)
         return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLAS has no %s x %s -> %s GEMM "
                         "(the output is the input type or f32)", tl_dtype_name(d->in_dtype),
                         tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype));
@@ -176,7 +248,7 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     if (!empty && !c->arrays && (!g->c || (d->k > 0 && (!g->a || !g->b))))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "tl_baseline_gemm: a null device pointer (%s)",
                         !g->c ? "c" : !g->a ? "a" : "b");
-    return TL_OK;
+    return tli_dtype_is_f8(d->in_dtype) ? check_f8(ctx, d, g, c) : TL_OK;
 }
 
 /* The largest power of two (up to 256) that divides p: what cuBLASLt's
@@ -361,10 +433,12 @@ static tl_status set_op_attr(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p,
 }
 
 /* The matmul descriptor: f32 compute and scale, the transposes of the
- * swapped form, the epilogue and its bias. */
+ * swapped form, the epilogue and its bias; for 8-bit inputs no fast
+ * accumulation. */
 static tl_status plan_desc(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p, uint64_t bias)
 {
     const lt_key *key = &p->key;
+    bool f8 = is_f8_type(key->in_type);
     tl_status st = blas_check(ctx, api, api->cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                               "cublasLtMatmulDescCreate");
     int32_t ta = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -375,13 +449,19 @@ static tl_status plan_desc(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p, u
         st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     if (st == TL_OK)
         st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (st == TL_OK && f8) { /* as our kernels accumulate (see the top of the file) */
+        int8_t fast = 1;
+        st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+    }
     if (st == TL_OK && key->has_bias) {
         /* The heuristic reads the pointer for its alignment. */
         const void *ptr = (const void *)(uintptr_t)bias;
         st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr);
-        /* cuBLASLt's bias defaults to the output type; ours is the input's. */
-        int32_t bias_type = key->in_type;
-        if (st == TL_OK && key->out_type != key->in_type)
+        /* cuBLASLt's bias defaults to the output type; ours is the input's,
+         * or the output's for 8-bit inputs (said, since FP8's default is
+         * not always the output type). */
+        int32_t bias_type = f8 ? key->out_type : key->in_type;
+        if (st == TL_OK && (f8 || key->out_type != key->in_type))
             st = set_op_attr(ctx, api, p, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
     }
     return st;
@@ -458,17 +538,18 @@ static tl_status plan_algo(tl_ctx *ctx, struct tli_baseline *s, lt_plan *p)
     if (st != TL_OK)
         return st;
     /* a batch that shares A or B (stride 0): cuBLASLt's heuristic answers INVALID_VALUE on the H200
-     * (CUDA 13), i.e. it has no algorithm for it */
+     * (CUDA 13), i.e. it has no algorithm for it; so may an FP8 combination of types and epilogue
+     * it does not offer (E5M2 x E5M2 is documented as none) */
     bool shared = key->batch > 1 && (key->stride_a == 0 || key->stride_b == 0);
-    if (bs == CUBLAS_STATUS_NOT_SUPPORTED || (bs == CUBLAS_STATUS_INVALID_VALUE && shared) ||
+    bool f8 = is_f8_type(key->in_type);
+    if (bs == CUBLAS_STATUS_NOT_SUPPORTED || (bs == CUBLAS_STATUS_INVALID_VALUE && (shared || f8)) ||
         (bs == CUBLAS_STATUS_SUCCESS && returned < 1))
         return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_baseline_gemm: cuBLASLt has no algorithm for %lld x %lld "
-                        "x %lld, %s in, %s out, %s, epilogue %u%s (cublasLtMatmulAlgoGetHeuristic: %s)",
-                        (long long)key->m, (long long)key->n, (long long)key->k,
-                        tl_dtype_name(key->in_type == CUDA_R_16F ? TL_F16 : TL_BF16),
-                        key->out_type == CUDA_R_32F ? "f32" : key->out_type == CUDA_R_16F ? "f16" : "bf16",
-                        key->trans_b ? "B as [N,K]" : "B as [K,N]", key->epilogue,
-                        key->has_bias ? " with bias" : "", blas_status_name(bs));
+                        "x %lld, %s in, %s out, %s, epilogue %u%s (cublasLtMatmulAlgoGetHeuristic: %s)%s",
+                        (long long)key->m, (long long)key->n, (long long)key->k, cuda_type_name(key->in_type),
+                        cuda_type_name(key->out_type), key->trans_b ? "B as [N,K]" : "B as [K,N]", key->epilogue,
+                        key->has_bias ? " with bias" : "", blas_status_name(bs),
+                        key->in_type == CUDA_R_8F_E5M2 ? "; cuBLASLt documents no E5M2 x E5M2 GEMM" : "");
     if ((st = blas_check(ctx, api, bs, "cublasLtMatmulAlgoGetHeuristic")) != TL_OK)
         return st;
     p->algo = res.algo;
@@ -553,7 +634,7 @@ static tl_status run_baseline(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_
         st = begin(ctx, &s);
     if (st != TL_OK || d->m == 0 || d->n == 0)
         return st;
-    if (!d->has_bias && d->epilogue == TL_EPI_NONE)
+    if (!d->has_bias && d->epilogue == TL_EPI_NONE && !tli_dtype_is_f8(d->in_dtype))
         return gemm_plain(ctx, s, d, args, &c, stream);
     return gemm_lt(ctx, s, d, args, &c, stream);
 }

@@ -309,7 +309,9 @@ enum { /* cudaDataType of library_types.h */
     CUDA_R_16F = 2,
     CUDA_R_8I = 3,
     CUDA_R_32I = 10,
-    CUDA_R_16BF = 14
+    CUDA_R_16BF = 14,
+    CUDA_R_8F_E4M3 = 28,
+    CUDA_R_8F_E5M2 = 29
 };
 enum { /* cublasLtMatmulDescAttributes_t */
     CUBLASLT_MATMUL_DESC_COMPUTE_TYPE = 0,
@@ -319,6 +321,7 @@ enum { /* cublasLtMatmulDescAttributes_t */
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25, /* int8_t, FP8 only; default 0 */
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
 };
 enum { /* cublasLtEpilogue_t */

@@ -153,15 +153,17 @@ static uint8_t f64_to_f8(double v, const f8_format *f)
     return (uint8_t)(sign | ((e - 1 + f->bias) << f->mant) | m);
 }
 
+/* A NaN keeps the code's sign (0xff gives 0xffc00000), as the device's
+ * tl_f8_to_f32 does: the two agree bit for bit on all 256 codes. */
 static float f8_to_f32(uint8_t x, const f8_format *f)
 {
     int top = (1 << (7 - f->mant)) - 1, mask = (1 << f->mant) - 1;
     int e = (x >> f->mant) & top, m = x & mask;
     double s = (x & 0x80) ? -1.0 : 1.0;
+    if (e == top && (f->ieee_top ? m != 0 : m == mask))
+        return copysignf(NAN, (float)s);
     if (e == top && f->ieee_top)
-        return m ? NAN : (float)(s * INFINITY);
-    if (e == top && m == mask)
-        return NAN;
+        return (float)(s * INFINITY);
     if (e == 0)
         return (float)(s * ldexp(m, 1 - f->bias - f->mant));
     return (float)(s * ldexp((1 << f->mant) | m, e - f->bias - f->mant));

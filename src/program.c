@@ -519,9 +519,10 @@ static bool encode_tma(const tl_program *p, const tli_bound *b, const tli_tma_ma
     }
     if (tli_eval_host_int(&p->ir, b, t->stride[r - 1]) != 1)
         return false;
-    int dt = t->dtype == TL_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-             : esz == 1          ? CU_TENSOR_MAP_DATA_TYPE_UINT8 /* 8-bit floats: TMA only moves the bytes */
-                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    /* TMA has no 8-bit float type; it moves bytes, so UINT8 copies them */
+    int dt = t->dtype == TL_BF16                   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+             : tli_dtype_is_f8((tl_dtype)t->dtype) ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     return cu->cuTensorMapEncodeTiled(out, dt, (unsigned)r, (void *)(uintptr_t)ptr, dims, strides, box, estr,
                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == 0;

@@ -75,11 +75,13 @@ typedef struct repro {
     char err[256];
 } repro;
 
+/* The enum's names, indexed by value: a new dtype needs its row here. */
 static const char *dtype_enum(int dt)
 {
-    static const char *const names[] = {"TL_DTYPE_INVALID", "TL_F32", "TL_F16", "TL_BF16",
-                                        "TL_I32", "TL_I64", "TL_F64", "TL_BOOL"};
-    return dt >= 0 && dt <= TL_BOOL ? names[dt] : "TL_DTYPE_INVALID";
+    static const char *const names[] = {"TL_DTYPE_INVALID", "TL_F32", "TL_F16",    "TL_BF16",  "TL_I32",
+                                        "TL_I64",           "TL_F64", "TL_BOOL",   "TL_F8E4M3", "TL_F8E5M2"};
+    _Static_assert(sizeof names / sizeof names[0] == TL_F8E5M2 + 1, "a row per tl_dtype");
+    return dt >= 0 && dt <= TL_F8E5M2 ? names[dt] : "TL_DTYPE_INVALID";
 }
 
 /* The public call that makes each operator node (consts, casts, selects,

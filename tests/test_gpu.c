@@ -80,21 +80,32 @@ static void test_vadd_misaligned(void **state)
     }
 }
 
+/* Every dtype on [-3, 5); the 8-bit floats also over their whole finite
+ * range and near zero (their subnormals), where the device's integer
+ * conversions (tl_to_f8e4m3, tl_to_f8e5m2) must round as the host's do. */
 static void test_random_device_matches_host(void **state)
 {
     (void)state;
     NEED_GPU();
-    const tl_dtype dts[] = {TL_F32, TL_F16, TL_BF16, TL_I32, TL_F64};
+    const struct {
+        tl_dtype dt;
+        double lo, hi;
+    } cases[] = {
+        {TL_F32, -3, 5},          {TL_F16, -3, 5},          {TL_BF16, -3, 5},        {TL_I32, -3, 5},
+        {TL_F64, -3, 5},          {TL_F8E4M3, -3, 5},       {TL_F8E5M2, -3, 5},      {TL_F8E4M3, -448, 448},
+        {TL_F8E5M2, -57344, 57344}, {TL_F8E4M3, -0x1p-5, 0x1p-5}, {TL_F8E5M2, -0x1p-13, 0x1p-13},
+    };
     int64_t n = 100003;
-    for (int d = 0; d < 5; d++) {
-        size_t bytes = (size_t)n * tl_dtype_size(dts[d]);
+    for (size_t d = 0; d < sizeof cases / sizeof cases[0]; d++) {
+        size_t bytes = (size_t)n * tl_dtype_size(cases[d].dt);
         uint64_t p = dalloc(bytes);
-        assert_status(tl_random_fill(ctx, p, dts[d], n, 99, -3, 5, NULL), TL_OK);
+        assert_status(tl_random_fill(ctx, p, cases[d].dt, n, 99, cases[d].lo, cases[d].hi, NULL), TL_OK);
         void *dev = malloc(bytes), *host = malloc(bytes);
         assert_status(tl_memcpy_dtoh(ctx, dev, p, bytes), TL_OK);
-        assert_status(tl_random_host(host, dts[d], n, 99, -3, 5), TL_OK);
+        assert_status(tl_random_host(host, cases[d].dt, n, 99, cases[d].lo, cases[d].hi), TL_OK);
         if (memcmp(dev, host, bytes) != 0)
-            fail_msg("device and host random %s differ", tl_dtype_name(dts[d]));
+            fail_msg("device and host random %s on [%g, %g) differ", tl_dtype_name(cases[d].dt), cases[d].lo,
+                     cases[d].hi);
         free(dev), free(host);
         tl_free(ctx, p);
     }

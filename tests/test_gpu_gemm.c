@@ -10,7 +10,8 @@
  * tl_baseline_gemm_ex (cuBLAS); 8 x 1024x1024x512 batches against cuBLAS.
  * 8-bit inputs (sm_90a): both formats, each schedule kind, ragged sizes,
  * bias, GELU and scales against float64 on the decoded codes; the device's
- * 8-bit conversions against the host's bit for bit. Outputs are poisoned before every run and the bytes around them
+ * 8-bit conversions against the host's bit for bit; the cuBLASLt FP8
+ * baseline against float64. Outputs are poisoned before every run and the bytes around them
  * must stay poisoned. Every test skips, saying why, where there is no GPU. */
 #include "fixture.h"
 #include "precompile.h"
@@ -884,6 +885,113 @@ static void test_ex_large_against_cublas(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The cuBLASLt FP8 baseline                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One tl_baseline_gemm_ex call with 8-bit inputs on p (A [M, K], B [N, K])
+ * into a poisoned C, against alpha act(A B + bias) in double from the
+ * decoded codes (the products are exact in f32, so what differs is the f32
+ * summation and the output's rounding: 1e-2 for a 16-bit output as for
+ * bf16 inputs, 2e-3 for f32). bias_host: the out_dtype bias as doubles, or
+ * NULL. Returns the call's status without checking when it is not TL_OK. */
+static tl_status check_fp8_baseline(problem *p, tl_dtype out, tl_epilogue epi, uint64_t bias,
+                                    const double *bias_host, double alpha)
+{
+    tl_gemm_desc d = {.m = p->m, .n = p->n, .k = p->k, .in_dtype = p->in, .out_dtype = out, .trans_b = 1,
+                      .has_bias = bias_host != NULL, .epilogue = epi};
+    tl_gemm_args g = tl_gemm_default_args();
+    int64_t mn = p->m * p->n;
+    size_t bytes = (size_t)mn * tl_dtype_size(out);
+    g.a = p->a, g.b = p->b, g.bias = bias, g.c = dalloc(bytes), g.alpha = alpha;
+    assert_status(tl_memset_u8(ctx, g.c, 0xFF, bytes, NULL), TL_OK); /* NaN in every output type */
+    tl_status st = tl_baseline_gemm_ex(ctx, &d, &g, NULL);
+    if (st == TL_OK)
+        st = tl_synchronize(ctx);
+    char what[160];
+    snprintf(what, sizeof what, "cuBLASLt %lldx%lldx%lld %s->%s %s%s alpha %g", (long long)p->m, (long long)p->n,
+             (long long)p->k, tl_dtype_name(p->in), tl_dtype_name(out), epi_name(epi), bias_host ? "+bias" : "",
+             alpha);
+    if (st != TL_OK) {
+        printf("  %s: %s: %s\n", what, tl_status_name(st), tl_ctx_error(ctx));
+        tl_free(ctx, g.c);
+        return st;
+    }
+    const double *prod = product(p, 1);
+    double *ref = malloc((size_t)mn * sizeof *ref);
+    assert_non_null(ref);
+    for (int64_t i = 0; i < mn; i++)
+        ref[i] = test_act(epi, alpha * prod[i] + (bias_host ? bias_host[i % p->n] : 0.0));
+    double tol = out == TL_F32 ? 2e-3 : 1e-2;
+    tl_span o = {.dtype = out, .n = mn, .dptr = g.c}, r = {.dtype = TL_F64, .n = mn, .host = ref};
+    tl_check_result res;
+    assert_status(tl_check(ctx, &o, &r, tol, &res), TL_OK);
+    if (!res.pass)
+        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld", what, res.rel_err, tol,
+                 (long long)res.nonfinite, (long long)res.first_bad);
+    free(ref);
+    tl_free(ctx, g.c);
+    return TL_OK;
+}
+
+/* tl_baseline_gemm with 8-bit inputs: cuBLASLt's FP8 GEMM (B as [N, K])
+ * at aligned sizes, M ragged, every output type, with the bias (of
+ * out_dtype) and GELU epilogues, alpha as the product of per-tensor
+ * scales, against float64; its documented refusals (B as [K, N], an f32
+ * output with a bias) on the device too. E4M3 must run; E5M2 x E5M2, which
+ * cuBLASLt documents no kernel for, must run correctly or be refused as
+ * unsupported (said in the output). */
+static void test_fp8_baseline(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const int64_t sizes[][3] = {{1, 16, 16}, {64, 64, 64}, {200, 264, 144}, {512, 512, 1024}};
+    int nsizes = small ? 2 : 4;
+    static const tl_dtype fp8[] = {TL_F8E4M3, TL_F8E5M2};
+    for (int f = 0; f < 2; f++)
+        for (int s = 0; s < nsizes; s++) {
+            problem p;
+            problem_init(&p, sizes[s][0], sizes[s][1], sizes[s][2], fp8[f], 0, 9000 + 10 * (uint64_t)s);
+            tl_status st = check_fp8_baseline(&p, TL_BF16, TL_EPI_NONE, 0, NULL, 1.0);
+            if (st == TL_ERR_NO_CUBLAS) {
+                problem_free(&p);
+                printf("  skip: %s\n", tl_ctx_error(ctx));
+                skip();
+            }
+            if (st == TL_ERR_UNSUPPORTED && fp8[f] == TL_F8E5M2) { /* noted above; nothing more to run */
+                assert_non_null(strstr(tl_ctx_error(ctx), "E5M2 x E5M2"));
+                problem_free(&p);
+                break;
+            }
+            assert_status(st, TL_OK);
+            for (int o = 0; o < 3; o++) {
+                tl_dtype out = out_types[o];
+                assert_status(check_fp8_baseline(&p, out, TL_EPI_NONE, 0, NULL, 1.0), TL_OK);
+                assert_status(check_fp8_baseline(&p, out, TL_EPI_GELU_TANH, 0, NULL, 0.375), TL_OK);
+                /* RELU: cuBLASLt may offer no FP8 kernel for it; then it says so */
+                st = check_fp8_baseline(&p, out, TL_EPI_RELU, 0, NULL, 1.0);
+                assert_true(st == TL_OK || st == TL_ERR_UNSUPPORTED);
+                uint64_t bias_buf;
+                double *hbias;
+                uint64_t bias = random_operand(out, p.n, 0, 9100 + 10 * (uint64_t)s, &bias_buf, &hbias);
+                if (out == TL_F32) { /* cuBLASLt reads a bf16 bias with an f32 output */
+                    assert_status(check_fp8_baseline(&p, out, TL_EPI_NONE, bias, hbias, 1.0), TL_ERR_UNSUPPORTED);
+                } else {
+                    assert_status(check_fp8_baseline(&p, out, TL_EPI_NONE, bias, hbias, 1.0), TL_OK);
+                    assert_status(check_fp8_baseline(&p, out, TL_EPI_GELU_TANH, bias, hbias, 0.5), TL_OK);
+                }
+                tl_free(ctx, bias_buf);
+                free(hbias);
+            }
+            /* B as [K, N]: not cuBLASLt's FP8 form */
+            tl_gemm_desc nn = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = p.in, .out_dtype = TL_BF16};
+            uint64_t c = dalloc((size_t)(p.m * p.n) * 2);
+            assert_status(tl_baseline_gemm(ctx, &nn, p.a, p.b, 0, c, NULL), TL_ERR_UNSUPPORTED);
+            tl_free(ctx, c);
+            problem_free(&p);
+        }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Every program the tests will run, compiled up front in one parallel batch */
 /* ------------------------------------------------------------------------ */
 
@@ -1229,6 +1337,7 @@ int main(void)
         cmocka_unit_test(test_ex_large_against_cublas),
         cmocka_unit_test(test_f8_inputs),
         cmocka_unit_test(test_f8_conversions),
+        cmocka_unit_test(test_fp8_baseline),
     };
     return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);
 }

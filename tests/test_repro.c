@@ -5,8 +5,8 @@
  * source (for the baked-in target or one given on the command line) and its
  * dump. Kernels: the vector add (also a golden file), the test zoo, GEMMs
  * with fused epilogues (classic and ping-pong), softmax (one pass, ring, cluster and
- * online), RMSNorm, FlashAttention, the dual GEMM of the examples, and
- * kernels made to reach every builder call. Where no
+ * online), RMSNorm, FlashAttention, the dual GEMM of the examples, a
+ * kernel of 8-bit floats, and kernels made to reach every builder call. Where no
  * C compiler is found, the programs are still written and checked for what
  * can be read from them, and the compile-and-run part says it is skipped.
  */
@@ -430,6 +430,43 @@ static void test_repro_tiles(void **state)
     tl_kernel_destroy(k);
 }
 
+/* The 8-bit floats: tensors and a shared tile of both types, constants
+ * and casts; the reproducer names them by their enum and gives back the
+ * source (sm_90a and sm_80) and the dump. */
+static void test_repro_fp8(void **state)
+{
+    (void)state;
+    tl_kernel *k = tl_kernel_new(ctx, "fp8");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F8E4M3, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F8E5M2, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 32)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf Xs = tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
+    tl_buf Ys = tl_alloc_shared(k, TL_F8E5M2, 2, (int64_t[]){32, 64});
+    tl_buf acc = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 64});
+    tl_copy(k, tl_tile(k, X, tl_block_idx(k, 0), tl_int(k, 0)), tl_all(Xs));
+    tl_copy(k, tl_all(Xs), tl_all(acc));
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){32, 64}, v);
+    tl_expr x = tl_cast(k, tl_load(k, acc, v), TL_F8E4M3);
+    tl_expr y = tl_add(k, tl_mul(k, x, tl_float(k, 1.5, TL_F8E4M3)), tl_float(k, -0x1p-9, TL_F8E4M3));
+    tl_store(k, Ys, v, tl_cast(k, y, TL_F8E5M2));
+    tl_end(k);
+    tl_copy(k, tl_all(Ys), tl_tile(k, Y, tl_block_idx(k, 0), tl_int(k, 0)));
+    assert_status(tl_kernel_status(k), TL_OK);
+    char *repro;
+    assert_status(tl_kernel_reproducer(k, &repro), TL_OK);
+    const char *const expect[] = {"TL_F8E4M3, 2,", "TL_F8E5M2, 2,", "tl_alloc_shared(k, TL_F8E5M2",
+                                  ", TL_F8E4M3)", "tl_cast(k, "};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        if (!strstr(repro, expect[i]))
+            fail_msg("the reproducer lacks \"%s\":\n%s", expect[i], repro);
+    assert_null(strstr(repro, "TL_DTYPE_INVALID"));
+    tl_free_host(repro);
+    check_repro(k, "fp8", (const char *const[]){"sm_80"}, 1);
+    tl_kernel_destroy(k);
+}
+
 /* Two tiles made at one point of the clock, then nodes, then a third tile
  * the first statement takes: the replay declared the third at the first
  * two's clock (the fuzzer found it: TL_ERR_INTERNAL "a declaration made at
@@ -548,7 +585,7 @@ int main(void)
         cmocka_unit_test(test_repro_gemm),      cmocka_unit_test(test_repro_rows),
         cmocka_unit_test(test_repro_attention_dual_gemm),
         cmocka_unit_test(test_repro_everything), cmocka_unit_test(test_repro_tiles),
-        cmocka_unit_test(test_repro_tiles_at_one_clock),
+        cmocka_unit_test(test_repro_tiles_at_one_clock), cmocka_unit_test(test_repro_fp8),
         cmocka_unit_test(test_repro_incomplete), cmocka_unit_test(test_repro_deep),
         cmocka_unit_test(test_repro_errors),
     };

@@ -152,7 +152,7 @@ static void test_gemm_errors(void **state)
     expect_gemm_error(&d, TL_ERR_SHAPE, "multiple of 16");
     d.schedule = (tl_gemm_schedule){0};
     d.in_dtype = TL_F32;
-    expect_gemm_error(&d, TL_ERR_DTYPE, "bf16 or f16");
+    expect_gemm_error(&d, TL_ERR_DTYPE, "bf16, f16, f8e4m3 or f8e5m2");
     d.in_dtype = TL_BF16;
     d.m = 0;
     expect_gemm_error(&d, TL_ERR_INVALID_ARG, ">= 1");

@@ -47,7 +47,8 @@ static inline tl_ctx *test_offline_ctx(const char *target)
     return ctx;
 }
 
-/* Element i of a host array of f32, f16 or bf16, as a double. */
+/* Element i of a host array of f32, f16, bf16 or an 8-bit float, as a
+ * double. */
 static inline double test_elem(tl_dtype dt, const void *p, int64_t i)
 {
     switch (dt) {

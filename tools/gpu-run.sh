@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn bench-softmax softmax-variants bench-small bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -70,6 +70,7 @@ for s in $steps; do
     bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
     bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;
     bench-small) TAIL=24 run bench-small build/bench/bench_gemm_small ;;
+    bench-fp8) TAIL=24 run bench-fp8 build/bench/bench_gemm_fp8 ;;
     softmax-variants) # every schedule of both row ops at one shape (VARIANT_SHAPE, default 2048x32768)
         TAIL=40 run softmax-variants build/bench/bench_softmax --variants "${VARIANT_SHAPE:-2048x32768}" ;;
     bench-dual) TAIL=20 run bench-dual build/bench/bench_dual_gemm ;;
@@ -89,7 +90,7 @@ for s in $steps; do
     # add to part 1's log (same day), and each part rewrites the CSV and
     # the report from the whole log (bench/results/)
     bench-part1) TAIL=30 BENCHES="compile compile_many vadd gemm epilogue" run bench-part1 make bench ;;
-    bench-part2) TAIL=30 BENCH_APPEND=1 BENCHES="softmax attention dual_gemm gemm_batched gemm_small" run bench-part2 make bench ;;
+    bench-part2) TAIL=30 BENCH_APPEND=1 BENCHES="softmax attention dual_gemm gemm_batched gemm_small gemm_fp8" run bench-part2 make bench ;;
     bench-part3) TAIL=30 BENCH_APPEND=1 BENCHES="tune" TUNE_BUDGET=${TUNE_BUDGET:-15} run bench-part3 make bench ;;
     bench-part4) TAIL=30 BENCH_APPEND=1 BENCHES="torch_compare attention_grid" run bench-part4 make bench ;;
     torch-compare) TAIL=80 run torch-compare python3 bench/torch_compare.py --csv "$OUT/torch_compare.csv" ;;

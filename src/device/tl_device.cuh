@@ -410,6 +410,8 @@ __device__ __forceinline__ void tl_conv2(tl_f16 *d, float lo, float hi)
 template <typename T> __device__ __forceinline__ T tl_conv(float x) { return (T)x; }
 template <> __device__ __forceinline__ tl_f16 tl_conv<tl_f16>(float x) { return tl_to_f16(x); }
 template <> __device__ __forceinline__ tl_bf16 tl_conv<tl_bf16>(float x) { return tl_to_bf16(x); }
+template <> __device__ __forceinline__ tl_f8e4m3 tl_conv<tl_f8e4m3>(float x) { return tl_to_f8e4m3(x); }
+template <> __device__ __forceinline__ tl_f8e5m2 tl_conv<tl_f8e5m2>(float x) { return tl_to_f8e5m2(x); }
 
 // ------------------------------------------------------- sm_90a: wgmma
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

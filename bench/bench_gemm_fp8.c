@@ -16,8 +16,10 @@
  * is printed and cuBLASLt is timed alone; likewise, where cuBLASLt has no
  * kernel (E5M2 x E5M2 has none documented), ours is timed alone.
  *
- * Usage: bench_gemm_fp8 [MxNxK] [--e5m2]   (MxNxK: that shape instead of
- * the list)
+ * Usage: bench_gemm_fp8 [MxNxK] [--e5m2] [--sweep]   (MxNxK: that shape
+ * instead of the list; --sweep: every schedule of the tuner's space for
+ * 8-bit inputs, tl_gemm_candidates, each timed with cuBLASLt in its own
+ * interleaved run, instead of the op's own)
  */
 #include "bench.h"
 #include "gemm_sweep.h"
@@ -143,12 +145,14 @@ static void print_row(const row *r, const char *dtype)
 /* One shape: each implementation run once and checked, then those that
  * ran timed together. With check_host, both also against the host's
  * float64 product. */
-static row bench_shape(tl_ctx *ctx, const shape *s, tl_dtype in, int check_host)
+static row bench_shape(tl_ctx *ctx, const shape *s, tl_dtype in, int check_host, const tl_gemm_schedule *sched)
 {
     row r = {.s = *s, .rel = NAN};
     gemm_operands ops;
     BENCH_CHECK(gemm_operands_init(&ops, ctx, s->m, s->n, s->k, in, TL_BF16));
     tl_gemm_desc d = {.m = s->m, .n = s->n, .k = s->k, .in_dtype = in, .out_dtype = TL_BF16, .trans_b = 1};
+    if (sched)
+        d.schedule = *sched;
     printf("\ngemm_fp8_nt %s -> bf16 %lldx%lldx%lld, operands rotated over %d cop%s\n", tl_dtype_name(in),
            (long long)s->m, (long long)s->n, (long long)s->k, ops.copies, ops.copies == 1 ? "y" : "ies");
     tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
@@ -227,23 +231,49 @@ int main(int argc, char **argv)
     const shape *shapes = default_shapes;
     int nshapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
     tl_dtype in = TL_F8E4M3;
+    int sweep = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--e5m2")) {
             in = TL_F8E5M2;
+        } else if (!strcmp(argv[i], "--sweep")) {
+            sweep = 1;
         } else if (gemm_parse_shape(argv[i], &one.m, &one.n, &one.k) == 0) {
             shapes = &one, nshapes = 1;
         } else {
-            fprintf(stderr, "usage: bench_gemm_fp8 [MxNxK] [--e5m2]\n");
+            fprintf(stderr, "usage: bench_gemm_fp8 [MxNxK] [--e5m2] [--sweep]\n");
             return 2;
         }
     }
     tl_ctx *ctx = bench_open("bench_gemm_fp8");
     printf("csv,op,shape,dtype,impl,ms,rate,unit,ratio_to_baseline,rel_err\n");
+    if (sweep) { /* each schedule of the space against cuBLASLt, one line each at the end */
+        for (int i = 0; i < nshapes; i++) {
+            tl_gemm_desc d = {.m = shapes[i].m, .n = shapes[i].n, .k = shapes[i].k, .in_dtype = in,
+                              .out_dtype = TL_BF16, .trans_b = 1};
+            tl_gemm_schedule cand[64];
+            int nc = tl_gemm_candidates(ctx, &d, cand, 64);
+            nc = nc > 64 ? 64 : nc;
+            double ratio[64];
+            for (int c = 0; c < nc; c++) {
+                row r = bench_shape(ctx, &shapes[i], in, 0, &cand[c]);
+                ratio[c] = r.ok[OURS] && r.ok[CUBLASLT] ? r.tflops[OURS] / r.tflops[CUBLASLT] : 0;
+            }
+            printf("\nsweep %lldx%lldx%lld %s, x cuBLASLt:\n", (long long)d.m, (long long)d.n, (long long)d.k,
+                   tl_dtype_name(in));
+            for (int c = 0; c < nc; c++) {
+                char text[96];
+                gemm_schedule_text(&cand[c], text, sizeof text);
+                printf("  %6.3f  %s\n", ratio[c], text);
+            }
+        }
+        tl_ctx_destroy(ctx);
+        return 0;
+    }
     /* accuracy first, at a size the host multiplies in a moment */
-    bench_shape(ctx, &(shape){512, 512, 512}, in, 1);
+    bench_shape(ctx, &(shape){512, 512, 512}, in, 1, NULL);
     row rows[sizeof default_shapes / sizeof default_shapes[0]];
     for (int i = 0; i < nshapes; i++)
-        rows[i] = bench_shape(ctx, &shapes[i], in, 0);
+        rows[i] = bench_shape(ctx, &shapes[i], in, 0, NULL);
     print_summary(rows, nshapes, in);
     tl_ctx_destroy(ctx);
     return 0;

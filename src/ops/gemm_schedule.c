@@ -177,7 +177,10 @@ static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
     int64_t rows = s->swap_ab ? d->n : d->m, cols = s->swap_ab ? d->m : d->n;
     int64_t tiles = ((rows + s->block_m - 1) / s->block_m) * ((cols + s->block_n - 1) / s->block_n);
     int64_t steps = (d->k + s->block_k - 1) / s->block_k;
-    int64_t want = (s->swap_ab ? 2 : 1) * (int64_t)sms / tiles, min_steps = s->swap_ab ? 32 : 4;
+    /* 8-bit inputs: the same bytes a step, half the steps of a K; a
+     * swapped slice of 16 of them is as long (in bytes) as 8 of 16-bit ones */
+    int64_t want = (s->swap_ab ? 2 : 1) * (int64_t)sms / tiles,
+            min_steps = s->swap_ab ? (tli_dtype_is_f8(d->in_dtype) ? 16 : 32) : 4;
     if (want > 16)
         want = 16;
     if (want > steps / min_steps)
@@ -398,6 +401,10 @@ static const tl_gemm_schedule space[] = {
     {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
     {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0},
     {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+    /* 128x128 on two consumer warpgroups: one wave of tiles where 64x128
+     * tiles make two ragged ones (256x8192x8192: 128 tiles against 256) */
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0},
     /* clusters whose blocks share a tile of B (along M) or of A (along N)
      * through TMA multicast: less L2 traffic for the small tiles of
      * few-tile problems (session 10) */

@@ -1003,13 +1003,16 @@ typedef enum tl_epilogue {
  * threads: with at least 64 such tiles, 6 stages, a producer warpgroup
  * and C stored by TMA (persistent = 1), else 4 stages and K split into as
  * many slices as give each SM about one CTA (split_k);
+ * for 97 to 132 tiles of 128x128 (about one wave of them) that TMA can
+ * read, 128x128x64 blocks, 5 stages, 256 threads, persistent;
  * for at most 64 tiles of 128x256 (1024^3), 64x128x64 blocks on 128
  * threads: with 6 stages, a producer warpgroup and C stored by TMA
  * (persistent = 1) when TMA can read the operands (K, and N for B as
  * [K, N], multiples of 8; 16-byte aligned pointers), else the classic
  * kernel with 4 stages; otherwise 128x256x64 blocks, 4 stages, 256 threads,
  * persistent where TMA reads the operands, else classic. Elsewhere
- * mma.sync with 128x256x32, 3 stages, 256 threads. With or without an
+ * mma.sync with 128x256x32, 3 stages, 256 threads. 8-bit inputs: the same
+ * with block_k doubled (the same bytes a stage). With or without an
  * epilogue alike. In any other schedule zero fields take the values of
  * the target's schedule for large shapes (the last rows) and swizzle 0 is
  * off. */

@@ -3,8 +3,8 @@
  * loop over the decoded codes (ragged sizes, bias of the output's type,
  * GELU, per-tensor scales folded into alpha, several schedules and the
  * op's own choice); the argument and builder errors with their messages;
- * the wgmma instruction each pair of formats gets; and the generated code
- * of each schedule through NVRTC for sm_90a. */
+ * the wgmma instruction each pair of formats gets; the generated code of
+ * each schedule through NVRTC for sm_90a; and the op's own schedules. */
 #include "fixture.h"
 
 #include <math.h>
@@ -299,6 +299,48 @@ static void test_cubins(void **state)
     tl_kernel_destroy(k);
 }
 
+/* The op's own schedules for 8-bit inputs: its 16-bit rows with K steps of
+ * 128 (the same bytes a stage); swapped decode slices of at least 16 steps
+ * (1x4096x4096: 32 steps in 2 slices; without the split it ran on 64 CTAs,
+ * 0.57 of cuBLASLt); about one wave of 128x128 tiles on two consumer
+ * warpgroups (256x8192x8192), for 16-bit inputs alike. */
+static void test_op_choices(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t m, n, k;
+        tl_dtype in;
+        tl_gemm_schedule want;
+    } cases[] = {
+        {1, 4096, 4096, TL_F8E4M3, {64, 16, 128, 8, 128, 8, 0, 0, 2, 1, 0, 0, 0}},
+        {16, 4096, 14336, TL_F8E4M3, {64, 16, 128, 5, 128, 8, 0, 0, 4, 1, 0, 0, 0}},
+        {64, 8192, 8192, TL_F8E4M3, {64, 128, 128, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {256, 8192, 8192, TL_F8E4M3, {128, 128, 128, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {256, 8192, 8192, TL_BF16, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {1024, 1024, 1024, TL_F8E4M3, {64, 128, 128, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {1024, 1024, 1024, TL_BF16, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {4096, 4096, 4096, TL_F8E4M3, {128, 256, 128, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = cases[i].in,
+                          .out_dtype = TL_BF16, .trans_b = 1};
+        tl_gemm_schedule s = tl_op_gemm_schedule(ctx, &d), w = cases[i].want;
+        if (memcmp(&s, &w, sizeof s) != 0)
+            fail_msg("%s %lldx%lldx%lld: %dx%dx%d s%d t%d sk%d ab%d ps%d, want %dx%dx%d s%d t%d sk%d ab%d ps%d",
+                     tl_dtype_name(d.in_dtype), (long long)d.m, (long long)d.n, (long long)d.k, s.block_m, s.block_n,
+                     s.block_k, s.stages, s.threads, s.split_k, s.swap_ab, s.persistent, w.block_m, w.block_n,
+                     w.block_k, w.stages, w.threads, w.split_k, w.swap_ab, w.persistent);
+    }
+    /* the tuner's space for 8-bit inputs: every K step a whole number of 128-byte rows */
+    tl_gemm_desc d = {.m = 4096, .n = 4096, .k = 4096, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1};
+    tl_gemm_schedule cand[64];
+    int n = tl_gemm_candidates(ctx, &d, cand, 64);
+    assert_true(n > 20 && n <= 64);
+    for (int i = 0; i < n; i++)
+        if (cand[i].block_k % 128)
+            fail_msg("candidate %d: block_k %d for 8-bit inputs", i, cand[i].block_k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_generated_code),
         cmocka_unit_test(test_cubins),
+        cmocka_unit_test(test_op_choices),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
 }

@@ -274,6 +274,7 @@ static const tl_gemm_schedule scheds[] = {
     {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
     {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}, /* persistent, warp-specialised */
     {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0},
+    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0}, /* persistent on two consumer warpgroups */
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -1191,6 +1192,7 @@ static const tl_gemm_schedule f8_schedules[] = {
     {.block_m = 64, .block_n = 128, .block_k = 128, .stages = 6, .threads = 128, .swizzle = 8, .persistent = 1},
     {.block_m = 128, .block_n = 128, .block_k = 128, .stages = 4, .threads = 256, .swizzle = 8, .cluster_m = 2},
     {.block_m = 128, .block_n = 128, .block_k = 256, .stages = 3, .threads = 256},
+    {.block_m = 128, .block_n = 128, .block_k = 128, .stages = 5, .threads = 256, .swizzle = 8, .persistent = 1},
 };
 
 /* Both formats, every schedule kind, ragged sizes (partial tiles and

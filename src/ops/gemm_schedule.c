@@ -77,6 +77,9 @@ enum {
                             of A                                                  */
     H_WIDE = 1 << 8,     /* at least 64 tiles of 64x128: enough CTAs without a
                             split of K                                            */
+    H_WAVE128 = 1 << 9,  /* 97 to 132 tiles of 128x128: about one wave of them on
+                            a 132-SM H200, where 64x128 tiles make two ragged
+                            ones                                                  */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -98,6 +101,9 @@ typedef struct heuristic_row {
  *      slices give each SM about one CTA:
  *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
  *      B at a fifth of the copy's bandwidth (session 7);
+ *   1'. about one wave of 128x128 tiles (256x8192x8192: 128 of them):
+ *      128x128 on two consumer warpgroups and a producer, 5 stages, C by
+ *      TMA, instead of 1.94 waves of 64x128 (session 11);
  *   1. few tiles (1024^3): 64x128 tiles on one warpgroup, four times the
  *      blocks of 128x256: 0.751x / 0.722x cuBLAS NT / NN at 1024^3 against
  *      0.648x / 0.635x for 128x128 on two (session 7 sweep); with a producer
@@ -124,6 +130,9 @@ static const heuristic_row heuristic[] = {
      * 1.042 / 0.985 (session 10) */
     {H_SM90A | H_DECODE | H_WIDE | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
     {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0, 0, 0}},
+    /* 256x8192x8192, x cuBLAS NT / NN: 0.927 / 0.931 against 0.758 / 0.758 for 64x128 tiles
+     * (256 of them: 1.94 waves); 8-bit inputs 0.925 of cuBLASLt against 0.802 (session 11) */
+    {H_SM90A | H_WAVE128 | H_TMA, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
     /* 1024^3, x cuBLAS NT / NN: 1.008 / 0.955 against 0.750 / 0.741 for the same tile one CTA a
      * tile with thread 0 feeding it (bench_gemm, session 10) */
     {H_SM90A | H_FEW_TILES | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
@@ -161,6 +170,9 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_NARROW32;
     if (((d->m + 63) / 64) * ((d->n + 127) / 128) >= 64)
         c |= H_WIDE;
+    int64_t t128 = ((d->m + 127) / 128) * ((d->n + 127) / 128);
+    if (t128 > 96 && t128 <= 132)
+        c |= H_WAVE128;
     return c;
 }
 

@@ -1009,7 +1009,9 @@ typedef enum tl_epilogue {
  * threads: with 6 stages, a producer warpgroup and C stored by TMA
  * (persistent = 1) when TMA can read the operands (K, and N for B as
  * [K, N], multiples of 8; 16-byte aligned pointers), else the classic
- * kernel with 4 stages; otherwise 128x256x64 blocks, 4 stages, 256 threads,
+ * kernel with 4 stages; for a K of at most 1024 bytes that TMA can read,
+ * 128x128x64 blocks, 4 stages, 256 threads, persistent; otherwise
+ * 128x256x64 blocks, 4 stages, 256 threads,
  * persistent where TMA reads the operands, else classic. Elsewhere
  * mma.sync with 128x256x32, 3 stages, 256 threads. 8-bit inputs: the same
  * with block_k doubled (the same bytes a stage). With or without an

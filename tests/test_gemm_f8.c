@@ -303,7 +303,8 @@ static void test_cubins(void **state)
  * 128 (the same bytes a stage); swapped decode slices of at least 16 steps
  * (1x4096x4096: 32 steps in 2 slices; without the split it ran on 64 CTAs,
  * 0.57 of cuBLASLt); about one wave of 128x128 tiles on two consumer
- * warpgroups (256x8192x8192), for 16-bit inputs alike. */
+ * warpgroups (256x8192x8192), and the same tile for a K of at most 1024
+ * bytes, for 16-bit inputs alike. */
 static void test_op_choices(void **state)
 {
     (void)state;
@@ -320,6 +321,9 @@ static void test_op_choices(void **state)
         {1024, 1024, 1024, TL_F8E4M3, {64, 128, 128, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
         {1024, 1024, 1024, TL_BF16, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
         {4096, 4096, 4096, TL_F8E4M3, {128, 256, 128, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {8192, 8192, 1024, TL_F8E4M3, {128, 128, 128, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}}, /* K of 1024 bytes */
+        {8192, 8192, 512, TL_BF16, {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
+        {8192, 8192, 1024, TL_BF16, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},    /* 2048 bytes */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = cases[i].in,

@@ -77,6 +77,8 @@ enum {
                             of A                                                  */
     H_WIDE = 1 << 8,     /* at least 64 tiles of 64x128: enough CTAs without a
                             split of K                                            */
+    H_SHORT_K = 1 << 10, /* K of at most 1024 bytes (8 steps of 128-byte rows): a
+                            tile's main loop is short against its epilogue     */
     H_WAVE128 = 1 << 9,  /* 97 to 132 tiles of 128x128: about one wave of them on
                             a 132-SM H200, where 64x128 tiles make two ragged
                             ones                                                  */
@@ -109,6 +111,9 @@ typedef struct heuristic_row {
  *      0.648x / 0.635x for 128x128 on two (session 7 sweep); with a producer
  *      warpgroup, 6 stages and C stored by TMA (persistent: one tile a CTA
  *      here) where TMA reads the rows, 1.008x / 0.955x (session 10);
+ *   1''. K of at most 1024 bytes (8-bit K <= 1024, 16-bit K <= 512): 128x128
+ *      on two consumer warpgroups, 4 stages, persistent: the shorter tile
+ *      keeps the epilogue's share down (session 11);
  *   2. everything else TMA can read, with or without an epilogue: the
  *      128x256x64 tile, 4 stages, in persistent CTAs with a producer
  *      warpgroup (the next tile's loads under this one's store) and C
@@ -137,6 +142,9 @@ static const heuristic_row heuristic[] = {
      * tile with thread 0 feeding it (bench_gemm, session 10) */
     {H_SM90A | H_FEW_TILES | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0}},
     {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0}},
+    /* 8-bit 4096x4096x1024 and 8192x8192x1024, x cuBLASLt: 1.016 and 0.975 against 0.981 and
+     * 0.949 for 128x256; 16-bit 8192x8192x512 NT 0.953 against 0.943 (session 11) */
+    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
     {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}},
     {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0}},
     {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0}},
@@ -173,6 +181,8 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
     int64_t t128 = ((d->m + 127) / 128) * ((d->n + 127) / 128);
     if (t128 > 96 && t128 <= 132)
         c |= H_WAVE128;
+    if (d->k * (int64_t)tl_dtype_size(d->in_dtype) <= 1024)
+        c |= H_SHORT_K;
     return c;
 }
 

@@ -1,6 +1,7 @@
 #!/bin/sh
 # make demo: the tutorial walk-through (examples/tutorial.c), the
-# environment report of the tilec tool, the GEMM benchmarks, the
+# environment report of the tilec tool, the GEMM benchmarks (16-bit and
+# 8-bit inputs), the
 # tutorial's softmax chapter, autotuning (examples/autotune.c: a custom
 # kernel and the GEMM, the configuration chosen for this GPU) and the
 # tuning database, and last FlashAttention (bench_attention on a GPU, the
@@ -18,6 +19,9 @@ bin/tilec bench gemm --shape 4096x4096x4096 --trans-b
 echo
 echo "==== 8. The fused epilogue against separate kernels (bench_epilogue) ===="
 "$B/bench/bench_epilogue" 4096x4096x4096
+echo
+echo "==== 8b. 8-bit inputs against cuBLASLt's FP8 GEMM (bench_gemm_fp8, E4M3, 4096^3) ===="
+"$B/bench/bench_gemm_fp8" 4096x4096x4096
 "$B/examples/tutorial" softmax
 "$B/examples/autotune"    # chapter 10, autotuning: it prints its own heading
 echo

@@ -433,8 +433,8 @@ static tl_status set_op_attr(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p,
 }
 
 /* The matmul descriptor: f32 compute and scale, the transposes of the
- * swapped form, the epilogue and its bias; for 8-bit inputs no fast
- * accumulation. */
+ * swapped form, the epilogue and its bias; for 8-bit inputs fast
+ * accumulation (as our kernels add). */
 static tl_status plan_desc(tl_ctx *ctx, const tli_cublas_api *api, lt_plan *p, uint64_t bias)
 {
     const lt_key *key = &p->key;

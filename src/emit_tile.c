@@ -871,17 +871,41 @@ void tli_e_copy(emitter *E, int32_t sid)
 
 /* ----------------------------------------------------------------- gemm */
 
-/* The device function for one wgmma m64nNk16 with f32 accumulators, B from
- * shared memory (descriptor db) and A from shared memory (descriptor da) or
- * registers (four 32-bit registers a[0..3] holding two 16-bit values each);
- * scale_d 0 ignores d's old values (a gemm that starts from zero):
+/* The asm statement of one wgmma m64n<n>k<k>.f32.<ta>.<tb> into a helper:
+ * n / 2 accumulator registers (d's, and e's from register `split` on when
+ * split > 0), A from four registers or a descriptor, B's descriptor, then
+ * `imm`: the transpose immediates (", tb" for A in registers, ", ta, tb"
+ * otherwise; "" for the 8-bit forms, which have none). */
+static void wgmma_asm(tli_str *h, int n, int k, const char *ta, const char *tb, bool a_regs, const char *imm, int split)
+{
+    int regs = n / 2, na = a_regs ? 4 : 1;
+    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + na + 1);
+    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {\"\n        \"", n, k, ta, tb);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
+    if (a_regs)
+        tli_str_appendf(h, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1%s;\\n}\\n\"\n        : ", regs, regs + 1,
+                        regs + 2, regs + 3, regs + 4, imm);
+    else
+        tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1%s;\\n}\\n\"\n        : ", regs, regs + 1, imm);
+    for (int i = 0; i < regs; i++)
+        tli_str_appendf(h, "\"+f\"(%s[%d])%s", split && i >= split ? "e" : "d", split && i >= split ? i - split : i,
+                        i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
+    if (a_regs)
+        tli_str_appendf(h, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n}\n\n");
+    else
+        tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
+}
+
+/* The helper of one warpgroup-wide m64nNk16 wgmma with f32 accumulators
+ * (emitted once per kernel): A from shared memory (descriptor da; K-major,
+ * or M-major with trans_a) or from registers (four 32-bit registers
+ * a[0..3] holding two 16-bit values each), B from shared memory
+ * (descriptor db, transposed with trans_b); scale_d 0 ignores d's old
+ * values (a gemm that starts from zero). split > 0: a paired gemm
+ * (lowered.h, TLI_X_GEMM_PAIR_C), both operands K-major in shared memory,
+ * whose first `split` accumulator registers are d's and the rest e's:
  *   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 {d...}, da|{a...}, db, p, 1, 1[, 0, tb]; */
-/* The helper of one warpgroup-wide m64nNk16 wgmma (emitted once per
- * kernel): A from shared memory (K-major, or M-major with trans_a) or from
- * registers, B from shared memory (its descriptor transposed with
- * trans_b). split > 0: a paired gemm (lowered.h, TLI_X_GEMM_PAIR_C), both
- * operands K-major in shared memory, whose first `split` accumulator
- * registers are d's and the rest e's. */
 static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bool a_regs, bool trans_a, int split)
 {
     const char *ty = dt == TL_F16 ? "f16" : "bf16";
@@ -899,7 +923,6 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
             return name;
         *done = true;
     }
-    int regs = n / 2, na = a_regs ? 4 : 1;
     if (split) {
         tli_str_appendf(h, "// One warpgroup-wide m64n%dk16 MMA of two gemms on one A (their B tiles adjacent), both\n"
                            "// from shared memory: accumulator registers %d.. are the second gemm's.\n", n, split);
@@ -911,23 +934,10 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
         tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, %s, unsigned long long db, int scale_d)\n{\n",
                         name, a_regs ? "const unsigned *a" : "unsigned long long da");
     }
-    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + na + 1);
-    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {\"\n        \"", n, ty, ty);
-    for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
-    if (a_regs) /* the register form takes no transpose flags for A */
-        tli_str_appendf(h, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n        : ", regs, regs + 1,
-                        regs + 2, regs + 3, regs + 4, trans_b ? 1 : 0);
-    else
-        tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n        : ", regs, regs + 1, trans_a ? 1 : 0,
-                        trans_b ? 1 : 0);
-    for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "\"+f\"(%s[%d])%s", split && i >= split ? "e" : "d", split && i >= split ? i - split : i,
-                        i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
-    if (a_regs)
-        tli_str_appendf(h, "\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n}\n\n");
-    else
-        tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
+    /* the register form takes no transpose flag for A */
+    const char *imm = a_regs ? tli_e_fmt(E, ", %d", trans_b ? 1 : 0)
+                             : tli_e_fmt(E, ", %d, %d", trans_a ? 1 : 0, trans_b ? 1 : 0);
+    wgmma_asm(h, n, 16, ty, ty, a_regs, imm, split);
     return name;
 }
 
@@ -942,19 +952,11 @@ static const char *wgmma_f8_helper(emitter *E, int n, tl_dtype ta, tl_dtype tb)
     tli_str *h = &E->helpers;
     if (h->data && strstr(h->data, tli_e_fmt(E, "%s(", name)))
         return name;
-    int regs = n / 2;
     tli_str_appendf(h, "// One warpgroup-wide m64n%dk32 MMA of 8-bit floats (%s x %s), A and B K-major in shared memory.\n",
                     n, a, b);
     tli_str_appendf(h, "__device__ __forceinline__ void %s(float *d, unsigned long long da, unsigned long long db, "
                        "int scale_d)\n{\n", name);
-    tli_str_appendf(h, "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
-    tli_str_appendf(h, "        \"wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {\"\n        \"", n, a, b);
-    for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "%%%d%s", i, i + 1 < regs ? (i % 16 == 15 ? ", \"\n        \"" : ", ") : "");
-    tli_str_appendf(h, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n        : ", regs, regs + 1);
-    for (int i = 0; i < regs; i++)
-        tli_str_appendf(h, "\"+f\"(d[%d])%s", i, i + 1 < regs ? (i % 8 == 7 ? ",\n          " : ", ") : "");
-    tli_str_appendf(h, "\n        : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n}\n\n");
+    wgmma_asm(h, n, 32, a, b, false, "", 0);
     return name;
 }
 

@@ -222,12 +222,14 @@ tl_gemm_schedule tli_gemm_generic_schedule(const char *target);
 /* Where d's record goes in the database. */
 void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out);
 /* Whether TMA can read the rows of A and B (K, and N for B as [K, N],
- * multiples of 8 elements). */
+ * multiples of 16 bytes). */
 bool tli_gemm_tma_rows(const tl_gemm_desc *d);
 /* The tuner's problem for d. */
 tl_status tli_gemm_tune_problem(tl_ctx *ctx, const void *desc, double tol, tli_tune_problem **out);
 /* The GEMM's row of the table of tunable ops (tune_ops.c). */
 extern const tli_tune_op tli_gemm_tune_op;
+/* The bias's element type: in_dtype, or out_dtype for 8-bit inputs. */
+tl_dtype tli_gemm_bias_dtype(const tl_gemm_desc *d);
 /* tl_op_gemm's checks of a descriptor (message on ctx). */
 tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api);
 /* The second kernel of a split-K schedule (ops/gemm.c): C = act(W[0] +

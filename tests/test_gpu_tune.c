@@ -194,6 +194,36 @@ static void test_tune_custom_kernel(void **state)
     tl_free(ctx, a), tl_free(ctx, b), tl_free(ctx, c);
 }
 
+/* 8-bit inputs with a bias (of the output's type) and GELU: the tuner's
+ * problem fills the bias in that type and widens it for its f32
+ * reference; every candidate passes against it. */
+static void test_tune_gemm_f8(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
+        skip();
+    tl_gemm_desc d = {.m = 700, .n = 520, .k = 384, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_TANH};
+    const tl_gemm_schedule scheds[] = {
+        {128, 128, 128, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0},
+        {64, 128, 128, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0},
+    };
+    tl_tune_config cfg[2] = {tl_gemm_schedule_to_config(&scheds[0]), tl_gemm_schedule_to_config(&scheds[1])};
+    tl_tune_request q = {.op = "gemm", .desc = &d, .configs = cfg, .nconfigs = 2};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    for (int i = 0; i < r->n; i++)
+        printf("  %-48s %-14s %8.4f ms rel err %.1e %s\n", r->entries[i].text,
+               tl_tune_outcome_name(r->entries[i].outcome), r->entries[i].ms, r->entries[i].rel_err,
+               r->entries[i].note);
+    assert_int_equal(r->n, 2);
+    assert_int_equal(r->passed, 2);
+    for (int i = 0; i < 2; i++)
+        assert_true(r->entries[i].ms > 0 && r->entries[i].rel_err < 1e-2);
+    tl_tune_result_destroy(r);
+}
+
 /* A budget spent before the first measurement: every candidate is
  * skipped, nothing is recorded, and that is no error. */
 static void test_budget_spent(void **state)
@@ -300,6 +330,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tune_gemm_then_use),
         cmocka_unit_test(test_tune_custom_kernel),
         cmocka_unit_test(test_budget_spent),
+        cmocka_unit_test(test_tune_gemm_f8),
         cmocka_unit_test(test_tune_softmax_then_use),
     };
     return cmocka_run_group_tests_name("gpu_tune", tests, setup, teardown);

@@ -151,7 +151,7 @@ static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
 
 /* The bias's type: the inputs' for 16-bit inputs; for 8-bit ones (too
  * coarse for a bias) the output's, as cuBLASLt takes it. */
-static tl_dtype bias_dtype(const tl_gemm_desc *d)
+tl_dtype tli_gemm_bias_dtype(const tl_gemm_desc *d)
 {
     return tli_dtype_is_f8(d->in_dtype) ? d->out_dtype : d->in_dtype;
 }
@@ -305,7 +305,7 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     if (st == TL_OK && pointers && !ptrs)
         st = tli_op_check_dptr(ctx, api, "b", g->b, d->in_dtype, true);
     if (st == TL_OK && pointers)
-        st = tli_op_check_dptr(ctx, api, "bias", g->bias, bias_dtype(d), d->has_bias != 0);
+        st = tli_op_check_dptr(ctx, api, "bias", g->bias, tli_gemm_bias_dtype(d), d->has_bias != 0);
     if (st == TL_OK && pointers && !ptrs)
         st = tli_op_check_dptr(ctx, api, "c", g->c, d->out_dtype, true);
     if (st != TL_OK)
@@ -418,7 +418,7 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
                         : tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){slices, M, N}, NULL);
             return;
         }
-        p->bias = d->has_bias ? tl_param_tensor(k, "bias", bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
+        p->bias = d->has_bias ? tl_param_tensor(k, "bias", tli_gemm_bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
         p->C = swap ? tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){N, M}, (tl_expr[]){unit, N})
                     : tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
         return;
@@ -442,7 +442,7 @@ static void declare_params(tl_kernel *k, const tl_gemm_desc *d, unsigned variant
         p->A = tl_param_tensor_array(k, "A", d->in_dtype, 2, (tl_expr[]){M, K}, (tl_expr[]){lda, one}, p->batch, 2);
         p->B = tl_param_tensor_array(k, "B", d->in_dtype, 2, bshape, (tl_expr[]){ldb, one}, p->batch, 2);
     }
-    p->bias = d->has_bias ? tl_param_tensor(k, "bias", bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
+    p->bias = d->has_bias ? tl_param_tensor(k, "bias", tli_gemm_bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
     if (p->strided)
         p->C = tl_param_tensor(k, "C", d->out_dtype, 3, (tl_expr[]){p->batch, M, N}, (tl_expr[]){sc, ldc, one});
     else
@@ -577,7 +577,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){s.block_m, s.block_n});
     tl_buf bias_s = TL_NONE_BUF;
     if (d->has_bias && !workspace) {
-        bias_s = tl_alloc_shared(k, bias_dtype(d), 1, (int64_t[]){swap ? s.block_m : s.block_n});
+        bias_s = tl_alloc_shared(k, tli_gemm_bias_dtype(d), 1, (int64_t[]){swap ? s.block_m : s.block_n});
         tl_copy(k, tl_tile(k, p.bias, swap ? by : bx), tl_all(bias_s));
     }
     tl_clear(k, Cf);
@@ -631,7 +631,7 @@ static tl_status build_slices_sum(tl_ctx *ctx, const tl_gemm_desc *d, int slices
         return TL_ERR_OUT_OF_MEMORY;
     tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N");
     tl_buf W = tl_param_tensor(k, "W", TL_F32, 3, (tl_expr[]){tl_int(k, slices), M, N}, NULL);
-    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
+    tl_buf bias = d->has_bias ? tl_param_tensor(k, "bias", tli_gemm_bias_dtype(d), 1, &N, NULL) : TL_NONE_BUF;
     tl_buf C = tl_param_tensor(k, "C", d->out_dtype, 2, (tl_expr[]){M, N}, NULL);
     tl_grid(k, tl_ceildiv(k, N, tl_int(k, SUM_COLS)), M, TL_NONE_EXPR, 256);
     tl_use_fast_math(k, 1); /* as the one-pass kernel's epilogue */

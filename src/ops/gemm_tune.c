@@ -7,6 +7,7 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "half.h"
 #include "tune.h"
 
 #include <stdlib.h>
@@ -25,7 +26,8 @@ typedef struct gemm_problem {
     double tol;
     operand_set set[MAX_COPIES];
     int copies, turn;        /* turn: the set the next timed run takes    */
-    uint64_t bias;           /* [n] of in_dtype, shared by the sets       */
+    uint64_t bias;           /* [n] of the bias's type (tli_gemm_bias_dtype),
+                                shared by the sets                       */
     float *ref;              /* [m n], the reference on the host          */
     bool baseline_ok;        /* cuBLAS(Lt) offers d                        */
 } gemm_problem;
@@ -120,6 +122,27 @@ static tl_status fill_set(gemm_problem *g, int i)
     return st;
 }
 
+/* The bias as f32 in a new device buffer *out (through the host: n
+ * elements, once a tuning run). */
+static tl_status widen_bias(gemm_problem *g, uint64_t *out)
+{
+    tl_dtype dt = tli_gemm_bias_dtype(&g->d);
+    size_t n = (size_t)g->d.n, sz = tl_dtype_size(dt);
+    void *raw = malloc(n * sz);
+    float *wide = malloc(n * sizeof *wide);
+    tl_status st = raw && wide ? TL_OK : tli_fail(g->ctx, TL_ERR_OUT_OF_MEMORY, "tl_autotune: out of host memory");
+    if (st == TL_OK)
+        st = tl_memcpy_dtoh(g->ctx, raw, g->bias, n * sz);
+    for (size_t i = 0; st == TL_OK && i < n; i++)
+        wide[i] = (float)tli_load_as_double(dt, raw, (int64_t)i);
+    if (st == TL_OK)
+        st = tl_malloc(g->ctx, n * sizeof *wide, out);
+    if (st == TL_OK)
+        st = tl_memcpy_htod(g->ctx, *out, wide, n * sizeof *wide);
+    free(raw), free(wide);
+    return st;
+}
+
 /* The reference on set 0 with an f32 output: cuBLAS(Lt) where it offers
  * the epilogue; else the heuristic's schedule of our own kernel, which the
  * test suite checks against float64 references. */
@@ -130,15 +153,21 @@ static tl_status make_reference(gemm_problem *g)
     tl_status st = tl_malloc(g->ctx, bytes, &ref);
     tl_gemm_desc f = g->d;
     f.out_dtype = TL_F32;
+    /* the bias of an 8-bit GEMM is of the output's type: f32 for the
+     * reference, the same values */
+    uint64_t bias = g->bias, bias32 = 0;
+    if (st == TL_OK && g->d.has_bias && tli_gemm_bias_dtype(&f) != tli_gemm_bias_dtype(&g->d))
+        st = widen_bias(g, &bias32), bias = bias32;
     if (st == TL_OK) {
-        st = tl_baseline_gemm(g->ctx, &f, g->set[0].a, g->set[0].b, g->bias, ref, NULL);
+        st = tl_baseline_gemm(g->ctx, &f, g->set[0].a, g->set[0].b, bias, ref, NULL);
         if (st == TL_ERR_NO_CUBLAS || st == TL_ERR_UNSUPPORTED) {
             f.schedule = tli_gemm_heuristic(g->ctx, &f);
-            st = tl_op_gemm(g->ctx, &f, g->set[0].a, g->set[0].b, g->bias, ref, NULL);
+            st = tl_op_gemm(g->ctx, &f, g->set[0].a, g->set[0].b, bias, ref, NULL);
         }
     }
     if (st == TL_OK)
         st = tl_synchronize(g->ctx);
+    tl_free(g->ctx, bias32);
     if (st == TL_OK && !(g->ref = malloc(bytes)))
         st = tli_fail(g->ctx, TL_ERR_OUT_OF_MEMORY, "tl_autotune: out of host memory for the reference");
     if (st == TL_OK)
@@ -165,9 +194,10 @@ static tl_status setup(gemm_problem *g)
 {
     const tl_gemm_desc *d = &g->d;
     g->copies = copies_needed(g->ctx, d);
-    tl_status st = tl_malloc(g->ctx, (size_t)d->n * tl_dtype_size(d->in_dtype), &g->bias);
+    tl_dtype bias_dt = tli_gemm_bias_dtype(d);
+    tl_status st = tl_malloc(g->ctx, (size_t)d->n * tl_dtype_size(bias_dt), &g->bias);
     if (st == TL_OK)
-        st = tl_random_fill(g->ctx, g->bias, d->in_dtype, d->n, 999, -1, 1, NULL);
+        st = tl_random_fill(g->ctx, g->bias, bias_dt, d->n, 999, -1, 1, NULL);
     for (int i = 0; i < g->copies && st == TL_OK; i++)
         st = fill_set(g, i);
     if (st == TL_OK)

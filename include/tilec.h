@@ -1437,7 +1437,8 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype` (for "gemm", the target's schedule for large
- * shapes: there is no problem to choose for). *out is a new kernel the
+ * shapes: there is no problem to choose for; B as [K, N], C of dtype, or
+ * for an 8-bit dtype B as [N, K] and a bf16 C). *out is a new kernel the
  * caller destroys. "softmax" and "rmsnorm" are the one-pass programs for
  * rows of 1024 columns, dtype in and out. Errors: TL_ERR_INVALID_ARG
  * (unknown op), TL_ERR_DTYPE. */

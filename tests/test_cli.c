@@ -352,6 +352,15 @@ static void test_gemm_ptx_and_source(void **state)
     expect_out(&r, "// tl_pipelined");
     expect_out(&r, "extern \"C\" __global__");
     run_free(&r);
+    /* 8-bit inputs: B as [N, K], K steps of 32 on wgmma */
+    r = run("source gemm --dtype f8e4m3 --arch sm_90a");
+    expect_status(&r, 0);
+    expect_out(&r, "m64n256k32.f32.e4m3.e4m3");
+    run_free(&r);
+    r = run("source gemm --dtype f8e5m2 --arch sm_80");
+    expect_status(&r, 1);
+    expect_err(&r, "8-bit inputs need wgmma");
+    run_free(&r);
 }
 
 static void test_bad_arch(void **state)
@@ -506,7 +515,7 @@ static void test_tune_usage(void **state)
     const char *bad[] = {"tune", "tune conv", "tune --list gemm", "tune --list --clear", "tune gemm --epilogue x",
                          "tune gemm --budget -1", "tune --list --shape 8x8x8", "tune gemm extra",
                          "bench gemm --bias", "compile vadd --budget 3", "tune softmax --shape 8x8x8",
-                         "tune softmax --bias"};
+                         "tune softmax --bias", "tune gemm --dtype f8e4m3", "bench gemm --dtype f32"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_result r = run("%s", bad[i]);
         expect_status(&r, 2);

@@ -74,10 +74,10 @@ static const char usage_text[] =
     "                             compile it through the cubin cache and report\n"
     "  cache stats [--cache-dir DIR]   what the cubin cache holds\n"
     "  cache clear [--cache-dir DIR]   remove every entry of the cubin cache\n"
-    "  bench gemm [--shape MxNxK] [--dtype bf16|f16] [--trans-b] [--device N]\n"
+    "  bench gemm [--shape MxNxK] [--dtype bf16|f16|f8e4m3|f8e5m2] [--trans-b] [--device N]\n"
     "                             sweep GEMM schedules against cuBLAS on the GPU\n"
     "                             (default 4096x4096x4096 bf16, B as [K, N])\n"
-    "  tune gemm [--shape MxNxK] [--dtype bf16|f16] [--trans-b] [--bias]\n"
+    "  tune gemm [--shape MxNxK] [--dtype bf16|f16|f8e4m3|f8e5m2] [--trans-b] [--bias]\n"
     "            [--epilogue relu|gelu_erf|gelu_tanh] [--budget SECONDS] [--no-save]\n"
     "            [--device N] [--cache-dir DIR]\n"
     "                             autotune the op for this problem on the GPU and\n"
@@ -92,7 +92,8 @@ static const char usage_text[] =
     "options:\n"
     "  --arch sm_XX      compile target, e.g. sm_80 or sm_90a (default: the GPU's,\n"
     "                    or sm_90a without a GPU)\n"
-    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm, flash_attn)\n"
+    "  --dtype T         element type: f32, f16 or bf16 (default: f32; bf16 for gemm, flash_attn);\n"
+    "                    gemm also f8e4m3, f8e5m2 (B as [N, K], a bf16 C)\n"
     "  --device N        GPU ordinal (default 0)\n"
     "  --cache-dir DIR   cubin cache directory (default: $TILEC_CACHE_DIR,\n"
     "                    $XDG_CACHE_HOME/tilec, ~/.cache/tilec)\n"
@@ -458,8 +459,12 @@ static int cmd_cache(const cli *c)
 static int gemm_problem(const cli *c, tl_gemm_desc *d)
 {
     tl_dtype in = c->dtype_given ? c->dtype : TL_BF16;
-    if (in != TL_BF16 && in != TL_F16)
-        return usage_error("gemm takes --dtype bf16 or f16, not %s", tl_dtype_name(in));
+    bool f8 = in == TL_F8E4M3 || in == TL_F8E5M2;
+    if (in != TL_BF16 && in != TL_F16 && !f8)
+        return usage_error("gemm takes --dtype bf16, f16, f8e4m3 or f8e5m2, not %s", tl_dtype_name(in));
+    if (f8 && !c->trans_b)
+        return usage_error("gemm with --dtype %s needs --trans-b: 8-bit inputs take B as [N, K] only",
+                           tl_dtype_name(in));
     int64_t m = 4096, n = 4096, k = 4096;
     long long v[3];
     char tail;
@@ -469,7 +474,7 @@ static int gemm_problem(const cli *c, tl_gemm_desc *d)
             return usage_error("bad shape '%s' (expected MxNxK, e.g. 4096x4096x4096)", c->shape);
         m = v[0], n = v[1], k = v[2];
     }
-    *d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = in, .trans_b = c->trans_b,
+    *d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = f8 ? TL_BF16 : in, .trans_b = c->trans_b,
                         .has_bias = c->bias, .epilogue = c->epilogue};
     return 0;
 }

@@ -118,7 +118,7 @@ const char *tli_dtype_ctype(tl_dtype dt)
 
 /* The storage-only floats (16 and 8 bits): arithmetic converts them to f32
  * and rounds the result back. */
-static bool is_half(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16 || tli_dtype_is_f8(dt); }
+static bool is_narrow_float(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16 || tli_dtype_is_f8(dt); }
 
 static bool is_number(const char *s, long long *v)
 {
@@ -194,7 +194,7 @@ static char *float_literal(emitter *E, double v, tl_dtype dt)
         tli_store_from_double(dt, &bits, 0, v);
         return tli_e_fmt(E, "tl_%s_bits(0x%02Xu) /* %g */", tl_dtype_name(dt), bits, v);
     }
-    if (is_half(dt)) {
+    if (is_narrow_float(dt)) {
         uint16_t bits;
         tli_store_from_double(dt, &bits, 0, v);
         return tli_e_fmt(E, "%s(0x%04Xu) /* %g */", dt == TL_F16 ? "tl_f16_bits" : "tl_bf16_bits", bits, v);
@@ -270,13 +270,13 @@ static char *round_to(emitter *E, tl_dtype dt, const char *f32)
 
 static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
 {
-    if (is_half(from)) {
+    if (is_narrow_float(from)) {
         x = tli_e_fmt(E, "tl_f32(%s)", x);
         from = TL_F32;
         if (to == TL_F32)
             return (char *)x;
     }
-    if (is_half(to))
+    if (is_narrow_float(to))
         return round_to(E, to, from == TL_F64 ? x : tli_e_fmt(E, "(float)(%s)", x));
     return tli_e_fmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
 }
@@ -298,7 +298,7 @@ static char *binary_text(emitter *E, const tli_enode *n)
         return "true"; /* the run passed this comparison at its last column */
     if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64)
         return tli_e_fmt(E, "tl_lt_i32(%s, %s)", a, b); /* a mask of an in-tile column: one 32-bit compare */
-    if (is_half(at)) {
+    if (is_narrow_float(at)) {
         a = tli_e_fmt(E, "tl_f32(%s)", a);
         b = tli_e_fmt(E, "tl_f32(%s)", b);
     }
@@ -308,12 +308,12 @@ static char *binary_text(emitter *E, const tli_enode *n)
     else if (op == E_MAX || op == E_MIN)
         r = tli_dtype_is_int(at) ? tli_e_fmt(E, "tl_%s(%s, %s)", op == E_MAX ? "max" : "min", a, b)
                                  : tli_e_fmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64, false), a, b);
-    else if (op == E_DIV && E->ir->fast_math && (at == TL_F32 || is_half(at)))
+    else if (op == E_DIV && E->ir->fast_math && (at == TL_F32 || is_narrow_float(at)))
         r = tli_e_fmt(E, "tl_div_approx(%s, %s)", a, b);
     else
         r = tli_e_fmt(E, "(%s %s %s)", a, infix(op), b);
     bool arith = !(op >= E_LT && op <= E_OR);
-    return (is_half(at) && arith) ? round_to(E, at, r) : r;
+    return (is_narrow_float(at) && arith) ? round_to(E, at, r) : r;
 }
 
 static char *unary_text(emitter *E, const tli_enode *n)
@@ -327,10 +327,10 @@ static char *unary_text(emitter *E, const tli_enode *n)
         return tli_e_fmt(E, "(!%s)", a);
     if (tli_dtype_is_int(dt))
         return op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "tl_iabs(%s)", a);
-    if (is_half(dt))
+    if (is_narrow_float(dt))
         a = tli_e_fmt(E, "tl_f32(%s)", a);
     char *r = op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64, E->ir->fast_math), a);
-    return is_half(dt) ? round_to(E, dt, r) : r;
+    return is_narrow_float(dt) ? round_to(E, dt, r) : r;
 }
 
 void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)

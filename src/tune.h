@@ -217,8 +217,10 @@ tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
  * SMs size a split of K (132 without a GPU). */
 tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d);
 tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma);
-/* Its row for any shape: the default of a build without a problem. */
-tl_gemm_schedule tli_gemm_generic_schedule(const char *target);
+/* Its row for any shape, for inputs of type `in` (block_k in 128-byte
+ * rows: doubled for 8-bit inputs): the default of a build without a
+ * problem. */
+tl_gemm_schedule tli_gemm_generic_schedule(const char *target, tl_dtype in);
 /* Where d's record goes in the database. */
 void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out);
 /* Whether TMA can read the rows of A and B (K, and N for B as [K, N],

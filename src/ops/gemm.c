@@ -39,14 +39,14 @@ static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
     if (schedule_is_zero(&d->schedule))
         return tli_gemm_pick(ctx, d);
-    const tl_gemm_schedule def = tli_gemm_generic_schedule(tl_ctx_target(ctx));
+    const tl_gemm_schedule def = tli_gemm_generic_schedule(tl_ctx_target(ctx), d->in_dtype);
     tl_gemm_schedule s = d->schedule;
     if (!s.block_m)
         s.block_m = def.block_m;
     if (!s.block_n)
         s.block_n = def.block_n;
-    if (!s.block_k) /* in 16-bit columns: twice as many 8-bit ones (the same bytes) */
-        s.block_k = def.block_k * (tli_dtype_is_f8(d->in_dtype) ? 2 : 1);
+    if (!s.block_k)
+        s.block_k = def.block_k;
     if (!s.stages)
         s.stages = def.stages;
     if (!s.threads)

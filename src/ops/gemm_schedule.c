@@ -77,11 +77,11 @@ enum {
                             of A                                                  */
     H_WIDE = 1 << 8,     /* at least 64 tiles of 64x128: enough CTAs without a
                             split of K                                            */
-    H_SHORT_K = 1 << 10, /* K of at most 1024 bytes (8 steps of 128-byte rows): a
-                            tile's main loop is short against its epilogue     */
     H_WAVE128 = 1 << 9,  /* 97 to 132 tiles of 128x128: about one wave of them on
                             a 132-SM H200, where 64x128 tiles make two ragged
                             ones                                                  */
+    H_SHORT_K = 1 << 10, /* K of at most 1024 bytes (8 steps of 128-byte rows): a
+                            tile's main loop is short against its epilogue     */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -282,9 +282,10 @@ tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d)
     return tli_gemm_heuristic_for(ctx, d, true);
 }
 
-tl_gemm_schedule tli_gemm_generic_schedule(const char *target)
+tl_gemm_schedule tli_gemm_generic_schedule(const char *target, tl_dtype in)
 {
-    return resolved(heuristic_row_for(target, NULL, true), NULL, 0, target);
+    tl_gemm_desc d = {.in_dtype = in}; /* for_inputs reads only the type */
+    return for_inputs(resolved(heuristic_row_for(target, NULL, true), NULL, 0, target), &d);
 }
 
 /* ------------------------------------------------------------------------ */

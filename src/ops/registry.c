@@ -25,11 +25,9 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
         if (dtype != TL_F16 && dtype != TL_BF16 && !f8)
             return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: gemm takes bf16, f16, f8e4m3 or f8e5m2, not %s",
                             tl_dtype_name(dtype));
-        /* 8-bit inputs: B as [N, K] (their only form), a bf16 C, K steps of the same bytes */
+        /* 8-bit inputs: B as [N, K] (their only form), a bf16 C */
         tl_gemm_desc d = {.m = 1, .n = 1, .k = 1, .in_dtype = dtype, .out_dtype = f8 ? TL_BF16 : dtype,
-                          .trans_b = f8, .schedule = tli_gemm_generic_schedule(tl_ctx_target(ctx))};
-        if (f8)
-            d.schedule.block_k *= 2;
+                          .trans_b = f8, .schedule = tli_gemm_generic_schedule(tl_ctx_target(ctx), dtype)};
         return tl_op_gemm_build(ctx, &d, out);
     }
     /* the row-wise ops as in and out dtype, with the one-pass program of

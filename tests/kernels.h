@@ -223,4 +223,34 @@ static inline void zoo_staged_ref(int64_t n, const float *x, double *y)
     }
 }
 
+/* Tensors of both types, shared tiles and a fragment of them, copies from
+ * them (to f32 and to their own type), casts both ways, constants and
+ * arithmetic (through f32): the interpreter computes what the definition
+ * says, and NVRTC takes the source for sm_80 and sm_90a (test_fp8); its
+ * reproducer replays it (test_repro). Launch arguments: N, X, Y. */
+static inline tl_kernel *zoo_fp8(tl_ctx *kctx)
+{
+    tl_kernel *k = tl_kernel_new(kctx, "fp8");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F8E4M3, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F8E5M2, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 32)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf Xs = tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
+    tl_buf Ys = tl_alloc_shared(k, TL_F8E5M2, 2, (int64_t[]){32, 64});
+    tl_buf acc = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 64});
+    tl_buf xf = tl_alloc_fragment(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
+    tl_copy(k, tl_tile(k, X, tl_block_idx(k, 0), tl_int(k, 0)), tl_all(Xs));
+    tl_copy(k, tl_all(Xs), tl_all(acc));
+    tl_copy(k, tl_all(Xs), tl_all(xf));
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){32, 64}, v);
+    /* y = x * 1.5 - 2^-9 in e4m3 (each step rounded to it), then to e5m2 */
+    tl_expr x = tl_add(k, tl_load(k, xf, v), tl_cast(k, tl_mul(k, tl_load(k, acc, v), tl_f32(k, 0)), TL_F8E4M3));
+    tl_expr y = tl_add(k, tl_mul(k, x, tl_float(k, 1.5, TL_F8E4M3)), tl_float(k, -0x1p-9, TL_F8E4M3));
+    tl_store(k, Ys, v, tl_cast(k, y, TL_F8E5M2));
+    tl_end(k);
+    tl_copy(k, tl_all(Ys), tl_tile(k, Y, tl_block_idx(k, 0), tl_int(k, 0)));
+    return k;
+}
+
 #endif

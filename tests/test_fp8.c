@@ -15,22 +15,10 @@
 #include "fixture.h"
 
 #include "half.h"
+#include "kernels.h"
 
 #include <float.h>
 
-static uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* One format, as the OCP FP8 definition gives it, and the library's
  * conversions for it. */
@@ -146,7 +134,7 @@ static void test_decode_e4m3(void **state)
     assert_true(tl_f8e4m3_to_f32(0x39) == 1.125f);
     assert_true(tl_f8e4m3_to_f32(0x78) == 256.0f);    /* E = 15 is an ordinary exponent */
     assert_true(tl_f8e4m3_to_f32(0xc0) == -2.0f);
-    assert_int_equal(bits_of(tl_f8e4m3_to_f32(0x80)), 0x80000000u);
+    assert_int_equal(test_f32_bits(tl_f8e4m3_to_f32(0x80)), 0x80000000u);
 }
 
 static void test_decode_e5m2(void **state)
@@ -162,7 +150,7 @@ static void test_decode_e5m2(void **state)
     assert_true(tl_f8e5m2_to_f32(0x3d) == 1.25f);
     assert_true(tl_f8e5m2_to_f32(0x7c) == (float)INFINITY);
     assert_true(tl_f8e5m2_to_f32(0xfc) == -(float)INFINITY);
-    assert_int_equal(bits_of(tl_f8e5m2_to_f32(0x80)), 0x80000000u);
+    assert_int_equal(test_f32_bits(tl_f8e5m2_to_f32(0x80)), 0x80000000u);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -250,8 +238,8 @@ static void test_saturation_and_nan(void **state)
         assert_int_equal(tli_f64_to_f8(f->dt, -INFINITY), top | 0x80);
         assert_int_equal(f->enc(NAN), 0x7f);
         assert_int_equal(f->enc(-NAN), 0x7f);
-        assert_int_equal(f->enc(float_of(0x7f800001u)), 0x7f); /* a signalling NaN */
-        assert_int_equal(f->enc(float_of(0xffffffffu)), 0x7f);
+        assert_int_equal(f->enc(test_f32_from_bits(0x7f800001u)), 0x7f); /* a signalling NaN */
+        assert_int_equal(f->enc(test_f32_from_bits(0xffffffffu)), 0x7f);
         assert_int_equal(tli_f64_to_f8(f->dt, NAN), 0x7f);
         assert_int_equal(tli_f64_to_f8(f->dt, -NAN), 0x7f);
     }
@@ -276,8 +264,8 @@ static void test_underflow(void **state)
         assert_int_equal(f->enc(s / 4), 0x00);
         assert_int_equal(f->enc(1e-30f), 0x00);
         assert_int_equal(f->enc(-1e-30f), 0x80);
-        assert_int_equal(f->enc(float_of(1)), 0x00);           /* the smallest f32 subnormal */
-        assert_int_equal(f->enc(float_of(0x80000001u)), 0x80);
+        assert_int_equal(f->enc(test_f32_from_bits(1)), 0x00);           /* the smallest f32 subnormal */
+        assert_int_equal(f->enc(test_f32_from_bits(0x80000001u)), 0x80);
         assert_int_equal(f->enc(0.0f), 0x00);
         assert_int_equal(f->enc(-0.0f), 0x80);
         assert_int_equal(f->enc(1.5f * s), 0x02);              /* ties to even */
@@ -335,20 +323,20 @@ static float device_decode(unsigned x, int mant, int bias, bool ieee_top)
     if (e == top && (ieee_top || m == mask))
         u = (ieee_top && m == 0) ? 0x7f800000u : 0x7fc00000u;
     else if (e == 0)
-        u = bits_of((float)m * float_of((unsigned)(127 + 1 - bias - mant) << 23));
+        u = test_f32_bits((float)m * test_f32_from_bits((unsigned)(127 + 1 - bias - mant) << 23));
     else
         u = ((e + 127u - (unsigned)bias) << 23) | (m << (23 - mant));
-    return float_of(sign | u);
+    return test_f32_from_bits(sign | u);
 }
 
 static uint8_t device_encode(float f, int mant, int bias, unsigned max_code)
 {
-    const unsigned u = bits_of(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    const unsigned u = test_f32_bits(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
     if (a > 0x7f800000u)
         return 0x7fu;
     unsigned code;
     if (a < ((unsigned)(127 + 1 - bias) << 23))
-        code = (unsigned)rintf(float_of(a) * float_of((unsigned)(127 + bias - 1 + mant) << 23));
+        code = (unsigned)rintf(test_f32_from_bits(a) * test_f32_from_bits((unsigned)(127 + bias - 1 + mant) << 23));
     else {
         const int shift = 23 - mant;
         const unsigned r = a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u);
@@ -368,14 +356,14 @@ static void test_device_matches_host(void **state)
     for (size_t i = 0; i < TEST_COUNT(formats); i++) {
         const f8_format *f = &formats[i];
         for (unsigned c = 0; c < 256; c++) {
-            uint32_t dev = bits_of(device_decode(c, f->mbits, f->bias, f->ieee)), host = bits_of(f->dec((uint8_t)c));
+            uint32_t dev = test_f32_bits(device_decode(c, f->mbits, f->bias, f->ieee)), host = test_f32_bits(f->dec((uint8_t)c));
             if (dev != host)
                 fail_msg("%s 0x%02x: device 0x%08x, host 0x%08x", f->name, c, dev, host);
         }
         for (uint32_t hi = 0; hi < (1u << 19); hi++)
             for (int d = -1; d <= 1; d++) {
                 uint32_t u = (hi << 13) + (uint32_t)d; /* wraps at 0: 0xffffffff, a NaN */
-                float x = float_of(u);
+                float x = test_f32_from_bits(u);
                 uint8_t dev = device_encode(x, f->mbits, f->bias, f->max_code), host = f->enc(x);
                 if (dev != host)
                     fail_msg("%s of %a (0x%08x): device 0x%02x, host 0x%02x", f->name, x, u, dev, host);
@@ -561,34 +549,6 @@ static void test_check_spans(void **state)
 /* Kernels of 8-bit floats                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Tensors of both types, shared tiles and a fragment of them, copies from
- * them (to f32 and to their own type), casts both ways, constants and
- * arithmetic (through f32): the interpreter computes what the definition
- * says, and NVRTC takes the source for sm_80 and sm_90a. */
-static tl_kernel *fp8_kernel(void)
-{
-    tl_kernel *k = tl_kernel_new(ctx, "fp8");
-    tl_expr N = tl_dim(k, "N");
-    tl_buf X = tl_param_tensor(k, "X", TL_F8E4M3, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
-    tl_buf Y = tl_param_tensor(k, "Y", TL_F8E5M2, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
-    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 32)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
-    tl_buf Xs = tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
-    tl_buf Ys = tl_alloc_shared(k, TL_F8E5M2, 2, (int64_t[]){32, 64});
-    tl_buf acc = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 64});
-    tl_buf xf = tl_alloc_fragment(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
-    tl_copy(k, tl_tile(k, X, tl_block_idx(k, 0), tl_int(k, 0)), tl_all(Xs));
-    tl_copy(k, tl_all(Xs), tl_all(acc));
-    tl_copy(k, tl_all(Xs), tl_all(xf));
-    tl_expr v[2];
-    tl_parallel(k, 2, (int64_t[]){32, 64}, v);
-    /* y = x * 1.5 - 2^-9 in e4m3 (each step rounded to it), then to e5m2 */
-    tl_expr x = tl_add(k, tl_load(k, xf, v), tl_cast(k, tl_mul(k, tl_load(k, acc, v), tl_f32(k, 0)), TL_F8E4M3));
-    tl_expr y = tl_add(k, tl_mul(k, x, tl_float(k, 1.5, TL_F8E4M3)), tl_float(k, -0x1p-9, TL_F8E4M3));
-    tl_store(k, Ys, v, tl_cast(k, y, TL_F8E5M2));
-    tl_end(k);
-    tl_copy(k, tl_all(Ys), tl_tile(k, Y, tl_block_idx(k, 0), tl_int(k, 0)));
-    return k;
-}
 
 /* What the kernel computes, by the formats' definitions: each operation
  * on the f32 values of its operands, rounded to e4m3 (to e5m2 at the
@@ -609,7 +569,7 @@ static void test_kernel(void **state)
     for (int i = 0; i < ROWS * 64; i++) /* every code but the NaNs, twelve times over */
         x[i] = (uint8_t)((i * 7) % 256 == 0x7f || (i * 7) % 256 == 0xff ? 0 : (i * 7) % 256);
     memset(y, 0xa5, sizeof y);
-    tl_kernel *k = fp8_kernel();
+    tl_kernel *k = zoo_fp8(ctx);
     assert_status(tl_kernel_status(k), TL_OK);
     tl_arg args[] = {tl_arg_int(ROWS), tl_arg_hptr(x), tl_arg_hptr(y)};
     assert_status(tl_interpret(k, 3, args), TL_OK);

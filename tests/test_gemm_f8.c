@@ -9,21 +9,6 @@
 
 #include <math.h>
 
-/* A uniform value in [-1, 1) rounded to dt's nearest code: every code a
- * finite number the reference decodes exactly. */
-static uint8_t random_code(tl_dtype dt, uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    float u = (float)(*state >> 40) * 0x1p-24f * 2.0f - 1.0f;
-    return dt == TL_F8E5M2 ? tl_f32_to_f8e5m2(u) : tl_f32_to_f8e4m3(u);
-}
-
-static void fill_codes(uint8_t *p, tl_dtype dt, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = random_code(dt, &seed);
-}
-
 /* One problem: A [M, K], B [N, K] as codes, the bias [N] of the output's
  * type, C poisoned. */
 typedef struct f8_problem {
@@ -43,8 +28,9 @@ static void f8_init(f8_problem *p, int64_t m, int64_t n, int64_t k, tl_dtype in,
     p->bias = malloc((size_t)n * tl_dtype_size(out));
     p->c = malloc((size_t)(m * n) * tl_dtype_size(out));
     assert_true(p->a && p->b && p->bias && p->c);
-    fill_codes(p->a, in, (size_t)(m * k), seed);
-    fill_codes(p->b, in, (size_t)(n * k), seed + 1);
+    /* uniform in [-1, 1] rounded to the format's codes: every one a finite number */
+    assert_status(tl_random_host(p->a, in, m * k, seed, -1, 1), TL_OK);
+    assert_status(tl_random_host(p->b, in, n * k, seed + 1, -1, 1), TL_OK);
     assert_status(tl_random_host(p->bias, out, n, seed + 2, -1, 1), TL_OK);
     memset(p->c, 0xFF, (size_t)(m * n) * tl_dtype_size(out));
 }

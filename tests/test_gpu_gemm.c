@@ -1078,65 +1078,14 @@ static void plan_tests(gemm_plan *pc)
 /* 8-bit inputs (sm_90a)                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Codes of uniform values in [-1, 1) (every code a finite number). */
-static void f8_codes(uint8_t *p, tl_dtype dt, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-        float u = (float)(seed >> 40) * 0x1p-24f * 2.0f - 1.0f;
-        p[i] = dt == TL_F8E5M2 ? tl_f32_to_f8e5m2(u) : tl_f32_to_f8e4m3(u);
-    }
-}
-
-/* An 8-bit problem: A [m, k], B [n, k] as codes on the device, decoded on
- * the host, and their product in float64 (computed once, for every
- * schedule and output type run on it). */
-typedef struct f8_problem {
-    int64_t m, n, k;
-    tl_dtype in;
-    uint64_t a, b;
-    double *prod;
-} f8_problem;
-
-static void f8_problem_init(f8_problem *p, int64_t m, int64_t n, int64_t k, tl_dtype in, uint64_t seed)
-{
-    p->m = m, p->n = n, p->k = k, p->in = in;
-    uint8_t *ha = malloc((size_t)(m * k)), *hb = malloc((size_t)(n * k));
-    double *da = malloc(sizeof(double) * (size_t)(m * k)), *db = malloc(sizeof(double) * (size_t)(n * k));
-    p->prod = malloc(sizeof(double) * (size_t)(m * n));
-    assert_true(ha && hb && da && db && p->prod);
-    f8_codes(ha, in, (size_t)(m * k), seed);
-    f8_codes(hb, in, (size_t)(n * k), seed + 1);
-    for (int64_t i = 0; i < m * k; i++)
-        da[i] = test_elem(in, ha, i);
-    for (int64_t i = 0; i < n * k; i++)
-        db[i] = test_elem(in, hb, i);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            double acc = 0;
-            for (int64_t x = 0; x < k; x++)
-                acc += da[i * k + x] * db[j * k + x];
-            p->prod[i * n + j] = acc;
-        }
-    p->a = dalloc((size_t)(m * k)), p->b = dalloc((size_t)(n * k));
-    assert_status(tl_memcpy_htod(ctx, p->a, ha, (size_t)(m * k)), TL_OK);
-    assert_status(tl_memcpy_htod(ctx, p->b, hb, (size_t)(n * k)), TL_OK);
-    free(ha), free(hb), free(da), free(db);
-}
-
-static void f8_problem_free(f8_problem *p)
-{
-    tl_free(ctx, p->a), tl_free(ctx, p->b);
-    free(p->prod);
-}
-
-/* Runs the 8-bit GEMM of p into a poisoned C with poison around it and
- * checks it against float64: bias of the output's type with GELU when
+/* Runs the 8-bit GEMM of p (a problem of 8-bit inputs, B as [N, K]) into
+ * a poisoned C with poison around it and checks it against float64 of the
+ * decoded codes (product(), computed once for every run on p): bias of the output's type with GELU when
  * `epi`, per-tensor scales (the strided kernel) when `scaled`. The
  * tolerance: the products are exact in f32; the tensor cores add them in
  * f32 (keeping fewer bits than an f32 FMA chain, as cuBLASLt's fast
  * accumulation does), then C is rounded. */
-static void check_f8(const f8_problem *p, tl_dtype out, int epi, int scaled, const tl_gemm_schedule *s, uint64_t seed)
+static void check_f8(problem *p, tl_dtype out, int epi, int scaled, const tl_gemm_schedule *s, uint64_t seed)
 {
     int64_t m = p->m, n = p->n, mn = m * n;
     size_t osz = tl_dtype_size(out);
@@ -1170,8 +1119,9 @@ static void check_f8(const f8_problem *p, tl_dtype out, int epi, int scaled, con
         if (hc[i] != 0xFF || hc[(size_t)(PAD + mn) * osz + i] != 0xFF)
             fail_msg("%s: a byte around C was written", what);
     double alpha = (double)(float)(g.alpha * g.scale_a * g.scale_b);
+    const double *prod = product(p, 1);
     for (int64_t i = 0; i < mn; i++)
-        ref[i] = test_act(d.epilogue, alpha * p->prod[i] + (epi ? test_elem(out, hbias, i % n) : 0.0));
+        ref[i] = test_act(d.epilogue, alpha * prod[i] + (epi ? test_elem(out, hbias, i % n) : 0.0));
     tl_span o = {.dtype = out, .n = mn, .host = hc + PAD * osz}, r = {.dtype = TL_F64, .n = mn, .host = ref};
     tl_check_result res;
     double tol = out == TL_F32 ? 2e-3 : 1e-2;
@@ -1208,21 +1158,21 @@ static void test_f8_inputs(void **state)
     static const int64_t sizes[][3] = {{1090, 1300, 272}, {333, 517, 263}};
     for (size_t z = 0; z < 2; z++)
         for (int f = 0; f < 2; f++) {
-            f8_problem p;
-            f8_problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], f ? TL_F8E5M2 : TL_F8E4M3, 9100 + 10 * z + f);
+            problem p;
+            problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], f ? TL_F8E5M2 : TL_F8E4M3, 0, 9100 + 10 * z + f);
             for (int rep = 0; rep < 2; rep++)
                 for (size_t i = 0; i < sizeof f8_schedules / sizeof f8_schedules[0]; i++)
                     check_f8(&p, i % 3 == 0 ? TL_BF16 : i % 3 == 1 ? TL_F16 : TL_F32, (int)((i + z + rep) % 2),
                              (int)((i + z) % 2), &f8_schedules[i], 9200 + i);
-            f8_problem_free(&p);
+            problem_free(&p);
         }
     /* the op's own choice at a decode shape and a few-tile one */
     static const int64_t own[][3] = {{16, 4096, 4096}, {64, 2048, 2048}};
     for (size_t z = 0; z < 2; z++) {
-        f8_problem p;
-        f8_problem_init(&p, own[z][0], own[z][1], own[z][2], TL_F8E4M3, 9400 + z);
+        problem p;
+        problem_init(&p, own[z][0], own[z][1], own[z][2], TL_F8E4M3, 0, 9400 + z);
         check_f8(&p, TL_BF16, (int)z, (int)z, NULL, 9500 + z);
-        f8_problem_free(&p);
+        problem_free(&p);
     }
 }
 

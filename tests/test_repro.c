@@ -430,29 +430,13 @@ static void test_repro_tiles(void **state)
     tl_kernel_destroy(k);
 }
 
-/* The 8-bit floats: tensors and a shared tile of both types, constants
+/* The 8-bit floats (kernels.h, zoo_fp8): tensors and tiles of both types, constants
  * and casts; the reproducer names them by their enum and gives back the
  * source (sm_90a and sm_80) and the dump. */
 static void test_repro_fp8(void **state)
 {
     (void)state;
-    tl_kernel *k = tl_kernel_new(ctx, "fp8");
-    tl_expr N = tl_dim(k, "N");
-    tl_buf X = tl_param_tensor(k, "X", TL_F8E4M3, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
-    tl_buf Y = tl_param_tensor(k, "Y", TL_F8E5M2, 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
-    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 32)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
-    tl_buf Xs = tl_alloc_shared(k, TL_F8E4M3, 2, (int64_t[]){32, 64});
-    tl_buf Ys = tl_alloc_shared(k, TL_F8E5M2, 2, (int64_t[]){32, 64});
-    tl_buf acc = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){32, 64});
-    tl_copy(k, tl_tile(k, X, tl_block_idx(k, 0), tl_int(k, 0)), tl_all(Xs));
-    tl_copy(k, tl_all(Xs), tl_all(acc));
-    tl_expr v[2];
-    tl_parallel(k, 2, (int64_t[]){32, 64}, v);
-    tl_expr x = tl_cast(k, tl_load(k, acc, v), TL_F8E4M3);
-    tl_expr y = tl_add(k, tl_mul(k, x, tl_float(k, 1.5, TL_F8E4M3)), tl_float(k, -0x1p-9, TL_F8E4M3));
-    tl_store(k, Ys, v, tl_cast(k, y, TL_F8E5M2));
-    tl_end(k);
-    tl_copy(k, tl_all(Ys), tl_tile(k, Y, tl_block_idx(k, 0), tl_int(k, 0)));
+    tl_kernel *k = zoo_fp8(ctx);
     assert_status(tl_kernel_status(k), TL_OK);
     char *repro;
     assert_status(tl_kernel_reproducer(k, &repro), TL_OK);

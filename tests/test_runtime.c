@@ -14,6 +14,7 @@
 #include "half.h"
 #include "nvrtc.h"
 #include "tilec.h"
+#include "util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,19 +31,6 @@ static tl_ctx_options offline_options(void)
     return o;
 }
 
-static uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Driver loading (runs first: the driver table is loaded once a process)    */
@@ -159,7 +147,7 @@ static void test_bf16_all_patterns(void **state)
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = tl_bf16_to_f32((uint16_t)h);
-        assert_int_equal(bits_of(f), h << 16);
+        assert_int_equal(test_f32_bits(f), h << 16);
         assert_int_equal(tl_f32_to_bf16(f), h);
     }
 }
@@ -203,23 +191,23 @@ static void test_f16_rounding(void **state)
     assert_int_equal(tl_f32_to_f16(3 * 0x1p-25f), 0x0002);          /* tie -> even */
     assert_int_equal(tl_f32_to_f16(0x1p-26f), 0x0000);
     assert_int_equal(tl_f32_to_f16(0x1p-14f), 0x0400);              /* smallest normal */
-    assert_int_equal(tl_f32_to_f16(float_of(1)), 0x0000);           /* f32 subnormal */
-    uint16_t n = tl_f32_to_f16(float_of(0x7fc00000u));
+    assert_int_equal(tl_f32_to_f16(test_f32_from_bits(1)), 0x0000);           /* f32 subnormal */
+    uint16_t n = tl_f32_to_f16(test_f32_from_bits(0x7fc00000u));
     assert_true((n & 0x7c00) == 0x7c00 && (n & 0x3ff));
-    n = tl_f32_to_f16(float_of(0xff800001u)); /* payload only in dropped bits */
+    n = tl_f32_to_f16(test_f32_from_bits(0xff800001u)); /* payload only in dropped bits */
     assert_true((n & 0xfc00) == 0xfc00 && (n & 0x3ff));
 }
 
 static void test_bf16_rounding(void **state)
 {
     (void)state;
-    check_midpoints(tl_f32_to_bf16, tl_bf16_to_f32, 0x7f7f, float_of(0x7f7f8000u));
+    check_midpoints(tl_f32_to_bf16, tl_bf16_to_f32, 0x7f7f, test_f32_from_bits(0x7f7f8000u));
     assert_int_equal(tl_f32_to_bf16(1.0f), 0x3f80);
     assert_int_equal(tl_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);       /* tie -> even */
     assert_int_equal(tl_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);   /* tie -> even */
-    assert_int_equal(tl_f32_to_bf16(float_of(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> Inf */
+    assert_int_equal(tl_f32_to_bf16(test_f32_from_bits(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> Inf */
     assert_int_equal(tl_f32_to_bf16(-(float)INFINITY), 0xff80);
-    uint16_t n = tl_f32_to_bf16(float_of(0x7f800001u));
+    uint16_t n = tl_f32_to_bf16(test_f32_from_bits(0x7f800001u));
     assert_true((n & 0x7f80) == 0x7f80 && (n & 0x7f));
 }
 
@@ -289,7 +277,7 @@ static void test_load_store(void **state)
 /* Contexts without a GPU                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void test_offline_ctx(void **state)
+static void test_offline_context(void **state)
 {
     (void)state;
     tl_ctx_options o = offline_options();
@@ -756,7 +744,7 @@ int main(void)
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_double_conversions),
         cmocka_unit_test(test_load_store),
-        cmocka_unit_test(test_offline_ctx),
+        cmocka_unit_test(test_offline_context),
         cmocka_unit_test(test_offline_memory),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_device0),

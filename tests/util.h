@@ -17,6 +17,20 @@
 
 #define TEST_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The bits of an f32 and back (memcpy: no aliasing games). */
+static inline uint32_t test_f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline float test_f32_from_bits(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* Fails unless text holds every string of has[] and none of lacks[]
  * (either may be NULL with a count of 0); `what` names the text in the
  * message, e.g. "softmax 2048x32768: the source". */

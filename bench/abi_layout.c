@@ -69,6 +69,7 @@ static void gemm_structs(void)
     FIELD(tl_gemm_schedule, persistent);
     FIELD(tl_gemm_schedule, cluster_m);
     FIELD(tl_gemm_schedule, cluster_n);
+    FIELD(tl_gemm_schedule, stream_k);
 
     STRUCT(tl_gemm_desc);
     FIELD(tl_gemm_desc, m);

@@ -711,6 +711,35 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * tl_cluster. on: 1 or 0. */
 TL_API void tl_use_persistent(tl_kernel *k, int on);
 
+/* Stream-K for a persistent kernel (tl_use_persistent): each CTA runs
+ * whole blocks for all the full waves of blocks but the last (block p G +
+ * blockIdx.x in turn, G CTAs), then an equal share of the remaining
+ * blocks' iterations of the pipelined loop (their blocks x trip count, cut
+ * into G contiguous ranges), so a last wave that does not fill the GPU no
+ * longer leaves SMs idle: 3.9 waves of tiles run as 3.9, not 4 (measured
+ * on the H200: correct, but slower than whole blocks at 4096^3 and faster
+ * only where whole blocks leave most SMs idle; bench/NOTES.md). A block whose iterations two or
+ * more CTAs share is finished by the CTA that ran its first iteration: the
+ * others write their partial accumulators to a workspace and raise a flag,
+ * and it adds them, always in the same order (the result does not depend
+ * on timing; it may differ from the unsplit kernel's in the last bits, the
+ * sums being associated differently). The library keeps the workspace (an
+ * f32 slot of the accumulator per SM, and a flag each) per context and
+ * stream, allocated on a stream's first stream-K launch and freed with the
+ * context, and launches such kernels cooperatively (every CTA resident at
+ * once, which the flags need); the CTA that reads a flag lowers it again,
+ * so a launch leaves the flags as it found them (CUDA graphs may capture
+ * it). Stream-K launches on different streams use different workspaces
+ * and may run at once.
+ * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
+ * not met), besides tl_use_persistent's: not tl_use_pingpong; the
+ * pipelined loop at the body's top level, its body copies and tl_gemm
+ * calls into one f32 fragment (the accumulator), which a tl_clear at the
+ * top level sets to zero before the loop. What the block does before the
+ * loop runs for every unit of it; what it does after, only in the CTA that
+ * finishes it. on: 1 or 0. */
+TL_API void tl_use_stream_k(tl_kernel *k, int on);
+
 /* Names a shared, fragment or local buffer in the generated code, dumps and
  * messages (otherwise it is tl_smem<N>, tl_frag<N>, tl_local<N>). The name
  * follows the rules of parameter names (see "parameters" above: no C++
@@ -1091,6 +1120,20 @@ typedef struct tl_gemm_schedule {
                                pingpong, persistent, split_k or swap_ab
                                (TL_ERR_INVALID_ARG). */
     int cluster_n;
+    int stream_k;           /* 1 (with persistent = 1): the persistent CTAs
+                               take equal shares of all tiles' K steps
+                               (tl_use_stream_k) instead of whole tiles, so
+                               a last wave of tiles that does not fill the
+                               GPU costs its share of the work, not a whole
+                               wave; a tile split between CTAs is finished
+                               by the one that ran its first K steps,
+                               adding the others' partial sums in a fixed
+                               order (deterministic). The library keeps an
+                               f32 workspace of one tile per SM for each
+                               stream that runs it. 0: whole tiles. Needs
+                               persistent (else TL_ERR_INVALID_ARG); a call
+                               that runs the tile one CTA a tile instead
+                               (see persistent) drops it. */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {

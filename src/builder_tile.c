@@ -412,6 +412,12 @@ TL_API void tl_use_persistent(tl_kernel *k, int on)
         k->ir.persistent = on != 0;
 }
 
+TL_API void tl_use_stream_k(tl_kernel *k, int on)
+{
+    if (tli_klive(k))
+        k->ir.stream_k = on != 0;
+}
+
 TL_API void tl_name(tl_kernel *k, tl_buf buf, const char *name)
 {
     static const char api[] = "tl_name";

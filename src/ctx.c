@@ -480,6 +480,62 @@ tl_status tl_ctx_create(const tl_ctx_options *opt, tl_ctx **out, char *msg, size
     return TL_OK;
 }
 
+/* One stream's stream-K workspace. A larger request replaces it: the old
+ * one is freed after the stream has finished with it. */
+typedef struct tli_sk_ws {
+    void *stream;
+    uint64_t ptr;
+    size_t bytes;
+    struct tli_sk_ws *next;
+} tli_sk_ws;
+
+tl_status tli_ctx_sk_workspace(tl_ctx *ctx, void *stream, size_t bytes, uint64_t *ptr)
+{
+    pthread_mutex_lock(&ctx->lock);
+    tli_sk_ws *w = ctx->sk_ws;
+    while (w && w->stream != stream)
+        w = w->next;
+    CUresult r = CUDA_SUCCESS;
+    const char *what = NULL;
+    bool oom = false;
+    if (w && w->bytes >= bytes) {
+        *ptr = w->ptr;
+    } else {
+        if (!w && (w = calloc(1, sizeof *w)) != NULL) {
+            w->stream = stream;
+            w->next = ctx->sk_ws;
+            ctx->sk_ws = w;
+        }
+        if (!w) {
+            oom = true;
+        } else {
+            if (w->ptr) { /* the stream's earlier launches may still read it */
+                if ((r = ctx->cu->cuStreamSynchronize((CUstream)stream)) != CUDA_SUCCESS)
+                    what = "cuStreamSynchronize";
+                else
+                    ctx->cu->cuMemFree(w->ptr);
+                w->ptr = 0;
+                w->bytes = 0;
+            }
+            CUdeviceptr d = 0;
+            if (!what && (r = ctx->cu->cuMemAlloc(&d, bytes)) != CUDA_SUCCESS)
+                what = "cuMemAlloc";
+            else if (!what && (r = ctx->cu->cuMemsetD8Async(d, 0, bytes, (CUstream)stream)) != CUDA_SUCCESS) {
+                what = "cuMemsetD8Async";
+                ctx->cu->cuMemFree(d);
+            } else if (!what) {
+                w->ptr = d;
+                w->bytes = bytes;
+                *ptr = d;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock); /* (tli_fail takes it) */
+    if (oom)
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    return what ? tli_cu_check(ctx, r, what) : TL_OK;
+}
+
 void tl_ctx_destroy(tl_ctx *ctx)
 {
     if (!ctx)
@@ -491,8 +547,15 @@ void tl_ctx_destroy(tl_ctx *ctx)
         free(e);
     }
     tli_baseline_release(ctx);
-    if (ctx->scratch && tli_ctx_bind(ctx) == TL_OK)
+    bool bound = (ctx->scratch || ctx->sk_ws) && tli_ctx_bind(ctx) == TL_OK;
+    if (ctx->scratch && bound)
         ctx->cu->cuMemFree(ctx->scratch);
+    for (tli_sk_ws *w = ctx->sk_ws, *next; w; w = next) {
+        next = w->next;
+        if (w->ptr && bound)
+            ctx->cu->cuMemFree(w->ptr);
+        free(w);
+    }
     tli_cache_close(ctx->cache);
     tli_tune_db_free(ctx->tunedb);
     if (ctx->owns_primary) {

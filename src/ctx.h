@@ -51,6 +51,7 @@ struct tl_ctx {
     void *log_user;
     uint32_t next_kernel_tag;   /* tags handles of kernels made here     */
     tli_op_entry *ops;          /* programs of prebuilt ops              */
+    struct tli_sk_ws *sk_ws;    /* stream-K workspaces, one a stream (under lock) */
     uint64_t scratch;           /* device scratch for L2 flushes (lazy)  */
     size_t scratch_bytes;
     struct tli_baseline *baseline; /* cuBLAS(Lt) handles, workspace, plans
@@ -63,6 +64,12 @@ struct tl_ctx {
     char err[TLI_MSG_MAX];      /* a thread's message when no slot could
                                    be allocated for it (out of memory)   */
 };
+
+/* The stream-K workspace of stream (tl_use_stream_k): at least `bytes`,
+ * zero when first handed out (zeroed on the stream, ahead of whatever the
+ * caller launches on it next), kept for the stream until the context is
+ * destroyed. Errors: TL_ERR_OUT_OF_MEMORY, TL_ERR_CUDA. */
+tl_status tli_ctx_sk_workspace(tl_ctx *ctx, void *stream, size_t bytes, uint64_t *ptr);
 
 /* Records msg as the calling thread's last error on the context and
  * returns st (for `return tli_fail(ctx, TL_ERR_X, "...")`). ctx may be

@@ -194,6 +194,10 @@ typedef struct tli_driver_api {
     /* may be NULL */
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, CUfunction fn, int block_size,
                                                            size_t dynamic_smem_bytes);
+    /* may be NULL (then stream-K kernels launch as ordinary ones) */
+    CUresult (*cuLaunchCooperativeKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by, unsigned bz, unsigned smem_bytes,
+                                          CUstream s, void **params);
     /* may be NULL (drivers before 11.2: no stream-ordered allocator) */
     CUresult (*cuMemAllocAsync)(CUdeviceptr *dptr, size_t bytes, CUstream s);
     CUresult (*cuMemFreeAsync)(CUdeviceptr dptr, CUstream s);

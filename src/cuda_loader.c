@@ -179,6 +179,7 @@ static const sym_spec driver_syms[] = {
     DRV_OPT(cuMemAllocAsync, "cuMemAllocAsync"),
     DRV_OPT(cuMemFreeAsync, "cuMemFreeAsync"),
     DRV_OPT(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
+    DRV_OPT(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel"),
 };
 
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;

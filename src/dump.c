@@ -19,7 +19,8 @@ typedef struct dumper {
 } dumper;
 
 static const char *thread_names[] = {"tid", "warp", "lane", "wg", "threadIdx.x", "blockIdx.x", "blockIdx.y",
-                                     "blockIdx.z", "gridDim.x", "gridDim.y", "tile"};
+                                     "blockIdx.z", "gridDim.x", "gridDim.y", "tile", "sk.j0", "sk.j1",
+                                     "sk.base"};
 
 static void expr(dumper *D, int32_t e, int depth);
 
@@ -57,7 +58,7 @@ static void expr(dumper *D, int32_t e, int depth)
     case E_LOOP_VAR: tli_str_appendf(D->out, "i%d.%d", n->loop, (int)n->ival); break;
     case E_LET: tli_str_appendf(D->out, "%s@%d", tli_str_at(D->ir, tli_S(D->ir, n->loop)->name), n->loop); break;
     case E_THREAD:
-        tli_str_append(D->out, n->ival >= 0 && n->ival <= TH_TILE ? thread_names[n->ival] : "?");
+        tli_str_append(D->out, n->ival >= 0 && n->ival <= TLI_TH_LAST ? thread_names[n->ival] : "?");
         break;
     case E_LOAD:
         tli_str_appendf(D->out, "%s[", tli_B(D->ir, n->buf)->name);
@@ -289,10 +290,17 @@ static void stmt(dumper *D, int32_t s, int depth)
     case S_BULK_WAIT: tli_str_appendf(o, "bulk.wait%s 0", n->a1 ? ".read" : ""); break;
     case S_CLUSTER_SYNC: tli_str_append(o, "barrier.cluster"); break;
     case S_TILE_LOOP:
+        if (n->x[TLI_X_TILE_STREAMK]) {
+            tli_str_append(o, "stream-k units of ");
+            line_expr(D, n->value);
+            tli_str_append(o, " steps a tile");
+            break;
+        }
         tli_str_append(o, "tiles p = ");
         line_expr(D, n->a0);
         tli_str_appendf(o, " step %d, %d per CTA turn", n->a1, n->x[TLI_X_TILE_PERSIST]);
         break;
+    case S_SK_FIXUP: tli_str_appendf(o, "stream-k fixup %s", tli_B(D->ir, n->buf)->name); break;
     default: tli_str_appendf(o, "? op %d", n->op); break;
     }
     if (n->op != S_LET && n->name)

@@ -181,8 +181,10 @@ static const char *thread_name(int v)
                                         [TH_WG] = "tl_wg",           [TH_RAW_TID] = "threadIdx.x",
                                         [TH_RAW_BX] = "blockIdx.x",  [TH_RAW_BY] = "blockIdx.y",
                                         [TH_RAW_BZ] = "blockIdx.z",  [TH_GRID_X] = "gridDim.x",
-                                        [TH_GRID_Y] = "gridDim.y",   [TH_TILE] = "tl_t"};
-    return v >= 0 && v <= TH_TILE ? names[v] : "?";
+                                        [TH_GRID_Y] = "gridDim.y",   [TH_TILE] = "tl_t",
+                                        [TH_SK_J0] = "tl_j0",        [TH_SK_J1] = "tl_j1",
+                                        [TH_SK_BASE] = "tl_sk_base"};
+    return v >= 0 && v <= TLI_TH_LAST ? names[v] : "?";
 }
 
 /* ---------------------------------------------------------- constants */
@@ -386,7 +388,7 @@ static char *expr_text(emitter *E, int32_t id)
     case E_LOOP_VAR: return E->var_text[id] ? E->var_text[id] : (char *)loop_var_name(E, n);
     case E_LET: return (char *)let_name(E, n->loop);
     case E_THREAD: /* blockIdx and gridDim are unsigned: products of them in 64 bits */
-        return n->dtype == TL_I64 && n->ival != TH_TILE ? tli_e_fmt(E, "(long long)%s", thread_name((int)n->ival))
+        return n->dtype == TL_I64 && n->ival < TH_TILE ? tli_e_fmt(E, "(long long)%s", thread_name((int)n->ival))
                                                        : (char *)thread_name((int)n->ival);
     case E_LOAD:
         if (E->load_text[id])
@@ -1177,8 +1179,78 @@ static void emit_stage(emitter *E, const tli_snode *s)
 /*   for (long long tl_p = START;; tl_p += STEP) {
  *       const long long tl_t = tl_p / K * K * gridDim.x + K * blockIdx.x + tl_p % K;
  *       if (tl_t >= tl_ntiles) break; ... } */
+/* Stream-K (lowered.h): the blocks of all full waves but the last as
+ * whole blocks (blocks p G + blockIdx.x, in the order of the data-parallel
+ * kernel, which keeps the L2 working set of the CTAs running at once
+ * small), then this CTA's share [lo, hi) of the remaining blocks' steps,
+ * in units that each stay in one block. The unit is worked out and the
+ * position moved on at the top of the body, so `continue` is a next unit. */
+static void emit_stream_k_loop(emitter *E, const tli_snode *s)
+{
+    tli_e_line(E, "{ // stream-K: whole blocks for all full waves but the last, then a share of the rest's K steps");
+    E->indent++;
+    tli_e_line(E, "const long long tl_sk_nk = %s;", tli_e_single(E, s->value));
+    tli_e_line(E, "const long long tl_sk_dp = tl_max(tl_ntiles / gridDim.x - 1, 0LL); // whole blocks a CTA");
+    tli_e_line(E, "const long long tl_sk_w = (tl_ntiles - tl_sk_dp * gridDim.x) * tl_sk_nk;");
+    tli_e_line(E, "const long long tl_sk_hi = tl_sk_dp * gridDim.x * tl_sk_nk + ((long long)blockIdx.x + 1) * tl_sk_w / "
+                  "gridDim.x;");
+    tli_e_line(E, "long long tl_it = tl_sk_dp * gridDim.x * tl_sk_nk + (long long)blockIdx.x * tl_sk_w / gridDim.x;");
+    tli_e_line(E, "for (long long tl_u = 0, tl_done = 0;; ++tl_u) {");
+    E->indent++;
+    tli_e_line(E, "long long tl_t, tl_j0, tl_j1;");
+    tli_e_line(E, "if (tl_u < tl_sk_dp) {");
+    tli_e_line(E, "    tl_t = tl_u * gridDim.x + blockIdx.x, tl_j0 = 0, tl_j1 = tl_sk_nk;");
+    tli_e_line(E, "} else if (tl_it < tl_sk_hi) {");
+    tli_e_line(E, "    tl_t = tl_it / tl_sk_nk, tl_j0 = tl_it - tl_t * tl_sk_nk;");
+    tli_e_line(E, "    tl_j1 = tl_min(tl_sk_nk, tl_j0 + (tl_sk_hi - tl_it));");
+    tli_e_line(E, "    tl_it = tl_t * tl_sk_nk + tl_j1;");
+    tli_e_line(E, "} else {");
+    tli_e_line(E, "    break;");
+    tli_e_line(E, "}");
+    tli_e_line(E, "const long long tl_sk_base = tl_done; // this CTA's steps before the unit: its ring position");
+    tli_e_line(E, "tl_done += tl_j1 - tl_j0;");
+    tli_e_stmts(E, s->body);
+    E->indent--;
+    tli_e_line(E, "}");
+    E->indent--;
+    tli_e_line(E, "}");
+}
+
+/* The end of a stream-K unit (S_SK_FIXUP, lowered.h), in the consumers. */
+static void emit_sk_fixup(emitter *E, const tli_snode *s)
+{
+    const char *acc = tli_e_buf(E, s->buf);
+    long long regs = E->L->frag[s->buf].per_thread, slot = (long long)E->L->launch.sk_slot_floats;
+    int threads = E->ir->threads;
+    tli_e_line(E, "if (tl_j0 > 0) { // a later part of block tl_t: its partial sum to this CTA's slot, for the CTA "
+                  "that finishes the block");
+    tli_e_line(E, "    tl_sk_put<%lld>(tl_sk_ws + (long long)blockIdx.x * %lldLL, %s, threadIdx.x, %d);", regs, slot, acc,
+               threads);
+    tli_e_line(E, "    __threadfence();");
+    tli_e_line(E, "    tl_bar_sync(1, %d);", threads);
+    tli_e_line(E, "    if (threadIdx.x == 0)");
+    tli_e_line(E, "        tl_sk_raise(tl_sk_flags + blockIdx.x);");
+    tli_e_line(E, "    continue;");
+    tli_e_line(E, "}");
+    tli_e_line(E, "if (tl_j1 < tl_sk_nk) { // the first part: add the later parts, CTA by CTA (a fixed order)");
+    tli_e_line(E, "    for (long long tl_c = blockIdx.x + 1; tl_c < gridDim.x && (tl_sk_dp * gridDim.x * tl_sk_nk + tl_c * "
+                  "tl_sk_w / gridDim.x) < (tl_t + 1) * tl_sk_nk; ++tl_c) {");
+    tli_e_line(E, "        if ((tl_c + 1) * tl_sk_w / gridDim.x == tl_c * tl_sk_w / gridDim.x)");
+    tli_e_line(E, "            continue; // a CTA without steps");
+    tli_e_line(E, "        if (threadIdx.x == 0)");
+    tli_e_line(E, "            tl_sk_await(tl_sk_flags + tl_c);");
+    tli_e_line(E, "        tl_bar_sync(1, %d);", threads);
+    tli_e_line(E, "        tl_sk_add<%lld>(%s, tl_sk_ws + tl_c * %lldLL, threadIdx.x, %d);", regs, acc, slot, threads);
+    tli_e_line(E, "    }");
+    tli_e_line(E, "}");
+}
+
 static void emit_tile_loop(emitter *E, const tli_snode *s)
 {
+    if (s->x[TLI_X_TILE_STREAMK]) {
+        emit_stream_k_loop(E, s);
+        return;
+    }
     int k = s->x[TLI_X_TILE_PERSIST];
     tli_e_line(E, "for (long long tl_p = %s;; tl_p += %d) { // this CTA's blocks, %d at a time", tli_e_single(E, s->a0),
                s->a1, k);
@@ -1243,6 +1315,7 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
     case S_TMA_STORE: tli_e_tma_store(E, s); break;
     case S_BULK_WAIT: tli_e_line(E, "%s<0>();", s->a1 ? "tl_bulk_wait_read" : "tl_bulk_wait"); break;
     case S_CLUSTER_SYNC: tli_e_line(E, "tl_cluster_sync();"); break;
+    case S_SK_FIXUP: emit_sk_fixup(E, s); break;
     case S_ARRAY_BASE: {
         const tli_bnode *b = tli_B(E->ir, s->buf);
         tli_e_line(E, "%s%s *const %s = tl_arr_%s[%s];", b->written ? "" : "const ", tli_dtype_ctype((tl_dtype)b->dtype),
@@ -1300,6 +1373,8 @@ static void emit_signature_params(emitter *E, tli_str *sig)
     }
     for (int i = 0; i < E->L->launch.nmaps; i++)
         tli_str_appendf(sig, "%sconst __grid_constant__ tl_tmap tl_map%d", sig->len ? ", " : "", i);
+    if (E->L->launch.sk_slot_floats)
+        tli_str_appendf(sig, "%sfloat *__restrict__ tl_sk_ws, unsigned *tl_sk_flags", sig->len ? ", " : "");
 }
 
 /*   const long long tl_A_d0 = N, tl_A_s0 = K;  (extents and non-unit strides of tensors) */
@@ -1345,6 +1420,9 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     }
     if (lp->nmaps)
         tli_str_appendf(h, ", then %d TMA descriptor%s", lp->nmaps, lp->nmaps > 1 ? "s" : "");
+    if (lp->sk_slot_floats)
+        tli_str_appendf(h, ", then the stream-K workspace (%lld floats a CTA) and flags (one a CTA)",
+                        (long long)lp->sk_slot_floats);
     if (lp->smem_bytes)
         tli_str_appendf(h, "\n// Shared memory: %lld bytes per CTA (dynamic)", (long long)lp->smem_bytes);
     tli_str_appendf(h, ".\n#include \"" TLI_DEVICE_HEADER_NAME "\"\n\n%s", E->helpers.data ? E->helpers.data : "");

@@ -51,8 +51,12 @@ typedef enum tli_thread_value {
     TH_RAW_BZ,
     TH_GRID_X,    /* gridDim.x, .y */
     TH_GRID_Y,
-    TH_TILE       /* tl_t: the kernel block a persistent tile loop is at */
+    TH_TILE,      /* tl_t: the kernel block a persistent tile loop is at */
+    TH_SK_J0,     /* tl_j0, tl_j1: the K steps [j0, j1) of block tl_t a stream-K unit takes */
+    TH_SK_J1,
+    TH_SK_BASE    /* tl_sk_base: the K steps this CTA took before the unit (its ring position) */
 } tli_thread_value;
+#define TLI_TH_LAST TH_SK_BASE
 
 typedef struct tli_enode {
     uint8_t op;      /* tli_eop */
@@ -108,6 +112,10 @@ typedef enum tli_sop {
                      of shared memory are done, 0 until they are complete */
     S_CLUSTER_SYNC, /* every thread of every block of the cluster arrives, then waits
                      (release / acquire: shared memory and mbarriers across the cluster) */
+    S_SK_FIXUP,   /* stream-K, after a unit's K steps into accumulator buf: a unit
+                     that does not start a block's K steps hands its partial sum on and
+                     skips the rest of the block; the one that starts them adds the
+                     others' partial sums, in order (lowered.h) */
     S_SOP_COUNT
 } tli_sop;
 
@@ -195,6 +203,7 @@ typedef struct tli_ir {
                             the next tile's first gemm issued in the turn of the last one's) */
     bool warp_specialize;/* a producer warpgroup issues the copies (tl_use_warp_specialize) */
     bool persistent;     /* min(blocks, SMs) CTAs loop over the blocks (tl_use_persistent) */
+    bool stream_k;       /* ... in equal shares of every block's K steps (tl_use_stream_k) */
     int threads;         /* 0 until tl_grid */
     int cluster[3];      /* tl_cluster's extents; 0 (or all 1): no clusters */
     int min_blocks;      /* tl_use_min_blocks: blocks an SM must hold (0: the lowering's choice) */

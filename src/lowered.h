@@ -123,6 +123,7 @@ typedef struct tli_launch_plan {
     int nalign;
     tli_align_req align[TLI_MAX_ALIGN_REQ];
     int max_regs;         /* registers per thread the launch bounds allow */
+    int64_t sk_slot_floats; /* stream-K: the accumulator's floats a CTA's workspace slot holds (0: no stream-K) */
 } tli_launch_plan;
 
 /* -------------------------------------------- statement annotations (x[]) */
@@ -228,7 +229,25 @@ enum { TLI_X_IF_ROLES = 0 };
  *   t = p / persistent * persistent * gridDim.x + persistent * blockIdx.x + p % persistent
  * of the kernel's grid, and the loop ends past the last tile. The launch
  * pass puts the S_LETs of t's block indices at the start of its body. */
-enum { TLI_X_TILE_PERSIST = 0 };
+enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK };
+/* TLI_X_TILE_STREAMK (tl_use_stream_k): the CTA takes whole blocks p G +
+ * blockIdx.x for p < dp = max(ntiles / G - 1, 0) (G = gridDim.x), then the
+ * K steps [lo, hi) of the other blocks' (ntiles - dp G) x nk (nk: `value`,
+ * the pipelined loop's trip count, at least 1 counted), lo = dp G nk +
+ * blockIdx.x W / G for W = (ntiles - dp G) nk, in units that each stay in
+ * one block t: steps [j0, j1) of it (TH_SK_J0, TH_SK_J1), TH_SK_BASE the
+ * steps this CTA ran before the unit (its ring position).
+ * A block's first unit is the last a CTA takes, so the units of later
+ * steps (each the first unit of its CTA) are done before it needs them.
+ *
+ * S_SK_FIXUP (the consumers, right after the unit's loop; buf: the one
+ * accumulator, the block's f32 fragment): a unit with j0 > 0 writes its
+ * partial sum to its CTA's slot of the workspace, raises the CTA's flag
+ * and goes on to the next unit (the block's
+ * epilogue is not its); the unit with j0 = 0 and j1 < nk waits for the
+ * flag of each following CTA whose steps start inside the block, lowers
+ * it and adds its slot, in CTA order, so the sum does not depend on
+ * timing. */
 
 /* ---------------------------------------------------- the lowered kernel */
 

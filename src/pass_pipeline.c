@@ -37,6 +37,8 @@
 typedef struct piper {
     tli_lowered *L;
     tli_ir *ir;
+    int32_t sk_acc;   /* tl_use_stream_k: the accumulator the units' partial sums are of */
+    int32_t sk_steps; /* ... and the K steps of a block (at least 1) */
 } piper;
 
 static const tli_bnode *B(piper *P, int32_t b) { return tli_B(P->ir, b); }
@@ -477,6 +479,13 @@ static void splice_around(piper *P, int32_t s, int32_t before, int32_t after)
     }
 }
 
+/* tl_j0, tl_j1, tl_sk_base: the stream-K unit the tile loop is at */
+static int32_t sk_value(piper *P, tli_thread_value v)
+{
+    tli_enode n = {.op = E_THREAD, .dtype = TL_I64, .ival = v};
+    return tli_low_expr(P->L, &n);
+}
+
 static int32_t cast32(piper *P, int32_t e)
 {
     tli_enode n = {.op = E_CAST, .dtype = TL_I32, .a = {e}, .scope = tli_E(P->ir, e)->scope};
@@ -489,6 +498,10 @@ static int32_t mk_tile_loop(piper *P, int32_t start, int step, int32_t *p)
 {
     tli_snode n = {.op = S_TILE_LOOP, .a0 = start, .a1 = step, .rank = 1};
     n.x[TLI_X_TILE_PERSIST] = P->L->launch.persistent;
+    if (P->ir->stream_k) { /* units of K steps: the trip count cuts the blocks' steps into them */
+        n.x[TLI_X_TILE_STREAMK] = 1;
+        n.value = P->sk_steps;
+    }
     int32_t id = tli_low_stmt(P->L, &n);
     tli_enode v = {.op = E_LOOP_VAR, .dtype = TL_I64, .loop = id, .scope = id};
     *p = tli_low_expr(P->L, &v);
@@ -677,6 +690,7 @@ typedef struct ws_plan {
                             ping-pong's blocks of one warpgroup, one per consumer group; 1 for
                             tl_use_persistent, every consumer group on the same block */
     bool turns;          /* the two warpgroups of one block take turns at each tl_gemm */
+    bool stream_k;       /* tl_use_stream_k: the tile loops walk units of K steps (lowered.h) */
 } ws_plan;
 
 /* Ping-pong inside a block of two consumer warpgroups (tl_use_pingpong on
@@ -767,8 +781,14 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
  * dozens of instructions). */
 static int32_t ring_pos(piper *P, int32_t p, int32_t n, int32_t j)
 {
+    if (P->ir->stream_k) /* the steps of this CTA's earlier units, then j */
+        return cast32(P, bin(P, E_ADD, sk_value(P, TH_SK_BASE), j));
     return cast32(P, p ? bin(P, E_ADD, bin(P, E_MUL, p, n), j) : j);
 }
+
+/* A stream-K unit's loop: its n = j1 - j0 steps, step j being the block's
+ * step j + j0 (the caller shifts the statements by that). */
+static int32_t sk_trip_count(piper *P) { return bin(P, E_SUB, sk_value(P, TH_SK_J1), sk_value(P, TH_SK_J0)); }
 
 /* The producer warpgroup's work: for each block of the CTA (its one block,
  * or every block of a persistent CTA in order), the producers of every
@@ -781,11 +801,12 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     if (w->persistent)
         tile = mk_tile_loop(P, I(P, 0), 1, &p);
     tli_list blk = {0};
-    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
+    int32_t n_let = tli_low_let(L, "tl_n#", w->stream_k ? sk_trip_count(P) : pi->extent);
     tli_list_add(L, &blk, n_let);
     int32_t n = let_ref(P, n_let);
     int32_t j;
     int32_t loop = mk_serial(P, n, &j, false);
+    int32_t step = w->stream_k ? bin(P, E_ADD, j, sk_value(P, TH_SK_J0)) : j; /* the block's K step */
     tli_list it = {0};
     int32_t seq_let = tli_low_let(L, "tl_seq#", ring_pos(P, p, n, j));
     int32_t seq = let_ref(P, seq_let);
@@ -795,7 +816,7 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     tli_list_add(L, &it, sn_let);
     int32_t phase = bin(P, E_MOD, bin(P, E_SUB, bin(P, E_DIV, seq, I32(P, S)), I32(P, 1)), I32(P, 2));
     tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, sn, phase), 0));
-    tli_list_add(L, &it, producers(P, pi, j, sn, w->how, w->r.full, w->how == CP_TMA ? 0 : 128));
+    tli_list_add(L, &it, producers(P, pi, step, sn, w->how, w->r.full, w->how == CP_TMA ? 0 : 128));
     if (w->how != CP_TMA) /* each producer thread arrives when its own copies have landed */
         tli_list_add(L, &it, mbar_op(P, S_MBAR_ARRIVE, w->r.full, sn, w->how == CP_ASYNC16));
     set_body(P, loop, it.first);
@@ -1029,9 +1050,11 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     tli_lowered *L = P->L;
     int S = pi->S;
     tli_list out = {0};
-    int32_t n_let = tli_low_let(L, "tl_n#", pi->extent);
+    int32_t n_let = tli_low_let(L, "tl_n#", w->stream_k ? sk_trip_count(P) : pi->extent);
     tli_list_add(L, &out, n_let);
     int32_t n = let_ref(P, n_let);
+    if (w->stream_k) /* the unit's step j is the block's j + j0 */
+        shift_stmts(P, pi->first_consumer, pi->var, bin(P, E_ADD, pi->var, sk_value(P, TH_SK_J0)));
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t group = tli_low_thread(L, TH_WG);
     if (w->persistent == 2) { /* the other group has issued its main loop of the block before */
@@ -1071,6 +1094,10 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
     tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty, last));
+    if (w->stream_k) { /* the unit's partial sum: handed on, or the others' added */
+        tli_snode fx = {.op = S_SK_FIXUP, .buf = P->sk_acc, .a0 = P->sk_steps};
+        tli_list_add(L, &tail, tli_low_stmt(L, &fx));
+    }
     loop_exit_sync(P, pi, &tail);
     splice_around(P, pi->sid, out.first, tail.first);
     return 0;
@@ -1251,7 +1278,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_ir *ir = P->ir;
     const char *api = ir->pingpong ? "tl_use_pingpong" : "tl_use_warp_specialize";
     ws_plan w = {.persistent = ir->pingpong && ir->threads == 128 ? 2 : ir->persistent ? 1 : 0,
-                 .turns = ir->pingpong && ir->threads == 256};
+                 .turns = ir->pingpong && ir->threads == 256, .stream_k = ir->stream_k};
     if (!L->target.mbarrier) {
         tli_low_fail(L, TL_ERR_UNSUPPORTED, "%s: it needs mbarriers (sm_80 or later), not %s", api, L->target.name);
         return;
@@ -1264,6 +1291,14 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
         return;
     L->warp_specialized = true;
     L->launch.persistent = w.persistent;
+    if (w.stream_k) { /* (pass_verify: one f32 fragment accumulator, the loop's gemms) */
+        for (int32_t c = pi->first_consumer; c && !P->sk_acc; c = tli_S(ir, c)->next)
+            if (tli_S(ir, c)->op == S_GEMM)
+                P->sk_acc = tli_S(ir, c)->gemm[2];
+        /* at least one step a block, so that K = 0 still gives every block a unit */
+        P->sk_steps = bin(P, E_MAX, pi->extent, I(P, 1));
+        L->launch.sk_slot_floats = L->frag[P->sk_acc].per_thread * ir->threads;
+    }
     /* the consumers: the block body with the loop replaced, in a tile loop
      * over their blocks when persistent (ping-pong: group g takes p = g,
      * g + 2, ...; else all groups take p = 0, 1, ...) */
@@ -1363,7 +1398,7 @@ static void walk(piper *P, int32_t first)
 
 void tli_pass_pipeline(tli_lowered *L)
 {
-    piper P = {L, &L->ir};
+    piper P = {.L = L, .ir = &L->ir};
     assign_engines(&P, L->ir.body);
     walk(&P, L->ir.body);
 }

@@ -459,6 +459,7 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
         case S_SETMAXNREG:
         case S_TMA_STORE: /* a staging tile's store: ordered by the pipeline's barriers and bulk waits */
         case S_BULK_WAIT:
+        case S_SK_FIXUP: /* the accumulator is this thread's; the workspace, ordered by its flags */
             continue;
         case S_COPY:
             if (n->x[TLI_X_COPY_MANAGED])

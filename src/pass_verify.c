@@ -215,6 +215,49 @@ static void check_persistent(verifier *V)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_use_persistent: %s", no);
 }
 
+/* tl_use_stream_k: a unit of a block is its K steps [j0, j1), so what the
+ * loop carries from one iteration to the next must be one accumulator,
+ * summed by tl_gemm and zero before the loop, whose partial sums then add
+ * up to the block's. */
+static void check_stream_k(verifier *V)
+{
+    const tli_ir *ir = V->ir;
+    const char *no = NULL;
+    int32_t pipe = 0, prev = 0, acc = 0;
+    for (int32_t s = ir->body; s && !pipe; s = tli_S(ir, s)->next) {
+        if (tli_S(ir, s)->op == S_PIPELINED)
+            pipe = s;
+        else
+            prev = s;
+    }
+    if (!ir->persistent)
+        no = "it needs tl_use_persistent (CTAs that each take a share of the blocks)";
+    else if (ir->pingpong)
+        no = "not with tl_use_pingpong";
+    else if (!pipe)
+        no = "it needs a tl_pipelined loop at the kernel body's top level";
+    for (int32_t s = pipe ? tli_S(ir, pipe)->body : 0; s && !no; s = tli_S(ir, s)->next) {
+        const tli_snode *n = tli_S(ir, s);
+        if (n->op == S_COPY && tli_B(ir, tli_copy_buf(ir, n->a1))->scope == B_SHARED)
+            continue;
+        if (n->op != S_GEMM)
+            no = "the pipelined loop's body may only copy tiles to shared memory and call tl_gemm";
+        else if (acc && n->gemm[2] != acc)
+            no = "the pipelined loop's tl_gemm calls must all sum into one accumulator";
+        acc = n->op == S_GEMM ? n->gemm[2] : acc;
+    }
+    if (!no && !acc)
+        no = "the pipelined loop has no tl_gemm";
+    else if (!no && tli_B(ir, acc)->scope != B_FRAGMENT)
+        no = "the accumulator must be a fragment";
+    else if (!no && tli_B(ir, acc)->dtype != TL_F32)
+        no = "the accumulator must be f32";
+    else if (!no && !(prev && tli_S(ir, prev)->op == S_FILL && !tli_S(ir, prev)->value && tli_S(ir, prev)->buf == acc))
+        no = "the statement before the pipelined loop must be tl_clear of its accumulator";
+    if (no)
+        tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_use_stream_k: %s", no);
+}
+
 /* tl_cluster: the target must launch clusters, and ping-pong (two blocks
  * taking turns in one CTA) would split the blocks of a cluster over CTAs.
  * tl_use_swizzle remaps whole clusters (pass_launch.c); a producer
@@ -248,4 +291,6 @@ void tli_pass_verify(tli_lowered *L)
         check_warp_specialized(&V);
     if (L->st == TL_OK && L->ir.persistent)
         check_persistent(&V);
+    if (L->st == TL_OK && L->ir.stream_k)
+        check_stream_k(&V);
 }

@@ -455,6 +455,12 @@ tl_status tli_launch_raw(const tl_program *p, const int64_t grid[3], void **para
     tl_status st = tli_ctx_bind(ctx);
     if (st != TL_OK)
         return st;
+    if (p->launch.sk_slot_floats && ctx->cu->cuLaunchCooperativeKernel) /* every CTA resident: the flags need it */
+        return tli_cu_check(ctx,
+                            ctx->cu->cuLaunchCooperativeKernel(p->fn, (unsigned)grid[0], (unsigned)grid[1],
+                                                               (unsigned)grid[2], (unsigned)p->threads, 1, 1,
+                                                               (unsigned)p->smem_bytes, (CUstream)stream, params),
+                            "cuLaunchCooperativeKernel");
     CUresult r = ctx->cu->cuLaunchKernel(p->fn, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2],
                                          (unsigned)p->threads, 1, 1, (unsigned)p->smem_bytes,
                                          (CUstream)stream, params, NULL);
@@ -568,7 +574,8 @@ tl_status tli_program_safe_variant(const tl_program *cp, const tl_program **out)
 }
 
 /* The CTAs of a launch: the kernel's grid, or for a persistent program
- * min(ceil(blocks / persistent), SMs) CTAs along x. */
+ * min(ceil(blocks / persistent), SMs) CTAs along x (stream-K: one an SM,
+ * each with a share of the blocks' steps). */
 static void cta_grid(const tl_program *p, int64_t grid[3])
 {
     if (!p->launch.persistent)
@@ -576,7 +583,7 @@ static void cta_grid(const tl_program *p, int64_t grid[3])
     int64_t blocks = grid[0] * grid[1] * grid[2], per = p->launch.persistent;
     int64_t ctas = (blocks + per - 1) / per;
     int64_t sms = p->ctx->info.sm_count > 0 ? p->ctx->info.sm_count : 1;
-    grid[0] = ctas < sms ? ctas : sms;
+    grid[0] = ctas < sms && !p->launch.sk_slot_floats ? ctas : sms;
     grid[1] = grid[2] = blocks ? 1 : 0;
 }
 
@@ -603,7 +610,7 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
         return tli_fail(ctx, TL_ERR_UNSUPPORTED, "tl_launch: more than 64 parameters");
     }
     arg_slot slots[64];
-    void *params[64 + TLI_MAX_TMA];
+    void *params[64 + TLI_MAX_TMA + 2]; /* the arguments, TMA maps, the stream-K workspace and flags */
     CUtensorMap maps[TLI_MAX_TMA];
     bool fits = aligned_enough(p, &b);
     for (int i = 0; fits && i < p->launch.nmaps; i++) {
@@ -623,6 +630,23 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
     }
     tli_bound_free(&b);
     cta_grid(p, grid);
+    uint64_t sk_ws = 0, sk_flags = 0;
+    if (p->launch.sk_slot_floats && grid[0] * grid[1] * grid[2] > 0) {
+        /* a flag per CTA at the start, where every stream-K program finds
+         * its flags, all lowered again by the launch that raised them (a
+         * program of smaller slots must not take stale partial sums of an
+         * earlier launch for flags); then a slot per CTA */
+        size_t flags = ((size_t)grid[0] * sizeof(unsigned) + 255) / 256 * 256;
+        size_t ws_bytes = (size_t)grid[0] * (size_t)p->launch.sk_slot_floats * sizeof(float);
+        st = tli_ctx_bind(ctx);
+        if (st == TL_OK)
+            st = tli_ctx_sk_workspace(ctx, stream, flags + ws_bytes, &sk_flags);
+        if (st != TL_OK)
+            return st;
+        sk_ws = sk_flags + flags;
+    }
+    params[n + p->launch.nmaps] = &sk_ws;
+    params[n + p->launch.nmaps + 1] = &sk_flags;
     return tli_launch_raw(p, grid, params, stream);
 }
 

@@ -42,6 +42,15 @@ static inline int ctx_teardown(void **state)
     return 0;
 }
 
+/* TILEC_TEST_FILTER=pattern runs only the tests whose names match it
+ * (cmocka's wildcards), for a quick look at one test on the GPU. */
+static inline void test_apply_filter(void)
+{
+    const char *f = getenv("TILEC_TEST_FILTER");
+    if (f && *f)
+        cmocka_set_test_filter(f);
+}
+
 #define NEED_GPU()                                                                                 \
     do {                                                                                           \
         if (!ctx) {                                                                                \

@@ -622,6 +622,7 @@ static const api_entry entries[] = {
     P(tl_compile_many), P(tl_autotune), P(tl_tune_db_list), PMSG(tl_tune_db_clear),
     WHY(tl_use_warp_specialize, "documented to have no errors; tl_compile checks its requirements"),
     WHY(tl_use_persistent, "documented to have no errors; tl_compile checks its requirements"),
+    WHY(tl_use_stream_k, "documented to have no errors; tl_compile checks its requirements"),
     WHY(tl_gemm_candidates, "returns a count: a list of schedules, d only filters it"),
     WHY(tl_gemm_schedule_to_config, nothing_fails), WHY(tl_gemm_schedule_from_config, nothing_fails),
     WHY(tl_tune_config_text, nothing_fails), WHY(tl_tune_outcome_name, nothing_fails),

@@ -265,16 +265,16 @@ static void test_argument_errors(void **state)
 }
 
 static const tl_gemm_schedule scheds[] = {
-    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0}, /* ping-pong */
-    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0, 0, 0},
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0}, /* persistent, warp-specialised */
-    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0},
-    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0}, /* persistent on two consumer warpgroups */
+    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}, /* persistent, warp-specialised */
+    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0},
+    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}, /* persistent on two consumer warpgroups */
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -310,8 +310,8 @@ static void test_persistent_blocks(void **state)
     (void)state;
     NEED_GPU();
     static const tl_gemm_schedule ps[] = {
-        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0},
-        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0},
+        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0},
     };
     problem p;
     problem_init(&p, 1100, 2100, 264, TL_BF16, 0, 8100);
@@ -320,6 +320,59 @@ static void test_persistent_blocks(void **state)
             for (int t = 0; t < 2; t++)
                 check_gemm(&p, TL_BF16, t, rep ? TL_EPI_GELU_TANH : TL_EPI_NONE, rep, &ps[c]);
     problem_free(&p);
+}
+
+/* The product of one call into a new host copy (bytes of C). */
+static unsigned char *gemm_bytes(problem *p, const tl_gemm_desc *d)
+{
+    size_t bytes = (size_t)(p->m * p->n) * tl_dtype_size(d->out_dtype);
+    uint64_t c = dalloc(bytes);
+    assert_status(tl_memset_u8(ctx, c, 0xFF, bytes, NULL), TL_OK);
+    assert_status(tl_op_gemm(ctx, d, p->a, p->b, d->has_bias ? p->bias : 0, c, NULL), TL_OK);
+    assert_status(tl_synchronize(ctx), TL_OK);
+    unsigned char *host = malloc(bytes);
+    assert_non_null(host);
+    assert_status(tl_memcpy_dtoh(ctx, host, c, bytes), TL_OK);
+    tl_free(ctx, c);
+    return host;
+}
+
+/* Stream-K (schedule.stream_k): the persistent CTAs split the tiles' K
+ * steps between them. Sizes where most CTAs have no step at all (4 tiles
+ * of 3 steps), where tiles are shared by two or three CTAs (81 tiles of 5
+ * steps: 3.07 steps a CTA), and where each tile's 63 steps are split
+ * four or five ways (the CTA that finishes a tile adds three or four
+ * partial sums); both layouts, an epilogue, 128x256 / 128x128 tiles on
+ * two consumer warpgroups and 64x128 on one. Then determinism: the same
+ * call twice gives the same bits (the partial sums are added in CTA
+ * order, not in the order they arrive). */
+static void test_stream_k(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    static const tl_gemm_schedule sk[] = {
+        {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1},
+        {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1},
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 1},
+    };
+    const int64_t sizes[][3] = {{200, 264, 136}, {1100, 2100, 264}, {1000, 1000, 4000}};
+    for (int z = 0; z < (small ? 2 : 3); z++) {
+        problem p;
+        problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], TL_BF16, 0, 8300 + 10 * (uint64_t)z);
+        for (size_t c = 0; c < sizeof sk / sizeof sk[0]; c++)
+            for (int t = 0; t < 2; t++) {
+                check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, &sk[c]);
+                check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, &sk[c]);
+            }
+        tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = 1,
+                          .schedule = sk[0]};
+        unsigned char *x = gemm_bytes(&p, &d), *y = gemm_bytes(&p, &d);
+        if (memcmp(x, y, (size_t)(p.m * p.n) * sizeof(float)) != 0)
+            fail_msg("stream-K %lldx%lldx%lld: two runs differ", (long long)p.m, (long long)p.n, (long long)p.k);
+        free(x);
+        free(y);
+        problem_free(&p);
+    }
 }
 
 /* Clusters with TMA multicast of the shared tiles (sm_90a): pairs along M
@@ -372,7 +425,7 @@ static void test_decode_split(void **state)
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
         tl_gemm_schedule s = {64, cases[i].swap ? 16 : 128, 64, cases[i].swap ? 8 : 4, 128, 8, 0, 0, cases[i].split,
-                              cases[i].swap, 0, 0, 0};
+                              cases[i].swap, 0, 0, 0, 0};
         const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
         if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) { /* the Hopper heuristic's decode rows */
@@ -681,7 +734,7 @@ typedef struct excase {
     const char *what;
 } excase;
 
-static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0};
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0};
 
 /* batch 0 and alpha 0 below stand for 1 (excase_shape) */
 #define ARGS(...) ((tl_gemm_args){__VA_ARGS__})
@@ -1279,6 +1332,7 @@ int main(void)
         cmocka_unit_test(test_unaligned_operands),
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_persistent_blocks),
+        cmocka_unit_test(test_stream_k),
         cmocka_unit_test(test_cluster_multicast),
         cmocka_unit_test(test_decode_split),
         cmocka_unit_test(test_large_against_cublas),
@@ -1291,5 +1345,6 @@ int main(void)
         cmocka_unit_test(test_f8_conversions),
         cmocka_unit_test(test_fp8_baseline),
     };
+    test_apply_filter();
     return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);
 }

@@ -2,7 +2,7 @@
  * tl_kernel_lower_dump(k, target, "all", ...) prints) for the kernels whose
  * lowering the passes must keep: the vector add, the classic sm_90a GEMM,
  * the ping-pong GEMM with a fused epilogue, the persistent warp-specialised
- * GEMM (and its 8-bit form), the sm_80 GEMM, the dual
+ * GEMM (and its 8-bit form, and its stream-K form), the sm_80 GEMM, the dual
  * GEMM, the decode path's kernels (a split K over a cluster, swapped or
  * not; the slices of a split K into a workspace, and their sum), and a softmax whose rows are split over a
  * cluster of two blocks (the exchange of the partial maxima and sums). A change to a pass shows here as a diff of what it decided; review
@@ -79,6 +79,45 @@ static void test_gemm_persistent_sm90a(void **state)
     check_dump(gemm(&s, 1, 1), "sm_90a", "gemm_persistent_bias_gelu_sm90a");
 }
 
+/* tl_use_stream_k: both roles walk units of K steps (whole blocks for all
+ * full waves but the last, then shares of the rest), the ring position is
+ * the CTA's steps so far, and the consumers end each unit with the
+ * fixup (hand the partial sum on, or add the others'). The kernel
+ * compiles (NVRTC), and the requirements are checked with messages naming
+ * tl_use_stream_k; the op refuses stream_k without persistent. */
+static void test_gemm_stream_k_sm90a(void **state)
+{
+    (void)state;
+    const tl_gemm_schedule s = {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
+                                .swizzle = 8, .persistent = 1, .stream_k = 1};
+    tl_kernel *k = gemm(&s, 1, 1);
+    tl_program *p = NULL;
+    if (tl_compile(k, NULL, &p) != TL_OK) /* the offline context aims at sm_90a */
+        fail_msg("stream-K GEMM: %s", tl_ctx_error(ctx));
+    const char *src = tl_program_source(p);
+    assert_non_null(strstr(src, "tl_sk_put<128>"));
+    assert_non_null(strstr(src, "tl_sk_await(tl_sk_flags + tl_c)"));
+    tl_program_destroy(p);
+    check_dump(k, "sm_90a", "gemm_stream_k_bias_gelu_sm90a");
+
+    k = gemm(&(tl_gemm_schedule){.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
+                                 .swizzle = 8, .persistent = 1}, 1, 0);
+    tl_use_persistent(k, 0);
+    tl_use_stream_k(k, 1);
+    char *text = NULL;
+    assert_status(tl_kernel_lower_dump(k, "sm_90a", "all", &text), TL_ERR_UNSUPPORTED);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_use_stream_k: it needs tl_use_persistent"));
+    tl_kernel_destroy(k);
+
+    tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .schedule = {.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256,
+                                   .swizzle = 8, .stream_k = 1}};
+    k = NULL;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "stream_k needs persistent"));
+    assert_null(k);
+}
+
 /* 8-bit inputs: blocks of 128 columns (one 128-byte row), TMA boxes of
  * 128 x rows, K steps of 32 (m64nNk32), the bias in the output's type. */
 static void test_gemm_f8_persistent_sm90a(void **state)
@@ -151,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_gemm_classic_sm90a),
         cmocka_unit_test(test_gemm_pingpong_sm90a),
         cmocka_unit_test(test_gemm_persistent_sm90a),
+        cmocka_unit_test(test_gemm_stream_k_sm90a),
         cmocka_unit_test(test_gemm_f8_persistent_sm90a),
         cmocka_unit_test(test_gemm_sm80),
         cmocka_unit_test(test_gemm_decode_sm90a),

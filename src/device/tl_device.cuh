@@ -511,6 +511,40 @@ __device__ __forceinline__ void tl_bar_sync(int id, int count)
 {
     asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(count) : "memory");
 }
+
+// Stream-K (tl_use_stream_k): the partial accumulator of a unit goes from
+// the CTA that ran it to the one that finishes its block, through a slot
+// of global memory laid out [register][thread] (each store instruction
+// writes consecutive words) and read back through L2 (.cg: the reader's
+// L1 may hold no stale copy), and a flag per CTA: raised with release
+// semantics once the slot is written, awaited with acquire semantics and
+// lowered again by its reader, so a launch leaves every flag at 0.
+template <int R>
+__device__ __forceinline__ void tl_sk_put(float *slot, const float (&acc)[R], int tid, int threads)
+{
+    #pragma unroll
+    for (int r = 0; r < R; ++r)
+        __stcg(slot + (long long)r * threads + tid, acc[r]);
+}
+template <int R>
+__device__ __forceinline__ void tl_sk_add(float (&acc)[R], const float *slot, int tid, int threads)
+{
+    #pragma unroll
+    for (int r = 0; r < R; ++r)
+        acc[r] += __ldcg(slot + (long long)r * threads + tid);
+}
+__device__ __forceinline__ void tl_sk_raise(unsigned *flag)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], 1;" :: "l"(flag) : "memory");
+}
+__device__ __forceinline__ void tl_sk_await(unsigned *flag)
+{
+    unsigned v;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+    } while (v == 0);
+    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" :: "l"(flag) : "memory");
+}
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

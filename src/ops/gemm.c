@@ -27,7 +27,7 @@ static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
     return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
            !z->warp_policy && !z->pingpong && !z->split_k && !z->swap_ab &&
-           !z->persistent && !z->cluster_m && !z->cluster_n;
+           !z->persistent && !z->cluster_m && !z->cluster_n && !z->stream_k;
 }
 
 /* The schedule of d with the choices filled in. An all-zero schedule is
@@ -92,6 +92,11 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
                         d->schedule.pingpong ? "pingpong (persistent already)"
                         : d->schedule.swap_ab ? "swap_ab"
                                               : "split_k (a slice's trip count differs between blocks)");
+    if (d->schedule.stream_k != 0 && d->schedule.stream_k != 1)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stream_k = %d is not 0 or 1", api, d->schedule.stream_k);
+    if (d->schedule.stream_k && !d->schedule.persistent)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stream_k needs persistent = 1 (CTAs that take shares "
+                        "of the tiles)", api);
     int cm = d->schedule.cluster_m, cn = d->schedule.cluster_n;
     if (cm < 0 || cm > 8 || cn < 0 || cn > 8 || (cm ? cm : 1) * (cn ? cn : 1) > 8)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster_m x cluster_n = %d x %d: each must be 0..8 "
@@ -559,6 +564,8 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     if (s.persistent) { /* the producer runs ahead into the next tile while this one's epilogue runs */
         tl_use_warp_specialize(k, 1);
         tl_use_persistent(k, 1);
+        if (s.stream_k) /* shares of all tiles' K steps instead of whole tiles */
+            tl_use_stream_k(k, 1);
     }
     tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     /* (the plain kernel makes no more nodes than it always did: its source
@@ -703,7 +710,7 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
     tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s%s", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
             s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0,
-            s->persistent ? ".p" : "", v);
+            s->persistent ? s->stream_k ? ".psk" : ".p" : "", v);
     if (s->cluster_m > 1 || s->cluster_n > 1)
         tli_fmt(key + strlen(key), sizeof key - strlen(key), ":c%dx%d", s->cluster_m, s->cluster_n);
     return tli_op_program(ctx, key, build_for_op, &spec, out);
@@ -721,7 +728,7 @@ static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_cal
      * aligned: otherwise the same tile one CTA a tile (its register stores
      * take any C), not the safe variant's element-wise copies of A and B */
     if (s.persistent && !c->c_tma)
-        s.persistent = 0;
+        s.persistent = s.stream_k = 0;
     *variant = kernel_variant(ctx, d, c, &s);
     *used = s;
     tl_status st = tli_fail_as(ctx, program_for(ctx, d, *variant, &s, out), api, since);

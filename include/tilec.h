@@ -712,13 +712,14 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
 TL_API void tl_use_persistent(tl_kernel *k, int on);
 
 /* Stream-K for a persistent kernel (tl_use_persistent): each CTA runs
- * whole blocks for all the full waves of blocks but the last (block p G +
- * blockIdx.x in turn, G CTAs), then an equal share of the remaining
- * blocks' iterations of the pipelined loop (their blocks x trip count, cut
- * into G contiguous ranges), so a last wave that does not fill the GPU no
- * longer leaves SMs idle: 3.9 waves of tiles run as 3.9, not 4 (measured
- * on the H200: correct, but slower than whole blocks at 4096^3 and faster
- * only where whole blocks leave most SMs idle; bench/NOTES.md). A block whose iterations two or
+ * whole blocks for every full wave of blocks (block p G + blockIdx.x in
+ * turn, G CTAs), then an equal share of the remaining blocks' iterations
+ * of the pipelined loop (their blocks x trip count, cut into G contiguous
+ * ranges), so a last wave that does not fill the GPU no longer leaves SMs
+ * idle: 3.9 waves of tiles are meant to run as 3.9, not 4 (measured on the
+ * H200, bench/NOTES.md: within 1 % of whole blocks on GEMMs of 13-16
+ * waves, 5 % slower at 3.9 waves, faster only where whole blocks leave
+ * most SMs idle). A block whose iterations two or
  * more CTAs share is finished by the CTA that ran its first iteration: the
  * others write their partial accumulators to a workspace and raise a flag,
  * and it adds them, always in the same order (the result does not depend

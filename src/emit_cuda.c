@@ -1179,18 +1179,18 @@ static void emit_stage(emitter *E, const tli_snode *s)
 /*   for (long long tl_p = START;; tl_p += STEP) {
  *       const long long tl_t = tl_p / K * K * gridDim.x + K * blockIdx.x + tl_p % K;
  *       if (tl_t >= tl_ntiles) break; ... } */
-/* Stream-K (lowered.h): the blocks of all full waves but the last as
- * whole blocks (blocks p G + blockIdx.x, in the order of the data-parallel
- * kernel, which keeps the L2 working set of the CTAs running at once
- * small), then this CTA's share [lo, hi) of the remaining blocks' steps,
+/* Stream-K (lowered.h): the blocks of every full wave as whole blocks
+ * (blocks p G + blockIdx.x, in the order of the data-parallel kernel,
+ * whose CTAs run in step along K and so share what they load in L2), then
+ * this CTA's share [lo, hi) of the remaining blocks' steps,
  * in units that each stay in one block. The unit is worked out and the
  * position moved on at the top of the body, so `continue` is a next unit. */
 static void emit_stream_k_loop(emitter *E, const tli_snode *s)
 {
-    tli_e_line(E, "{ // stream-K: whole blocks for all full waves but the last, then a share of the rest's K steps");
+    tli_e_line(E, "{ // stream-K: whole blocks for every full wave, then a share of the rest's K steps");
     E->indent++;
     tli_e_line(E, "const long long tl_sk_nk = %s;", tli_e_single(E, s->value));
-    tli_e_line(E, "const long long tl_sk_dp = tl_max(tl_ntiles / gridDim.x - 1, 0LL); // whole blocks a CTA");
+    tli_e_line(E, "const long long tl_sk_dp = tl_ntiles / gridDim.x; // whole blocks a CTA");
     tli_e_line(E, "const long long tl_sk_w = (tl_ntiles - tl_sk_dp * gridDim.x) * tl_sk_nk;");
     tli_e_line(E, "const long long tl_sk_hi = tl_sk_dp * gridDim.x * tl_sk_nk + ((long long)blockIdx.x + 1) * tl_sk_w / "
                   "gridDim.x;");

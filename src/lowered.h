@@ -231,7 +231,7 @@ enum { TLI_X_IF_ROLES = 0 };
  * pass puts the S_LETs of t's block indices at the start of its body. */
 enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK };
 /* TLI_X_TILE_STREAMK (tl_use_stream_k): the CTA takes whole blocks p G +
- * blockIdx.x for p < dp = max(ntiles / G - 1, 0) (G = gridDim.x), then the
+ * blockIdx.x for p < dp = ntiles / G (G = gridDim.x), then the
  * K steps [lo, hi) of the other blocks' (ntiles - dp G) x nk (nk: `value`,
  * the pipelined loop's trip count, at least 1 counted), lo = dp G nk +
  * blockIdx.x W / G for W = (ntiles - dp G) nk, in units that each stay in

@@ -70,6 +70,7 @@ static void gemm_structs(void)
     FIELD(tl_gemm_schedule, cluster_m);
     FIELD(tl_gemm_schedule, cluster_n);
     FIELD(tl_gemm_schedule, stream_k);
+    FIELD(tl_gemm_schedule, gemv);
 
     STRUCT(tl_gemm_desc);
     FIELD(tl_gemm_desc, m);

@@ -56,11 +56,21 @@ static tl_status run(void *user, void *stream)
  * a swapped one: 4 and 6 stages, 32-wide tiles of A; for the others: 6
  * stages, N tiles of 256, and swapped 64x32 and 64x64 tiles in 0 or 2
  * slices), with half, twice and four times its slices. */
-static int sweep_list(const tl_gemm_schedule *o, tl_gemm_schedule *out)
+static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_schedule *out)
 {
     int n = 0;
     out[n++] = *o;
     tl_gemm_schedule x = *o;
+    if (d->trans_b && d->m <= 8) { /* the matrix-vector kernel: rows of B a block x K chunk / threads */
+        static const int gv[][3] = {{1, 2048, 128}, {1, 1024, 64},  {1, 4096, 256}, {1, 2048, 64},
+                                    {2, 1024, 128}, {2, 2048, 256}, {4, 1024, 256}, {1, 4096, 128}};
+        for (int i = 0; i < 8; i++)
+            if (!(o->gemv && o->block_n == gv[i][0] && o->block_k == gv[i][1] && o->threads == gv[i][2]))
+                out[n++] = (tl_gemm_schedule){.block_n = gv[i][0], .block_k = gv[i][1], .threads = gv[i][2], .gemv = 1};
+        if (o->gemv) /* and the tensor cores' swapped tiles, in 2 slices */
+            out[n++] = (tl_gemm_schedule){64, 16, 64, 8, 128, 8, 0, 0, 2, 1, 0, 0, 0, 0, 0};
+        return n;
+    }
     if (o->swap_ab) {
         x.stages = 4, out[n++] = x;
         x = *o, x.stages = 6, out[n++] = x;
@@ -90,7 +100,7 @@ static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, ui
                       .trans_b = trans_b};
     tl_gemm_schedule list[16];
     tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
-    int n = sweep_list(&own, list);
+    int n = sweep_list(&own, &d, list);
     work w[17];
     tl_work_fn fns[17];
     void *users[17];
@@ -126,9 +136,10 @@ static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, ui
     BENCH_CHECK(tl_time_interleaved(ctx, NULL, n + 1, fns, users, &opt, t));
     for (int i = 0; i < n; i++) {
         const tl_gemm_schedule *x = &list[i];
-        printf("  sweep %" PRId64 "x%" PRId64 "x%" PRId64 "_%s  %dx%dx%d s%d t%d sk%-2d  %.4f ms  x cuBLAS %.3f%s\n",
+        printf("  sweep %" PRId64 "x%" PRId64 "x%" PRId64 "_%s  %dx%dx%d s%d t%d sk%-2d%s  %.4f ms  x cuBLAS %.3f%s\n",
                s->m, s->n, s->k, trans_b ? "nt" : "nn", x->block_m, x->block_n, x->block_k, x->stages, x->threads,
-               x->split_k, t[i].median_ms, t[n].median_ms / t[i].median_ms, i ? "" : "  (the op's choice)");
+               x->split_k, x->gemv ? " gemv" : "", t[i].median_ms, t[n].median_ms / t[i].median_ms,
+               i ? "" : "  (the op's choice)");
     }
 }
 
@@ -173,8 +184,8 @@ static void run_shape(tl_ctx *ctx, const shape *s, int trans_b)
             gbs[i] = (double)bytes / (t[i].median_ms * 1e6);
         tl_gemm_schedule sc = tl_op_gemm_schedule(ctx, &w[0].d);
         char impl[96];
-        snprintf(impl, sizeof impl, "tl_op_gemm %dx%dx%d s%d t%d pp%d sk%d", sc.block_m, sc.block_n, sc.block_k,
-                 sc.stages, sc.threads, sc.pingpong, sc.split_k);
+        snprintf(impl, sizeof impl, "tl_op_gemm %dx%dx%d s%d t%d pp%d sk%d%s", sc.block_m, sc.block_n, sc.block_k,
+                 sc.stages, sc.threads, sc.pingpong, sc.split_k, sc.gemv ? " gemv" : "");
         bench_csv_baseline("gemm_small_bw", shp, "bf16", "cuMemcpyDtoD", t[2].median_ms, gbs[2], "GB/s");
         bench_csv("gemm_small_bw", shp, "bf16", impl, t[0].median_ms, gbs[0], "GB/s", gbs[0] / gbs[2], res.rel_err);
         bench_csv("gemm_small_bw", shp, "bf16", "peer:cuBLAS", t[1].median_ms, gbs[1], "GB/s", gbs[1] / gbs[2], 0);

@@ -54,7 +54,8 @@ class TlGemmSchedule(ctypes.Structure):
     _fields_ = [("block_m", c_int), ("block_n", c_int), ("block_k", c_int), ("stages", c_int),
                 ("threads", c_int), ("swizzle", c_int), ("warp_policy", c_uint), ("pingpong", c_int),
                 ("split_k", c_int), ("swap_ab", c_int),
-                ("persistent", c_int), ("cluster_m", c_int), ("cluster_n", c_int), ("stream_k", c_int)]
+                ("persistent", c_int), ("cluster_m", c_int), ("cluster_n", c_int), ("stream_k", c_int),
+                ("gemv", c_int)]
 
 
 class TlGemmDesc(ctypes.Structure):

@@ -1135,6 +1135,25 @@ typedef struct tl_gemm_schedule {
                                persistent (else TL_ERR_INVALID_ARG); a call
                                that runs the tile one CTA a tile instead
                                (see persistent) drops it. */
+    int gemv;               /* 1: decode's matrix-vector kernel on the CUDA
+                               cores, for B as [N, K] (trans_b) and 16-bit
+                               inputs: each block dots block_n rows of B
+                               with the M <= block_m rows of A (block_m 1..8;
+                               0: M rounded up to a power of two), K in
+                               chunks of block_k columns (a power of two,
+                               32..8192), on threads threads (a multiple of
+                               32, 32..1024; each thread holds block_m x
+                               block_n x block_k / threads f32 sums, at
+                               most 128); zeros take 1 x 2048 x 64;
+                               stages, swizzle, warp_policy ignored.
+                               Reads B once at close to the device's
+                               bandwidth, where a tensor-core tile of 64
+                               rows would be mostly empty. Not with
+                               pingpong, split_k, swap_ab, persistent,
+                               clusters or stream_k (TL_ERR_INVALID_ARG);
+                               the general kernels (tl_op_gemm_ex with
+                               strides, batches, alpha or beta) run their
+                               default schedule instead. */
 } tl_gemm_schedule;
 
 typedef struct tl_gemm_desc {

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 static const tl_gemm_schedule batch_schedules[] = {
-    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0}, /* ping-pong */
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}, /* ping-pong */
 };
 #define N_SCHED (int)(sizeof batch_schedules / sizeof batch_schedules[0])
 
@@ -76,7 +76,7 @@ static void test_failures_are_per_job(void **state)
     (void)state;
     tl_ctx *other = test_offline_ctx("sm_90a");
     tl_kernel *good = gemm_kernel(ctx, &batch_schedules[0], 1);
-    tl_gemm_schedule huge = {256, 256, 64, 6, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}; /* 384 KiB of shared memory */
+    tl_gemm_schedule huge = {256, 256, 64, 6, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* 384 KiB of shared memory */
     tl_kernel *too_big = gemm_kernel(ctx, &huge, 0);
     tl_kernel *latched = tl_kernel_new(ctx, "latched");
     tl_grid(latched, TL_NONE_EXPR, TL_NONE_EXPR, TL_NONE_EXPR, 100); /* not a multiple of 32 */

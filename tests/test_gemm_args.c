@@ -708,7 +708,8 @@ static void test_split_k_choice(void **state)
         int64_t m, n, k;
         int split, swap;
     } want[] = {
-        {1, 4096, 4096, 2, 1},    /* C^T on 64 tiles of 64x16: 2 slices of 32 steps (at least 32) */
+        {2, 4096, 4096, 2, 1},    /* C^T on 64 tiles of 64x16: 2 slices of 32 steps (at least 32); M = 1 takes
+                                     the matrix-vector kernel (test_gemv.c) */
         {8, 14336, 4096, 0, 1},   /* 224 tiles: no split */
         {16, 4096, 14336, 4, 1},  /* two CTAs an SM: 224 steps in slices of 56 */
         {32, 4096, 4096, 2, 1},   /* C^T on 64 tiles of 64x32: 2 slices of 32 steps */

@@ -265,16 +265,16 @@ static void test_argument_errors(void **state)
 }
 
 static const tl_gemm_schedule scheds[] = {
-    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0}, /* ping-pong */
-    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0, 0, 0, 0},
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}, /* persistent, warp-specialised */
-    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0},
-    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}, /* persistent on two consumer warpgroups */
+    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}, /* ping-pong */
+    {64, 256, 64, 5, 128, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* one warpgroup, 64-wide wgmma tiles */
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* persistent, warp-specialised */
+    {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* persistent on two consumer warpgroups */
 };
 
 /* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
@@ -310,8 +310,8 @@ static void test_persistent_blocks(void **state)
     (void)state;
     NEED_GPU();
     static const tl_gemm_schedule ps[] = {
-        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0},
+        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     };
     problem p;
     problem_init(&p, 1100, 2100, 264, TL_BF16, 0, 8100);
@@ -320,6 +320,43 @@ static void test_persistent_blocks(void **state)
             for (int t = 0; t < 2; t++)
                 check_gemm(&p, TL_BF16, t, rep ? TL_EPI_GELU_TANH : TL_EPI_NONE, rep, &ps[c]);
     problem_free(&p);
+}
+
+/* Decode's matrix-vector kernel (schedule.gemv): the op's own choice for
+ * M = 1 with B as [N, K], and explicit schedules (several rows of B a
+ * block, K chunks of 512 to 4096, 64 to 256 threads, block_m above M) at
+ * M of 1 to 8, ragged N and K (K of 1030: a chunk's last vector part past
+ * K; K % 8 != 0: the element-wise safe variant), operands off their
+ * 16-byte alignment, bias + GELU, bf16 and f32 C. */
+static void test_gemv(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const struct {
+        int64_t m, n, k;
+        int off;
+    } cases[] = {{1, 4096, 4096, 0}, {3, 1000, 1030, 0}, {4, 517, 2051, 1}, {8, 300, 4100, 0}, {2, 33, 64, 0}};
+    static const tl_gemm_schedule gs[] = {
+        {0, 1, 2048, 0, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {8, 4, 512, 0, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {0, 2, 1024, 0, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {0, 1, 1024, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+    };
+    for (int z = 0; z < (small ? 2 : 5); z++) {
+        problem p;
+        problem_init(&p, cases[z].m, cases[z].n, cases[z].k, TL_BF16, cases[z].off, 8500 + 10 * (uint64_t)z);
+        tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
+        tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
+        if (p.m == 1)
+            assert_int_equal(own.gemv, 1);
+        check_gemm(&p, TL_BF16, 1, TL_EPI_NONE, 0, NULL);
+        check_gemm(&p, TL_F32, 1, TL_EPI_GELU_TANH, 1, NULL);
+        for (size_t c = 0; c < sizeof gs / sizeof gs[0]; c++) {
+            check_gemm(&p, TL_BF16, 1, TL_EPI_NONE, 0, &gs[c]);
+            check_gemm(&p, TL_F32, 1, TL_EPI_GELU_TANH, 1, &gs[c]);
+        }
+        problem_free(&p);
+    }
 }
 
 /* The product of one call into a new host copy (bytes of C). */
@@ -351,9 +388,9 @@ static void test_stream_k(void **state)
     (void)state;
     NEED_GPU();
     static const tl_gemm_schedule sk[] = {
-        {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1},
-        {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1},
-        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 1},
+        {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1, 0},
+        {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1, 0},
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0},
     };
     const int64_t sizes[][3] = {{200, 264, 136}, {1100, 2100, 264}, {1000, 1000, 4000}};
     for (int z = 0; z < (small ? 2 : 3); z++) {
@@ -425,12 +462,12 @@ static void test_decode_split(void **state)
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
         tl_gemm_schedule s = {64, cases[i].swap ? 16 : 128, 64, cases[i].swap ? 8 : 4, 128, 8, 0, 0, cases[i].split,
-                              cases[i].swap, 0, 0, 0, 0};
+                              cases[i].swap, 0, 0, 0, 0, 0};
         const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
         if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) { /* the Hopper heuristic's decode rows */
             tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
-            assert_true(own.split_k > 1 || own.swap_ab);
+            assert_true(own.split_k > 1 || own.swap_ab || own.gemv);
         }
         /* a swapped schedule with B as [K, N] reads B^T as a transposed A: wgmma's (sm_90a) only */
         bool wgmma = !strcmp(tl_ctx_target(ctx), "sm_90a");
@@ -734,7 +771,7 @@ typedef struct excase {
     const char *what;
 } excase;
 
-static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0};
+static const tl_gemm_schedule pingpong_schedule = {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0};
 
 /* batch 0 and alpha 0 below stand for 1 (excase_shape) */
 #define ARGS(...) ((tl_gemm_args){__VA_ARGS__})
@@ -1333,6 +1370,7 @@ int main(void)
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_persistent_blocks),
         cmocka_unit_test(test_stream_k),
+        cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_cluster_multicast),
         cmocka_unit_test(test_decode_split),
         cmocka_unit_test(test_large_against_cublas),

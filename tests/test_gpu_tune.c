@@ -98,11 +98,11 @@ static void test_tune_gemm_then_use(void **state)
     (void)state;
     NEED_GPU();
     const tl_gemm_schedule scheds[] = {
-        {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-        {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-        {256, 256, 64, 6, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}, /* 384 KiB of shared memory: refused */
-        {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0}, /* ping-pong */
-        {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+        {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {256, 256, 64, 6, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* 384 KiB of shared memory: refused */
+        {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}, /* ping-pong */
+        {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     tl_tune_config cfg[5];
     for (int i = 0; i < 5; i++)
@@ -206,8 +206,8 @@ static void test_tune_gemm_f8(void **state)
     tl_gemm_desc d = {.m = 700, .n = 520, .k = 384, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1,
                       .has_bias = 1, .epilogue = TL_EPI_GELU_TANH};
     const tl_gemm_schedule scheds[] = {
-        {128, 128, 128, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-        {64, 128, 128, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0},
+        {128, 128, 128, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {64, 128, 128, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     };
     tl_tune_config cfg[2] = {tl_gemm_schedule_to_config(&scheds[0]), tl_gemm_schedule_to_config(&scheds[1])};
     tl_tune_request q = {.op = "gemm", .desc = &d, .configs = cfg, .nconfigs = 2};

@@ -246,11 +246,11 @@ static void test_core_nothing_passes(void **state)
 static void test_config_text(void **state)
 {
     (void)state;
-    tl_gemm_schedule s = {128, 256, 64, 4, 256, 8, TL_GEMM_WARP_ROWS, 0, 0, 0, 0, 2, 0, 0};
+    tl_gemm_schedule s = {128, 256, 64, 4, 256, 8, TL_GEMM_WARP_ROWS, 0, 0, 0, 0, 2, 0, 0, 0};
     tl_tune_config c = tl_gemm_schedule_to_config(&s);
     char buf[160];
     assert_string_equal(tl_tune_config_text("gemm", &c, buf, sizeof buf),
-                        "bm=128 bn=256 bk=64 st=4 th=256 sw=8 wp=16 pp=0 sk=0 ab=0 ps=0 cm=2 cn=0 stk=0");
+                        "bm=128 bn=256 bk=64 st=4 th=256 sw=8 wp=16 pp=0 sk=0 ab=0 ps=0 cm=2 cn=0 stk=0 gv=0");
     tl_tune_config back;
     assert_true(tli_tune_config_parse(tli_gemm_param_names, buf, &back));
     assert_memory_equal(&back, &c, sizeof c);
@@ -500,7 +500,7 @@ static void test_gemm_consults_database(void **state)
     tl_gemm_desc d = {.m = 4000, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
     assert_int_equal(tl_op_gemm_schedule(c, &d).block_n, 256); /* the heuristic */
     save_schedule(c, &d, "bm=64 bn=128 bk=32 st=4 th=128 sw=8 wp=0 pp=0");
-    tl_gemm_schedule want = {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0};
+    tl_gemm_schedule want = {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     tl_gemm_schedule got = tl_op_gemm_schedule(c, &d);
     assert_memory_equal(&got, &want, sizeof want);
     /* the same class (4096 +- a half power of two), another class, another layout */
@@ -563,14 +563,14 @@ static void test_heuristic_table(void **state)
 {
     (void)state;
     struct { int64_t m, n, k; int bias; tl_gemm_schedule want; } cases[] = {
-        {1024, 1024, 1024, 0, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0}}, /* producer warpgroup, C by TMA */
-        {2048, 2048, 2048, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}}, /* persistent, C by TMA */
-        {8192, 8192, 1024, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-        {4096, 4096, 4096, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-        {4096, 4096, 16384, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-        {4096, 4096, 4096, 1, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}}, /* an epilogue too */
-        {100, 64, 33, 1, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0}},      /* no TMA; few tiles */
-        {8192, 8192, 1020, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}}, /* K % 8: no producer */
+        {1024, 1024, 1024, 0, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}}, /* producer warpgroup, C by TMA */
+        {2048, 2048, 2048, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}}, /* persistent, C by TMA */
+        {8192, 8192, 1024, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+        {4096, 4096, 4096, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+        {4096, 4096, 16384, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+        {4096, 4096, 4096, 1, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}}, /* an epilogue too */
+        {100, 64, 33, 1, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},      /* no TMA; few tiles */
+        {8192, 8192, 1020, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, /* K % 8: no producer */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
@@ -582,7 +582,7 @@ static void test_heuristic_table(void **state)
     }
     tl_ctx *c80 = test_offline_ctx("sm_80");
     tl_gemm_desc d = {.m = 1024, .n = 1024, .k = 1024, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
-    tl_gemm_schedule want80 = {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0};
+    tl_gemm_schedule want80 = {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     tl_gemm_schedule got = tl_op_gemm_schedule(c80, &d);
     assert_memory_equal(&got, &want80, sizeof got);
     tl_ctx_destroy(c80);

@@ -27,7 +27,25 @@ static bool schedule_is_zero(const tl_gemm_schedule *z)
 {
     return !z->block_m && !z->block_n && !z->block_k && !z->stages && !z->threads && !z->swizzle &&
            !z->warp_policy && !z->pingpong && !z->split_k && !z->swap_ab &&
-           !z->persistent && !z->cluster_m && !z->cluster_n && !z->stream_k;
+           !z->persistent && !z->cluster_m && !z->cluster_n && !z->stream_k && !z->gemv;
+}
+
+#define GEMV_MAX_M 8 /* rows of A the matrix-vector kernel serves (gemv.c) */
+
+/* A gemv schedule with its zeros filled in: 1 row of B a block, K in
+ * chunks of 2048, 64 threads, M rounded up to a power of two. */
+static tl_gemm_schedule gemv_schedule(const tl_gemm_desc *d, tl_gemm_schedule s)
+{
+    if (!s.block_m)
+        for (s.block_m = 1; s.block_m < d->m && s.block_m < GEMV_MAX_M;)
+            s.block_m *= 2;
+    if (!s.block_n)
+        s.block_n = 1;
+    if (!s.block_k)
+        s.block_k = 2048;
+    if (!s.threads)
+        s.threads = 64;
+    return s;
 }
 
 /* The schedule of d with the choices filled in. An all-zero schedule is
@@ -37,8 +55,12 @@ static bool schedule_is_zero(const tl_gemm_schedule *z)
  * means off. */
 static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
 {
-    if (schedule_is_zero(&d->schedule))
-        return tli_gemm_pick(ctx, d);
+    if (schedule_is_zero(&d->schedule)) {
+        tl_gemm_schedule p = tli_gemm_pick(ctx, d);
+        return p.gemv ? gemv_schedule(d, p) : p;
+    }
+    if (d->schedule.gemv)
+        return gemv_schedule(d, d->schedule);
     const tl_gemm_schedule def = tli_gemm_generic_schedule(tl_ctx_target(ctx), d->in_dtype);
     tl_gemm_schedule s = d->schedule;
     if (!s.block_m)
@@ -52,6 +74,35 @@ static tl_gemm_schedule effective_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
     if (!s.threads)
         s.threads = def.threads;
     return s;
+}
+
+/* A gemv schedule (the zeros are filled in later): the matrix-vector
+ * kernel's own limits, and nothing of the tensor-core kernels'. */
+static tl_status check_gemv(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
+{
+    const tl_gemm_schedule z = d->schedule, s = gemv_schedule(d, z);
+    const char *no = NULL;
+    if (z.gemv != 1)
+        no = "schedule.gemv must be 0 or 1";
+    else if (!d->trans_b)
+        no = "schedule.gemv needs B as [N, K] (trans_b = 1)";
+    else if (tli_dtype_is_f8(d->in_dtype))
+        no = "schedule.gemv takes 16-bit inputs";
+    else if (z.pingpong || z.split_k > 1 || z.swap_ab || z.persistent || z.cluster_m > 1 || z.cluster_n > 1 ||
+             z.stream_k)
+        no = "schedule.gemv excludes pingpong, split_k, swap_ab, persistent, clusters and stream_k";
+    else if (s.block_m < 1 || s.block_m > GEMV_MAX_M || d->m > s.block_m)
+        no = "schedule.gemv serves M <= block_m <= 8";
+    else if (s.block_n < 1 || s.block_n > 64 || s.block_k < 32 || s.block_k > 8192 || (s.block_k & (s.block_k - 1)))
+        no = "schedule.gemv takes block_n 1..64 and block_k a power of two in 32..8192";
+    else if (s.threads < 32 || s.threads > 1024 || s.threads % 32 || (int64_t)s.block_n * s.block_k < s.threads ||
+             (int64_t)s.block_m * s.block_n * s.block_k / s.threads > 128)
+        no = "schedule.gemv takes threads a multiple of 32 in 32..1024, each holding at least one element of the "
+             "block's rows and at most 128 sums (block_m x block_n x block_k / threads)";
+    if (no)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s (M = %lld, block_m = %d, block_n = %d, block_k = %d, "
+                        "threads = %d)", api, no, (long long)d->m, s.block_m, s.block_n, s.block_k, s.threads);
+    return TL_OK;
 }
 
 tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *api)
@@ -97,6 +148,11 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
     if (d->schedule.stream_k && !d->schedule.persistent)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stream_k needs persistent = 1 (CTAs that take shares "
                         "of the tiles)", api);
+    if (d->schedule.gemv) {
+        tl_status st = check_gemv(ctx, d, api);
+        if (st != TL_OK)
+            return st;
+    }
     int cm = d->schedule.cluster_m, cn = d->schedule.cluster_n;
     if (cm < 0 || cm > 8 || cn < 0 || cn > 8 || (cm ? cm : 1) * (cn ? cn : 1) > 8)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster_m x cluster_n = %d x %d: each must be 0..8 "
@@ -138,7 +194,7 @@ TL_API tl_gemm_schedule tl_op_gemm_schedule(tl_ctx *ctx, const tl_gemm_desc *d)
  * tanh form's inner polynomial is x (c0 + c1 x^2) (two multiplies, one
  * FFMA), which is what keeps the fused epilogue within a few percent of
  * the GEMM. */
-static tl_expr activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
+tl_expr tli_gemm_activation(tl_kernel *k, tl_expr x, tl_epilogue epi)
 {
     tl_expr h = tl_mul(k, x, tl_f32(k, 0.5f));
     switch (epi) {
@@ -170,7 +226,8 @@ tl_dtype tli_gemm_bias_dtype(const tl_gemm_desc *d)
  * runs a general one, whose row strides, batch, batch strides and alpha
  * are launch arguments; what changes the code is compiled in: a pointer-
  * array batch instead of a strided one, and reading C (beta != 0). */
-enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8, GEMM_SWAP = 16, GEMM_CLUSTER = 32 };
+enum { GEMM_STRIDED = 1, GEMM_PTRARRAY = 2, GEMM_BETA = 4, GEMM_SPLIT = 8, GEMM_SWAP = 16, GEMM_CLUSTER = 32,
+       GEMM_GEMV = 64 };
 #define GEMM_GENERAL (GEMM_STRIDED | GEMM_PTRARRAY | GEMM_BETA) /* the general kernels' bits */
 
 #define GEMM_MAX_BATCH 65535 /* the grid's z dimension */
@@ -389,7 +446,7 @@ static void epilogue(tl_kernel *k, const tl_gemm_desc *d, const tl_gemm_schedule
     }
     if (d->has_bias)
         x = tl_add(k, x, tl_cast(k, tl_load(k, in->bias_s, &v[in->bias_rows ? 0 : 1]), TL_F32));
-    tl_store(k, Cf, v, activation(k, x, d->epilogue));
+    tl_store(k, Cf, v, tli_gemm_activation(k, x, d->epilogue));
     tl_end(k);
 }
 
@@ -482,6 +539,13 @@ static const char *variant_suffix(unsigned variant)
 static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_call *c, tl_gemm_schedule *s)
 {
     unsigned v = c->variant;
+    if (s->gemv) { /* the plain call's matrix-vector kernel; the general kernels take their default */
+        if (!v) {
+            *s = gemv_schedule(d, *s);
+            return GEMM_GEMV;
+        }
+        *s = tli_gemm_generic_schedule(tl_ctx_target(ctx), d->in_dtype);
+    }
     if (!v && s->swap_ab)
         v |= GEMM_SWAP;
     if (!(v & GEMM_GENERAL) && s->split_k > 1 && d->m <= SPLIT_MAX_ROWS)
@@ -527,6 +591,8 @@ static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_ca
 static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant, const tl_gemm_schedule *sp,
                             tl_kernel **out)
 {
+    if (variant & GEMM_GEMV)
+        return tli_gemv_build(ctx, d, sp, out);
     tl_gemm_schedule s = *sp;
     char name[64];
     tli_fmt(name, sizeof name, "gemm_%s%s_%s%s", d->trans_b ? "nt" : "nn", tl_dtype_name(d->in_dtype),
@@ -649,7 +715,7 @@ static tl_status build_slices_sum(tl_ctx *ctx, const tl_gemm_desc *d, int slices
         x = tl_add(k, x, tl_load(k, W, (tl_expr[]){tl_int(k, z), row, col}));
     if (d->has_bias)
         x = tl_add(k, x, tl_cast(k, tl_load(k, bias, &col), TL_F32));
-    tl_store(k, C, (tl_expr[]){row, col}, tl_cast(k, activation(k, x, d->epilogue), d->out_dtype));
+    tl_store(k, C, (tl_expr[]){row, col}, tl_cast(k, tli_gemm_activation(k, x, d->epilogue), d->out_dtype));
     tl_end(k);
     return tli_op_kernel_done(ctx, NULL, k, out);
 }

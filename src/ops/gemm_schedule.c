@@ -14,7 +14,7 @@
 #include <string.h>
 
 const char *const tli_gemm_param_names[] = {"bm", "bn", "bk", "st", "th", "sw", "wp", "pp", "sk", "ab", "ps", "cm", "cn",
-                                            "stk", NULL};
+                                            "stk", "gv", NULL};
 
 TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
 {
@@ -23,7 +23,8 @@ TL_API tl_tune_config tl_gemm_schedule_to_config(const tl_gemm_schedule *s)
     if (!s)
         return c;
     const int v[] = {s->block_m, s->block_n, s->block_k, s->stages, s->threads, s->swizzle, (int)s->warp_policy,
-                     s->pingpong, s->split_k, s->swap_ab, s->persistent, s->cluster_m, s->cluster_n, s->stream_k};
+                     s->pingpong, s->split_k, s->swap_ab, s->persistent, s->cluster_m, s->cluster_n, s->stream_k,
+                     s->gemv};
     memcpy(c.v, v, sizeof v);
     return c;
 }
@@ -38,7 +39,7 @@ TL_API tl_gemm_schedule tl_gemm_schedule_from_config(const tl_tune_config *c)
                            .threads = c->v[4], .swizzle = c->v[5], .warp_policy = (unsigned)c->v[6],
                            .pingpong = c->v[7], .split_k = c->v[8], .swap_ab = c->v[9],
                            .persistent = c->v[10], .cluster_m = c->v[11], .cluster_n = c->v[12],
-                           .stream_k = c->v[13]};
+                           .stream_k = c->v[13], .gemv = c->v[14]};
     return s;
 }
 
@@ -83,6 +84,8 @@ enum {
                             ones                                                  */
     H_SHORT_K = 1 << 10, /* K of at most 1024 bytes (8 steps of 128-byte rows): a
                             tile's main loop is short against its epilogue     */
+    H_GEMV = 1 << 11,    /* M = 1, B as [N, K], 16-bit inputs: the matrix-vector
+                            kernel on the CUDA cores (gemv.c)                   */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -95,6 +98,9 @@ typedef struct heuristic_row {
 /* Tried in order; the first row whose conditions hold is the schedule.
  * Each row is the best of the measurements in bench/NOTES.md (H200,
  * schedule sweeps against cuBLAS in the same run, v6):
+ *   00. a matrix-vector product (M = 1, B as [N, K]): the CUDA cores'
+ *      kernel, one row of B a block of 64 threads, K in chunks of 2048
+ *      (session 12);
  *   0. narrow decode (M <= 16, B as [N, K]): C^T = B A^T on 64x16 tiles
  *      (64 rows of B, 16 of A: no empty M rows), 8 stages of 10 KiB, split
  *      as below (session 7);
@@ -128,27 +134,32 @@ typedef struct heuristic_row {
  *      would copy element by element);
  *   4. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
 static const heuristic_row heuristic[] = {
-    {H_SM90A | H_DECODE | H_NARROW | H_TMA, {64, 16, 64, 8, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0, 0}},
+    /* 1x4096x4096, 1x14336x4096, 1x4096x14336, x cuBLAS: 1.117, 1.027, 1.033 against 1.091,
+     * 0.976, 0.947 for the swapped 64x16 tiles in 2 slices; at M = 2 and 4 the tensor cores'
+     * tiles win (1.06 against 0.88 and 0.63: A is read again for every row of B), bench_gemm_small
+     * --sweep, session 12 */
+    {H_GEMV, {1, 1, 2048, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}},
+    {H_SM90A | H_DECODE | H_NARROW | H_TMA, {64, 16, 64, 8, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0, 0, 0}},
     /* 32x8192x8192, x cuBLAS NT / NN: 0.917 / 0.917 against 0.865 / 0.883 for 64x128 tiles in
      * 2 slices (bench_gemm_small --sweep, session 8) */
-    {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0, 0}},
+    {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0, 0, 0}},
     /* 64x8192x8192, x cuBLAS (bench_gemm, same run): 0.939 against 0.86 split in 2; 64x14336x4096
      * 1.042 / 0.985 (session 10) */
-    {H_SM90A | H_DECODE | H_WIDE | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-    {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0, 0, 0, 0}},
+    {H_SM90A | H_DECODE | H_WIDE | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0, 0, 0, 0, 0}},
     /* 256x8192x8192, x cuBLAS NT / NN: 0.927 / 0.931 against 0.758 / 0.758 for 64x128 tiles
      * (256 of them: 1.94 waves); 8-bit inputs 0.925 of cuBLASLt against 0.802 (session 11) */
-    {H_SM90A | H_WAVE128 | H_TMA, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
+    {H_SM90A | H_WAVE128 | H_TMA, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     /* 1024^3, x cuBLAS NT / NN: 1.008 / 0.955 against 0.750 / 0.741 for the same tile one CTA a
      * tile with thread 0 feeding it (bench_gemm, session 10) */
-    {H_SM90A | H_FEW_TILES | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-    {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {H_SM90A | H_FEW_TILES | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
     /* 8-bit 4096x4096x1024 and 8192x8192x1024, x cuBLASLt: 1.016 and 0.975 against 0.981 and
      * 0.949 for 128x256; 16-bit 8192x8192x512 NT 0.953 against 0.943 (session 11) */
-    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-    {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0}},
-    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}},
-    {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
 };
 #define N_HEURISTIC (int)(sizeof heuristic / sizeof heuristic[0])
 
@@ -184,6 +195,8 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_WAVE128;
     if (d->k * (int64_t)tl_dtype_size(d->in_dtype) <= 1024)
         c |= H_SHORT_K;
+    if (d->m == 1 && d->trans_b && !tli_dtype_is_f8(d->in_dtype))
+        c |= H_GEMV;
     return c;
 }
 
@@ -328,6 +341,11 @@ void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out) { tune_key(d, t
 static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm90a, bool tma)
 {
     bool f8 = tli_dtype_is_f8(d->in_dtype);
+    if (s->gemv) /* the matrix-vector kernel's own fields (gemm.c checks them in full) */
+        return s->gemv == 1 && d->trans_b && !f8 && s->block_m >= 0 && s->block_m <= 8 &&
+               d->m <= (s->block_m ? s->block_m : 8) && s->block_n >= 0 && s->block_n <= 64 && s->block_k >= 0 &&
+               s->block_k <= 8192 && s->threads >= 0 && s->threads <= 1024 && !s->pingpong && s->split_k < 2 &&
+               !s->swap_ab && !s->persistent && !s->stream_k;
     bool tile = s->block_m >= 16 && s->block_m <= 256 && s->block_m % 16 == 0 && s->block_n >= 16 &&
                 s->block_n <= 256 && s->block_n % 16 == 0 && s->block_k >= 16 && s->block_k <= (f8 ? 256 : 128) &&
                 s->block_k % (f8 ? 128 : 16) == 0;
@@ -382,76 +400,76 @@ tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_
 static const tl_gemm_schedule space[] = {
     /* block_m, block_n, block_k, stages, threads, swizzle, warp_policy, pingpong, split_k, swap_ab, persistent,
      * cluster_m, cluster_n, stream_k */
-    {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 2, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}, /* small footprint: 2 blocks per SM */
-    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* what the swizzle is worth */
-    {128, 128, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}, /* 192 KiB of shared memory */
-    {256, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {256, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {256, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 192, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
-    {128, 192, 64, 5, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 256, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0, 0}, /* wider swizzle panels (won 6 of the 18 ANCHORS shapes tuned in session 6) */
-    {256, 128, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 192, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0, 0},
-    {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 64, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {64, 64, 64, 3, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 2, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* small footprint: 2 blocks per SM */
+    {128, 128, 32, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* what the swizzle is worth */
+    {128, 128, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* 192 KiB of shared memory */
+    {256, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {256, 128, 32, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {256, 128, 64, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 192, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* between the two: N tiles of 192 (160 KiB) */
+    {128, 192, 64, 5, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 256, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* wider swizzle panels (won 6 of the 18 ANCHORS shapes tuned in session 6) */
+    {256, 128, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 192, 64, 4, 256, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 64, 32, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 64, 64, 3, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 64, 32, 2, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     /* one warpgroup on 64-wide wgmma tiles: twice the blocks of 128x128
      * where a problem has too few tiles for 132 SMs (1024^3: 128 blocks
      * instead of 64) */
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     /* persistent, warp-specialised (sm_90a, TMA-readable rows) */
-    {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 3, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 4, 128, 16, 0, 1, 0, 0, 0, 0, 0, 0},
-    {128, 128, 64, 5, 128, 16, 0, 1, 0, 0, 0, 0, 0, 0},
-    {64, 256, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0},
-    {64, 256, 64, 5, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 5, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 6, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 3, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 4, 128, 16, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 5, 128, 16, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {64, 256, 64, 4, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {64, 256, 64, 5, 128, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0},
     /* the classic tiles in persistent CTAs with a producer warpgroup: the
      * next tile's loads under this one's epilogue (session 9) */
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {128, 256, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     /* 128x128 on two consumer warpgroups: one wave of tiles where 64x128
      * tiles make two ragged ones (256x8192x8192: 128 tiles against 256) */
-    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     /* clusters whose blocks share a tile of B (along M) or of A (along N)
      * through TMA multicast: less L2 traffic for the small tiles of
      * few-tile problems (session 10) */
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 2, 0, 0},
-    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0, 2, 0, 0},
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 2, 2, 0},
-    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 2, 0},
-    {128, 64, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 2, 0},
-    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0},
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 2, 2, 0, 0},
+    {128, 64, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 2, 0, 0},
+    {128, 64, 64, 6, 128, 8, 0, 0, 0, 0, 0, 0, 2, 0, 0},
+    {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0},
     /* few-tile problems with a producer warpgroup: 64x128 on one consumer
      * warpgroup, 128x64 on two (cuBLAS's 1024^3 tile), persistent or not */
-    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-    {128, 64, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0},
-    {128, 64, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
-    {128, 64, 64, 6, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0},
+    {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {128, 64, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 64, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+    {128, 64, 64, 6, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     /* stream-K: the persistent CTAs share the K steps of the last, ragged
      * wave's tiles (4096^3: 0.88 of a wave of 128x256) instead of leaving
      * SMs idle (session 12: within 1 % of whole tiles at 13-16 waves) */
-    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1},
-    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1},
+    {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1, 0},
+    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 1, 0},
 };
 #define N_SPACE (int)(sizeof space / sizeof space[0])
 

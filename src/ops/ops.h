@@ -22,6 +22,11 @@ tl_status tli_vadd_build(tl_ctx *ctx, tl_dtype dtype, const tli_vadd_schedule *s
  * (one kernel, the slices added through distributed shared memory) rather
  * than through a workspace and a second kernel (gemm.c). */
 bool tli_gemm_cluster_split(const char *target, const tl_gemm_schedule *s);
+/* act(x) of the GEMM's epilogue, in f32 (gemm.c). */
+tl_expr tli_gemm_activation(tl_kernel *k, tl_expr x, tl_epilogue epi);
+/* The matrix-vector kernel of a gemv schedule (gemv.c): d checked, B as
+ * [N, K], s->block_m rows of A at most, the plain GEMM's parameters. */
+tl_status tli_gemv_build(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_schedule *s, tl_kernel **out);
 
 
 /* ------------------------------------------------ row-wise ops (rows.c) */

@@ -264,6 +264,7 @@ static void op_tiles(fuzz *f, unsigned op)
         tl_use_pingpong(f->k, (int)(((bits >> 1) & 1) | ((bits >> 2) & 2)));
         tl_use_warp_specialize(f->k, (bits >> 2) & 1);
         tl_use_persistent(f->k, (bits >> 4) & 1);
+        tl_use_stream_k(f->k, (bits >> 5) & 1);
         break;
     }
     }

@@ -48,7 +48,8 @@ enum fuzz_op {
     OP_PIPELINED,    /* extent stages                                -> 1 expr   */
     OP_GEMM,         /* A B C flags                                              */
     OP_SWIZZLE,      /* panel                                                    */
-    OP_FLAGS,        /* bit 0 fast math, bits 1 + 3 ping-pong mode, bit 2 warp spec. */
+    OP_FLAGS,        /* bit 0 fast math, bits 1 + 3 ping-pong mode, bit 2 warp spec.,
+                        bit 4 persistent, bit 5 stream-K */
     OP_REDUCE,       /* which src dst dim clear                                  */
     OP_NAME,         /* buf name                                                 */
     OP_COUNT,        /* ends the program (as does any byte up to 0xdf)           */

@@ -352,7 +352,7 @@ static void seed_gemm(fuzz_writer *w)
  * `flags` says which schedule), and an element-wise loop on the
  * accumulator after the tl_gemm in the pipelined body for a rotation to
  * split off. */
-static void ws_gemm_in(fuzz_writer *w, int flags, int cy)
+static void ws_gemm_in(fuzz_writer *w, int flags, int cy, int elementwise)
 {
     if (cy > 1)
         w_cluster(w, 1, cy, 1, 1);
@@ -371,16 +371,18 @@ static void ws_gemm_in(fuzz_writer *w, int flags, int cy)
     w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
     w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, bs));
     w_gemm(w, as, bs, cf, 2); /* B transposed */
-    int i = w_parallel(w, 2, (int[]){128, 64});
-    int at[2] = {i, i + 1};
-    w_store(w, cf, 2, at, w_bin(w, BIN_MUL, w_load(w, cf, 2, at), w_float(w, D_F32, 2)));
-    w_op(w, OP_END);
+    if (elementwise) {
+        int i = w_parallel(w, 2, (int[]){128, 64});
+        int at[2] = {i, i + 1};
+        w_store(w, cf, 2, at, w_bin(w, BIN_MUL, w_load(w, cf, 2, at), w_float(w, D_F32, 2)));
+        w_op(w, OP_END);
+    }
     w_op(w, OP_END);
     w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
-static void ws_gemm(fuzz_writer *w, int flags) { ws_gemm_in(w, flags, 1); }
+static void ws_gemm(fuzz_writer *w, int flags) { ws_gemm_in(w, flags, 1, 1); }
 
 /* FlashAttention's schedule: two consumer groups taking turns, the loop
  * rotated (tl_use_pingpong mode 2). */
@@ -393,7 +395,12 @@ static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specia
 /* The same kernel in clusters of two blocks along y: B's tile is the same
  * for both, so its TMA copy is multicast (a slice each), the ring's slots
  * freed cluster-wide. */
-static void seed_multicast(fuzz_writer *w) { ws_gemm_in(w, 4, 2); /* warp specialised, cluster 1 x 2 */ }
+static void seed_multicast(fuzz_writer *w) { ws_gemm_in(w, 4, 2, 1); /* warp specialised, cluster 1 x 2 */ }
+
+/* The persistent kernel without the element-wise loop, in stream-K units
+ * (tl_use_stream_k): the tile loops walk shares of the K steps, the
+ * consumers end each unit with the partial sums' fixup. */
+static void seed_stream_k(fuzz_writer *w) { ws_gemm_in(w, 4 | 16 | 32, 1, 0); }
 
 /* An 8-bit GEMM (A e4m3, B e5m2, both K-major): 128-column blocks, TMA
  * boxes of one 128-byte row, K steps of 32, warp specialised. */
@@ -495,10 +502,11 @@ int main(int argc, char **argv)
     }
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
-                                                   seed_persistent, seed_multicast, seed_f8_gemm};
+                                                   seed_persistent, seed_multicast, seed_f8_gemm,
+                                                   seed_stream_k};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast", "f8_gemm"};
+                                        "persistent", "multicast", "f8_gemm", "stream_k"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -729,9 +729,11 @@ TL_API void tl_use_persistent(tl_kernel *k, int on);
  * stream, allocated on a stream's first stream-K launch and freed with the
  * context, and launches such kernels cooperatively (every CTA resident at
  * once, which the flags need); the CTA that reads a flag lowers it again,
- * so a launch leaves the flags as it found them (CUDA graphs may capture
- * it). Stream-K launches on different streams use different workspaces
- * and may run at once.
+ * so a launch leaves the flags as it found them (a CUDA graph may capture
+ * it, once the stream's workspace exists: a launch that must grow it
+ * first waits for the stream, which a capturing stream refuses:
+ * TL_ERR_CUDA). Stream-K launches on different streams use different
+ * workspaces and may run at once.
  * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
  * not met), besides tl_use_persistent's: not tl_use_pingpong; the
  * pipelined loop at the body's top level, its body copies and tl_gemm

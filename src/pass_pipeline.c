@@ -1193,8 +1193,10 @@ static void tma_store_rounds(piper *P, int32_t s)
 static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
 {
     tli_bufset rd = {0}, wr = {0};
-    bool hit = true; /* out of memory: not converted */
-    if (tli_bufset_init(&rd, P->ir->b.n) && tli_bufset_init(&wr, P->ir->b.n)) {
+    bool hit = true; /* out of memory: the lowering fails (a silent fallback would change the code) */
+    if (!tli_bufset_init(&rd, P->ir->b.n) || !tli_bufset_init(&wr, P->ir->b.n)) {
+        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    } else {
         hit = false;
         bool after = false;
         for (int32_t x = first; x && !hit; x = P->ir->s.v[x].next) {

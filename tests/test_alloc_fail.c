@@ -76,7 +76,7 @@ void __wrap_free(void *p)
 
 /* What a run produces, compared with the run without failures. */
 typedef struct results {
-    char *src[16];         /* generated sources, in order */
+    char *src[24];         /* generated sources, in order */
     int nsrc;
     float vadd[100];       /* interpreted outputs */
     float rowsum[7];
@@ -178,6 +178,18 @@ static tl_status build_gemm(tl_ctx *c, tl_kernel **k)
     return tl_op_gemm_build(c, &d, k);
 }
 
+/* The GEMM in stream-K units (persistent, a producer warpgroup, the
+ * partial sums' fixup) and decode's matrix-vector kernel: emitted only. */
+static tl_status build_gemm_variants(tl_ctx *c, tl_kernel **sk, tl_kernel **gemv)
+{
+    tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .schedule = {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 2, .threads = 256,
+                                   .persistent = 1, .stream_k = 1}};
+    tl_status st = tl_op_gemm_build(c, &d, sk);
+    d.m = 1, d.schedule = (tl_gemm_schedule){.gemv = 1};
+    return st == TL_OK ? tl_op_gemm_build(c, &d, gemv) : st;
+}
+
 /* The compiles: the vadd op's program (a disk-cache hit: the directory
  * holds it before the runs start), vadd again (a memory hit), and last, so
  * that few failure points re-run NVRTC, vadd bypassing the cache (NVRTC). */
@@ -199,16 +211,18 @@ static tl_status compiles(tl_ctx *c, tl_kernel *vadd, results *r)
     return st;
 }
 
-/* Builds, emits, dumps and interprets the kernels of the zoo, then
- * compiles. */
+/* Builds, emits, dumps and interprets the kernels of the zoo (and emits
+ * the GEMM's stream-K and matrix-vector forms), then compiles. */
 static tl_status scenario_kernels(tl_ctx *c, results *r, bool nvrtc)
 {
-    tl_kernel *vadd = NULL, *rowsum = zoo_rowsum(c), *mixed = zoo_mixed(c), *gemm = NULL;
+    tl_kernel *vadd = NULL, *rowsum = zoo_rowsum(c), *mixed = zoo_mixed(c), *gemm = NULL, *sk = NULL, *gemv = NULL;
     tl_status st = tl_op_build(c, "vadd", TL_F32, &vadd);
     if (st == TL_OK)
         st = build_gemm(c, &gemm);
-    tl_kernel *ks[4] = {vadd, rowsum, mixed, gemm};
-    for (int i = 0; i < 4 && st == TL_OK; i++)
+    if (st == TL_OK)
+        st = build_gemm_variants(c, &sk, &gemv);
+    tl_kernel *ks[6] = {vadd, rowsum, mixed, gemm, sk, gemv};
+    for (int i = 0; i < 6 && st == TL_OK; i++)
         st = ks[i] ? emit_both(ks[i], r) : TL_ERR_OUT_OF_MEMORY; /* tl_kernel_new failed */
     if (st == TL_OK)
         st = dumps(rowsum, r);
@@ -220,7 +234,7 @@ static tl_status scenario_kernels(tl_ctx *c, results *r, bool nvrtc)
         st = interpret_gemm(gemm, r);
     if (st == TL_OK && nvrtc)
         st = compiles(c, vadd, r);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         tl_kernel_destroy(ks[i]);
     return st;
 }

@@ -1,7 +1,9 @@
 /* test_alloc_fail.c - fails every allocation of a build + emit + dump +
  * interpret + compile scenario in turn: allocation 0 in the first run, 1
  * in the second, ... until a run makes no more allocations than the failure
- * point. Each run must end either with TL_OK and exactly the results of a
+ * point. Two scenarios: the kernel zoo (and the cache and NVRTC), and the
+ * prebuilt ops' heavy lowerings (persistent and stream-K GEMM,
+ * matrix-vector, 8-bit GEMM, FlashAttention, a softmax ring). Each run must end either with TL_OK and exactly the results of a
  * run without failures (an allocation failure absorbed, e.g. by the cache,
  * must not change anything), or with TL_ERR_OUT_OF_MEMORY and a message
  * that names the call and says memory ran out; and it must free all it
@@ -178,16 +180,47 @@ static tl_status build_gemm(tl_ctx *c, tl_kernel **k)
     return tl_op_gemm_build(c, &d, k);
 }
 
-/* The GEMM in stream-K units (persistent, a producer warpgroup, the
- * partial sums' fixup) and decode's matrix-vector kernel: emitted only. */
-static tl_status build_gemm_variants(tl_ctx *c, tl_kernel **sk, tl_kernel **gemv)
+/* The prebuilt ops' heavier lowerings, built and emitted (no NVRTC): the
+ * GEMM in persistent CTAs and stream-K units (a producer warpgroup, the
+ * staging tile's TMA stores, the partial sums' fixup), decode's
+ * matrix-vector kernel, an 8-bit GEMM (sm_90a only), FlashAttention
+ * (consumer groups taking turns) and the softmax of long rows (a ring of
+ * shared tiles). */
+static tl_status scenario_ops(tl_ctx *c, results *r, bool nvrtc)
 {
+    (void)nvrtc;
+    tl_kernel *ks[5] = {NULL};
     tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_GELU_TANH,
                       .schedule = {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 2, .threads = 256,
                                    .persistent = 1, .stream_k = 1}};
-    tl_status st = tl_op_gemm_build(c, &d, sk);
-    d.m = 1, d.schedule = (tl_gemm_schedule){.gemv = 1};
-    return st == TL_OK ? tl_op_gemm_build(c, &d, gemv) : st;
+    tl_status st = tl_op_gemm_build(c, &d, &ks[0]);
+    tl_gemm_desc v = {.m = 1, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = 1,
+                      .schedule = {.gemv = 1}};
+    if (st == TL_OK)
+        st = tl_op_gemm_build(c, &v, &ks[1]);
+    tl_flash_attn_desc fa = {.batch = 1, .heads = 2, .kv_heads = 1, .seq_q = 100, .seq_kv = 100, .head_dim = 64,
+                             .dtype = TL_BF16, .causal = 1};
+    if (st == TL_OK)
+        st = tl_op_flash_attn_build(c, &fa, &ks[2]);
+    tl_softmax_desc sm = {.rows = 8, .cols = 8192, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                          .schedule = {.stages = 3}}; /* 48 KiB of ring: sm_80 holds it too */
+    if (st == TL_OK)
+        st = tl_op_softmax_build(c, &sm, &ks[3]);
+    tl_gemm_desc f8 = {.m = 64, .n = 64, .k = 128, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1};
+    if (st == TL_OK)
+        st = tl_op_gemm_build(c, &f8, &ks[4]);
+    for (int i = 0; i < 4 && st == TL_OK; i++)
+        st = emit_both(ks[i], r);
+    if (st == TL_OK) { /* 8-bit inputs: wgmma's only */
+        char *src = NULL;
+        st = tl_kernel_source(ks[4], "sm_90a", &src);
+        if (st == TL_OK)
+            keep_source(r, src);
+    }
+    for (int i = 0; i < 5; i++)
+        tl_kernel_destroy(ks[i]);
+    return st;
 }
 
 /* The compiles: the vadd op's program (a disk-cache hit: the directory
@@ -211,18 +244,16 @@ static tl_status compiles(tl_ctx *c, tl_kernel *vadd, results *r)
     return st;
 }
 
-/* Builds, emits, dumps and interprets the kernels of the zoo (and emits
- * the GEMM's stream-K and matrix-vector forms), then compiles. */
+/* Builds, emits, dumps and interprets the kernels of the zoo, then
+ * compiles. */
 static tl_status scenario_kernels(tl_ctx *c, results *r, bool nvrtc)
 {
-    tl_kernel *vadd = NULL, *rowsum = zoo_rowsum(c), *mixed = zoo_mixed(c), *gemm = NULL, *sk = NULL, *gemv = NULL;
+    tl_kernel *vadd = NULL, *rowsum = zoo_rowsum(c), *mixed = zoo_mixed(c), *gemm = NULL;
     tl_status st = tl_op_build(c, "vadd", TL_F32, &vadd);
     if (st == TL_OK)
         st = build_gemm(c, &gemm);
-    if (st == TL_OK)
-        st = build_gemm_variants(c, &sk, &gemv);
-    tl_kernel *ks[6] = {vadd, rowsum, mixed, gemm, sk, gemv};
-    for (int i = 0; i < 6 && st == TL_OK; i++)
+    tl_kernel *ks[4] = {vadd, rowsum, mixed, gemm};
+    for (int i = 0; i < 4 && st == TL_OK; i++)
         st = ks[i] ? emit_both(ks[i], r) : TL_ERR_OUT_OF_MEMORY; /* tl_kernel_new failed */
     if (st == TL_OK)
         st = dumps(rowsum, r);
@@ -234,14 +265,16 @@ static tl_status scenario_kernels(tl_ctx *c, results *r, bool nvrtc)
         st = interpret_gemm(gemm, r);
     if (st == TL_OK && nvrtc)
         st = compiles(c, vadd, r);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 4; i++)
         tl_kernel_destroy(ks[i]);
     return st;
 }
 
 static char cache_dir[64];
 
-static tl_status scenario(results *r, bool nvrtc)
+typedef tl_status (*scenario_fn)(tl_ctx *c, results *r, bool nvrtc);
+
+static tl_status scenario(scenario_fn body, results *r, bool nvrtc)
 {
     tl_ctx_options o = tl_ctx_default_options();
     o.device = TL_NO_DEVICE;
@@ -250,7 +283,7 @@ static tl_status scenario(results *r, bool nvrtc)
     tl_status st = tl_ctx_create(&o, &c, r->msg, sizeof r->msg);
     if (st != TL_OK)
         return st;
-    st = scenario_kernels(c, r, nvrtc);
+    st = body(c, r, nvrtc);
     if (st != TL_OK)
         snprintf(r->msg, sizeof r->msg, "%s", tl_ctx_error(c));
     tl_ctx_destroy(c);
@@ -281,9 +314,8 @@ static bool oom_message_ok(const char *msg)
     return strncmp(msg, "tl_", 3) == 0 && strstr(msg, "out of") && strstr(msg, "memory");
 }
 
-static void test_every_allocation_fails_in_turn(void **state)
+static void every_allocation_fails_in_turn(scenario_fn body)
 {
-    (void)state;
     bool nvrtc = tl_runtime_versions(NULL, NULL, NULL, NULL, 0) != TL_ERR_NO_NVRTC;
     if (!nvrtc)
         printf("  note: NVRTC is missing: the compiles are left out of the scenario\n");
@@ -291,13 +323,13 @@ static void test_every_allocation_fails_in_turn(void **state)
     memset(&ref, 0, sizeof ref);
     snprintf(cache_dir, sizeof cache_dir, "/tmp/tilec-allocfail-XXXXXX");
     assert_non_null(mkdtemp(cache_dir));
-    assert_status(scenario(&ref, nvrtc), TL_OK); /* fills the disk cache */
+    assert_status(scenario(body, &ref, nvrtc), TL_OK); /* fills the disk cache */
     results_free(&ref);
     long before = live;
     armed = true;
     counted = 0;
     fail_at = -1;
-    assert_status(scenario(&ref, nvrtc), TL_OK);
+    assert_status(scenario(body, &ref, nvrtc), TL_OK);
     armed = false;
     long total = counted, absorbed = 0, problems = 0;
     assert_int_equal(live - before, ref.nsrc); /* only our copies remain */
@@ -306,7 +338,7 @@ static void test_every_allocation_fails_in_turn(void **state)
         before = live;
         counted = 0;
         armed = true;
-        tl_status st = scenario(&run, nvrtc);
+        tl_status st = scenario(body, &run, nvrtc);
         armed = false;
         char what[700] = "";
         const char *diff = st == TL_OK ? difference(&run, &ref) : NULL;
@@ -331,10 +363,23 @@ static void test_every_allocation_fails_in_turn(void **state)
            "with a message and no leak\n", total, absorbed);
 }
 
+static void test_every_allocation_fails_in_turn(void **state)
+{
+    (void)state;
+    every_allocation_fails_in_turn(scenario_kernels);
+}
+
+static void test_every_allocation_fails_in_turn_ops(void **state)
+{
+    (void)state;
+    every_allocation_fails_in_turn(scenario_ops);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_allocation_fails_in_turn),
+        cmocka_unit_test(test_every_allocation_fails_in_turn_ops),
     };
     return cmocka_run_group_tests_name("alloc_fail", tests, NULL, NULL);
 }

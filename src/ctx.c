@@ -489,49 +489,54 @@ typedef struct tli_sk_ws {
     struct tli_sk_ws *next;
 } tli_sk_ws;
 
+/* Gives w `bytes` of device memory, zeroed on stream (ctx->lock held).
+ * On failure *what names the call and w keeps what it had. */
+static CUresult sk_ws_grow(tl_ctx *ctx, tli_sk_ws *w, void *stream, size_t bytes, const char **what)
+{
+    CUresult r;
+    if (w->ptr) { /* the stream's earlier launches may still read it */
+        if ((r = ctx->cu->cuStreamSynchronize((CUstream)stream)) != CUDA_SUCCESS) {
+            *what = "cuStreamSynchronize";
+            return r;
+        }
+        ctx->cu->cuMemFree(w->ptr);
+        w->ptr = 0;
+        w->bytes = 0;
+    }
+    CUdeviceptr d = 0;
+    if ((r = ctx->cu->cuMemAlloc(&d, bytes)) != CUDA_SUCCESS) {
+        *what = "cuMemAlloc";
+        return r;
+    }
+    if ((r = ctx->cu->cuMemsetD8Async(d, 0, bytes, (CUstream)stream)) != CUDA_SUCCESS) {
+        ctx->cu->cuMemFree(d);
+        *what = "cuMemsetD8Async";
+        return r;
+    }
+    w->ptr = d;
+    w->bytes = bytes;
+    return CUDA_SUCCESS;
+}
+
 tl_status tli_ctx_sk_workspace(tl_ctx *ctx, void *stream, size_t bytes, uint64_t *ptr)
 {
     pthread_mutex_lock(&ctx->lock);
     tli_sk_ws *w = ctx->sk_ws;
     while (w && w->stream != stream)
         w = w->next;
+    if (!w && (w = calloc(1, sizeof *w)) != NULL) {
+        w->stream = stream;
+        w->next = ctx->sk_ws;
+        ctx->sk_ws = w;
+    }
     CUresult r = CUDA_SUCCESS;
     const char *what = NULL;
-    bool oom = false;
-    if (w && w->bytes >= bytes) {
+    if (w && w->bytes < bytes)
+        r = sk_ws_grow(ctx, w, stream, bytes, &what);
+    if (w)
         *ptr = w->ptr;
-    } else {
-        if (!w && (w = calloc(1, sizeof *w)) != NULL) {
-            w->stream = stream;
-            w->next = ctx->sk_ws;
-            ctx->sk_ws = w;
-        }
-        if (!w) {
-            oom = true;
-        } else {
-            if (w->ptr) { /* the stream's earlier launches may still read it */
-                if ((r = ctx->cu->cuStreamSynchronize((CUstream)stream)) != CUDA_SUCCESS)
-                    what = "cuStreamSynchronize";
-                else
-                    ctx->cu->cuMemFree(w->ptr);
-                w->ptr = 0;
-                w->bytes = 0;
-            }
-            CUdeviceptr d = 0;
-            if (!what && (r = ctx->cu->cuMemAlloc(&d, bytes)) != CUDA_SUCCESS)
-                what = "cuMemAlloc";
-            else if (!what && (r = ctx->cu->cuMemsetD8Async(d, 0, bytes, (CUstream)stream)) != CUDA_SUCCESS) {
-                what = "cuMemsetD8Async";
-                ctx->cu->cuMemFree(d);
-            } else if (!what) {
-                w->ptr = d;
-                w->bytes = bytes;
-                *ptr = d;
-            }
-        }
-    }
     pthread_mutex_unlock(&ctx->lock); /* (tli_fail takes it) */
-    if (oom)
+    if (!w)
         return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "out of host memory");
     return what ? tli_cu_check(ctx, r, what) : TL_OK;
 }

@@ -1191,10 +1191,10 @@ static void emit_stream_k_loop(emitter *E, const tli_snode *s)
     E->indent++;
     tli_e_line(E, "const long long tl_sk_nk = %s;", tli_e_single(E, s->value));
     tli_e_line(E, "const long long tl_sk_dp = tl_ntiles / gridDim.x; // whole blocks a CTA");
-    tli_e_line(E, "const long long tl_sk_w = (tl_ntiles - tl_sk_dp * gridDim.x) * tl_sk_nk;");
-    tli_e_line(E, "const long long tl_sk_hi = tl_sk_dp * gridDim.x * tl_sk_nk + ((long long)blockIdx.x + 1) * tl_sk_w / "
-                  "gridDim.x;");
-    tli_e_line(E, "long long tl_it = tl_sk_dp * gridDim.x * tl_sk_nk + (long long)blockIdx.x * tl_sk_w / gridDim.x;");
+    tli_e_line(E, "const long long tl_sk_w0 = tl_sk_dp * gridDim.x * tl_sk_nk; // the whole blocks' steps");
+    tli_e_line(E, "const long long tl_sk_w = tl_ntiles * tl_sk_nk - tl_sk_w0;");
+    tli_e_line(E, "const long long tl_sk_hi = tl_sk_w0 + ((long long)blockIdx.x + 1) * tl_sk_w / gridDim.x;");
+    tli_e_line(E, "long long tl_it = tl_sk_w0 + (long long)blockIdx.x * tl_sk_w / gridDim.x;");
     tli_e_line(E, "for (long long tl_u = 0, tl_done = 0;; ++tl_u) {");
     E->indent++;
     tli_e_line(E, "long long tl_t, tl_j0, tl_j1;");
@@ -1233,8 +1233,8 @@ static void emit_sk_fixup(emitter *E, const tli_snode *s)
     tli_e_line(E, "    continue;");
     tli_e_line(E, "}");
     tli_e_line(E, "if (tl_j1 < tl_sk_nk) { // the first part: add the later parts, CTA by CTA (a fixed order)");
-    tli_e_line(E, "    for (long long tl_c = blockIdx.x + 1; tl_c < gridDim.x && (tl_sk_dp * gridDim.x * tl_sk_nk + tl_c * "
-                  "tl_sk_w / gridDim.x) < (tl_t + 1) * tl_sk_nk; ++tl_c) {");
+    tli_e_line(E, "    for (long long tl_c = blockIdx.x + 1; tl_c < gridDim.x && tl_sk_w0 + tl_c * tl_sk_w / gridDim.x < "
+                  "(tl_t + 1) * tl_sk_nk; ++tl_c) {");
     tli_e_line(E, "        if ((tl_c + 1) * tl_sk_w / gridDim.x == tl_c * tl_sk_w / gridDim.x)");
     tli_e_line(E, "            continue; // a CTA without steps");
     tli_e_line(E, "        if (threadIdx.x == 0)");

@@ -85,15 +85,7 @@ static void f8_check(f8_problem *p, const char *what)
     for (int64_t i = 0; i < d->m; i++)
         for (int64_t j = 0; j < d->n; j++)
             want[i * d->n + j] = f8_ref(p, i, j);
-    tl_span o = {.dtype = d->out_dtype, .n = mn, .host = p->c}, r = {.dtype = TL_F64, .n = mn, .host = want};
-    tl_check_result res;
-    double tol = d->out_dtype == TL_F32 ? 1e-5 : 1e-2;
-    assert_status(tl_check(NULL, &o, &r, tol, &res), TL_OK);
-    if (!res.pass)
-        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld: got %g want %g", what, res.rel_err, tol,
-                 (long long)res.nonfinite, (long long)res.first_bad,
-                 res.first_bad >= 0 ? test_elem(d->out_dtype, p->c, res.first_bad) : 0.0,
-                 res.first_bad >= 0 ? want[res.first_bad] : 0.0);
+    test_check_f64(NULL, what, d->out_dtype, p->c, want, mn, d->out_dtype == TL_F32 ? 1e-5 : 1e-2);
     free(want);
 }
 

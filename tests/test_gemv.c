@@ -60,15 +60,7 @@ static void gv_check(gv_problem *p, const char *what)
                 acc += test_elem(TL_BF16, p->bias, j);
             want[i * d->n + j] = test_act(d->epilogue, acc);
         }
-    tl_span o = {.dtype = d->out_dtype, .n = mn, .host = p->c}, r = {.dtype = TL_F64, .n = mn, .host = want};
-    tl_check_result res;
-    double tol = d->out_dtype == TL_F32 ? 1e-5 : 1e-2;
-    assert_status(tl_check(NULL, &o, &r, tol, &res), TL_OK);
-    if (!res.pass)
-        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld: got %g want %g", what, res.rel_err, tol,
-                 (long long)res.nonfinite, (long long)res.first_bad,
-                 res.first_bad >= 0 ? test_elem(d->out_dtype, p->c, res.first_bad) : 0.0,
-                 res.first_bad >= 0 ? want[res.first_bad] : 0.0);
+    test_check_f64(NULL, what, d->out_dtype, p->c, want, mn, d->out_dtype == TL_F32 ? 1e-5 : 1e-2);
     free(want);
 }
 

@@ -359,6 +359,7 @@ static void test_gemv(void **state)
     }
 }
 
+
 /* The product of one call into a new host copy (bytes of C). */
 static unsigned char *gemm_bytes(problem *p, const tl_gemm_desc *d)
 {
@@ -372,6 +373,17 @@ static unsigned char *gemm_bytes(problem *p, const tl_gemm_desc *d)
     assert_status(tl_memcpy_dtoh(ctx, host, c, bytes), TL_OK);
     tl_free(ctx, c);
     return host;
+}
+
+/* The same call twice gives the same bytes (a sum whose order depended on
+ * timing would not). */
+static void assert_repeatable(problem *p, const tl_gemm_desc *d)
+{
+    unsigned char *x = gemm_bytes(p, d), *y = gemm_bytes(p, d);
+    if (memcmp(x, y, (size_t)(p->m * p->n) * tl_dtype_size(d->out_dtype)) != 0)
+        fail_msg("gemm %lldx%lldx%lld: two runs differ", (long long)p->m, (long long)p->n, (long long)p->k);
+    free(x);
+    free(y);
 }
 
 /* Stream-K (schedule.stream_k): the persistent CTAs split the tiles' K
@@ -403,11 +415,7 @@ static void test_stream_k(void **state)
             }
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = 1,
                           .schedule = sk[0]};
-        unsigned char *x = gemm_bytes(&p, &d), *y = gemm_bytes(&p, &d);
-        if (memcmp(x, y, (size_t)(p.m * p.n) * sizeof(float)) != 0)
-            fail_msg("stream-K %lldx%lldx%lld: two runs differ", (long long)p.m, (long long)p.n, (long long)p.k);
-        free(x);
-        free(y);
+        assert_repeatable(&p, &d);
         problem_free(&p);
     }
 }
@@ -477,18 +485,8 @@ static void test_decode_split(void **state)
         }
         /* the same call twice: the same bytes */
         d.schedule = sched ? s : (tl_gemm_schedule){0};
-        size_t bytes = (size_t)(p.m * p.n) * sizeof(float);
         d.out_dtype = TL_F32;
-        uint64_t c1 = dalloc(bytes), c2 = dalloc(bytes);
-        assert_status(tl_op_gemm(ctx, &d, p.a, p.b, 0, c1, NULL), TL_OK);
-        assert_status(tl_op_gemm(ctx, &d, p.a, p.b, 0, c2, NULL), TL_OK);
-        float *h1 = malloc(bytes), *h2 = malloc(bytes);
-        assert_true(h1 && h2);
-        assert_status(tl_memcpy_dtoh(ctx, h1, c1, bytes), TL_OK);
-        assert_status(tl_memcpy_dtoh(ctx, h2, c2, bytes), TL_OK);
-        assert_memory_equal(h1, h2, bytes);
-        free(h1), free(h2);
-        tl_free(ctx, c1), tl_free(ctx, c2);
+        assert_repeatable(&p, &d);
         problem_free(&p);
     }
 }
@@ -1212,15 +1210,7 @@ static void check_f8(problem *p, tl_dtype out, int epi, int scaled, const tl_gem
     const double *prod = product(p, 1);
     for (int64_t i = 0; i < mn; i++)
         ref[i] = test_act(d.epilogue, alpha * prod[i] + (epi ? test_elem(out, hbias, i % n) : 0.0));
-    tl_span o = {.dtype = out, .n = mn, .host = hc + PAD * osz}, r = {.dtype = TL_F64, .n = mn, .host = ref};
-    tl_check_result res;
-    double tol = out == TL_F32 ? 2e-3 : 1e-2;
-    assert_status(tl_check(ctx, &o, &r, tol, &res), TL_OK);
-    if (!res.pass)
-        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld: got %g want %g", what, res.rel_err, tol,
-                 (long long)res.nonfinite, (long long)res.first_bad,
-                 res.first_bad >= 0 ? test_elem(out, o.host, res.first_bad) : 0.0,
-                 res.first_bad >= 0 ? ref[res.first_bad] : 0.0);
+    tl_check_result res = test_check_f64(ctx, what, out, hc + PAD * osz, ref, mn, out == TL_F32 ? 2e-3 : 1e-2);
     printf("  %s: rel err %.2e\n", what, res.rel_err);
     tl_free(ctx, bias), tl_free(ctx, cbuf);
     free(hbias), free(hc), free(ref);

@@ -86,6 +86,25 @@ static inline double test_act(tl_epilogue epi, double x)
     }
 }
 
+/* Checks n elements of type dt at the host pointer got against the
+ * float64 want by relative error (tl_check on c, which may be NULL); a
+ * failure names what, the error, the non-finite elements and the first
+ * bad one. Returns the check's result. */
+static inline tl_check_result test_check_f64(tl_ctx *c, const char *what, tl_dtype dt, const void *got,
+                                             const double *want, int64_t n, double tol)
+{
+    tl_span o = {.dtype = dt, .n = n, .host = (void *)got}, r = {.dtype = TL_F64, .n = n, .host = (void *)want};
+    tl_check_result res;
+    if (tl_check(c, &o, &r, tol, &res) != TL_OK)
+        fail_msg("%s: tl_check: %s", what, c ? tl_ctx_error(c) : "failed");
+    if (!res.pass)
+        fail_msg("%s: rel err %.3e (tol %.0e), %lld non-finite, first bad %lld: got %g want %g", what, res.rel_err, tol,
+                 (long long)res.nonfinite, (long long)res.first_bad,
+                 res.first_bad >= 0 ? test_elem(dt, got, res.first_bad) : 0.0,
+                 res.first_bad >= 0 ? want[res.first_bad] : 0.0);
+    return res;
+}
+
 /* The whole of a file, NUL-terminated, malloc'ed; NULL when it cannot be
  * opened. */
 static inline char *test_read_file(const char *path)

@@ -13,8 +13,9 @@
  *
  * and at the end O / l (and the log-sum-exp m scale + ln l). The scores
  * never leave the chip. Causal blocks past the diagonal are not visited
- * (the loop's trip count stops there); only the blocks that cross it, or
- * the ragged last one, run the mask. Which engines move the tiles, whether
+ * (the loop's trip count stops there), and the blocks with the most
+ * keys start first; only the blocks that cross it, or the ragged last one,
+ * run the mask. Which engines move the tiles, whether
  * a producer warpgroup feeds the consumers, the layouts of S, P, O and of
  * the row statistics, the waits on the tensor cores: all of that is the
  * lowering's (tl_use_warp_specialize asks for the producer).
@@ -268,7 +269,12 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     tl_use_fast_math(k, 1); /* exp2 on the hardware unit, as every FlashAttention does */
     tl_use_warp_specialize(k, A.s.warp_specialize);
     tl_use_pingpong(k, A.s.pingpong);
+    /* causal: the query blocks in reverse, so that the longest (those with the most keys below the
+     * diagonal) start first and the last wave holds the short ones (longest-first order, as
+     * FlashAttention-3 schedules it) */
     A.qi = tl_block_idx(k, 0);
+    if (d->causal)
+        A.qi = tl_sub(k, tl_sub(k, tl_ceildiv(k, A.SQ, tl_int(k, BM)), tl_int(k, 1)), A.qi);
     A.h = tl_block_idx(k, 1);
     A.b = tl_block_idx(k, 2);
     A.hk = tl_div(k, A.h, tl_div(k, H, HKV)); /* grouped-query attention */

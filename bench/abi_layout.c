@@ -132,6 +132,7 @@ static void flash_attn_structs(void)
     FIELD(tl_flash_attn_schedule, threads);
     FIELD(tl_flash_attn_schedule, warp_specialize);
     FIELD(tl_flash_attn_schedule, pingpong);
+    FIELD(tl_flash_attn_schedule, persistent);
 
     STRUCT(tl_flash_attn_desc);
     FIELD(tl_flash_attn_desc, batch);

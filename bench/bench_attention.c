@@ -5,8 +5,11 @@
  * when causal. The ratio printed is to ANCHORS.md's cuDNN figure (another
  * day's measurement: a lead, not a bar); bench/torch_compare.py times
  * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
- * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong]]
- * (default: the whole grid; a schedule's zero fields keep the op's choice)
+ * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent]]]
+ *        bench_attention --persistent
+ * (default: the whole grid; a schedule's zero fields keep the op's choice;
+ * --persistent: each non-causal point with the op's schedule and the same
+ * with persistent = 1 flipped, timed interleaved)
  */
 #include "bench.h"
 
@@ -56,8 +59,8 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
     snprintf(shape, sizeof shape, "b%lld_h%lld_s%d_d%d%s", (long long)b, (long long)h, s, d, causal ? "_causal" : "");
     bench_csv("flash_attn", shape, "bf16", "tilec", t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
     tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w.d);
-    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d]", shape, t.median_ms, tf, e.block_m, e.block_n,
-           e.stages, e.threads, e.warp_specialize, e.pingpong);
+    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d]", shape, t.median_ms, tf, e.block_m,
+           e.block_n, e.stages, e.threads, e.warp_specialize, e.pingpong, e.persistent);
     if (anchor)
         printf("   %.2fx ANCHORS cuDNN (%.0f)", tf / anchor, anchor);
     printf("\n");
@@ -65,13 +68,47 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
         tl_free(ctx, *bufs[i]);
 }
 
+/* The op's schedule at one point against the same with `persistent`
+ * flipped, in one interleaved set (both see the same clocks). */
+static void persistent_pair(tl_ctx *ctx, int s, int d)
+{
+    int64_t b = 16384 / s, h = 2048 / d, n = b * h * (int64_t)s * d;
+    work w[2] = {{ctx, {.batch = b, .heads = h, .kv_heads = h, .seq_q = s, .seq_kv = s, .head_dim = d,
+                        .dtype = TL_BF16}, 0, 0, 0, 0}};
+    uint64_t *bufs[] = {&w[0].q, &w[0].k, &w[0].v, &w[0].o};
+    for (int i = 0; i < 4; i++) {
+        BENCH_CHECK(tl_malloc(ctx, (size_t)n * 2, bufs[i]));
+        BENCH_CHECK(tl_random_fill(ctx, *bufs[i], TL_BF16, n, 10 + i, -1, 1, NULL));
+    }
+    w[0].d.schedule = tl_op_flash_attn_schedule(ctx, &w[0].d);
+    w[1] = w[0];
+    w[1].d.schedule.persistent = !w[0].d.schedule.persistent;
+    tl_work_fn fns[2] = {run, run};
+    void *users[2] = {&w[0], &w[1]};
+    tl_timing t[2];
+    tl_timing_options opt = {.warmup = 5, .reps = 20};
+    BENCH_CHECK(tl_time_interleaved(ctx, NULL, 2, fns, users, &opt, t));
+    double flop = 4.0 * (double)b * (double)h * (double)s * (double)s * (double)d;
+    for (int j = 0; j < 2; j++)
+        printf("s%-6d d%-4d ps%d  %8.3f ms %6.0f TFLOP/s%s\n", s, d, w[j].d.schedule.persistent, t[j].median_ms,
+               flop / t[j].median_ms * 1e-9, j ? "" : "  (the op's schedule)");
+    for (int i = 0; i < 4; i++)
+        tl_free(ctx, *bufs[i]);
+}
+
 int main(int argc, char **argv)
 {
     tl_ctx *ctx = bench_open("bench_attention");
-    if (argc == 10)
+    if (argc == 2 && strcmp(argv[1], "--persistent") == 0) {
+        for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
+            persistent_pair(ctx, grid[i].s, grid[i].d);
+        tl_ctx_destroy(ctx);
+        return 0;
+    }
+    if (argc == 10 || argc == 11)
         sched = (tl_flash_attn_schedule){atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]), atoi(argv[8]),
-                                         atoi(argv[9])};
-    if (argc == 4 || argc == 10) {
+                                         atoi(argv[9]), argc == 11 ? atoi(argv[10]) : 0};
+    if (argc == 4 || argc == 10 || argc == 11) {
         bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0);
     } else {
         for (int causal = 0; causal < 2; causal++)

@@ -686,7 +686,8 @@ TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
  *     when the loop is [.. gemm g1, other work W, gemm g2 ..], tile j's g1
  *     and tile j - 1's g2 are issued in one turn and W of tile j runs
  *     while g2 is on the tensor cores (the statements up to g1 must not
- *     touch what those from g2 on write, or on = 2 acts as 1).
+ *     touch what those from g2 on write, or on = 2 acts as 1; so it
+ *     does with tl_use_persistent).
  * Requirements otherwise: those of tl_use_warp_specialize. on: 0, 1 or 2
  * (another value: TL_ERR_INVALID_ARG). */
 TL_API void tl_use_pingpong(tl_kernel *k, int on);
@@ -704,11 +705,15 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * block's main loop, unless something else in the block writes that
  * tensor or reads it afterwards; launches then need the tensor 16-byte
  * aligned, rows of whole 16 bytes (else the safe variant runs).
+ * The TMA store is left out when the staging tile would not fit beside
+ * the kernel's other shared memory (the accumulator is then stored from
+ * registers). With tl_use_pingpong on 256 threads the two consumer
+ * warpgroups go on taking turns across the blocks.
  * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
- * not met): tl_use_warp_specialize (ping-pong on 128 threads is persistent
- * already; on 256 threads it is refused), the pipelined loop's trip count
- * the same in every block (it must not depend on tl_block_idx), no
- * tl_cluster. on: 1 or 0. */
+ * not met): tl_use_warp_specialize or tl_use_pingpong (ping-pong on 128
+ * threads is persistent already), the pipelined loop's trip count the same
+ * in every block (it must not depend on tl_block_idx), no tl_cluster.
+ * on: 1 or 0. */
 TL_API void tl_use_persistent(tl_kernel *k, int on);
 
 /* Stream-K for a persistent kernel (tl_use_persistent): each CTA runs
@@ -1465,6 +1470,10 @@ typedef struct tl_flash_attn_schedule {
     int pingpong;          /* 1: the consumer warpgroups take turns on the tensor cores;
                               2: and each issues the next tile's Q K^T with this one's P V
                               (tl_use_pingpong's overlap) */
+    int persistent;        /* 1: min(blocks, SMs) CTAs, each running blocks in
+                              turn, the producer loading the next block's K/V
+                              under this one's last tiles (tl_use_persistent;
+                              warp_specialize, not causal) */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {

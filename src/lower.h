@@ -35,6 +35,9 @@ void tli_pass_threads(tli_lowered *L);  /* tl_parallel onto threads, vector acce
 void tli_pass_reduce(tli_lowered *L);   /* reductions: shuffles and the cross-warp step */
 void tli_pass_pipeline(tli_lowered *L); /* copy engines, software pipelines, warp specialisation */
 void tli_pass_smem(tli_lowered *L);     /* shared-memory offsets and stages */
+/* The bytes of shared memory the tiles and mbarriers declared so far take
+ * (as tli_pass_smem would place them; nothing recorded). */
+int64_t tli_smem_need(tli_lowered *L);
 void tli_pass_sync(tli_lowered *L);     /* barriers, deferred copy waits, wgmma waits */
 void tli_pass_launch(tli_lowered *L);   /* threads, grid, block indices, TMA maps, launch bounds */
 

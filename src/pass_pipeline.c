@@ -713,7 +713,7 @@ static int count_stmts(const tli_ir *ir, int32_t s)
     return n;
 }
 
-static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n, int stages)
+static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n, int32_t p, int stages)
 {
     tli_lowered *L = P->L;
     tli_ir *ir = P->ir;
@@ -742,7 +742,17 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
     bool each = b > 0 && stages < 3;
     int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
-    int32_t i32 = cast32(P, i), last = bin(P, E_EQ, i, bin(P, E_SUB, n, I(P, 1)));
+    int32_t last = bin(P, E_EQ, i, bin(P, E_SUB, n, I(P, 1)));
+    /* A persistent CTA's groups go on taking turns from one block to the
+     * next: the turns of its earlier blocks (p of them, each with n G turns
+     * when every gemm is one, n + 1 when a turn spans the loop's end, else
+     * n) come first, so turn numbers, and the barriers' phases, run on. */
+    int32_t i32 = cast32(P, i), first_turn = I32(P, 0);
+    if (p) {
+        int32_t per = each ? bin(P, E_MUL, n, I(P, G)) : b > 0 ? bin(P, E_ADD, n, I(P, 1)) : n;
+        first_turn = cast32(P, bin(P, E_MUL, p, per));
+        i32 = bin(P, E_ADD, i32, cast32(P, each ? bin(P, E_MUL, p, n) : bin(P, E_MUL, p, per)));
+    }
     int32_t arrive = each ? 0 : mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
     for (int j = 0; j < G && L->st == TL_OK; j++) {
         int32_t before = 0, after = 0;
@@ -759,9 +769,12 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
             int32_t kg = bin(P, E_ADD, k, group);
             int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
             before = mk_if(P, bin(P, E_GT, kg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
-        } else if (j == 0) { /* b > 0: turn 0 is g0 .. g(b-1) of iteration 0; group 1 waits for group 0's */
-            int32_t first = bin(P, E_AND, bin(P, E_EQ, i, I(P, 0)), bin(P, E_EQ, group, I32(P, 1)));
-            before = mk_if(P, first, mbar_op(P, S_MBAR_WAIT, w->order, group, I32(P, 0)), 0);
+        } else if (j == 0) { /* b > 0: turn 0 is g0 .. g(b-1) of iteration 0; group 1 waits for group 0's
+                              * (and, in a persistent CTA's later blocks, group 0 for group 1's last) */
+            int32_t kg = bin(P, E_ADD, first_turn, group);
+            int32_t first = bin(P, E_AND, bin(P, E_EQ, i, I(P, 0)), bin(P, E_GT, kg, I32(P, 0)));
+            int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
+            before = mk_if(P, first, mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
         }
         if (j == (b + G - 1) % G) /* the turn ends */
             after = mk_if(P, lane0, arrive, 0);
@@ -1080,7 +1093,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t at = consumers_at(P, pi, st);
     tli_list_add(L, &body, at);
     if (w->turns && at)
-        add_turns(P, w, at, pi->var, n, S);
+        add_turns(P, w, at, pi->var, n, p, S);
     wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
     tli_list_add(L, &body, release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty, prev));
@@ -1217,6 +1230,17 @@ static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
 
 /* The accumulator stores of the consumers' top level (body: the block body
  * with the pipelined loop lowered) that go through TMA; whether any did. */
+/* Whether copy s's staging tile fits beside the shared memory the kernel
+ * already takes (FlashAttention's ring leaves no room for one). */
+static bool staging_fits(piper *P, int32_t s)
+{
+    const tli_bnode *f = B(P, -P->ir->s.v[s].a0);
+    int64_t rows = f->cshape[0], blocks = f->cshape[1] / 64, per = STAGE_BYTES / (rows * 128);
+    per = per < 1 ? 1 : per > blocks ? blocks : per;
+    int64_t align = P->L->wgmma ? 1024 : 128, bytes = (rows * per * 128 + align - 1) / align * align;
+    return tli_smem_need(P->L) + bytes <= P->L->smem_limit;
+}
+
 static bool epilogue_tma_stores(piper *P, int32_t body)
 {
     if (P->L->safe || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
@@ -1224,7 +1248,8 @@ static bool epilogue_tma_stores(piper *P, int32_t body)
     bool any = false;
     for (int32_t s = body; s && P->L->st == TL_OK;) {
         int32_t next = P->ir->s.v[s].next;
-        if (tma_storable(P, s) && !shares_target(P, body, s, tli_copy_buf(P->ir, P->ir->s.v[s].a1))) {
+        if (tma_storable(P, s) && !shares_target(P, body, s, tli_copy_buf(P->ir, P->ir->s.v[s].a1)) &&
+            staging_fits(P, s)) {
             tma_store_rounds(P, s);
             any = true;
         }

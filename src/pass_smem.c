@@ -17,15 +17,17 @@
 
 #include <string.h>
 
-void tli_pass_smem(tli_lowered *L)
+/* Places the shared tiles and mbarriers (assign: record their offsets and
+ * stages) and returns the bytes they take; detail (when not NULL) lists
+ * each tile's share. */
+static int64_t place(tli_lowered *L, bool assign, char *detail, size_t detail_size)
 {
     const tli_ir *ir = &L->ir;
     int64_t off = 0;
-    char detail[512] = "";
     int64_t align = L->wgmma ? 1024 : 128;
     for (int32_t i = 1; i < ir->b.n; i++) {
         const tli_bnode *b = tli_B(ir, i);
-        tli_smem_info *si = &L->smem[i];
+        tli_smem_info own = L->smem[i], *si = assign ? &L->smem[i] : &own;
         if (b->scope != B_SHARED)
             continue;
         if (si->after) /* placed with its partner, below */
@@ -36,13 +38,13 @@ void tli_pass_smem(tli_lowered *L)
         si->offset = off;
         for (int32_t j = 1; j < ir->b.n; j++) /* a tile whose stages follow this one's */
             if (L->smem[j].after == i && tli_B(ir, j)->scope == B_SHARED) {
-                tli_smem_info *sj = &L->smem[j];
+                tli_smem_info own_j = L->smem[j], *sj = assign ? &L->smem[j] : &own_j;
                 if (sj->stages < 1)
                     sj->stages = 1;
                 if (sj->stages != si->stages || tli_B(ir, j)->dtype != b->dtype) {
                     tli_low_fail(L, TL_ERR_INTERNAL, "paired tiles '%s' and '%s' have %d and %d stages", b->name,
                                  tli_B(ir, j)->name, si->stages, sj->stages);
-                    return;
+                    return off;
                 }
                 sj->offset = off + si->stage_elems * (int64_t)tl_dtype_size((tl_dtype)b->dtype);
                 si->stage_elems += tli_buf_elems(tli_B(ir, j));
@@ -50,18 +52,33 @@ void tli_pass_smem(tli_lowered *L)
             }
         int64_t bytes = si->stages * si->stage_elems * (int64_t)tl_dtype_size((tl_dtype)b->dtype);
         off += (bytes + align - 1) / align * align;
+        if (!detail)
+            continue;
         size_t len = strlen(detail);
-        tli_fmt(detail + len, sizeof detail - len, "%s%s: %lldx%lld %s x %d stage%s = %lld", len ? ", " : "", b->name,
+        tli_fmt(detail + len, detail_size - len, "%s%s: %lldx%lld %s x %d stage%s = %lld", len ? ", " : "", b->name,
                 (long long)b->cshape[0], (long long)(b->rank > 1 ? b->cshape[1] : 1), tl_dtype_name((tl_dtype)b->dtype),
                 si->stages, si->stages > 1 ? "s" : "", (long long)bytes);
     }
     for (int32_t i = 1; i < ir->b.n; i++)
         if (tli_B(ir, i)->scope == B_MBAR) {
-            L->smem[i].offset = off;
-            L->smem[i].stages = 1;
-            L->smem[i].stage_elems = tli_B(ir, i)->cshape[0];
+            if (assign) {
+                L->smem[i].offset = off;
+                L->smem[i].stages = 1;
+                L->smem[i].stage_elems = tli_B(ir, i)->cshape[0];
+            }
             off += 8 * tli_B(ir, i)->cshape[0];
         }
+    return off;
+}
+
+int64_t tli_smem_need(tli_lowered *L) { return place(L, false, NULL, 0); }
+
+void tli_pass_smem(tli_lowered *L)
+{
+    char detail[512] = "";
+    int64_t off = place(L, true, detail, sizeof detail);
+    if (L->st != TL_OK)
+        return;
     L->launch.smem_bytes = off;
     if (off > L->smem_limit)
         tli_low_fail(L, TL_ERR_SHAPE,

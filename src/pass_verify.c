@@ -194,7 +194,9 @@ static void check_warp_specialized(verifier *V)
 
 /* tl_use_persistent: the CTA's blocks share one ring, whose positions
  * count whole trip counts (block p's iteration j is slot p n + j), and its
- * producer is the one warp specialisation adds. */
+ * producer is the one warp specialisation adds. With tl_use_pingpong on
+ * 256 threads the two groups' turns run on across blocks the same way
+ * (each block takes the same number of turns). */
 static void check_persistent(verifier *V)
 {
     const tli_ir *ir = V->ir;
@@ -205,8 +207,6 @@ static void check_persistent(verifier *V)
             pipe = s;
     if (!ir->warp_specialize && !ir->pingpong)
         no = "it needs tl_use_warp_specialize (a producer that runs ahead across blocks)";
-    else if (ir->pingpong && ir->threads != 128)
-        no = "not with tl_use_pingpong on 256 threads (its turns restart with each block)";
     else if (tli_cluster_size(ir) > 1)
         no = "not with tl_cluster (a cluster's blocks run together, not in turn)";
     else if (pipe && tli_uses_block(V->L, tli_S(ir, pipe)->a0))

@@ -179,6 +179,7 @@ static void test_overlap_lowering(void **state)
                                     .dtype = TL_BF16, .causal = causal};
             d.schedule = tl_op_flash_attn_schedule(tctx, &d);
             d.schedule.pingpong = 2;
+            d.schedule.persistent = 0; /* (persistent CTAs do not rotate the loop: 2 acts as 1) */
             tl_kernel *k;
             assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
             char *src;
@@ -202,6 +203,43 @@ static void test_overlap_lowering(void **state)
     assert_status(tl_kernel_status(k), TL_ERR_INVALID_ARG);
     assert_non_null(strstr(tl_kernel_error(k), "tl_use_pingpong"));
     tl_kernel_destroy(k);
+    tl_ctx_destroy(tctx);
+}
+
+/* schedule.persistent (sm_90a, not causal): the consumers and the
+ * producer walk the CTA's blocks in a tile loop; the ring's positions and
+ * the turns run on across blocks (block p's first turn waits for the
+ * other group's last one of block p - 1); D = 64 stores O through a TMA
+ * staging tile, D = 128 has no room for one beside its ring and stores
+ * from registers. Compiled for both; causal is refused. */
+static void test_persistent_lowering(void **state)
+{
+    (void)state;
+    tl_ctx *tctx = test_offline_ctx("sm_90a");
+    for (int64_t dim = 64; dim <= 128; dim *= 2) {
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = dim,
+                                .dtype = TL_BF16};
+        d.schedule = tl_op_flash_attn_schedule(tctx, &d);
+        d.schedule.persistent = 1;
+        tl_kernel *k;
+        assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *want[] = {"persistent CTAs", "this CTA's blocks", "(tl_p * tl_n", "(tl_p * (tl_n"};
+        test_expect_text(src, "persistent FlashAttention", want, TEST_COUNT(want), NULL, 0);
+        if (dim == 64)
+            assert_non_null(strstr(src, "tl_stage_O"));
+        else
+            assert_null(strstr(src, "tl_stage_O"));
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+        const tl_program *p;
+        if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+            fail_msg("d%lld persistent: %s", (long long)dim, tl_ctx_error(tctx));
+        d.causal = 1;
+        assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_ERR_INVALID_ARG);
+        assert_non_null(strstr(tl_ctx_error(tctx), "non-causal"));
+    }
     tl_ctx_destroy(tctx);
 }
 
@@ -236,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_cubins_sm80_sm90a),
         cmocka_unit_test(test_sm90a_lowering),
         cmocka_unit_test(test_overlap_lowering),
+        cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_descriptor_errors),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);

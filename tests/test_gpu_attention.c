@@ -2,8 +2,8 @@
  * against a float64 reference on the host (non-causal and causal,
  * grouped-query and multi-query, unequal lengths, rows with no key, a single
  * row, ragged lengths, [B, S, H, D] strides, head_dim 64/128/256, the
- * log-sum-exp, bf16 and f16, the default schedule and a plain one without a
- * producer warpgroup), outputs poisoned before each run; and at a large
+ * log-sum-exp, bf16 and f16, the default schedule, a plain one without a
+ * producer warpgroup and a persistent one), outputs poisoned before each run; and at a large
  * size against unfused attention on the GPU (cuBLAS Q K^T, our softmax,
  * cuBLAS P V). Skips, saying why, without a GPU; TILEC_TEST_SMALL=1 keeps
  * sizes small (compute-sanitizer). */
@@ -62,11 +62,13 @@ static void run_case(const attn_case *c, const tl_flash_attn_schedule *s, uint64
     attn_reference(c, q, k, v, ref, ref_lse);
     int64_t bad;
     double err = attn_rel_err(c, o, ref, &bad);
+    tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &d);
     if (bad || err > 1e-2)
-        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d bshd %d %s%s: rel err %.3g, %lld non-finite",
+        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d bshd %d %s (schedule %dx%d s%d t%d ws%d pp%d ps%d): "
+                 "rel err %.3g, %lld non-finite",
                  (long long)c->b, (long long)c->h, (long long)c->hkv, (long long)c->sq, (long long)c->skv,
-                 (long long)c->d, c->causal, c->bshd, tl_dtype_name(c->dt), s ? " (plain schedule)" : "", err,
-                 (long long)bad);
+                 (long long)c->d, c->causal, c->bshd, tl_dtype_name(c->dt), e.block_m, e.block_n, e.stages, e.threads,
+                 e.warp_specialize, e.pingpong, e.persistent, err, (long long)bad);
     for (int64_t r = 0; r < rows; r++) {
         bool ok = isinf(ref_lse[r]) ? isinf(lse[r]) && lse[r] < 0 : fabs(lse[r] - ref_lse[r]) <= 2e-2 * (1 + fabs(ref_lse[r]));
         if (!ok)
@@ -121,6 +123,40 @@ static void test_plain_schedule(void **state)
     }
 }
 
+/* Persistent CTAs (schedule.persistent, sm_90a, not causal): the cases
+ * above, and two with more blocks than the GPU has SMs, so that CTAs run
+ * several blocks and the two consumer groups' turns run on across them
+ * (ragged lengths, grouped-query heads, [B, S, H, D] strides, D 64 with the
+ * output through a TMA staging tile and D 128 without). */
+static void test_persistent_schedule(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
+        skip();
+    static const attn_case many[] = {
+        {2, 34, 17, 300, 170, 128, 0, 0, 0, TL_BF16}, /* 204 blocks */
+        {1, 140, 70, 64, 200, 64, 0, 0, 1, TL_F16},   /* 140 blocks */
+    };
+    size_t n = small ? 2 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        if (cases[i].causal)
+            continue;
+        tl_flash_attn_desc d = attn_desc(&cases[i], 0);
+        tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
+        s.persistent = 1;
+        run_case(&cases[i], &s, 1100 + 10 * i);
+    }
+    for (size_t i = 0; i < sizeof many / sizeof many[0]; i++) {
+        tl_flash_attn_desc d = attn_desc(&many[i], 0);
+        tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
+        s.persistent = 1;
+        run_case(&many[i], &s, 1300 + 10 * i);
+        s.persistent = 0; /* the same case in ordinary CTAs */
+        run_case(&many[i], &s, 1300 + 10 * i);
+    }
+}
+
 /* A large case against unfused attention on the GPU: S = Q K^T by cuBLAS
  * (f32), P = softmax(scale S) by tl_op_softmax, O = P V by cuBLAS. */
 static void test_against_unfused(void **state)
@@ -171,6 +207,8 @@ static int attention_setup(void **state)
     plan.planning = true;
     test_against_float64(state);
     test_plain_schedule(state);
+    if (ctx && strcmp(tl_ctx_target(ctx), "sm_90a") == 0)
+        test_persistent_schedule(state);
     plan.planning = false;
     precompile_run(ctx, "attention");
     return 0;
@@ -181,6 +219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_float64),
         cmocka_unit_test(test_plain_schedule),
+        cmocka_unit_test(test_persistent_schedule),
         cmocka_unit_test(test_against_unfused),
     };
     return cmocka_run_group_tests(tests, attention_setup, ctx_teardown);

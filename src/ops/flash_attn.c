@@ -42,10 +42,14 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     if (wgmma) /* two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax
                 * runs under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against
-                * 404 TFLOP/s for 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row */
+                * 404 TFLOP/s for 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row; and
+                * persistent CTAs up to 2048 keys, where a block's own start and end weigh most (bench_attention
+                * --persistent: +5 % at S = 512, +2 % at 2k, even at 4k, -1 % from 8k; D = 128 loses 1-3 % up
+                * to 4k) */
         return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : d->head_dim > 64 ? 128 : 192,
                                         .stages = d->head_dim > 128 ? 2 : 3, .threads = 256, .warp_specialize = 1,
-                                        .pingpong = d->head_dim <= 128};
+                                        .pingpong = d->head_dim <= 128,
+                                        .persistent = d->head_dim <= 64 && !d->causal && d->seq_kv <= 2048};
     /* mma.sync: eight warps of 16 rows each (the output accumulator of a
      * warp then holds 16 x head_dim: 64 registers a thread at head_dim 128,
      * where four warps of 32 rows needed 128 and spilled), K/V through
@@ -57,7 +61,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tl_flash_attn_schedule s = d->schedule, def = default_schedule(ctx, d);
-    bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong;
+    bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong &&
+                !s.persistent;
     if (zero)
         return def;
     if (!s.block_m)
@@ -102,6 +107,8 @@ static tl_status check_desc(tl_ctx *ctx, const tl_flash_attn_desc *d, const char
         s.stages < 1 || s.stages > 8 || s.threads < 32 || s.threads > 1024 || s.threads % 32)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule %dx%d, %d stages, %d threads is out of range", api,
                         s.block_m, s.block_n, s.stages, s.threads);
+    if (s.persistent && d->causal) /* the blocks' trip counts differ: persistent CTAs share one ring */
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: a persistent schedule is for non-causal attention only", api);
     return TL_OK;
 }
 
@@ -269,6 +276,7 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     tl_use_fast_math(k, 1); /* exp2 on the hardware unit, as every FlashAttention does */
     tl_use_warp_specialize(k, A.s.warp_specialize);
     tl_use_pingpong(k, A.s.pingpong);
+    tl_use_persistent(k, A.s.persistent);
     /* causal: the query blocks in reverse, so that the longest (those with the most keys below the
      * diagonal) start first and the last wave holds the short ones (longest-first order, as
      * FlashAttention-3 schedules it) */
@@ -330,9 +338,9 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
     /* what the code depends on: never the sizes, strides or the scale */
     tl_flash_attn_schedule s = effective_schedule(ctx, d);
     char key[128];
-    tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d", tl_dtype_name(d->dtype),
+    tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d.%d", tl_dtype_name(d->dtype),
             (long long)d->head_dim, d->causal != 0, d->lse != 0, d->scale < 0, s.block_m, s.block_n, s.stages,
-            s.threads, s.warp_specialize, s.pingpong);
+            s.threads, s.warp_specialize, s.pingpong, s.persistent);
     unsigned since = tli_fail_count();
     return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
 }

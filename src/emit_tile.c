@@ -348,6 +348,15 @@ void tli_e_frag_parallel(emitter *E, int32_t sid)
     }
     const tli_bnode *b = buf_of(E, f);
     int64_t count = lay(E, f)->per_thread;
+    int32_t unit = s->x[TLI_X_PAR_UNIT_SCALE];
+    if (unit) { /* a scaling by f[row] that a thread whose registers of f are all 1 skips (pass_threads) */
+        tli_str c;
+        tli_str_init(&c);
+        for (int64_t r = 0; r < lay(E, unit)->per_thread; r++)
+            tli_str_appendf(&c, "%s%s[%lld] != 1.0f", r ? " || " : "", buf_of(E, unit)->name, (long long)r);
+        tli_e_line(E, "if (%s) // a factor of 1 everywhere would leave %s as it is", c.data ? c.data : "true", b->name);
+        tli_str_free(&c);
+    }
     tli_e_line(E, "{ // tl_parallel over fragment %s (%s): %lld register%s per thread", b->name, shape_text(E, b),
                (long long)count, count > 1 ? "s" : "");
     E->indent++;

@@ -129,7 +129,9 @@ typedef struct tli_launch_plan {
 /* -------------------------------------------- statement annotations (x[]) */
 
 /* S_PARALLEL */
-enum { TLI_X_PAR_MODE = 0, TLI_X_PAR_LANES, TLI_X_PAR_GROUP, TLI_X_PAR_PER_THREAD, TLI_X_PAR_FRAG };
+enum { TLI_X_PAR_MODE = 0, TLI_X_PAR_LANES, TLI_X_PAR_GROUP, TLI_X_PAR_PER_THREAD, TLI_X_PAR_FRAG,
+       TLI_X_PAR_UNIT_SCALE /* a 1-D fragment f: the loop only scales its fragment by f along the rows, so a
+                               thread whose registers of f are all 1 skips it (pass_threads) */ };
 typedef enum tli_par_mode {
     PAR_SCALAR = 1, /* thread t takes iterations t, t + T, ... */
     PAR_VECTOR,     /* chunks of `lanes` along the last axis, `group` loaded ahead */

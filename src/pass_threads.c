@@ -190,6 +190,54 @@ static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
         mark_run_masks(L, s, ir->s.v[st].value, &marked);
 }
 
+/* Whether expression e loads buffer b at exactly the loop variables of s
+ * (its first `rank` of them). */
+static bool loads_at_vars(const tli_ir *ir, const tli_enode *e, int32_t b, const tli_snode *s, int rank)
+{
+    if (e->op != E_LOAD || e->buf != b)
+        return false;
+    for (int d = 0; d < rank; d++)
+        if (ir->pool.v[e->idx + d] != s->vars[d])
+            return false;
+    return true;
+}
+
+/* A loop over the registers of f32 fragment x whose one statement is
+ * x[i, j] = x[i, j] * f[i] (either order), f a 1-D f32 fragment: where
+ * every register of f a thread holds is 1, the loop leaves its registers
+ * of x as they are (x * 1 is x for every float), so that thread may skip
+ * it. FlashAttention's rescale of O by exp2(m_prev - m) is such a loop,
+ * and 1 wherever the row maximum stayed. Marked only for long loops: the
+ * test and the branch, which also cut the loop off from the code around
+ * it, paid at 64 registers a thread (head_dim 128: +3-4 % on the H200)
+ * and cost 4 % at 32 (head_dim 64; bench/NOTES.md, session 13). */
+static void mark_unit_scale(tli_lowered *L, int32_t s, int32_t x)
+{
+    tli_ir *ir = &L->ir;
+    tli_snode *n = &ir->s.v[s];
+    int32_t st = n->body;
+    const tli_bnode *xb = tli_B(ir, x);
+    if (L->frag[x].per_thread < 64 || xb->dtype != TL_F32 || n->rank != xb->rank || n->x[TLI_X_PAR_LANES] > 1 ||
+        !st || ir->s.v[st].next || ir->s.v[st].op != S_STORE || ir->s.v[st].buf != x)
+        return;
+    for (int d = 0; d < n->rank; d++)
+        if (ir->pool.v[ir->s.v[st].idx + d] != n->vars[d])
+            return;
+    const tli_enode *v = tli_E(ir, ir->s.v[st].value);
+    if (v->op != E_MUL)
+        return;
+    for (int side = 0; side < 2; side++) {
+        const tli_enode *a = tli_E(ir, v->a[side]), *f = tli_E(ir, v->a[1 - side]);
+        if (!loads_at_vars(ir, a, x, n, n->rank) || f->op != E_LOAD || !loads_at_vars(ir, f, f->buf, n, 1))
+            continue;
+        const tli_bnode *fb = tli_B(ir, f->buf);
+        if (fb->scope == B_FRAGMENT && fb->rank == 1 && fb->dtype == TL_F32 && L->frag[f->buf].per_thread <= 8) {
+            n->x[TLI_X_PAR_UNIT_SCALE] = f->buf;
+            return;
+        }
+    }
+}
+
 static void map_loop(tli_lowered *L, int32_t s)
 {
     tli_ir *ir = &L->ir;
@@ -198,6 +246,7 @@ static void map_loop(tli_lowered *L, int32_t s)
         ir->s.v[s].x[TLI_X_PAR_MODE] = PAR_FRAGMENT;
         ir->s.v[s].x[TLI_X_PAR_PER_THREAD] = (int32_t)L->frag[owner].per_thread;
         vectorize_runs(L, s, owner);
+        mark_unit_scale(L, s, owner);
         return;
     }
     tli_par_plan p;

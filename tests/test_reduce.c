@@ -3,8 +3,9 @@
  * for every dimension of rank-1, rank-2 and rank-3 tiles at ragged shapes,
  * overwriting and accumulating, from fragments and shared tiles, with
  * f16/bf16 rounding of the result; NaN and infinities; reductions inside
- * serial, pipelined and conditional code, and their broadcast use; every
- * builder error names its call. */
+ * serial, pipelined and conditional code, and their broadcast use (and the
+ * skip of a scaling by a row factor of 1); every builder error names its
+ * call. */
 #include "fixture.h"
 
 #include <math.h>
@@ -319,6 +320,63 @@ static tl_buf pick(const err_kernel *e, int which)
     return all[which];
 }
 
+/* x[i, j] *= f[i] over a fragment of 64 registers a thread, f a reduced
+ * fragment: the lowering lets a thread whose registers of f are all 1 skip
+ * the loop; not for 32 registers (not worth the branch), not for a loop
+ * that does anything else (x * f + 1), and the interpreter's result is the
+ * loop's either way (the scale by 1 changes nothing). */
+static void test_unit_scale_skip(void **state)
+{
+    (void)state;
+    const struct { int64_t cols; int plus_one; bool skip; } cases[] = {{64, 0, true}, {32, 0, false}, {64, 1, false}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int64_t R = 128, C = cases[t].cols;
+        tl_kernel *k = tl_kernel_new(ctx, "unit_scale");
+        tl_expr M = tl_dim(k, "M");
+        tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){M, tl_int(k, C)}, NULL);
+        tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 2, (tl_expr[]){M, tl_int(k, C)}, NULL);
+        tl_grid(k, tl_ceildiv(k, M, tl_int(k, R)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+        tl_expr bx = tl_block_idx(k, 0), zero = tl_int(k, 0);
+        tl_buf F = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){R, C});
+        tl_buf mx = tl_alloc_fragment(k, TL_F32, 1, &R);
+        tl_copy(k, tl_tile(k, X, bx, zero), tl_all(F));
+        tl_reduce_max(k, F, mx, 1, 1);
+        tl_expr i = tl_parallel1(k, R); /* f = 1 where the row's maximum is at least 0 */
+        tl_store(k, mx, &i, tl_select(k, tl_ge(k, tl_load(k, mx, &i), tl_f32(k, 0)), tl_f32(k, 1), tl_f32(k, 0.5f)));
+        tl_end(k);
+        tl_expr v[2];
+        tl_parallel(k, 2, (int64_t[]){R, C}, v);
+        tl_expr y = tl_mul(k, tl_load(k, F, v), tl_load(k, mx, &v[0]));
+        tl_store(k, F, v, cases[t].plus_one ? tl_add(k, y, tl_f32(k, 1)) : y);
+        tl_end(k);
+        tl_copy(k, tl_all(F), tl_tile(k, Y, bx, zero));
+        char *src = NULL;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        bool skip = strstr(src, "a factor of 1 everywhere") != NULL;
+        if (skip != cases[t].skip)
+            fail_msg("case %zu: skip %d, want %d", t, skip, cases[t].skip);
+        tl_free_host(src);
+        int64_t m = 200;
+        float *xs = malloc(4 * (size_t)(m * C)), *ys = malloc(4 * (size_t)(m * C));
+        tl_random_host(xs, TL_F32, m * C, 5 + t, -1, 1);
+        memset(ys, 0xFF, 4 * (size_t)(m * C));
+        tl_arg args[] = {tl_arg_int(m), tl_arg_hptr(xs), tl_arg_hptr(ys)};
+        assert_status(tl_interpret(k, 3, args), TL_OK);
+        for (int64_t r = 0; r < m; r++) {
+            float rmax = -INFINITY;
+            for (int64_t j = 0; j < C; j++)
+                rmax = fmaxf(rmax, xs[r * C + j]);
+            for (int64_t j = 0; j < C; j++) {
+                float want = xs[r * C + j] * (rmax >= 0 ? 1.0f : 0.5f) + (cases[t].plus_one ? 1.0f : 0.0f);
+                if (ys[r * C + j] != want)
+                    fail_msg("case %zu: y[%lld, %lld] = %g, want %g", t, (long long)r, (long long)j, ys[r * C + j], want);
+            }
+        }
+        free(xs), free(ys);
+        tl_kernel_destroy(k);
+    }
+}
+
 static void test_builder_errors_name_the_call(void **state)
 {
     (void)state;
@@ -374,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_dtype_mixes_round_like_the_device),
         cmocka_unit_test(test_nan_elements),
         cmocka_unit_test(test_special_rows),
+        cmocka_unit_test(test_unit_scale_skip),
         cmocka_unit_test(test_running_reductions_in_loops),
         cmocka_unit_test(test_builder_errors_name_the_call),
     };

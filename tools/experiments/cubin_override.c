@@ -1,0 +1,55 @@
+/* cubin_override.c - an experiment tool, not part of the library: puts
+ * the cubin of a hand-edited FlashAttention source under the cache key of
+ * the op's generated one, so that tl_op_flash_attn (bench_attention, with
+ * TILEC_CACHE_DIR=DIR) runs the edit. Two cache directories, one with the
+ * override and one without, give an A/B of an idea in one run before it
+ * is built into the lowering (bench/NOTES.md, session 13).
+ *   cubin_override DIR - D CAUSAL          print the op's source
+ *   cubin_override DIR EDITED.cu D CAUSAL  compile EDITED.cu, store it
+ * The edit must keep the kernel's name and parameters. Build (uses the
+ * library's internals):
+ *   cc -std=c11 -O2 -Iinclude -Isrc -Ibuild/gen -o /tmp/cubin_override \
+ *      tools/experiments/cubin_override.c lib/libtilec.a -ldl -lpthread -lm */
+#include "tilec.h"
+#include "program.h"
+#include "ctx.h"
+#include "cache.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, uint8_t key[32]);
+tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char **log);
+int main(int argc, char **argv)
+{
+    if (argc != 5) return 2;
+    tl_ctx_options o = tl_ctx_default_options();
+    o.cache_dir = argv[1];
+    tl_ctx *ctx; char msg[256];
+    if (tl_ctx_create(&o, &ctx, msg, sizeof msg) != TL_OK) {
+        o.device = TL_NO_DEVICE, o.target = "sm_90a";
+        if (tl_ctx_create(&o, &ctx, msg, sizeof msg) != TL_OK) { fprintf(stderr, "%s\n", msg); return 1; }
+    }
+    tl_flash_attn_desc d = {.batch = 1, .heads = 16, .kv_heads = 16, .seq_q = 4096, .seq_kv = 4096,
+                            .head_dim = atoi(argv[3]), .dtype = TL_BF16, .causal = atoi(argv[4])};
+    const tl_program *cp;
+    if (tl_op_flash_attn_program(ctx, &d, &cp) != TL_OK) { fprintf(stderr, "%s\n", tl_ctx_error(ctx)); return 1; }
+    tl_program *p = (tl_program *)cp;
+    uint8_t key[32];
+    tli_program_cache_key(p, &p->opt, key);
+    if (strcmp(argv[2], "-") == 0) { fputs(p->source, stdout); return 0; }
+    FILE *f = fopen(argv[2], "rb");
+    if (!f) return 1;
+    fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
+    char *src = calloc(1, n + 1); if (fread(src, 1, n, f) != (size_t)n) return 1; fclose(f);
+    /* the edited file holds the whole generated source: keep the program's name */
+    if (!strstr(src, p->kname)) { fprintf(stderr, "kernel %s not in %s\n", p->kname, argv[2]); return 1; }
+    char *orig = p->source;
+    p->source = src;
+    free(p->cubin); p->cubin = NULL;
+    char *log = NULL;
+    if (tli_program_nvrtc(p, &p->opt, &log) != TL_OK) { fprintf(stderr, "nvrtc: %s\n", log ? log : "?"); return 1; }
+    tl_status st = tli_cache_put(ctx->cache, key, p->cubin, p->cubin_len, "override");
+    printf("override %s: %zu bytes, put %d\n", p->kname, p->cubin_len, (int)st);
+    p->source = orig;
+    return st != TL_OK;
+}

@@ -239,6 +239,10 @@ static void test_persistent_lowering(void **state)
         const tl_program *p;
         if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
             fail_msg("d%lld persistent: %s", (long long)dim, tl_ctx_error(tctx));
+        /* 2 stages: each gemm a turn of its own (turn numbers p n G + i G + j) */
+        d.schedule.stages = 2;
+        if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+            fail_msg("d%lld persistent, 2 stages: %s", (long long)dim, tl_ctx_error(tctx));
         d.causal = 1;
         assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_ERR_INVALID_ARG);
         assert_non_null(strstr(tl_ctx_error(tctx), "non-causal"));

@@ -152,6 +152,9 @@ static void test_persistent_schedule(void **state)
         tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
         s.persistent = 1;
         run_case(&many[i], &s, 1300 + 10 * i);
+        s.stages = 2; /* each gemm a turn of its own, across blocks too */
+        run_case(&many[i], &s, 1300 + 10 * i);
+        s.stages = 0;
         s.persistent = 0; /* the same case in ordinary CTAs */
         run_case(&many[i], &s, 1300 + 10 * i);
     }

@@ -1228,8 +1228,6 @@ static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
     return hit;
 }
 
-/* The accumulator stores of the consumers' top level (body: the block body
- * with the pipelined loop lowered) that go through TMA; whether any did. */
 /* Whether copy s's staging tile fits beside the shared memory the kernel
  * already takes (FlashAttention's ring leaves no room for one). */
 static bool staging_fits(piper *P, int32_t s)
@@ -1241,6 +1239,8 @@ static bool staging_fits(piper *P, int32_t s)
     return tli_smem_need(P->L) + bytes <= P->L->smem_limit;
 }
 
+/* The accumulator stores of the consumers' top level (body: the block body
+ * with the pipelined loop lowered) that go through TMA; whether any did. */
 static bool epilogue_tma_stores(piper *P, int32_t body)
 {
     if (P->L->safe || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))

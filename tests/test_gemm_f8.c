@@ -6,88 +6,9 @@
  * the wgmma instruction each pair of formats gets; the generated code of
  * each schedule through NVRTC for sm_90a; and the op's own schedules. */
 #include "fixture.h"
+#include "gemm_host.h"
 
 #include <math.h>
-
-/* One problem: A [M, K], B [N, K] as codes, the bias [N] of the output's
- * type, C poisoned. */
-typedef struct f8_problem {
-    tl_gemm_desc d;
-    tl_gemm_args g;
-    uint8_t *a, *b;
-    void *bias, *c;
-} f8_problem;
-
-static void f8_init(f8_problem *p, int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out, uint64_t seed)
-{
-    memset(p, 0, sizeof *p);
-    p->d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = out, .trans_b = 1};
-    p->g = tl_gemm_default_args();
-    p->a = malloc((size_t)(m * k));
-    p->b = malloc((size_t)(n * k));
-    p->bias = malloc((size_t)n * tl_dtype_size(out));
-    p->c = malloc((size_t)(m * n) * tl_dtype_size(out));
-    assert_true(p->a && p->b && p->bias && p->c);
-    /* uniform in [-1, 1] rounded to the format's codes: every one a finite number */
-    assert_status(tl_random_host(p->a, in, m * k, seed, -1, 1), TL_OK);
-    assert_status(tl_random_host(p->b, in, n * k, seed + 1, -1, 1), TL_OK);
-    assert_status(tl_random_host(p->bias, out, n, seed + 2, -1, 1), TL_OK);
-    memset(p->c, 0xFF, (size_t)(m * n) * tl_dtype_size(out));
-}
-
-static void f8_free(f8_problem *p) { free(p->a), free(p->b), free(p->bias), free(p->c); }
-
-/* act(alpha scale_a scale_b A B^T + bias) in double (the scales' product
- * rounded to f32, as the kernel takes it). */
-static double f8_ref(const f8_problem *p, int64_t i, int64_t j)
-{
-    double acc = 0;
-    for (int64_t k = 0; k < p->d.k; k++)
-        acc += test_elem(p->d.in_dtype, p->a, i * p->d.k + k) * test_elem(p->d.in_dtype, p->b, j * p->d.k + k);
-    double x = (double)(float)(p->g.alpha * p->g.scale_a * p->g.scale_b) * acc;
-    if (p->d.has_bias)
-        x += test_elem(p->d.out_dtype, p->bias, j);
-    return test_act(p->d.epilogue, x);
-}
-
-/* Interprets the op's kernel for p (the plain one when the scales are 1,
- * the strided one otherwise, with its documented arguments) and checks C. */
-static void f8_check(f8_problem *p, const char *what)
-{
-    tl_kernel *k = NULL;
-    p->g.a = (uint64_t)(uintptr_t)p->a, p->g.b = (uint64_t)(uintptr_t)p->b;
-    p->g.c = (uint64_t)(uintptr_t)p->c, p->g.bias = p->d.has_bias ? (uint64_t)(uintptr_t)p->bias : 0;
-    if (tl_op_gemm_ex_build(ctx, &p->d, &p->g, &k) != TL_OK)
-        fail_msg("%s: tl_op_gemm_ex_build: %s", what, tl_ctx_error(ctx));
-    const tl_gemm_desc *d = &p->d;
-    float alpha = (float)(p->g.alpha * p->g.scale_a * p->g.scale_b);
-    tl_arg args[20];
-    int n = 0;
-    args[n++] = tl_arg_int(d->m), args[n++] = tl_arg_int(d->n), args[n++] = tl_arg_int(d->k);
-    if (alpha != 1.0f) { /* strided: batch, lda, ldb, ldc, strides, entries of A and B, alpha */
-        args[n++] = tl_arg_int(1);
-        args[n++] = tl_arg_int(d->k), args[n++] = tl_arg_int(d->k), args[n++] = tl_arg_int(d->n);
-        args[n++] = tl_arg_int(d->m * d->k), args[n++] = tl_arg_int(d->n * d->k), args[n++] = tl_arg_int(d->m * d->n);
-        args[n++] = tl_arg_int(1), args[n++] = tl_arg_int(1);
-        args[n++] = tl_arg_float(alpha);
-    }
-    args[n++] = tl_arg_hptr(p->a), args[n++] = tl_arg_hptr(p->b);
-    if (d->has_bias)
-        args[n++] = tl_arg_hptr(p->bias);
-    args[n++] = tl_arg_hptr(p->c);
-    tl_status st = tl_interpret(k, n, args);
-    tl_kernel_destroy(k);
-    if (st != TL_OK)
-        fail_msg("%s: tl_interpret: %s: %s", what, tl_status_name(st), tl_ctx_error(ctx));
-    int64_t mn = d->m * d->n;
-    double *want = malloc(sizeof(double) * (size_t)mn);
-    assert_non_null(want);
-    for (int64_t i = 0; i < d->m; i++)
-        for (int64_t j = 0; j < d->n; j++)
-            want[i * d->n + j] = f8_ref(p, i, j);
-    test_check_f64(NULL, what, d->out_dtype, p->c, want, mn, d->out_dtype == TL_F32 ? 1e-5 : 1e-2);
-    free(want);
-}
 
 static const tl_gemm_schedule small_f8 = {.block_m = 64, .block_n = 64, .block_k = 128, .stages = 2, .threads = 128};
 
@@ -101,8 +22,8 @@ static void test_interp_numerics(void **state)
     for (size_t f = 0; f < 2; f++)
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
             for (int own = 0; own < 2; own++) {
-                f8_problem p;
-                f8_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], ins[f], own ? TL_BF16 : TL_F32,
+                host_gemm p;
+                host_gemm_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], ins[f], own ? TL_BF16 : TL_F32,
                         500 + 10 * z + f);
                 if (!own)
                     p.d.schedule = small_f8;
@@ -110,8 +31,8 @@ static void test_interp_numerics(void **state)
                 snprintf(what, sizeof what, "%s %lldx%lldx%lld -> %s, %s schedule", tl_dtype_name(ins[f]),
                          (long long)sizes[z][0], (long long)sizes[z][1], (long long)sizes[z][2],
                          tl_dtype_name(p.d.out_dtype), own ? "the op's" : "a small");
-                f8_check(&p, what);
-                f8_free(&p);
+                host_gemm_check(ctx, &p, what);
+                host_gemm_free(&p);
             }
 }
 
@@ -121,14 +42,14 @@ static void test_interp_bias_scales(void **state)
 {
     (void)state;
     for (int out = 0; out < 2; out++) {
-        f8_problem p;
-        f8_init(&p, 45, 77, 256, TL_F8E4M3, out ? TL_BF16 : TL_F32, 600 + (uint64_t)out);
+        host_gemm p;
+        host_gemm_init(&p, 45, 77, 256, TL_F8E4M3, out ? TL_BF16 : TL_F32, 600 + (uint64_t)out);
         p.d.has_bias = 1, p.d.epilogue = TL_EPI_GELU_TANH, p.d.schedule = small_f8;
-        f8_check(&p, out ? "bias + GELU, bf16 out" : "bias + GELU, f32 out");
+        host_gemm_check(ctx, &p, out ? "bias + GELU, bf16 out" : "bias + GELU, f32 out");
         memset(p.c, 0xFF, (size_t)(p.d.m * p.d.n) * tl_dtype_size(p.d.out_dtype));
         p.g.scale_a = 0.5, p.g.scale_b = 3.0, p.g.alpha = 2.0;
-        f8_check(&p, out ? "scales 0.5 x 3, alpha 2, bf16 out" : "scales 0.5 x 3, alpha 2, f32 out");
-        f8_free(&p);
+        host_gemm_check(ctx, &p, out ? "scales 0.5 x 3, alpha 2, bf16 out" : "scales 0.5 x 3, alpha 2, f32 out");
+        host_gemm_free(&p);
     }
 }
 

@@ -6,63 +6,7 @@
  * the tensor cores otherwise); the schedule's refusals with their
  * messages; and the generated code through NVRTC for sm_80 and sm_90a. */
 #include "fixture.h"
-
-typedef struct gv_problem {
-    tl_gemm_desc d;
-    void *a, *b, *bias, *c;
-} gv_problem;
-
-static void gv_init(gv_problem *p, int64_t m, int64_t n, int64_t k, tl_dtype out, uint64_t seed)
-{
-    memset(p, 0, sizeof *p);
-    p->d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = TL_BF16, .out_dtype = out, .trans_b = 1};
-    p->a = malloc((size_t)(m * k) * 2);
-    p->b = malloc((size_t)(n * k) * 2);
-    p->bias = malloc((size_t)n * 2);
-    p->c = malloc((size_t)(m * n) * tl_dtype_size(out));
-    assert_true(p->a && p->b && p->bias && p->c);
-    assert_status(tl_random_host(p->a, TL_BF16, m * k, seed, -1, 1), TL_OK);
-    assert_status(tl_random_host(p->b, TL_BF16, n * k, seed + 1, -1, 1), TL_OK);
-    assert_status(tl_random_host(p->bias, TL_BF16, n, seed + 2, -1, 1), TL_OK);
-    memset(p->c, 0xFF, (size_t)(m * n) * tl_dtype_size(out));
-}
-
-static void gv_free(gv_problem *p) { free(p->a), free(p->b), free(p->bias), free(p->c); }
-
-/* Interprets the op's kernel for p (its plain arguments) against act(A B^T
- * + bias) in double. */
-static void gv_check(gv_problem *p, const char *what)
-{
-    const tl_gemm_desc *d = &p->d;
-    tl_kernel *k = NULL;
-    if (tl_op_gemm_build(ctx, d, &k) != TL_OK)
-        fail_msg("%s: tl_op_gemm_build: %s", what, tl_ctx_error(ctx));
-    tl_arg args[8];
-    int n = 0;
-    args[n++] = tl_arg_int(d->m), args[n++] = tl_arg_int(d->n), args[n++] = tl_arg_int(d->k);
-    args[n++] = tl_arg_hptr(p->a), args[n++] = tl_arg_hptr(p->b);
-    if (d->has_bias)
-        args[n++] = tl_arg_hptr(p->bias);
-    args[n++] = tl_arg_hptr(p->c);
-    tl_status st = tl_interpret(k, n, args);
-    tl_kernel_destroy(k);
-    if (st != TL_OK)
-        fail_msg("%s: tl_interpret: %s: %s", what, tl_status_name(st), tl_ctx_error(ctx));
-    int64_t mn = d->m * d->n;
-    double *want = malloc(sizeof(double) * (size_t)mn);
-    assert_non_null(want);
-    for (int64_t i = 0; i < d->m; i++)
-        for (int64_t j = 0; j < d->n; j++) {
-            double acc = 0;
-            for (int64_t kk = 0; kk < d->k; kk++)
-                acc += test_elem(TL_BF16, p->a, i * d->k + kk) * test_elem(TL_BF16, p->b, j * d->k + kk);
-            if (d->has_bias)
-                acc += test_elem(TL_BF16, p->bias, j);
-            want[i * d->n + j] = test_act(d->epilogue, acc);
-        }
-    test_check_f64(NULL, what, d->out_dtype, p->c, want, mn, d->out_dtype == TL_F32 ? 1e-5 : 1e-2);
-    free(want);
-}
+#include "gemm_host.h"
 
 /* Ragged sizes: K past one chunk and not a whole vector (K = 1030 with
  * chunks of 512: the last chunk's vectors cross K), K under one chunk,
@@ -83,16 +27,16 @@ static void test_interp_numerics(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int v = 0; v < 2; v++) {
-            gv_problem p;
-            gv_init(&p, cases[i].m, cases[i].n, cases[i].k, v ? TL_F32 : TL_BF16, 900 + 10 * i);
+            host_gemm p;
+            host_gemm_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, v ? TL_F32 : TL_BF16, 900 + 10 * i);
             p.d.schedule = cases[i].s;
             if (v)
                 p.d.has_bias = 1, p.d.epilogue = TL_EPI_GELU_TANH;
             char what[96];
             snprintf(what, sizeof what, "gemv %lldx%lldx%lld case %zu %s", (long long)p.d.m, (long long)p.d.n,
                      (long long)p.d.k, i, v ? "f32 + bias + gelu" : "bf16");
-            gv_check(&p, what);
-            gv_free(&p);
+            host_gemm_check(ctx, &p, what);
+            host_gemm_free(&p);
         }
 }
 

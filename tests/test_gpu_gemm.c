@@ -177,6 +177,14 @@ static void check_gemm(problem *p, tl_dtype out, int trans_b, tl_epilogue epi, i
     tl_free(ctx, c_buf);
 }
 
+/* The two checks every schedule sweep makes in one layout: bf16 C plain,
+ * and f32 C with bias + GELU. */
+static void check_plain_and_fused(problem *p, int trans_b, const tl_gemm_schedule *sched)
+{
+    check_gemm(p, TL_BF16, trans_b, TL_EPI_NONE, 0, sched);
+    check_gemm(p, TL_F32, trans_b, TL_EPI_GELU_TANH, 1, sched);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Tests                                                                     */
 /* ------------------------------------------------------------------------ */
@@ -292,10 +300,8 @@ static void test_schedules(void **state)
         problem p;
         problem_init(&p, sizes[s][0], sizes[s][1], sizes[s][2], TL_BF16, 0, 7800 + 10 * (uint64_t)s);
         for (size_t c = 0; c < sizeof scheds / sizeof scheds[0]; c++)
-            for (int t = 0; t < 2; t++) {
-                check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, &scheds[c]);
-                check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, &scheds[c]);
-            }
+            for (int t = 0; t < 2; t++)
+                check_plain_and_fused(&p, t, &scheds[c]);
         problem_free(&p);
     }
 }
@@ -409,10 +415,8 @@ static void test_stream_k(void **state)
         problem p;
         problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], TL_BF16, 0, 8300 + 10 * (uint64_t)z);
         for (size_t c = 0; c < sizeof sk / sizeof sk[0]; c++)
-            for (int t = 0; t < 2; t++) {
-                check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, &sk[c]);
-                check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, &sk[c]);
-            }
+            for (int t = 0; t < 2; t++)
+                check_plain_and_fused(&p, t, &sk[c]);
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_F32, .trans_b = 1,
                           .schedule = sk[0]};
         assert_repeatable(&p, &d);
@@ -479,10 +483,8 @@ static void test_decode_split(void **state)
         }
         /* a swapped schedule with B as [K, N] reads B^T as a transposed A: wgmma's (sm_90a) only */
         bool wgmma = !strcmp(tl_ctx_target(ctx), "sm_90a");
-        for (int t = cases[i].swap && !wgmma ? 1 : 0; t < 2; t++) {
-            check_gemm(&p, TL_BF16, t, TL_EPI_NONE, 0, sched);
-            check_gemm(&p, TL_F32, t, TL_EPI_GELU_TANH, 1, sched);
-        }
+        for (int t = cases[i].swap && !wgmma ? 1 : 0; t < 2; t++)
+            check_plain_and_fused(&p, t, sched);
         /* the same call twice: the same bytes */
         d.schedule = sched ? s : (tl_gemm_schedule){0};
         d.out_dtype = TL_F32;

@@ -40,7 +40,9 @@ static tl_status run(void *user, void *stream)
 
 static tl_flash_attn_schedule sched; /* from the command line; zeros: the op's */
 
-static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
+/* A point of the grid: B = 16k / S, H = 2048 / D, Q, K, V and O allocated
+ * on the device and filled with random bf16 in [-1, 1]. */
+static work point_work(tl_ctx *ctx, int s, int d, int causal)
 {
     int64_t b = 16384 / s, h = 2048 / d, n = b * h * (int64_t)s * d;
     work w = {ctx, {.batch = b, .heads = h, .kv_heads = h, .seq_q = s, .seq_kv = s, .head_dim = d, .dtype = TL_BF16,
@@ -50,13 +52,33 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
         BENCH_CHECK(tl_malloc(ctx, (size_t)n * 2, bufs[i]));
         BENCH_CHECK(tl_random_fill(ctx, *bufs[i], TL_BF16, n, 10 + i, -1, 1, NULL));
     }
+    return w;
+}
+
+static void point_free(work *w)
+{
+    uint64_t bufs[] = {w->q, w->k, w->v, w->o};
+    for (int i = 0; i < 4; i++)
+        tl_free(w->ctx, bufs[i]);
+}
+
+/* 4 B H Sq Skv D, halved when causal */
+static double point_flop(const tl_flash_attn_desc *d)
+{
+    return 4.0 * (double)d->batch * (double)d->heads * (double)d->seq_q * (double)d->seq_kv * (double)d->head_dim /
+           (d->causal ? 2 : 1);
+}
+
+static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
+{
+    work w = point_work(ctx, s, d, causal);
     tl_timing t;
     tl_timing_options opt = {.warmup = 5, .reps = 20};
     BENCH_CHECK(tl_time(ctx, NULL, run, &w, &opt, &t));
-    double flop = 4.0 * (double)b * (double)h * (double)s * (double)s * (double)d / (causal ? 2 : 1);
-    double tf = flop / t.median_ms * 1e-9;
+    double tf = point_flop(&w.d) / t.median_ms * 1e-9;
     char shape[64];
-    snprintf(shape, sizeof shape, "b%lld_h%lld_s%d_d%d%s", (long long)b, (long long)h, s, d, causal ? "_causal" : "");
+    snprintf(shape, sizeof shape, "b%lld_h%lld_s%d_d%d%s", (long long)w.d.batch, (long long)w.d.heads, s, d,
+             causal ? "_causal" : "");
     bench_csv("flash_attn", shape, "bf16", "tilec", t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
     tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w.d);
     printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d]", shape, t.median_ms, tf, e.block_m,
@@ -64,22 +86,15 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
     if (anchor)
         printf("   %.2fx ANCHORS cuDNN (%.0f)", tf / anchor, anchor);
     printf("\n");
-    for (int i = 0; i < 4; i++)
-        tl_free(ctx, *bufs[i]);
+    point_free(&w);
 }
 
 /* The op's schedule at one point against the same with `persistent`
  * flipped, in one interleaved set (both see the same clocks). */
 static void persistent_pair(tl_ctx *ctx, int s, int d)
 {
-    int64_t b = 16384 / s, h = 2048 / d, n = b * h * (int64_t)s * d;
-    work w[2] = {{ctx, {.batch = b, .heads = h, .kv_heads = h, .seq_q = s, .seq_kv = s, .head_dim = d,
-                        .dtype = TL_BF16}, 0, 0, 0, 0}};
-    uint64_t *bufs[] = {&w[0].q, &w[0].k, &w[0].v, &w[0].o};
-    for (int i = 0; i < 4; i++) {
-        BENCH_CHECK(tl_malloc(ctx, (size_t)n * 2, bufs[i]));
-        BENCH_CHECK(tl_random_fill(ctx, *bufs[i], TL_BF16, n, 10 + i, -1, 1, NULL));
-    }
+    work w[2];
+    w[0] = point_work(ctx, s, d, 0);
     w[0].d.schedule = tl_op_flash_attn_schedule(ctx, &w[0].d);
     w[1] = w[0];
     w[1].d.schedule.persistent = !w[0].d.schedule.persistent;
@@ -88,12 +103,10 @@ static void persistent_pair(tl_ctx *ctx, int s, int d)
     tl_timing t[2];
     tl_timing_options opt = {.warmup = 5, .reps = 20};
     BENCH_CHECK(tl_time_interleaved(ctx, NULL, 2, fns, users, &opt, t));
-    double flop = 4.0 * (double)b * (double)h * (double)s * (double)s * (double)d;
     for (int j = 0; j < 2; j++)
         printf("s%-6d d%-4d ps%d  %8.3f ms %6.0f TFLOP/s%s\n", s, d, w[j].d.schedule.persistent, t[j].median_ms,
-               flop / t[j].median_ms * 1e-9, j ? "" : "  (the op's schedule)");
-    for (int i = 0; i < 4; i++)
-        tl_free(ctx, *bufs[i]);
+               point_flop(&w[j].d) / t[j].median_ms * 1e-9, j ? "" : "  (the op's schedule)");
+    point_free(&w[0]);
 }
 
 int main(int argc, char **argv)

@@ -713,6 +713,17 @@ static int count_stmts(const tli_ir *ir, int32_t s)
     return n;
 }
 
+/* Before turn kg of a group (kg: the turn's number plus the group's):
+ * wait for the other group's turn kg - 1 (phase kg - 1 of the group's
+ * order barrier), unless kg is the very first; `when` (0: always) also
+ * holds. */
+static int32_t turn_wait(piper *P, const ws_plan *w, int32_t group, int32_t kg, int32_t when)
+{
+    int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
+    int32_t cond = bin(P, E_GT, kg, I32(P, 0));
+    return mk_if(P, when ? bin(P, E_AND, when, cond) : cond, mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+}
+
 static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n, int32_t p, int stages)
 {
     tli_lowered *L = P->L;
@@ -747,34 +758,25 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
      * next: the turns of its earlier blocks (p of them, each with n G turns
      * when every gemm is one, n + 1 when a turn spans the loop's end, else
      * n) come first, so turn numbers, and the barriers' phases, run on. */
-    int32_t i32 = cast32(P, i), first_turn = I32(P, 0);
-    if (p) {
-        int32_t per = each ? bin(P, E_MUL, n, I(P, G)) : b > 0 ? bin(P, E_ADD, n, I(P, 1)) : n;
-        first_turn = cast32(P, bin(P, E_MUL, p, per));
-        i32 = bin(P, E_ADD, i32, cast32(P, each ? bin(P, E_MUL, p, n) : bin(P, E_MUL, p, per)));
-    }
+    int32_t base = p ? cast32(P, bin(P, E_MUL, p, each ? bin(P, E_MUL, n, I(P, G)) : b > 0 ? bin(P, E_ADD, n, I(P, 1)) : n))
+                     : I32(P, 0);
+    int32_t i32 = cast32(P, i);
     int32_t arrive = each ? 0 : mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
     for (int j = 0; j < G && L->st == TL_OK; j++) {
         int32_t before = 0, after = 0;
         if (each) { /* turn i G + j */
-            int32_t tg = bin(P, E_ADD, bin(P, E_ADD, bin(P, E_MUL, i32, I32(P, G)), I32(P, j)), group);
-            int32_t par = bin(P, E_MOD, bin(P, E_SUB, tg, I32(P, 1)), I32(P, 2));
-            before = mk_if(P, bin(P, E_GT, tg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+            int32_t tg = bin(P, E_ADD, bin(P, E_ADD, bin(P, E_ADD, base, bin(P, E_MUL, i32, I32(P, G))), I32(P, j)), group);
+            before = turn_wait(P, w, group, tg, 0);
             splice_around(P, g[j], before, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0));
             tli_low_note(L, g[j], "a turn on the tensor cores of its own (2 stages: no turn across the loop's end)");
             continue;
         }
         if (j == b) { /* a turn starts: turn i + (b > 0) of this group */
-            int32_t k = b ? bin(P, E_ADD, i32, I32(P, 1)) : i32;
-            int32_t kg = bin(P, E_ADD, k, group);
-            int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
-            before = mk_if(P, bin(P, E_GT, kg, I32(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+            int32_t k = bin(P, E_ADD, base, b ? bin(P, E_ADD, i32, I32(P, 1)) : i32);
+            before = turn_wait(P, w, group, bin(P, E_ADD, k, group), 0);
         } else if (j == 0) { /* b > 0: turn 0 is g0 .. g(b-1) of iteration 0; group 1 waits for group 0's
                               * (and, in a persistent CTA's later blocks, group 0 for group 1's last) */
-            int32_t kg = bin(P, E_ADD, first_turn, group);
-            int32_t first = bin(P, E_AND, bin(P, E_EQ, i, I(P, 0)), bin(P, E_GT, kg, I32(P, 0)));
-            int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
-            before = mk_if(P, first, mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+            before = turn_wait(P, w, group, bin(P, E_ADD, base, group), bin(P, E_EQ, i, I(P, 0)));
         }
         if (j == (b + G - 1) % G) /* the turn ends */
             after = mk_if(P, lane0, arrive, 0);
@@ -1149,15 +1151,21 @@ static bool tma_storable(piper *P, int32_t s)
            g->rank <= 4 && f->cshape[0] <= 256 && f->cshape[1] % 64 == 0;
 }
 
+/* The 64-column blocks of accumulator f that one staging round holds: as
+ * many as fit STAGE_BYTES, at least one, at most all of them. */
+static int64_t staging_blocks(const tli_bnode *f)
+{
+    int64_t blocks = f->cshape[1] / 64, per = STAGE_BYTES / (f->cshape[0] * 128);
+    return per < 1 ? 1 : per > blocks ? blocks : per;
+}
+
 /* Copy s as rounds of staging-tile writes and TMA stores (see above). */
 static void tma_store_rounds(piper *P, int32_t s)
 {
     tli_lowered *L = P->L;
     tli_ir *ir = P->ir;
     int32_t fb = -ir->s.v[s].a0, gb = tli_copy_buf(ir, ir->s.v[s].a1);
-    int64_t rows = B(P, fb)->cshape[0], blocks = B(P, fb)->cshape[1] / 64;
-    int64_t per = STAGE_BYTES / (rows * 128);
-    per = per < 1 ? 1 : per > blocks ? blocks : per;
+    int64_t rows = B(P, fb)->cshape[0], blocks = B(P, fb)->cshape[1] / 64, per = staging_blocks(B(P, fb));
     int rounds = (int)((blocks + per - 1) / per);
     tli_bnode st = {.scope = B_SHARED, .dtype = B(P, gb)->dtype, .rank = 2, .cshape = {rows, per * 64}};
     tli_fmt(st.name, sizeof st.name, "tl_stage_%s", B(P, gb)->name);
@@ -1233,9 +1241,8 @@ static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
 static bool staging_fits(piper *P, int32_t s)
 {
     const tli_bnode *f = B(P, -P->ir->s.v[s].a0);
-    int64_t rows = f->cshape[0], blocks = f->cshape[1] / 64, per = STAGE_BYTES / (rows * 128);
-    per = per < 1 ? 1 : per > blocks ? blocks : per;
-    int64_t align = P->L->wgmma ? 1024 : 128, bytes = (rows * per * 128 + align - 1) / align * align;
+    int64_t align = P->L->wgmma ? 1024 : 128;
+    int64_t bytes = (f->cshape[0] * staging_blocks(f) * 128 + align - 1) / align * align;
     return tli_smem_need(P->L) + bytes <= P->L->smem_limit;
 }
 

@@ -190,16 +190,20 @@ static void vectorize_runs(tli_lowered *L, int32_t s, int32_t owner)
         mark_run_masks(L, s, ir->s.v[st].value, &marked);
 }
 
-/* Whether expression e loads buffer b at exactly the loop variables of s
- * (its first `rank` of them). */
-static bool loads_at_vars(const tli_ir *ir, const tli_enode *e, int32_t b, const tli_snode *s, int rank)
+/* Whether the `rank` indices at pool position idx are the first `rank`
+ * loop variables of s, in order. */
+static bool at_vars(const tli_ir *ir, int32_t idx, const tli_snode *s, int rank)
 {
-    if (e->op != E_LOAD || e->buf != b)
-        return false;
     for (int d = 0; d < rank; d++)
-        if (ir->pool.v[e->idx + d] != s->vars[d])
+        if (ir->pool.v[idx + d] != s->vars[d])
             return false;
     return true;
+}
+
+/* Whether expression e loads buffer b there. */
+static bool loads_at_vars(const tli_ir *ir, const tli_enode *e, int32_t b, const tli_snode *s, int rank)
+{
+    return e->op == E_LOAD && e->buf == b && at_vars(ir, e->idx, s, rank);
 }
 
 /* A loop over the registers of f32 fragment x whose one statement is
@@ -218,11 +222,9 @@ static void mark_unit_scale(tli_lowered *L, int32_t s, int32_t x)
     int32_t st = n->body;
     const tli_bnode *xb = tli_B(ir, x);
     if (L->frag[x].per_thread < 64 || xb->dtype != TL_F32 || n->rank != xb->rank || n->x[TLI_X_PAR_LANES] > 1 ||
-        !st || ir->s.v[st].next || ir->s.v[st].op != S_STORE || ir->s.v[st].buf != x)
+        !st || ir->s.v[st].next || ir->s.v[st].op != S_STORE || ir->s.v[st].buf != x ||
+        !at_vars(ir, ir->s.v[st].idx, n, n->rank))
         return;
-    for (int d = 0; d < n->rank; d++)
-        if (ir->pool.v[ir->s.v[st].idx + d] != n->vars[d])
-            return;
     const tli_enode *v = tli_E(ir, ir->s.v[st].value);
     if (v->op != E_MUL)
         return;

@@ -285,6 +285,20 @@ static int32_t producers(piper *P, const pipe_info *pi, int32_t it, int32_t stag
     return stage_of(P, pi, stage, l.first);
 }
 
+/* The TMA producers of group g (ring_split) for iteration `it` into slot
+ * `stage`: its bytes expected on, and its boxes completing on, bar[bar_idx]. */
+static int32_t group_producers(piper *P, const pipe_info *pi, const int *of, int g, int64_t bytes, int32_t it,
+                               int32_t stage, int32_t bar, int32_t bar_idx)
+{
+    tli_list l = {0};
+    tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = bar_idx, .a1 = (int32_t)bytes};
+    tli_list_add(P->L, &l, tli_low_stmt(P->L, &e));
+    for (int i = 0; i < pi->nprod; i++)
+        if (of[i] == g)
+            tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, CP_TMA, bar, bar_idx, 0, 0));
+    return stage_of(P, pi, stage, l.first);
+}
+
 static int32_t mk_if(piper *P, int32_t cond, int32_t body, int32_t orelse)
 {
     tli_snode n = {.op = S_IF, .a0 = cond, .body = body, .orelse = orelse};
@@ -682,7 +696,111 @@ static tli_copy_how producer_engine(piper *P, const pipe_info *pi)
     return tma ? CP_TMA : chunks ? CP_ASYNC16 : CP_ELEMENTS;
 }
 
+/* Rings of their own, in a pipeline of at most two slots whose tiles are
+ * read at different points of the loop body. FlashAttention's consumers read K in the first
+ * gemm and V in the second: on one ring a slot's K stays held until V's
+ * gemm is done, and with two stages the producer could not fetch the next
+ * tile before the iteration's end (two stages lost a fifth, bench/NOTES.md
+ * session 4). Producers with the same first and last reader form a group;
+ * each group has full and empty mbarriers of its own (slot s of group g at
+ * g S + s). The consumers release slots at the release point: the first
+ * statement that reads the accumulator of the wgmma issued just before it,
+ * where the sync pass would wait for every wgmma group anyway (an explicit
+ * wait of depth 0 goes there). Groups whose readers all come before that
+ * point are released there in their own iteration, the others there in the
+ * next one (and after the loop). They wait for every group's slot at the
+ * iteration's top, as for one ring: a wait just before V's gemm, inside
+ * the ping-pong turn, cost 5 % (session 14). With three or more slots the
+ * third covers the one ring's late release, and rings of their own cost
+ * 3 % there (measured): one ring. TMA producers of one block's ring only
+ * (no multicast), not the rotated loop, not stream-K. */
+typedef struct ring_split {
+    int G;                      /* groups (1: one ring for every tile, none of this) */
+    int of[TLI_MAX_TMA];        /* each producer's group */
+    bool early[TLI_MAX_TMA];    /* released in its own iteration */
+    int64_t bytes[TLI_MAX_TMA]; /* a slot's bytes */
+    int32_t at;                 /* the release point */
+} ring_split;
+
+static bool reads_acc(const tli_bufset *rd, const tli_bufset *wr, const tli_snode *g)
+{
+    int32_t a = g->gemm[2], a2 = tli_gemm_acc2(g);
+    return tli_bufset_has(rd, a) || tli_bufset_has(wr, a) || (a2 && (tli_bufset_has(rd, a2) || tli_bufset_has(wr, a2)));
+}
+
+/* sp->G stays 1 where the loop does not qualify (see above). */
+static void plan_split(piper *P, const pipe_info *pi, ring_split *sp, tli_copy_how how)
+{
+    tli_ir *ir = P->ir;
+    *sp = (ring_split){.G = 1};
+    if (!P->L->wgmma || how != CP_TMA || pi->S > 2 || pi->cluster_ring || ir->pingpong == 2 || ir->stream_k)
+        return;
+    tli_bufset rd = {0}, wr = {0};
+    if (!tli_bufset_init(&rd, ir->b.n) || !tli_bufset_init(&wr, ir->b.n)) {
+        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        tli_bufset_free(&rd);
+        return;
+    }
+    int first[TLI_MAX_TMA], last[TLI_MAX_TMA], at_pos = -1, nw = 0;
+    int32_t wg[16], at = 0;
+    bool bad = false;
+    for (int i = 0; i < pi->nprod; i++)
+        first[i] = last[i] = -1;
+    int pos = 0;
+    for (int32_t s = pi->first_consumer; s && !bad; s = ir->s.v[s].next, pos++) {
+        tli_bufset_clear(&rd);
+        tli_bufset_clear(&wr);
+        tli_stmt_access(P->L, s, &rd, &wr);
+        for (int i = 0; i < pi->nprod; i++) {
+            bad |= tli_bufset_has(&wr, pi->bufs[i]);
+            if (tli_bufset_has(&rd, pi->bufs[i])) {
+                if (first[i] < 0)
+                    first[i] = pos;
+                last[i] = pos;
+            }
+        }
+        const tli_snode *n = tli_S(ir, s);
+        if (n->op == S_GEMM && n->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16) {
+            if (nw == 16)
+                bad = true;
+            else
+                wg[nw++] = s;
+            continue;
+        }
+        for (int j = 0; j < nw && !at; j++)
+            if (reads_acc(&rd, &wr, tli_S(ir, wg[j]))) {
+                bad |= j != nw - 1; /* a wait that leaves younger groups running: not a full one */
+                at = s, at_pos = pos;
+            }
+    }
+    tli_bufset_free(&rd);
+    tli_bufset_free(&wr);
+    for (int i = 0; i < pi->nprod; i++)
+        bad |= first[i] < 0; /* a tile nothing reads: keep the one ring */
+    if (bad || !at)
+        return;
+    /* the groups, in the order of their first readers (the producer fetches them in that order) */
+    ring_split t = {.at = at};
+    for (int f = 0; f < pos; f++)
+        for (int l = f; l < pos; l++) {
+            int g = -1;
+            for (int i = 0; i < pi->nprod; i++) {
+                if (first[i] != f || last[i] != l)
+                    continue;
+                if (g < 0) {
+                    g = t.G++;
+                    t.early[g] = l < at_pos;
+                }
+                t.of[i] = g;
+                t.bytes[g] += tli_buf_elems(B(P, pi->bufs[i])) * esize(B(P, pi->bufs[i]));
+            }
+        }
+    if (t.G > 1)
+        *sp = t;
+}
+
 typedef struct ws_plan {
+    ring_split sp;       /* the tiles' rings (sp.G of them) */
     ring r;
     int32_t order;       /* ping-pong's turn mbarriers (0: none) */
     tli_copy_how how;    /* the producer's engine */
@@ -750,7 +868,7 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
     /* A turn across the loop's end waits for the next slot while the other
      * group still has to release the one before: with 2 stages that slot is
      * the one the producer needs (a deadlock). Then every gemm is a turn. */
-    bool each = b > 0 && stages < 3;
+    bool each = b > 0 && stages < 3 && w->sp.G == 1; /* (rings of their own: the slot is released before) */
     int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t last = bin(P, E_EQ, i, bin(P, E_SUB, n, I(P, 1)));
@@ -830,8 +948,15 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     tli_list_add(L, &it, seq_let);
     tli_list_add(L, &it, sn_let);
     int32_t phase = bin(P, E_MOD, bin(P, E_SUB, bin(P, E_DIV, seq, I32(P, S)), I32(P, 1)), I32(P, 2));
-    tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, sn, phase), 0));
-    tli_list_add(L, &it, producers(P, pi, step, sn, w->how, w->r.full, w->how == CP_TMA ? 0 : 128));
+    for (int g = 0; g < w->sp.G && w->sp.G > 1; g++) { /* each group's slot, once its consumers released it */
+        int32_t idx = bin(P, E_ADD, sn, I32(P, g * S));
+        tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, idx, phase), 0));
+        tli_list_add(L, &it, group_producers(P, pi, w->sp.of, g, w->sp.bytes[g], step, sn, w->r.full, idx));
+    }
+    if (w->sp.G == 1) {
+        tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, sn, phase), 0));
+        tli_list_add(L, &it, producers(P, pi, step, sn, w->how, w->r.full, w->how == CP_TMA ? 0 : 128));
+    }
     if (w->how != CP_TMA) /* each producer thread arrives when its own copies have landed */
         tli_list_add(L, &it, mbar_op(P, S_MBAR_ARRIVE, w->r.full, sn, w->how == CP_ASYNC16));
     set_body(P, loop, it.first);
@@ -1089,16 +1214,30 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     tli_list_add(L, &body, seq_let);
     tli_list_add(L, &body, st_let);
     int32_t phase = bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2));
-    tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, st, phase));
+    const ring_split *sp = &w->sp;
+    for (int g = 0; g < sp->G; g++) /* every group's slot, here rather than before its first reader (see ring_split) */
+        tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, sp->G == 1 ? st : bin(P, E_ADD, st, I32(P, g * S)), phase));
     if (w->how != CP_TMA && L->async_proxy) /* plain shared stores that wgmma reads */
         tli_list_op(L, &body, S_FENCE_ASYNC, 0, 0);
     int32_t at = consumers_at(P, pi, st);
     tli_list_add(L, &body, at);
     if (w->turns && at)
         add_turns(P, w, at, pi->var, n, p, S);
-    wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
-    tli_list_add(L, &body, release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty, prev));
+    if (sp->G > 1) { /* the releases at the release point */
+        tli_list rel = {0};
+        wgmma_wait(P, &rel, 0);
+        for (int g = 0; g < sp->G; g++) {
+            tli_list_add(L, &rel, sp->early[g] ? release_if(P, pi, 0, w->r.empty, bin(P, E_ADD, st, I32(P, g * S)))
+                                               : release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty,
+                                                            bin(P, E_ADD, prev, I32(P, g * S))));
+        }
+        splice_around(P, sp->at, rel.first, 0);
+        tli_low_note(L, rel.first, "the slots of the tiles read so far released (%d rings, one a group of tiles)", sp->G);
+    }
+    wgmma_wait(P, &body, pi->tail);
+    if (sp->G == 1)
+        tli_list_add(L, &body, release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty, prev));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = n;
     set_body(P, pi->sid, body.first);
@@ -1108,7 +1247,10 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
         tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
-    tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty, last));
+    for (int g = 0; g < sp->G; g++) /* (early groups: released in the loop) */
+        if (sp->G == 1 || !sp->early[g])
+            tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty,
+                                              sp->G == 1 ? last : bin(P, E_ADD, last, I32(P, g * S))));
     if (w->stream_k) { /* the unit's partial sum: handed on, or the others' added */
         tli_snode fx = {.op = S_SK_FIXUP, .buf = P->sk_acc, .a0 = P->sk_steps};
         tli_list_add(L, &tail, tli_low_stmt(L, &fx));
@@ -1318,8 +1460,9 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
         return;
     }
     w.how = producer_engine(P, pi);
+    plan_split(P, pi, &w.sp, w.how);
     int groups = w.persistent == 2 ? 2 : 1;
-    w.r = (ring){mbar_array(P, "tl_full", pi->S), mbar_array(P, "tl_empty", pi->S)};
+    w.r = (ring){mbar_array(P, "tl_full", pi->S * w.sp.G), mbar_array(P, "tl_empty", pi->S * w.sp.G)};
     w.order = w.persistent == 2 || w.turns ? mbar_array(P, "tl_order", 2) : 0;
     if (L->st != TL_OK)
         return;

@@ -166,6 +166,66 @@ static void test_sm90a_lowering(void **state)
     tl_kernel_destroy(k);
 }
 
+/* The ring's layout follows the schedule: from 2048 keys (8192 causal) D =
+ * 128 takes two stages of 176 keys, and K and V get rings of their own
+ * (twice the mbarriers; K's slot released in its own iteration right after
+ * the wait for S = Q K^T, V's in the next); three stages keep one ring; D
+ * 256 (two stages, no turns) splits too. */
+static void test_ring_layout(void **state)
+{
+    (void)state;
+    tl_ctx *tctx = test_offline_ctx("sm_90a");
+    static const struct {
+        int64_t dim, seq;
+        int causal;
+        const char *bn;
+        bool split;
+    } rows[] = {{128, 8192, 0, "128x176", true}, {128, 2048, 0, "128x176", true}, {128, 8192, 1, "128x176", true},
+                {128, 4096, 1, "128x128", false}, {128, 1024, 0, "128x128", false}, {64, 8192, 0, "128x192", false},
+                {256, 4096, 0, "128x64", true}};
+    for (size_t i = 0; i < TEST_COUNT(rows); i++) {
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = rows[i].seq, .seq_kv = rows[i].seq,
+                                .head_dim = rows[i].dim, .dtype = TL_BF16, .causal = rows[i].causal};
+        tl_kernel *k;
+        assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        char bn[32];
+        tl_flash_attn_schedule s = tl_op_flash_attn_schedule(tctx, &d);
+        snprintf(bn, sizeof bn, "%dx%d", s.block_m, s.block_n);
+        if (strcmp(bn, rows[i].bn) != 0)
+            fail_msg("d%lld seq %lld causal %d: schedule %s, want %s", (long long)rows[i].dim, (long long)rows[i].seq,
+                     rows[i].causal, bn, rows[i].bn);
+        const char *note = strstr(src, "the slots of the tiles read so far released (2 rings");
+        if ((note != NULL) != rows[i].split)
+            fail_msg("d%lld seq %lld causal %d: rings of their own %d, want %d", (long long)rows[i].dim,
+                     (long long)rows[i].seq, rows[i].causal, note != NULL, rows[i].split);
+        char bars[64];
+        snprintf(bars, sizeof bars, "// %d mbarriers", s.stages * (rows[i].split ? 2 : 1));
+        const char *full = strstr(src, "*const tl_full");
+        assert_non_null(full);
+        assert_non_null(strstr(full, bars));
+        if (rows[i].split) {
+            /* in the loop: the wait for S (depth 0), K's slot of this iteration, V's of the last */
+            char k_rel[64], v_rel[64];
+            snprintf(v_rel, sizeof v_rel, "%% %d) + %d)]);", s.stages, s.stages);
+            snprintf(k_rel, sizeof k_rel, "tl_mbar_arrive(&tl_empty[tl_st");
+            const char *w0 = strstr(note, "tl_wgmma_wait<0>();"), *kr = strstr(note, k_rel), *vr = strstr(note, v_rel);
+            assert_true(w0 && kr && vr && w0 < kr && kr < vr);
+            assert_true(strstr(src, "tl_gemm acc += P * Vs") > vr);
+            /* no turn of each gemm's own: with the slots released early two stages need none */
+            assert_null(strstr(src, "a turn on the tensor cores of its own"));
+        }
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+        const tl_program *p;
+        if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+            fail_msg("d%lld seq %lld causal %d: %s", (long long)rows[i].dim, (long long)rows[i].seq, rows[i].causal,
+                     tl_ctx_error(tctx));
+    }
+    tl_ctx_destroy(tctx);
+}
+
 /* tl_use_pingpong(k, 2): each consumer group issues S = Q K^T of tile j
  * and O += P V of tile j - 1 in one turn and runs tile j's softmax while
  * P V is on the tensor cores: the loop is rotated (a prologue with tile
@@ -281,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_cubins_sm80_sm90a),
         cmocka_unit_test(test_sm90a_lowering),
         cmocka_unit_test(test_overlap_lowering),
+        cmocka_unit_test(test_ring_layout),
         cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_descriptor_errors),
     };

@@ -3,7 +3,8 @@
  * grouped-query and multi-query, unequal lengths, rows with no key, a single
  * row, ragged lengths, [B, S, H, D] strides, head_dim 64/128/256, the
  * log-sum-exp, bf16 and f16, the default schedule, a plain one without a
- * producer warpgroup and a persistent one), outputs poisoned before each run; and at a large
+ * producer warpgroup, two stages of 176 or 192 keys and a persistent one),
+ * outputs poisoned before each run; and at a large
  * size against unfused attention on the GPU (cuBLAS Q K^T, our softmax,
  * cuBLAS P V). Skips, saying why, without a GPU; TILEC_TEST_SMALL=1 keeps
  * sizes small (compute-sanitizer). */
@@ -120,6 +121,12 @@ static void test_plain_schedule(void **state)
             continue;
         s.pingpong = 2;
         run_case(&cases[i], &s, 900 + 10 * i);
+        /* two stages of wider tiles (the default at D 128 from 2048 keys; 176 is not a power of
+         * two): K and V on rings of their own, K's slot released after S = Q K^T, V's after O += P V */
+        s.pingpong = 1;
+        s.stages = 2;
+        s.block_n = cases[i].d > 64 ? 176 : 192;
+        run_case(&cases[i], &s, 1000 + 10 * i);
     }
 }
 
@@ -152,7 +159,7 @@ static void test_persistent_schedule(void **state)
         tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
         s.persistent = 1;
         run_case(&many[i], &s, 1300 + 10 * i);
-        s.stages = 2; /* each gemm a turn of its own, across blocks too */
+        s.stages = 2; /* (D 64) K and V on rings of their own, the turns running on across blocks */
         run_case(&many[i], &s, 1300 + 10 * i);
         s.stages = 0;
         s.persistent = 0; /* the same case in ordinary CTAs */

@@ -7,9 +7,14 @@
  * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
  * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent]]]
  *        bench_attention --persistent
- * (default: the whole grid; a schedule's zero fields keep the op's choice;
- * --persistent: each non-causal point with the op's schedule and the same
- * with persistent = 1 flipped, timed interleaved)
+ *        bench_attention --mma-sync
+ * (default: the whole grid, then on an sm_90a device the --mma-sync rows;
+ * a schedule's zero fields keep the op's choice; --persistent: each
+ * non-causal point with the op's schedule and the same with persistent = 1
+ * flipped, timed interleaved; --mma-sync: the grid from 2048 keys compiled
+ * for the device's architecture without its arch-specific features (sm_90
+ * on an H200: mma.sync and cp.async, the sm_80 path), against ANCHORS.md's
+ * FlashAttention-2, which runs on mma.sync too)
  */
 #include "bench.h"
 
@@ -18,12 +23,14 @@
 typedef struct point {
     int s, d;
     double cudnn, cudnn_causal; /* ANCHORS.md, TFLOP/s (0: not measured) */
+    double fa2, fa2_causal;     /* ANCHORS.md's FlashAttention-2 (PyTorch's SDPA flash) */
 } point;
 
 static const point grid[] = {
-    {512, 64, 387, 260},  {1024, 64, 0, 0},    {2048, 64, 451, 393},  {4096, 64, 0, 0},      {8192, 64, 467, 438},
-    {16384, 64, 467, 441}, {512, 128, 512, 333}, {1024, 128, 567, 425}, {2048, 128, 599, 486}, {4096, 128, 623, 529},
-    {8192, 128, 611, 591}, {16384, 128, 612, 566},
+    {512, 64, 387, 260, 262, 154},     {1024, 64, 0, 0, 0, 0},            {2048, 64, 451, 393, 300, 261},
+    {4096, 64, 0, 0, 0, 0},            {8192, 64, 467, 438, 306, 292},    {16384, 64, 467, 441, 308, 297},
+    {512, 128, 512, 333, 300, 181},    {1024, 128, 567, 425, 331, 244},   {2048, 128, 599, 486, 337, 278},
+    {4096, 128, 623, 529, 343, 299},   {8192, 128, 611, 591, 345, 304},   {16384, 128, 612, 566, 346, 320},
 };
 
 typedef struct work {
@@ -69,7 +76,7 @@ static double point_flop(const tl_flash_attn_desc *d)
            (d->causal ? 2 : 1);
 }
 
-static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
+static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor, const char *anchor_name)
 {
     work w = point_work(ctx, s, d, causal);
     tl_timing t;
@@ -79,12 +86,14 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor)
     char shape[64];
     snprintf(shape, sizeof shape, "b%lld_h%lld_s%d_d%d%s", (long long)w.d.batch, (long long)w.d.heads, s, d,
              causal ? "_causal" : "");
-    bench_csv("flash_attn", shape, "bf16", "tilec", t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
+    char impl[48];
+    snprintf(impl, sizeof impl, "tilec %s", tl_ctx_target(ctx));
+    bench_csv("flash_attn", shape, "bf16", impl, t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
     tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w.d);
     printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d]", shape, t.median_ms, tf, e.block_m,
            e.block_n, e.stages, e.threads, e.warp_specialize, e.pingpong, e.persistent);
     if (anchor)
-        printf("   %.2fx ANCHORS cuDNN (%.0f)", tf / anchor, anchor);
+        printf("   %.2fx ANCHORS %s (%.0f)", tf / anchor, anchor_name, anchor);
     printf("\n");
     point_free(&w);
 }
@@ -109,9 +118,43 @@ static void persistent_pair(tl_ctx *ctx, int s, int d)
     point_free(&w[0]);
 }
 
+/* The grid from 2048 keys on mma.sync: a second context for the device's
+ * architecture without the arch-specific features (sm_90a -> sm_90), so
+ * the op takes its non-wgmma schedule; NULL-safe when there is none. */
+static void mma_sync_rows(tl_ctx *ctx)
+{
+    const char *t = tl_ctx_target(ctx);
+    size_t n = strlen(t);
+    if (n < 2 || t[n - 1] != 'a') {
+        printf("# mma.sync rows: the context's target %s is already the plain one (the grid above)\n", t);
+        return;
+    }
+    char plain[16];
+    snprintf(plain, sizeof plain, "%.*s", (int)(n - 1), t);
+    tl_ctx_options o = tl_ctx_default_options();
+    o.target = plain;
+    tl_ctx *mctx;
+    char msg[256];
+    if (tl_ctx_create(&o, &mctx, msg, sizeof msg) != TL_OK) {
+        printf("# mma.sync rows: no context for %s (%s)\n", plain, msg);
+        return;
+    }
+    printf("# mma.sync (%s, the sm_80 path) against ANCHORS.md's FlashAttention-2\n", plain);
+    for (int causal = 0; causal < 2; causal++)
+        for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
+            if (grid[i].s >= 2048)
+                bench_point(mctx, grid[i].s, grid[i].d, causal, causal ? grid[i].fa2_causal : grid[i].fa2, "FA2");
+    tl_ctx_destroy(mctx);
+}
+
 int main(int argc, char **argv)
 {
     tl_ctx *ctx = bench_open("bench_attention");
+    if (argc == 2 && strcmp(argv[1], "--mma-sync") == 0) {
+        mma_sync_rows(ctx);
+        tl_ctx_destroy(ctx);
+        return 0;
+    }
     if (argc == 2 && strcmp(argv[1], "--persistent") == 0) {
         for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
             persistent_pair(ctx, grid[i].s, grid[i].d);
@@ -122,11 +165,13 @@ int main(int argc, char **argv)
         sched = (tl_flash_attn_schedule){atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]), atoi(argv[8]),
                                          atoi(argv[9]), argc == 11 ? atoi(argv[10]) : 0};
     if (argc == 4 || argc == 10 || argc == 11) {
-        bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0);
+        bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0, "");
     } else {
         for (int causal = 0; causal < 2; causal++)
             for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
-                bench_point(ctx, grid[i].s, grid[i].d, causal, causal ? grid[i].cudnn_causal : grid[i].cudnn);
+                bench_point(ctx, grid[i].s, grid[i].d, causal, causal ? grid[i].cudnn_causal : grid[i].cudnn,
+                            "cuDNN");
+        mma_sync_rows(ctx);
     }
     tl_ctx_destroy(ctx);
     return 0;

@@ -658,7 +658,11 @@ TL_API void tl_use_swizzle(tl_kernel *k, int panel);
  * it, else cp.async or plain copies from its 128 threads) into a ring of
  * `stages` slots, each slot's readiness an mbarrier; the block's own
  * threads run everything else the loop holds (any number of tl_gemm,
- * element-wise loops, reductions) and the rest of the body. On sm_90a the
+ * element-wise loops, reductions) and the rest of the body. With at most 2
+ * stages and TMA, tiles read by different statements of the loop (K by
+ * one tl_gemm, V by the next) get rings of their own, each slot going back
+ * to the producer as soon as its last reader is done rather than at the
+ * iteration's end. On sm_90a the
  * producer gives its registers to the consumers (setmaxnreg). Requirements,
  * checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one not met): the
  * block is whole warpgroups (a multiple of 128 threads); the body holds

@@ -280,6 +280,83 @@ static void test_gemm_cubins_sm80_sm90a(void **state)
             }
 }
 
+/* A user's kernel shaped like FlashAttention's loop: gemm 1 reads A and
+ * B1, an element-wise loop reads its accumulator, gemm 2 reads A and B2;
+ * warp specialised, the consumers taking turns, `stages` slots. */
+static tl_kernel *two_gemm_kernel(tl_ctx *c, int stages)
+{
+    tl_kernel *k = tl_kernel_new(c, "two_gemms");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, 128)), tl_int(k, 1), 256);
+    tl_use_warp_specialize(k, 1);
+    tl_use_pingpong(k, 1);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    tl_buf as = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){128, 64});
+    tl_buf b1 = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64}), b2 = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf s1 = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
+    tl_buf cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
+    tl_clear(k, cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, 64)), stages);
+    tl_copy(k, tl_tile(k, A, by, ko), tl_all(as));
+    tl_copy(k, tl_tile(k, B, bx, ko), tl_all(b1));
+    tl_copy(k, tl_tile(k, B, bx, ko), tl_all(b2));
+    tl_clear(k, s1);
+    tl_gemm(k, as, b1, s1, TL_GEMM_TRANS_B);
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){128, 64}, v);
+    tl_store(k, cf, v, tl_add(k, tl_load(k, cf, v), tl_load(k, s1, v)));
+    tl_end(k);
+    tl_gemm(k, as, b2, cf, TL_GEMM_TRANS_B);
+    tl_end(k);
+    tl_copy(k, tl_all(cf), tl_tile(k, C, by, bx));
+    return k;
+}
+
+/* Rings of their own (pass_pipeline.c, ring_split): with 2 stages the
+ * three tiles of two_gemm_kernel form three groups (B1 read by gemm 1
+ * only, A by both, B2 by gemm 2 only), six full and six empty mbarriers;
+ * B1's slot goes back after the wait for gemm 1 in its own iteration, A's
+ * and B2's there in the next iteration and after the loop. With 3 stages
+ * the one ring stays. The kernel compiles (NVRTC) either way. */
+static void test_rings_lowering(void **state)
+{
+    (void)state;
+    tl_ctx *c90 = test_offline_ctx("sm_90a");
+    for (int stages = 2; stages <= 3; stages++) {
+        tl_kernel *k = two_gemm_kernel(c90, stages);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *note = strstr(src, "released (3 rings, one a group of tiles)");
+        if (stages == 2) {
+            assert_non_null(note);
+            assert_non_null(strstr(src, "*const tl_full = (unsigned long long *)(tl_smem + 65536); // 6 mbarriers"));
+            const char *w0 = strstr(note, "tl_wgmma_wait<0>();"), *own = strstr(note, "tl_mbar_arrive(&tl_empty[tl_st");
+            const char *a = strstr(note, "% 2) + 2)]);"), *b2 = strstr(note, "% 2) + 4)]);");
+            const char *loop = strstr(note, "tl_parallel over fragment");
+            assert_true(w0 && own && a && b2 && loop && w0 < own && own < a && a < b2 && b2 < loop);
+            /* after the loop: A's and B2's last slots, not B1's */
+            const char *tail = strstr(b2, "tl_wgmma_wait<1>();");
+            assert_non_null(tail);
+            assert_non_null(strstr(tail, "1LL)) % 2) + 2)]);"));
+            assert_non_null(strstr(tail, "1LL)) % 2) + 4)]);"));
+            assert_null(strstr(tail, "1LL)) % 2)]);"));
+        } else {
+            assert_null(strstr(src, "rings, one a group"));
+            assert_non_null(strstr(src, "// 3 mbarriers"));
+        }
+        tl_free_host(src);
+        tl_program *p;
+        if (tl_compile(k, NULL, &p) != TL_OK)
+            fail_msg("%d stages: %s", stages, tl_ctx_error(c90));
+        tl_program_destroy(p);
+        tl_kernel_destroy(k);
+    }
+    tl_ctx_destroy(c90);
+}
+
 /* tl_use_pingpong: a producer warpgroup and two consumer warpgroups that
  * take turns (the register budget moved with setmaxnreg, an order barrier
  * pair, a named barrier per consumer instead of __syncthreads in the block
@@ -703,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_gemm_golden),
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
+        cmocka_unit_test(test_rings_lowering),
         cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_cluster_multicast_lowering),
         cmocka_unit_test(test_tile_copy_constant_unit_stride),

@@ -388,6 +388,41 @@ static void ws_gemm(fuzz_writer *w, int flags) { ws_gemm_in(w, flags, 1, 1); }
  * rotated (tl_use_pingpong mode 2). */
 static void seed_pingpong(fuzz_writer *w) { ws_gemm(w, 4 | 8); /* warp specialised, ping-pong mode 2 */ }
 
+/* FlashAttention's ring in miniature: two gemms in a pipelined loop of 2
+ * stages, each reading a tile of its own (and both A), an element-wise
+ * loop on the first's accumulator between them; warp specialised with
+ * turns (tl_use_pingpong 1). The tiles get rings of their own: B1's slot
+ * released in its own iteration, A's and B2's in the next. */
+static void seed_rings(fuzz_writer *w)
+{
+    int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
+    int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){n, k}, NULL);
+    int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
+    int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
+    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
+    fw_byte(w, OP_FLAGS);
+    fw_byte(w, 4 | 2); /* warp specialised, ping-pong's turns */
+    int bx = w_block(w, 0), by = w_block(w, 1);
+    int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), b1 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
+    int b2 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
+    int s1 = w_alloc(w, 1, D_F32, 2, (int[]){128, 64}), cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
+    w_clear(w, cf);
+    int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, sixty4), 2);
+    w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b1));
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b2));
+    w_clear(w, s1);
+    w_gemm(w, as, b1, s1, 2); /* B transposed */
+    int i = w_parallel(w, 2, (int[]){128, 64});
+    int at[2] = {i, i + 1};
+    w_store(w, cf, 2, at, w_bin(w, BIN_ADD, w_load(w, cf, 2, at), w_load(w, s1, 2, at)));
+    w_op(w, OP_END);
+    w_gemm(w, as, b2, cf, 2);
+    w_op(w, OP_END);
+    w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
+    w_args(w, 3, (int[]){8, 8, 8});
+}
+
 /* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
  * the producer's ring. */
 static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specialised, persistent */ }
@@ -503,10 +538,10 @@ int main(int argc, char **argv)
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
-                                                   seed_stream_k};
+                                                   seed_stream_k, seed_rings};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast", "f8_gemm", "stream_k"};
+                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -254,6 +254,8 @@ void tli_stmt_access(tli_lowered *L, int32_t s, tli_bufset *rd, tli_bufset *wr)
 {
     if (tli_marks_begin(&L->walk, &L->ir))
         stmt_access(L, s, rd, wr);
+    else /* empty sets would read as "touches nothing": the lowering fails rather than decide on them */
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
 }
 
 int32_t tli_copy_buf(const tli_ir *ir, int32_t operand)

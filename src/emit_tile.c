@@ -354,6 +354,7 @@ void tli_e_frag_parallel(emitter *E, int32_t sid)
         tli_str_init(&c);
         for (int64_t r = 0; r < lay(E, unit)->per_thread; r++)
             tli_str_appendf(&c, "%s%s[%lld] != 1.0f", r ? " || " : "", buf_of(E, unit)->name, (long long)r);
+        E->oom |= c.oom; /* (a condition lost to memory would print another kernel: the emitter fails) */
         tli_e_line(E, "if (%s) // a factor of 1 everywhere would leave %s as it is", c.data ? c.data : "true", b->name);
         tli_str_free(&c);
     }

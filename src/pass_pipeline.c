@@ -767,11 +767,16 @@ static void plan_split(piper *P, const pipe_info *pi, ring_split *sp, tli_copy_h
                 wg[nw++] = s;
             continue;
         }
-        for (int j = 0; j < nw && !at; j++)
-            if (reads_acc(&rd, &wr, tli_S(ir, wg[j]))) {
-                bad |= j != nw - 1; /* a wait that leaves younger groups running: not a full one */
+        if (!at && nw) {
+            bool older = false;
+            for (int j = 0; j < nw - 1; j++)
+                older |= reads_acc(&rd, &wr, tli_S(ir, wg[j]));
+            bool youngest = reads_acc(&rd, &wr, tli_S(ir, wg[nw - 1]));
+            if (youngest || older) {
                 at = s, at_pos = pos;
+                bad |= !youngest; /* a wait that leaves younger groups running: not a full one */
             }
+        }
     }
     tli_bufset_free(&rd);
     tli_bufset_free(&wr);

@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn attn-ab bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -66,6 +66,10 @@ for s in $steps; do
                 echo "== $p / $sch"; build/bench/bench_attention $p $sch 2>&1 | tail -n 1
             done
         done > "$OUT/attn-sweep.log" 2>&1; cat "$OUT/attn-sweep.log" ;;
+    attn-ab) # this build's FlashAttention against another's bench_attention (AB_OLD, default
+        # scratch/bench_attention_main, carried), interleaved (tools/experiments/ab_attention.sh)
+        TAIL=40 run attn-ab sh tools/experiments/ab_attention.sh "${AB_OLD:-scratch/bench_attention_main}" \
+            build/bench/bench_attention ;;
     bench-gemm) TAIL=40 run bench-gemm build/bench/bench_gemm ;;
     bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
     bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;

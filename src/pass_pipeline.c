@@ -270,33 +270,28 @@ static int32_t stage_of(piper *P, const pipe_info *pi, int32_t stage, int32_t bo
     return id;
 }
 
-/* The producers of iteration `it` into slot `stage`, each with engine how
- * (TMA: completing on bar[slot], after the expect of the slot's bytes). */
-static int32_t producers(piper *P, const pipe_info *pi, int32_t it, int32_t stage, tli_copy_how how, int32_t bar,
-                         int threads)
+/* The producers of iteration `it` into slot `stage` whose group in `of`
+ * is g (of NULL: all of them; ring_split), each with engine how (TMA:
+ * completing on bar[bar_idx], after the expect of `bytes` there). */
+static int32_t producers_of(piper *P, const pipe_info *pi, const int *of, int g, int32_t it, int32_t stage,
+                            tli_copy_how how, int32_t bar, int32_t bar_idx, int64_t bytes, int threads)
 {
     tli_list l = {0};
     if (how == CP_TMA) {
-        tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = stage, .a1 = (int32_t)pi->stage_bytes};
+        tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = bar_idx, .a1 = (int32_t)bytes};
         tli_list_add(P->L, &l, tli_low_stmt(P->L, &e));
     }
     for (int i = 0; i < pi->nprod; i++)
-        tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, how, bar, stage, threads, pi->mcast[i]));
+        if (!of || of[i] == g)
+            tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, how, bar, bar_idx, threads, pi->mcast[i]));
     return stage_of(P, pi, stage, l.first);
 }
 
-/* The TMA producers of group g (ring_split) for iteration `it` into slot
- * `stage`: its bytes expected on, and its boxes completing on, bar[bar_idx]. */
-static int32_t group_producers(piper *P, const pipe_info *pi, const int *of, int g, int64_t bytes, int32_t it,
-                               int32_t stage, int32_t bar, int32_t bar_idx)
+/* Every producer, on bar[stage]. */
+static int32_t producers(piper *P, const pipe_info *pi, int32_t it, int32_t stage, tli_copy_how how, int32_t bar,
+                         int threads)
 {
-    tli_list l = {0};
-    tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = bar_idx, .a1 = (int32_t)bytes};
-    tli_list_add(P->L, &l, tli_low_stmt(P->L, &e));
-    for (int i = 0; i < pi->nprod; i++)
-        if (of[i] == g)
-            tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, CP_TMA, bar, bar_idx, 0, 0));
-    return stage_of(P, pi, stage, l.first);
+    return producers_of(P, pi, NULL, 0, it, stage, how, bar, stage, pi->stage_bytes, threads);
 }
 
 static int32_t mk_if(piper *P, int32_t cond, int32_t body, int32_t orelse)
@@ -697,8 +692,9 @@ static tli_copy_how producer_engine(piper *P, const pipe_info *pi)
 }
 
 /* Rings of their own, in a pipeline of at most two slots whose tiles are
- * read at different points of the loop body. FlashAttention's consumers read K in the first
- * gemm and V in the second: on one ring a slot's K stays held until V's
+ * read at different points of the loop body. FlashAttention's consumers
+ * read K in the first gemm and V in the second: on one ring a slot's K
+ * stays held until V's
  * gemm is done, and with two stages the producer could not fetch the next
  * tile before the iteration's end (two stages lost a fifth, bench/NOTES.md
  * session 4). Producers with the same first and last reader form a group;
@@ -716,11 +712,14 @@ static tli_copy_how producer_engine(piper *P, const pipe_info *pi)
  * (no multicast), not the rotated loop, not stream-K. */
 typedef struct ring_split {
     int G;                      /* groups (1: one ring for every tile, none of this) */
-    int of[TLI_MAX_TMA];        /* each producer's group */
+    int of[TLI_MAX_TMA];        /* each producer's group (all 0 when G is 1) */
     bool early[TLI_MAX_TMA];    /* released in its own iteration */
     int64_t bytes[TLI_MAX_TMA]; /* a slot's bytes */
     int32_t at;                 /* the release point */
 } ring_split;
+
+/* Slot `slot` of group g's ring: the mbarriers' index. */
+static int32_t ring_slot(piper *P, int32_t slot, int g, int S) { return g ? bin(P, E_ADD, slot, I32(P, g * S)) : slot; }
 
 static bool reads_acc(const tli_bufset *rd, const tli_bufset *wr, const tli_snode *g)
 {
@@ -732,7 +731,7 @@ static bool reads_acc(const tli_bufset *rd, const tli_bufset *wr, const tli_snod
 static void plan_split(piper *P, const pipe_info *pi, ring_split *sp, tli_copy_how how)
 {
     tli_ir *ir = P->ir;
-    *sp = (ring_split){.G = 1};
+    *sp = (ring_split){.G = 1, .bytes = {pi->stage_bytes}};
     if (!P->L->wgmma || how != CP_TMA || pi->S > 2 || pi->cluster_ring || ir->pingpong == 2 || ir->stream_k)
         return;
     tli_bufset rd = {0}, wr = {0};
@@ -953,14 +952,11 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     tli_list_add(L, &it, seq_let);
     tli_list_add(L, &it, sn_let);
     int32_t phase = bin(P, E_MOD, bin(P, E_SUB, bin(P, E_DIV, seq, I32(P, S)), I32(P, 1)), I32(P, 2));
-    for (int g = 0; g < w->sp.G && w->sp.G > 1; g++) { /* each group's slot, once its consumers released it */
-        int32_t idx = bin(P, E_ADD, sn, I32(P, g * S));
+    for (int g = 0; g < w->sp.G; g++) { /* each ring's slot (ring_split), once its consumers released it */
+        int32_t idx = ring_slot(P, sn, g, S);
         tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, idx, phase), 0));
-        tli_list_add(L, &it, group_producers(P, pi, w->sp.of, g, w->sp.bytes[g], step, sn, w->r.full, idx));
-    }
-    if (w->sp.G == 1) {
-        tli_list_add(L, &it, mk_if(P, bin(P, E_GE, seq, I32(P, S)), mbar_op(P, S_MBAR_WAIT, w->r.empty, sn, phase), 0));
-        tli_list_add(L, &it, producers(P, pi, step, sn, w->how, w->r.full, w->how == CP_TMA ? 0 : 128));
+        tli_list_add(L, &it, producers_of(P, pi, w->sp.of, g, step, sn, w->how, w->r.full, idx, w->sp.bytes[g],
+                                          w->how == CP_TMA ? 0 : 128));
     }
     if (w->how != CP_TMA) /* each producer thread arrives when its own copies have landed */
         tli_list_add(L, &it, mbar_op(P, S_MBAR_ARRIVE, w->r.full, sn, w->how == CP_ASYNC16));
@@ -1220,8 +1216,8 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     tli_list_add(L, &body, st_let);
     int32_t phase = bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2));
     const ring_split *sp = &w->sp;
-    for (int g = 0; g < sp->G; g++) /* every group's slot, here rather than before its first reader (see ring_split) */
-        tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, sp->G == 1 ? st : bin(P, E_ADD, st, I32(P, g * S)), phase));
+    for (int g = 0; g < sp->G; g++) /* every ring's slot, here rather than before its first reader (see ring_split) */
+        tli_list_add(L, &body, mbar_op(P, S_MBAR_WAIT, w->r.full, ring_slot(P, st, g, S), phase));
     if (w->how != CP_TMA && L->async_proxy) /* plain shared stores that wgmma reads */
         tli_list_op(L, &body, S_FENCE_ASYNC, 0, 0);
     int32_t at = consumers_at(P, pi, st);
@@ -1233,9 +1229,9 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
         tli_list rel = {0};
         wgmma_wait(P, &rel, 0);
         for (int g = 0; g < sp->G; g++) {
-            tli_list_add(L, &rel, sp->early[g] ? release_if(P, pi, 0, w->r.empty, bin(P, E_ADD, st, I32(P, g * S)))
+            tli_list_add(L, &rel, sp->early[g] ? release_if(P, pi, 0, w->r.empty, ring_slot(P, st, g, S))
                                                : release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty,
-                                                            bin(P, E_ADD, prev, I32(P, g * S))));
+                                                            ring_slot(P, prev, g, S)));
         }
         splice_around(P, sp->at, rel.first, 0);
         tli_low_note(L, rel.first, "the slots of the tiles read so far released (%d rings, one a group of tiles)", sp->G);
@@ -1253,9 +1249,8 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     wgmma_wait(P, &tail, 0);
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
     for (int g = 0; g < sp->G; g++) /* (early groups: released in the loop) */
-        if (sp->G == 1 || !sp->early[g])
-            tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty,
-                                              sp->G == 1 ? last : bin(P, E_ADD, last, I32(P, g * S))));
+        if (!sp->early[g])
+            tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty, ring_slot(P, last, g, S)));
     if (w->stream_k) { /* the unit's partial sum: handed on, or the others' added */
         tli_snode fx = {.op = S_SK_FIXUP, .buf = P->sk_acc, .a0 = P->sk_steps};
         tli_list_add(L, &tail, tli_low_stmt(L, &fx));

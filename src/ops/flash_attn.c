@@ -41,23 +41,23 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
 {
     tli_target t;
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
-    if (wgmma) /* two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax
-                * runs under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against
-                * 404 TFLOP/s for 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row; and
-                * persistent CTAs up to 2048 keys, where a block's own start and end weigh most (bench_attention
-                * --persistent: +5 % at S = 512, +2 % at 2k, even at 4k, -1 % from 8k; D = 128 loses 1-3 % up
-                * to 4k). D = 128 from 2048 keys (8192 causal): two stages of 176 keys, K and V each on a
-                * ring of its own (FlashAttention-3's tile; against three stages of 128 on one ring, same run,
-                * bench/NOTES.md session 14: S = 8k 667 against 652 TFLOP/s, causal 602 against 590; fewer keys
-                * lose to the wider tile's ragged last one: causal 1k -13 %, 2k -5 %, 512 keys -7 %) */
-    {
-        bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 8192 : 2048);
-        return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : 192,
+    /* wgmma: two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax runs
+     * under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against 404 TFLOP/s for
+     * 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row; and persistent CTAs up to 2048
+     * keys, where a block's own start and end weigh most (bench_attention --persistent: +5 % at S = 512,
+     * +2 % at 2k, even at 4k, -1 % from 8k; D = 128 loses 1-3 % up to 4k). D = 128 from 2048 keys (8192
+     * causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
+     * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
+     * TFLOP/s, causal 602 against 590; fewer keys lose to the wider tile's ragged last one: causal 1k
+     * -13 %, 2k -5 %, 512 keys -7 %) */
+    bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 8192 : 2048);
+    if (wgmma)
+        return (tl_flash_attn_schedule){.block_m = 128,
+                                        .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : 192,
                                         .stages = d->head_dim > 128 || wide ? 2 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
                                         .persistent = d->head_dim <= 64 && !d->causal && d->seq_kv <= 2048};
-    }
     /* mma.sync: eight warps of 16 rows each (the output accumulator of a
      * warp then holds 16 x head_dim: 64 registers a thread at head_dim 128,
      * where four warps of 32 rows needed 128 and spilled), K/V through

@@ -348,6 +348,28 @@ static void seed_gemm(fuzz_writer *w)
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
+/* How the warp-specialised seeds begin: M, N, K; A [M, K] of dtype ta, B
+ * [N, K] of tb, C [M, N] f32; a grid of 128 x 64 tiles of C, 256 threads;
+ * the OP_FLAGS byte `flags`; the block's indices. */
+typedef struct ws_start {
+    int k, a, b, c, bx, by, sixty4, one28;
+} ws_start;
+
+static ws_start ws_prelude(fuzz_writer *w, int ta, int tb, int flags)
+{
+    ws_start z;
+    int m = w_dim(w, "M"), n = w_dim(w, "N");
+    z.k = w_dim(w, "K");
+    z.a = w_tensor(w, "A", ta, 2, (int[]){m, z.k}, NULL), z.b = w_tensor(w, "B", tb, 2, (int[]){n, z.k}, NULL);
+    z.c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
+    z.sixty4 = w_int(w, 64), z.one28 = w_int(w, 128);
+    w_grid(w, w_bin(w, BIN_CEILDIV, n, z.sixty4), w_bin(w, BIN_CEILDIV, m, z.one28), -1, 256);
+    fw_byte(w, OP_FLAGS);
+    fw_byte(w, flags);
+    z.bx = w_block(w, 0), z.by = w_block(w, 1);
+    return z;
+}
+
 /* seed_gemm's kernel with a producer warpgroup (the OP_FLAGS byte
  * `flags` says which schedule), and an element-wise loop on the
  * accumulator after the tl_gemm in the pipelined body for a rotation to
@@ -356,14 +378,8 @@ static void ws_gemm_in(fuzz_writer *w, int flags, int cy, int elementwise)
 {
     if (cy > 1)
         w_cluster(w, 1, cy, 1, 1);
-    int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
-    int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){n, k}, NULL);
-    int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
-    int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
-    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
-    fw_byte(w, OP_FLAGS);
-    fw_byte(w, flags);
-    int bx = w_block(w, 0), by = w_block(w, 1);
+    ws_start z = ws_prelude(w, D_BF16, D_BF16, flags);
+    int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), bs = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
     w_clear(w, cf);
@@ -395,14 +411,8 @@ static void seed_pingpong(fuzz_writer *w) { ws_gemm(w, 4 | 8); /* warp specialis
  * released in its own iteration, A's and B2's in the next. */
 static void seed_rings(fuzz_writer *w)
 {
-    int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
-    int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){n, k}, NULL);
-    int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
-    int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
-    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
-    fw_byte(w, OP_FLAGS);
-    fw_byte(w, 4 | 2); /* warp specialised, ping-pong's turns */
-    int bx = w_block(w, 0), by = w_block(w, 1);
+    ws_start z = ws_prelude(w, D_BF16, D_BF16, 4 | 2); /* warp specialised, ping-pong's turns */
+    int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), b1 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int b2 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int s1 = w_alloc(w, 1, D_F32, 2, (int[]){128, 64}), cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
@@ -441,14 +451,8 @@ static void seed_stream_k(fuzz_writer *w) { ws_gemm_in(w, 4 | 16 | 32, 1, 0); }
  * boxes of one 128-byte row, K steps of 32, warp specialised. */
 static void seed_f8_gemm(fuzz_writer *w)
 {
-    int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
-    int a = w_tensor(w, "A", D_F8E4M3, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_F8E5M2, 2, (int[]){n, k}, NULL);
-    int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
-    int sixty4 = w_int(w, 64), one28 = w_int(w, 128);
-    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, one28), -1, 256);
-    fw_byte(w, OP_FLAGS);
-    fw_byte(w, 4); /* warp specialised */
-    int bx = w_block(w, 0), by = w_block(w, 1);
+    ws_start z = ws_prelude(w, D_F8E4M3, D_F8E5M2, 4); /* warp specialised */
+    int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, one28 = z.one28;
     int as = w_alloc(w, 0, D_F8E4M3, 2, (int[]){128, 128}), bs = w_alloc(w, 0, D_F8E5M2, 2, (int[]){64, 128});
     int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
     w_clear(w, cf);

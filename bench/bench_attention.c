@@ -7,7 +7,7 @@
  * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
  * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent]]]
  *        bench_attention --persistent
- *        bench_attention --mma-sync
+ *        bench_attention --mma-sync [block_m block_n stages threads]
  * (default: the whole grid, then on an sm_90a device the --mma-sync rows;
  * a schedule's zero fields keep the op's choice; --persistent: each
  * non-causal point with the op's schedule and the same with persistent = 1
@@ -150,7 +150,9 @@ static void mma_sync_rows(tl_ctx *ctx)
 int main(int argc, char **argv)
 {
     tl_ctx *ctx = bench_open("bench_attention");
-    if (argc == 2 && strcmp(argv[1], "--mma-sync") == 0) {
+    if ((argc == 2 || argc == 6) && strcmp(argv[1], "--mma-sync") == 0) {
+        if (argc == 6)
+            sched = (tl_flash_attn_schedule){atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), 0, 0, 0};
         mma_sync_rows(ctx);
         tl_ctx_destroy(ctx);
         return 0;

@@ -517,6 +517,47 @@ static void emit_copy_elements(emitter *E, const tli_snode *s)
     close_block(E);
 }
 
+/* The chunks of emit_copy_async16 when the threads cover whole rows of
+ * chunks: a thread's column is the same in every chunk and its row steps
+ * by T / row_chunks, so its global address is one pointer plus a multiple
+ * of one row step (written as the full index per chunk, the 64-bit
+ * products and the tile origin were recomputed for every chunk of every
+ * tile: FlashAttention's sm_80 loop, bench/NOTES.md session 15). */
+static void emit_copy_async16_rows(emitter *E, int32_t gb, int32_t sb, const char *const *gi, int T,
+                                   int per, int64_t row_chunks, int64_t n)
+{
+    const tli_bnode *g = buf_of(E, gb), *t = buf_of(E, sb);
+    int lead = g->rank - 2;
+    int64_t rows = T / row_chunks;
+    tli_e_line(E, "const int tl_r0 = tl_tid / %lld, tl_l1 = tl_tid %% %lld * %d;", (long long)row_chunks,
+               (long long)row_chunks, per);
+    const char *gb0[TL_MAX_RANK];
+    for (int d = 0; d < g->rank; d++)
+        gb0[d] = gi[d];
+    gb0[lead] = tli_e_add(E, tli_e_fmt(E, "tl_o%d", lead), "tl_r0");
+    char *goff, *gok, *soff, *sok;
+    tli_e_global_access(E, gb, gb0, &goff, &gok);
+    tli_e_line(E, "const %s *const tl_g = %s + (%s);", ctype(g), g->name, goff);
+    tli_e_line(E, "const long long tl_gstep = %lldLL * %s;", (long long)rows, tli_e_stride(E, gb, lead));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_c = 0; tl_c < %lld; ++tl_c) {", (long long)n);
+    E->indent++;
+    tli_e_line(E, "const int tl_l0 = tl_r0 + tl_c * %lld;", (long long)rows);
+    tli_e_global_access(E, gb, gi, &goff, &gok);
+    /* in shared memory too, whole 8-row groups (the swizzle's period) apart
+     * are one constant apart: [R][C] rows of C elements, or blocked [C / w][R][w] */
+    const char *loc[2] = {"tl_l0", "tl_l1"}, *loc0[2] = {"tl_r0", "tl_l1"};
+    if (rows % 8 == 0) {
+        int64_t w = E->L->smem[sb].blocked ? tli_row128((tl_dtype)t->dtype) : t->cshape[1];
+        tli_e_smem_access(E, sb, loc0, NULL, &soff, &sok);
+        soff = tli_e_fmt(E, "%s + tl_c * %lld", soff, (long long)(rows * w));
+    } else {
+        tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
+    }
+    tli_e_line(E, "tl_cp_async16(%s + (%s), tl_g + tl_c * tl_gstep, %s);", t->name, soff, gok);
+    close_block(E);
+}
+
 /* Global tile -> shared in 16-byte cp.async chunks (the launch guarantees
  * 16-byte aligned rows for this program; the commit is a statement of its
  * own). */
@@ -534,6 +575,11 @@ static void emit_copy_async16(emitter *E, const tli_snode *s)
         loc[0] = "tl_l0";
     tile_origin(E, s->a0, t, gi, loc);
     int T = copy_threads(E, s);
+    if (t->rank == 2 && t->cshape[0] > 1 && chunks > T && chunks % T == 0 && T % row_chunks == 0) {
+        emit_copy_async16_rows(E, gb, sb, gi, T, per, row_chunks, chunks / T);
+        close_block(E);
+        return;
+    }
     if (chunks > T && chunks % T == 0) {
         /* a constant count per thread: straight-line code once unrolled,
          * where `tl_q < chunks` from tl_tid left the compiler a remainder
@@ -1092,14 +1138,29 @@ static void emit_gemm_mma(emitter *E, const tli_snode *s)
     tli_e_line(E, "{ // tl_gemm %s += %s * %s%s: %dx%d warps, warp tile %lldx%lld = %dx%d mma.m16n8k16", c->name, a->name,
                b->name, tb ? "^T" : "", w->wgm, w->wgn, (long long)w->wm, (long long)w->wn, w->mt, w->nt);
     E->indent++;
-    if (!a_regs)
-        tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name, stage_base(E, s->gemm[0]));
-    tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
+    if (esize(b) != 2 || (!a_regs && esize(a) != 2)) {
+        tli_e_fail(E, "an mma.sync tl_gemm of %d-byte operands (16-bit ones only)", esize(b));
+        return;
+    }
     if (w->wgn == 1)
         tli_e_line(E, "const int tl_m0 = tl_warp * %lld, tl_n0 = 0;", (long long)w->wm);
     else
         tli_e_line(E, "const int tl_m0 = (tl_warp / %d) * %lld, tl_n0 = (tl_warp %% %d) * %lld;", w->wgn,
                    (long long)w->wm, w->wgn, (long long)w->wn);
+    /* shared addresses of the operands' stages, and the four swizzled
+     * offsets of this thread's ldmatrix rows (tl_swz4: loads at register +
+     * immediate); the loops below step rows by 8s and columns by 16s */
+    if (!a_regs) {
+        tli_e_line(E, "const unsigned tl_A = tl_smem_addr(%s + %s);", a->name, stage_base(E, s->gemm[0]));
+        tli_e_line(E, "const tl_swz4<%lld, 2> tl_sa(tl_m0 + tl_lane %% 16, tl_lane / 16 * 8);",
+                   (long long)a->cshape[1]);
+    }
+    tli_e_line(E, "const unsigned tl_B = tl_smem_addr(%s + %s);", b->name, stage_base(E, s->gemm[1]));
+    if (tb)
+        tli_e_line(E, "const tl_swz4<%lld, 2> tl_sb(tl_n0 + tl_lane %% 8 + tl_lane / 16 * 8, tl_lane / 8 %% 2 * 8);",
+                   (long long)b->cshape[1]);
+    else
+        tli_e_line(E, "const tl_swz4<%lld, 2> tl_sb(tl_lane %% 16, tl_n0 + tl_lane / 16 * 8);", (long long)b->cshape[1]);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += 16) {", (long long)K);
     E->indent++;
@@ -1109,23 +1170,17 @@ static void emit_gemm_mma(emitter *E, const tli_snode *s)
         pack_a_regs(E, a->name, (int)(K / 8), "tl_i", "tl_k / 16");
         tli_e_line(E, "for (int tl_q = 0; tl_q < 4; ++tl_q) tl_af[tl_i][tl_q] = tl_a[tl_q];");
     } else {
-        tli_e_line(E, "tl_ldmatrix_x4(tl_af[tl_i], tl_A + tl_swz_off<%lld, %d>(tl_m0 + tl_i * 16 + tl_lane %% 16, "
-                      "tl_k + tl_lane / 16 * 8));",
-                   (long long)a->cshape[1], esize(a));
+        tli_e_line(E, "tl_ldsm_x4(tl_af[tl_i], tl_A + 2 * tl_sa.at(tl_i * 16, tl_k));");
     }
     close_block(E);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_j = 0; tl_j < %d; tl_j += 2) {", w->nt);
     E->indent++;
     tli_e_line(E, "unsigned tl_r4[4];");
-    if (tb)
-        tli_e_line(E, "tl_ldmatrix_x4(tl_r4, tl_B + tl_swz_off<%lld, %d>(tl_n0 + tl_j * 8 + tl_lane %% 8 + tl_lane / 16 "
-                      "* 8, tl_k + tl_lane / 8 %% 2 * 8));",
-                   (long long)b->cshape[1], esize(b));
+    if (tb) /* tl_j is even: rows in steps of 16 */
+        tli_e_line(E, "tl_ldsm_x4(tl_r4, tl_B + 2 * tl_sb.at(tl_j * 8, tl_k));");
     else
-        tli_e_line(E, "tl_ldmatrix_x4_trans(tl_r4, tl_B + tl_swz_off<%lld, %d>(tl_k + tl_lane %% 16, tl_n0 + tl_j * 8 "
-                      "+ tl_lane / 16 * 8));",
-                   (long long)b->cshape[1], esize(b));
+        tli_e_line(E, "tl_ldsm_x4_trans(tl_r4, tl_B + 2 * tl_sb.at(tl_k, tl_j * 8));");
     tli_e_line(E, "tl_b[tl_j][0] = tl_r4[0]; tl_b[tl_j][1] = tl_r4[1];");
     tli_e_line(E, "tl_b[tl_j + 1][0] = tl_r4[2]; tl_b[tl_j + 1][1] = tl_r4[3];");
     close_block(E);

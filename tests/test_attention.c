@@ -137,6 +137,36 @@ static void test_cubins_sm80_sm90a(void **state)
     }
 }
 
+/* On sm_80 (mma.sync) the default is four warps of 32 rows up to head_dim
+ * 128 and eight of 16 at 256; the gemms' ldmatrix take a shared address
+ * plus one of four per-thread swizzled offsets (tl_swz4), and each K/V
+ * copy one global pointer a thread stepped by whole rows. */
+static void test_sm80_default(void **state)
+{
+    (void)state;
+    tl_ctx *c80 = test_offline_ctx("sm_80");
+    const int64_t dims[] = {64, 128, 256};
+    for (int i = 0; i < 3; i++) {
+        tl_flash_attn_desc d = {.batch = 1, .heads = 8, .kv_heads = 2, .seq_q = 1000, .seq_kv = 3000,
+                                .head_dim = dims[i], .dtype = TL_BF16, .causal = i == 1};
+        tl_flash_attn_schedule s = tl_op_flash_attn_schedule(c80, &d);
+        assert_int_equal(s.threads, dims[i] > 128 ? 256 : 128);
+        assert_int_equal(s.block_m, 128);
+        assert_int_equal(s.block_n, dims[i] > 128 ? 32 : 64);
+        assert_int_equal(s.warp_specialize, 0);
+        const tl_program *p;
+        if (tl_op_flash_attn_program(c80, &d, &p) != TL_OK)
+            fail_msg("d%lld: %s", (long long)dims[i], tl_ctx_error(c80));
+        const char *src = tl_program_source(p);
+        const char *want[] = {"tl_swz4<", "tl_ldsm_x4(tl_af[tl_i], tl_A + 2 * tl_sa.at(tl_i * 16, tl_k));",
+                              "tl_ldsm_x4_trans(tl_r4, tl_B + 2 * tl_sb.at(tl_k, tl_j * 8));",
+                              "tl_cp_async16(Ks + (", "tl_g + tl_c * tl_gstep"};
+        test_expect_text(src, "sm_80 FlashAttention", want, TEST_COUNT(want), NULL, 0);
+        assert_null(strstr(src, "tl_ldmatrix_x4"));
+    }
+    tl_ctx_destroy(c80);
+}
+
 /* On sm_90a the default is warp-specialised: a TMA producer and two
  * consumer warpgroups taking turns at each tl_gemm (an mbarrier wait
  * before it, an arrival for the other group after it), P taken from
@@ -339,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_interpreter_matches_reference),
         cmocka_unit_test(test_rows_without_keys_and_lse),
         cmocka_unit_test(test_cubins_sm80_sm90a),
+        cmocka_unit_test(test_sm80_default),
         cmocka_unit_test(test_sm90a_lowering),
         cmocka_unit_test(test_overlap_lowering),
         cmocka_unit_test(test_ring_layout),

@@ -3,7 +3,8 @@
  * grouped-query and multi-query, unequal lengths, rows with no key, a single
  * row, ragged lengths, [B, S, H, D] strides, head_dim 64/128/256, the
  * log-sum-exp, bf16 and f16, the default schedule, a plain one without a
- * producer warpgroup, two stages of 176 or 192 keys and a persistent one),
+ * producer warpgroup, two stages of 176 or 192 keys and a persistent one;
+ * on sm_90a also the mma.sync path through a plain sm_90 context),
  * outputs poisoned before each run; and at a large
  * size against unfused attention on the GPU (cuBLAS Q K^T, our softmax,
  * cuBLAS P V). Skips, saying why, without a GPU; TILEC_TEST_SMALL=1 keeps
@@ -208,6 +209,55 @@ static void test_against_unfused(void **state)
         tl_free(ctx, all[i]);
 }
 
+/* The mma.sync path (the one sm_80 takes) on an sm_90a device: a second
+ * context for the plain target (sm_90), which has no wgmma, so the op
+ * lowers its gemms to ldmatrix + mma.sync and its copies to cp.async.
+ * Each case with the op's schedule and with both warp shapes: eight warps
+ * of 16 rows, four of 32 (the latter at head_dim <= 128, where its output
+ * accumulator fits in registers). NULL where the context is plain already. */
+static tl_ctx *plain_ctx;
+
+static void open_plain_ctx(void)
+{
+    const char *t = ctx ? tl_ctx_target(ctx) : "";
+    size_t n = strlen(t);
+    if (n < 2 || t[n - 1] != 'a')
+        return;
+    tl_ctx_options o = tl_ctx_default_options();
+    char plain[16], msg[256];
+    snprintf(plain, sizeof plain, "%.*s", (int)(n - 1), t);
+    o.target = plain;
+    if (tl_ctx_create(&o, &plain_ctx, msg, sizeof msg) != TL_OK)
+        fail_msg("a context for %s: %s", plain, msg);
+}
+
+static void test_mma_sync_path(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (!plain_ctx) {
+        printf("  skip: the context's target %s has no wgmma (the tests above ran mma.sync)\n", tl_ctx_target(ctx));
+        skip();
+    }
+    tl_ctx *main_ctx = ctx;
+    ctx = plain_ctx; /* run_case launches on `ctx` */
+    size_t n = small ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        tl_flash_attn_desc d = attn_desc(&cases[i], 0);
+        tl_flash_attn_schedule def = tl_op_flash_attn_schedule(ctx, &d);
+        if (def.warp_specialize || def.pingpong)
+            fail_msg("%s: the op chose a warp-specialised schedule without wgmma", tl_ctx_target(ctx));
+        run_case(&cases[i], NULL, 1100 + 10 * i);
+        int bn = cases[i].d > 128 ? 32 : 64;
+        tl_flash_attn_schedule eight = {.block_m = 128, .block_n = bn, .stages = 2, .threads = 256};
+        tl_flash_attn_schedule four = {.block_m = 128, .block_n = bn, .stages = 2, .threads = 128};
+        run_case(&cases[i], &eight, 1200 + 10 * i);
+        if (cases[i].d <= 128)
+            run_case(&cases[i], &four, 1300 + 10 * i);
+    }
+    ctx = main_ctx;
+}
+
 /* Every kernel the float64 tests launch, compiled at once (precompile.h). */
 static int attention_setup(void **state)
 {
@@ -221,7 +271,21 @@ static int attention_setup(void **state)
         test_persistent_schedule(state);
     plan.planning = false;
     precompile_run(ctx, "attention");
+    open_plain_ctx();
+    if (plain_ctx) {
+        plan.planning = true;
+        test_mma_sync_path(state);
+        plan.planning = false;
+        precompile_run(plain_ctx, "mma.sync attention");
+    }
     return 0;
+}
+
+static int attention_teardown(void **state)
+{
+    tl_ctx_destroy(plain_ctx);
+    plain_ctx = NULL;
+    return ctx_teardown(state);
 }
 
 int main(void)
@@ -231,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_plain_schedule),
         cmocka_unit_test(test_persistent_schedule),
         cmocka_unit_test(test_against_unfused),
+        cmocka_unit_test(test_mma_sync_path),
     };
-    return cmocka_run_group_tests(tests, attention_setup, ctx_teardown);
+    return cmocka_run_group_tests(tests, attention_setup, attention_teardown);
 }

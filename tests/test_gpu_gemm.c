@@ -11,7 +11,8 @@
  * 8-bit inputs (sm_90a): both formats, each schedule kind, ragged sizes,
  * bias, GELU and scales against float64 on the decoded codes; the device's
  * 8-bit conversions against the host's bit for bit; the cuBLASLt FP8
- * baseline against float64. Outputs are poisoned before every run and the bytes around them
+ * baseline against float64. On sm_90a also the mma.sync path (sm_80's)
+ * through a plain sm_90 context. Outputs are poisoned before every run and the bytes around them
  * must stay poisoned. Every test skips, saying why, where there is no GPU. */
 #include "fixture.h"
 #include "precompile.h"
@@ -1328,6 +1329,52 @@ static void test_f8_conversions(void **state)
     free(x);
 }
 
+/* The mma.sync path (sm_80's: ldmatrix + mma.sync, cp.async copies) on an
+ * sm_90a device, through a context for the plain target (sm_90, no wgmma):
+ * tiles whose shared rows are 32 to 128 bytes (each swizzle width the
+ * ldmatrix addressing handles), 128 and 256 threads, ragged and unaligned
+ * sizes, both layouts of B, with and without the fused epilogue. Kernels
+ * compile at their first launch (a handful). */
+static void test_mma_sync_path(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const char *t = tl_ctx_target(ctx);
+    size_t len = strlen(t);
+    if (len < 2 || t[len - 1] != 'a') {
+        printf("  skip: the context's target %s has no wgmma (the tests above ran mma.sync)\n", t);
+        skip();
+    }
+    tl_ctx_options o = tl_ctx_default_options();
+    char plain[16], msg[256];
+    snprintf(plain, sizeof plain, "%.*s", (int)(len - 1), t);
+    o.target = plain;
+    tl_ctx *main_ctx = ctx, *pctx;
+    if (tl_ctx_create(&o, &pctx, msg, sizeof msg) != TL_OK)
+        fail_msg("a context for %s: %s", plain, msg);
+    ctx = pctx; /* the helpers allocate and launch on `ctx` */
+    static const tl_gemm_schedule ms[] = {
+        {32, 32, 16, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {128, 128, 64, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    };
+    const int64_t sizes[][4] = {{257, 129, 72, 0}, {200, 264, 136, 0}, {127, 255, 40, 1}};
+    for (int z = 0; z < 3; z++) {
+        problem p;
+        problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], z == 1 ? TL_F16 : TL_BF16, (int)sizes[z][3],
+                     8800 + 10 * (uint64_t)z);
+        for (int b = 0; b < 2; b++) {
+            check_plain_and_fused(&p, b, NULL);
+            for (size_t c = 0; c < sizeof ms / sizeof ms[0] && (z < 2 || !small); c++)
+                check_plain_and_fused(&p, b, &ms[c]);
+        }
+        problem_free(&p);
+    }
+    ctx = main_ctx;
+    tl_ctx_destroy(pctx);
+}
+
 static int gemm_setup(void **state)
 {
     gpu_setup(state);
@@ -1374,6 +1421,7 @@ int main(void)
         cmocka_unit_test(test_f8_inputs),
         cmocka_unit_test(test_f8_conversions),
         cmocka_unit_test(test_fp8_baseline),
+        cmocka_unit_test(test_mma_sync_path),
     };
     test_apply_filter();
     return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);

@@ -345,6 +345,32 @@ __device__ __forceinline__ unsigned tl_smem_addr(const void *p)
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
+// The swizzled offsets of one thread's ldmatrix rows, four registers in all.
+// In an mma.sync k loop a thread's rows differ by multiples of 8 (the
+// swizzle's period in rows) and its columns by even numbers of 16-byte
+// chunks, so the offset of (row + dr, col + dc) is one of four per-thread
+// values (the chunk XOR of dc's low chunk bits) plus a constant. Written
+// as at(dr, dc) with dr and dc known at compile time once unrolled, every
+// ldmatrix takes [register + immediate]; as tl_swz_off(row + dr, col + dc)
+// the compiler held one register and spent two instructions per load
+// (FlashAttention's sm_80 kernel, bench/NOTES.md session 15).
+template <int ROW_ELEMS, int ESIZE> struct tl_swz4 {
+    static constexpr int per_chunk = 16 / ESIZE;
+    int off[4];
+    __device__ __forceinline__ tl_swz4(int row, int col)
+    {
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            off[c] = tl_swz_off<ROW_ELEMS, ESIZE>(row, col + 2 * c * per_chunk);
+    }
+    // dr % 8 == 0 and dc % (2 * per_chunk) == 0: whole 8-row groups, whole
+    // chunk pairs; beyond four pairs the chunk's upper bits add plainly
+    __device__ __forceinline__ int at(int dr, int dc) const
+    {
+        return off[dc / (2 * per_chunk) % 4] + dr * ROW_ELEMS + dc / (8 * per_chunk) * (8 * per_chunk);
+    }
+};
+
 // 16-byte asynchronous copy global -> shared; with valid false the 16 bytes
 // are zero-filled and global memory is not read.
 __device__ __forceinline__ void tl_cp_async16(void *smem, const void *gmem, bool valid)
@@ -369,6 +395,17 @@ __device__ __forceinline__ void tl_ldmatrix_x4_trans(unsigned *r, const void *sm
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(smem)));
+}
+// The same at a shared-space address.
+__device__ __forceinline__ void tl_ldsm_x4(unsigned *r, unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void tl_ldsm_x4_trans(unsigned *r, unsigned addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
 // D = A B + D for one 16x8x16 tile; a: 4 registers, b: 2, d: 4 floats.

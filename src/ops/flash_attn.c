@@ -58,12 +58,16 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
                                         .persistent = d->head_dim <= 64 && !d->causal && d->seq_kv <= 2048};
-    /* mma.sync: eight warps of 16 rows each (the output accumulator of a
-     * warp then holds 16 x head_dim: 64 registers a thread at head_dim 128,
-     * where four warps of 32 rows needed 128 and spilled), K/V through
-     * cp.async */
+    /* mma.sync (K/V through cp.async): four warps of 32 rows each up to
+     * head_dim 128, FlashAttention-2's shape: each K and V fragment a warp
+     * loads feeds two row tiles, half the shared-memory reads of eight warps
+     * of 16 rows. It fits in 255 registers since ldmatrix takes register +
+     * immediate addresses (H200, plain sm_90, bench/NOTES.md session 15:
+     * D 128 S 8k 368 against 225 TFLOP/s, causal 318 against 214; D 64 269
+     * against 258). At head_dim 256 a warp's output accumulator of 32 rows
+     * would need 256 registers: eight warps of 16 rows there. */
     return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 32 : 64, .stages = 2,
-                                    .threads = 256};
+                                    .threads = d->head_dim > 128 ? 256 : 128};
 }
 
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)

@@ -5,7 +5,7 @@
 #include "tl_device.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_nnbf16_bf16_743f37c0(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
+gemm_nnbf16_bf16_075a991b(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
 {
     const long long tl_A_d0 = M;
     const long long tl_A_s0 = K;
@@ -94,20 +94,22 @@ gemm_nnbf16_bf16_743f37c0(long long M, long long N, long long K, const tl_bf16 *
         }
         tl_cp_async_commit();
         { // tl_gemm tl_frag7 += tl_smem5 * tl_smem6: 2x2 warps, warp tile 16x16 = 1x2 mma.m16n8k16
-            const tl_bf16 *const tl_A = tl_smem5 + ((tl_i3 % 2LL)) * 512;
-            const tl_bf16 *const tl_B = tl_smem6 + ((tl_i3 % 2LL)) * 512;
             const int tl_m0 = (tl_warp / 2) * 16, tl_n0 = (tl_warp % 2) * 16;
+            const unsigned tl_A = tl_smem_addr(tl_smem5 + ((tl_i3 % 2LL)) * 512);
+            const tl_swz4<16, 2> tl_sa(tl_m0 + tl_lane % 16, tl_lane / 16 * 8);
+            const unsigned tl_B = tl_smem_addr(tl_smem6 + ((tl_i3 % 2LL)) * 512);
+            const tl_swz4<32, 2> tl_sb(tl_lane % 16, tl_n0 + tl_lane / 16 * 8);
             #pragma unroll
             for (int tl_k = 0; tl_k < 16; tl_k += 16) {
                 unsigned tl_af[1][4], tl_b[2][2];
                 {
                     const int tl_i = 0;
-                    tl_ldmatrix_x4(tl_af[tl_i], tl_A + tl_swz_off<16, 2>(tl_m0 + tl_i * 16 + tl_lane % 16, tl_k + tl_lane / 16 * 8));
+                    tl_ldsm_x4(tl_af[tl_i], tl_A + 2 * tl_sa.at(tl_i * 16, tl_k));
                 }
                 #pragma unroll
                 for (int tl_j = 0; tl_j < 2; tl_j += 2) {
                     unsigned tl_r4[4];
-                    tl_ldmatrix_x4_trans(tl_r4, tl_B + tl_swz_off<32, 2>(tl_k + tl_lane % 16, tl_n0 + tl_j * 8 + tl_lane / 16 * 8));
+                    tl_ldsm_x4_trans(tl_r4, tl_B + 2 * tl_sb.at(tl_k, tl_j * 8));
                     tl_b[tl_j][0] = tl_r4[0]; tl_b[tl_j][1] = tl_r4[1];
                     tl_b[tl_j + 1][0] = tl_r4[2]; tl_b[tl_j + 1][1] = tl_r4[3];
                 }

@@ -138,7 +138,7 @@ static void test_cubins_sm80_sm90a(void **state)
 }
 
 /* On sm_80 (mma.sync) the default is four warps of 32 rows up to head_dim
- * 128 and eight of 16 at 256; the gemms' ldmatrix take a shared address
+ * 128 (128 keys a tile at 64, 64 at 128) and eight of 16 at 256; the gemms' ldmatrix take a shared address
  * plus one of four per-thread swizzled offsets (tl_swz4), and each K/V
  * copy one global pointer a thread stepped by whole rows. */
 static void test_sm80_default(void **state)
@@ -152,7 +152,7 @@ static void test_sm80_default(void **state)
         tl_flash_attn_schedule s = tl_op_flash_attn_schedule(c80, &d);
         assert_int_equal(s.threads, dims[i] > 128 ? 256 : 128);
         assert_int_equal(s.block_m, 128);
-        assert_int_equal(s.block_n, dims[i] > 128 ? 32 : 64);
+        assert_int_equal(s.block_n, dims[i] > 128 ? 32 : dims[i] > 64 ? 64 : 128);
         assert_int_equal(s.warp_specialize, 0);
         const tl_program *p;
         if (tl_op_flash_attn_program(c80, &d, &p) != TL_OK)

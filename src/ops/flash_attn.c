@@ -63,11 +63,14 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * loads feeds two row tiles, half the shared-memory reads of eight warps
      * of 16 rows. It fits in 255 registers since ldmatrix takes register +
      * immediate addresses (H200, plain sm_90, bench/NOTES.md session 15:
-     * D 128 S 8k 368 against 225 TFLOP/s, causal 318 against 214; D 64 269
-     * against 258). At head_dim 256 a warp's output accumulator of 32 rows
-     * would need 256 registers: eight warps of 16 rows there. */
-    return (tl_flash_attn_schedule){.block_m = 128, .block_n = d->head_dim > 128 ? 32 : 64, .stages = 2,
-                                    .threads = d->head_dim > 128 ? 256 : 128};
+     * D 128 S 8k 368 against 225 TFLOP/s, causal 318 against 214). D 64
+     * takes 128 keys a tile, as FlashAttention-2 does (S 8k 313 against 269
+     * with 64, causal 259 against 255). At head_dim 256 a warp's output
+     * accumulator of 32 rows would need 256 registers: eight warps of 16
+     * rows there. */
+    return (tl_flash_attn_schedule){.block_m = 128,
+                                    .block_n = d->head_dim > 128 ? 32 : d->head_dim > 64 ? 64 : 128,
+                                    .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
 }
 
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)

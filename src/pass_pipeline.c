@@ -813,6 +813,12 @@ typedef struct ws_plan {
                             tl_use_persistent, every consumer group on the same block */
     bool turns;          /* the two warpgroups of one block take turns at each tl_gemm */
     bool stream_k;       /* tl_use_stream_k: the tile loops walk units of K steps (lowered.h) */
+    struct {             /* copies ahead of the loop that the producer issues (plan_pre_loads) */
+        int n;
+        int32_t copy[TLI_MAX_TMA];
+        int64_t bytes;   /* what they bring: the full mbarrier's transaction count */
+        int32_t full, empty; /* a one-slot ring: loaded; handed back (persistent CTAs) */
+    } pre;
 } ws_plan;
 
 /* Ping-pong inside a block of two consumer warpgroups (tl_use_pingpong on
@@ -927,6 +933,19 @@ static int32_t ring_pos(piper *P, int32_t p, int32_t n, int32_t j)
  * step j + j0 (the caller shifts the statements by that). */
 static int32_t sk_trip_count(piper *P) { return bin(P, E_SUB, sk_value(P, TH_SK_J1), sk_value(P, TH_SK_J0)); }
 
+/* A copy ahead of the loop as the producer's TMA boxes on bar[0]. */
+static int32_t pre_copy(piper *P, int32_t c, int32_t bar)
+{
+    tli_snode n = *tli_S(P->ir, c);
+    n.next = n.body = n.orelse = 0;
+    memset(n.x, 0, sizeof n.x);
+    n.x[TLI_X_COPY_HOW] = CP_TMA;
+    n.x[TLI_X_COPY_BAR] = bar;
+    n.x[TLI_X_COPY_BAR_IDX] = I32(P, 0);
+    n.x[TLI_X_COPY_MANAGED] = 1;
+    return tli_low_stmt(P->L, &n);
+}
+
 /* The producer warpgroup's work: for each block of the CTA (its one block,
  * or every block of a persistent CTA in order), the producers of every
  * iteration into the ring, each slot refilled once released. */
@@ -938,6 +957,16 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     if (w->persistent)
         tile = mk_tile_loop(P, I(P, 0), 1, &p);
     tli_list blk = {0};
+    if (w->pre.n) { /* the block's Q-like tiles first, once the consumers have handed the slot back */
+        if (w->persistent)
+            tli_list_add(L, &blk, mk_if(P, bin(P, E_GT, p, I(P, 0)),
+                                        mbar_op(P, S_MBAR_WAIT, w->pre.empty, I32(P, 0),
+                                                bin(P, E_MOD, bin(P, E_SUB, p, I(P, 1)), I(P, 2))), 0));
+        tli_snode e = {.op = S_MBAR_EXPECT, .buf = w->pre.full, .a0 = I32(P, 0), .a1 = (int32_t)w->pre.bytes};
+        tli_list_add(L, &blk, tli_low_stmt(L, &e));
+        for (int i = 0; i < w->pre.n; i++)
+            tli_list_add(L, &blk, pre_copy(P, w->pre.copy[i], w->pre.full));
+    }
     int32_t n_let = tli_low_let(L, "tl_n#", w->stream_k ? sk_trip_count(P) : pi->extent);
     tli_list_add(L, &blk, n_let);
     int32_t n = let_ref(P, n_let);
@@ -1202,6 +1231,9 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
         int32_t parity_ = bin(P, E_MOD, bin(P, E_DIV, bin(P, E_SUB, p, I(P, 1)), I(P, 2)), I(P, 2));
         tli_list_add(L, &out, mk_if(P, bin(P, E_GT, p, I(P, 0)), mbar_op(P, S_MBAR_WAIT, w->order, group, parity_), 0));
     }
+    if (w->pre.n) /* the producer's tiles from ahead of the loop (block p's: phase p) */
+        tli_list_add(L, &out, mbar_op(P, S_MBAR_WAIT, w->pre.full, I32(P, 0),
+                                      p ? bin(P, E_MOD, p, I(P, 2)) : I(P, 0)));
     rotation rot;
     if (w->turns && !w->persistent && P->ir->pingpong == 2 && find_rotation(P, pi, &rot)) {
         rotated_loop(P, pi, w, &rot, n, &out);
@@ -1247,6 +1279,8 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     if (w->persistent == 2) /* the other group's turn */
         tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
     wgmma_wait(P, &tail, 0);
+    if (w->pre.n && w->persistent) /* read for the last time (plan_pre_loads): the next block's may come */
+        tli_list_add(L, &tail, release_if(P, pi, 0, w->pre.empty, I32(P, 0)));
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
     for (int g = 0; g < sp->G; g++) /* (early groups: released in the loop) */
         if (!sp->early[g])
@@ -1448,6 +1482,82 @@ static int32_t private_buffers(piper *P, const pipe_info *pi, int32_t body, int 
     return id;
 }
 
+/* Whether statement x reads (any) or writes buffer b. */
+static bool touches(piper *P, int32_t x, int32_t b, bool *writes)
+{
+    tli_bufset rd = {0}, wr = {0};
+    bool hit = true; /* out of memory: the lowering fails */
+    *writes = true;
+    if (!tli_bufset_init(&rd, P->ir->b.n) || !tli_bufset_init(&wr, P->ir->b.n)) {
+        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    } else {
+        tli_stmt_access(P->L, x, &rd, &wr);
+        *writes = tli_bufset_has(&wr, b);
+        hit = *writes || tli_bufset_has(&rd, b);
+    }
+    tli_bufset_free(&rd);
+    tli_bufset_free(&wr);
+    return hit;
+}
+
+/* Copies ahead of the pipelined loop into the consumers' own shared tiles
+ * (FlashAttention's Q) become the producer's: TMA boxes it issues at each
+ * block's start, before the ring's first tiles, completing on a one-slot
+ * ring of their own; the consumers wait for it just before the loop, and
+ * in a persistent CTA hand the slot back after it, so that the next
+ * block's tile loads while they finish this one (as the consumers' own
+ * cp.async, it was issued only after the previous block's epilogue, and
+ * waited for in full: one load latency a block). A copy qualifies when it
+ * is at the block's top level ahead of the loop, TMA-able, into a buffer
+ * of no ring that nothing but the loop reads and nothing else writes;
+ * not in ping-pong's per-group blocks (their tiles are per group) nor
+ * stream-K. The copies are unlinked from the consumers' body here. */
+static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
+{
+    tli_ir *ir = P->ir;
+    if (w->how != CP_TMA || w->persistent == 2 || w->stream_k || pi->cluster_ring)
+        return;
+    bool top = false;
+    for (int32_t s = ir->body; s; s = ir->s.v[s].next)
+        top |= s == pi->sid;
+    if (!top)
+        return;
+    int32_t prev = 0;
+    for (int32_t c = ir->body; c && c != pi->sid && P->L->st == TL_OK;) {
+        int32_t next = ir->s.v[c].next;
+        const tli_snode *n = tli_S(ir, c);
+        bool ok = n->op == S_COPY && w->pre.n < TLI_MAX_TMA - 2;
+        int32_t b = ok ? tli_copy_buf(ir, n->a1) : 0;
+        ok = ok && B(P, tli_copy_buf(ir, n->a0))->scope == B_GLOBAL && B(P, b)->scope == B_SHARED &&
+             !staged_buf(pi, b) && tma_ok(P, c);
+        for (int32_t x = ir->body; ok && x; x = ir->s.v[x].next) {
+            bool writes;
+            if (x == c || !touches(P, x, b, &writes))
+                continue;
+            /* the loop may read it; nothing else, before or after it, may touch it */
+            ok = x == pi->sid && !writes;
+        }
+        if (!ok) {
+            prev = c;
+            c = next;
+            continue;
+        }
+        w->pre.copy[w->pre.n++] = c;
+        w->pre.bytes += tli_buf_elems(B(P, b)) * esize(B(P, b));
+        if (next && ir->s.v[next].op == S_CP_COMMIT) /* its commit goes too */
+            next = ir->s.v[next].next;
+        if (prev)
+            ir->s.v[prev].next = next;
+        else
+            ir->body = next;
+        c = next;
+    }
+    if (!w->pre.n)
+        return;
+    w->pre.full = mbar_array(P, "tl_pre_full", 1);
+    w->pre.empty = mbar_array(P, "tl_pre_empty", 1);
+}
+
 static void schedule_warp_specialized(piper *P, const pipe_info *pi)
 {
     tli_lowered *L = P->L;
@@ -1479,6 +1589,9 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     /* the consumers: the block body with the loop replaced, in a tile loop
      * over their blocks when persistent (ping-pong: group g takes p = g,
      * g + 2, ...; else all groups take p = 0, 1, ...) */
+    plan_pre_loads(P, pi, &w);
+    if (L->st != TL_OK)
+        return;
     int32_t tile = 0, p = 0;
     if (w.persistent == 2)
         tile = mk_tile_loop(P, tli_low_thread(L, TH_WG), 2, &p);
@@ -1511,6 +1624,10 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_list_add(L, &top, empty_init(P, pi, w.r.empty, consumer_warps));
     if (w.order) /* one arrival per warp of the group whose turn ends */
         tli_list_add(L, &top, mbar_init(P, w.order, 4));
+    if (w.pre.n) {
+        tli_list_add(L, &top, mbar_init(P, w.pre.full, 1));
+        tli_list_add(L, &top, mbar_init(P, w.pre.empty, consumer_warps));
+    }
     init_done(P, pi, &top);
     int32_t producer_wg = I32(P, groups * ir->threads / 128);
     int32_t roles = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);

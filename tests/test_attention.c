@@ -200,7 +200,9 @@ static void test_sm90a_lowering(void **state)
  * 128 takes two stages of 176 keys, and K and V get rings of their own
  * (twice the mbarriers; K's slot released in its own iteration right after
  * the wait for S = Q K^T, V's in the next); three stages keep one ring; D
- * 256 (two stages, no turns) splits too. */
+ * 256 (two stages, no turns) splits too. Q is the producer's load, ahead
+ * of the ring's; persistent CTAs (non-causal, D 64 up to 4096 keys, D 128
+ * from 2048 to 8192) hand its slot back after each block's loop. */
 static void test_ring_layout(void **state)
 {
     (void)state;
@@ -210,9 +212,12 @@ static void test_ring_layout(void **state)
         int causal;
         const char *bn;
         bool split;
-    } rows[] = {{128, 8192, 0, "128x176", true}, {128, 2048, 0, "128x176", true}, {128, 8192, 1, "128x176", true},
-                {128, 4096, 1, "128x128", false}, {128, 1024, 0, "128x128", false}, {64, 8192, 0, "128x192", false},
-                {256, 4096, 0, "128x64", true}};
+        int persistent;
+    } rows[] = {{128, 8192, 0, "128x176", true, 1},  {128, 2048, 0, "128x176", true, 1},
+                {128, 8192, 1, "128x176", true, 0},  {128, 4096, 1, "128x128", false, 0},
+                {128, 1024, 0, "128x128", false, 0}, {64, 8192, 0, "128x192", false, 0},
+                {64, 4096, 0, "128x192", false, 1},  {128, 16384, 0, "128x176", true, 0},
+                {256, 4096, 0, "128x64", true, 0}};
     for (size_t i = 0; i < TEST_COUNT(rows); i++) {
         tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = rows[i].seq, .seq_kv = rows[i].seq,
                                 .head_dim = rows[i].dim, .dtype = TL_BF16, .causal = rows[i].causal};
@@ -246,6 +251,21 @@ static void test_ring_layout(void **state)
             /* no turn of each gemm's own: with the slots released early two stages need none */
             assert_null(strstr(src, "a turn on the tensor cores of its own"));
         }
+        /* Q is the producer's TMA load on a one-slot ring of its own, which a persistent CTA's
+         * consumers hand back after their loop for the next block's */
+        char expect[64];
+        snprintf(expect, sizeof expect, "tl_mbar_expect(&tl_pre_full[0], %lld);", (long long)(128 * rows[i].dim * 2));
+        const char *qe = strstr(src, expect), *ql = strstr(src, "tl_tma_load_4d(Qs + 0, ");
+        const char *kl = strstr(src, "tl_tma_load_4d(Ks + ");
+        assert_true(qe && ql && kl && qe < ql && ql < kl); /* Q before the ring's first tiles */
+        assert_null(strstr(src, "tl_cp_async16(Qs"));
+        const char *qw = strstr(src, "tl_mbar_wait(&tl_pre_full[0], ");
+        assert_true(qw && qw < strstr(src, "// tl_pipelined, consumer side"));
+        bool back = strstr(src, "tl_mbar_arrive(&tl_pre_empty[0]);") && strstr(src, "tl_mbar_wait(&tl_pre_empty[0], ");
+        assert_int_equal(s.persistent, rows[i].persistent);
+        if (back != (s.persistent != 0))
+            fail_msg("d%lld seq %lld causal %d: Q's slot handed back %d, persistent %d", (long long)rows[i].dim,
+                     (long long)rows[i].seq, rows[i].causal, back, s.persistent);
         tl_free_host(src);
         tl_kernel_destroy(k);
         const tl_program *p;

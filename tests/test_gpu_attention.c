@@ -162,6 +162,11 @@ static void test_persistent_schedule(void **state)
         run_case(&many[i], &s, 1300 + 10 * i);
         s.stages = 2; /* (D 64) K and V on rings of their own, the turns running on across blocks */
         run_case(&many[i], &s, 1300 + 10 * i);
+        if (many[i].d == 128) { /* the default from 2048 keys: 176 keys a tile, Q's slot handed on */
+            s.block_n = 176;
+            run_case(&many[i], &s, 1400 + 10 * i);
+            s.block_n = 0;
+        }
         s.stages = 0;
         s.persistent = 0; /* the same case in ordinary CTAs */
         run_case(&many[i], &s, 1300 + 10 * i);

@@ -280,20 +280,36 @@ static void test_gemm_cubins_sm80_sm90a(void **state)
             }
 }
 
+/* The parameters of the warp-specialised test kernels below: A [M, K] and
+ * B [N, K] in bf16, C [M, N] in f32, a block per 128 x 64 tile of C on 256
+ * threads with a producer warpgroup. */
+typedef struct ws_io {
+    tl_buf A, B, C;
+    tl_expr K, bx, by;
+} ws_io;
+
+static ws_io ws_prelude(tl_kernel *k)
+{
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    ws_io io = {.A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL),
+                .B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL),
+                .C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL), .K = K};
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, 128)), tl_int(k, 1), 256);
+    tl_use_warp_specialize(k, 1);
+    io.bx = tl_block_idx(k, 0), io.by = tl_block_idx(k, 1);
+    return io;
+}
+
 /* A user's kernel shaped like FlashAttention's loop: gemm 1 reads A and
  * B1, an element-wise loop reads its accumulator, gemm 2 reads A and B2;
  * warp specialised, the consumers taking turns, `stages` slots. */
 static tl_kernel *two_gemm_kernel(tl_ctx *c, int stages)
 {
     tl_kernel *k = tl_kernel_new(c, "two_gemms");
-    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
-    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
-    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
-    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){M, N}, NULL);
-    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, 128)), tl_int(k, 1), 256);
-    tl_use_warp_specialize(k, 1);
+    ws_io io = ws_prelude(k);
+    tl_buf A = io.A, B = io.B, C = io.C;
+    tl_expr K = io.K, bx = io.bx, by = io.by;
     tl_use_pingpong(k, 1);
-    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
     tl_buf as = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){128, 64});
     tl_buf b1 = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64}), b2 = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
     tl_buf s1 = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
@@ -354,6 +370,79 @@ static void test_rings_lowering(void **state)
         tl_program_destroy(p);
         tl_kernel_destroy(k);
     }
+    tl_ctx_destroy(c90);
+}
+
+/* A user's kernel with a tile loaded ahead of its pipelined loop and read
+ * by every iteration (A's first K tile, as FlashAttention's Q): with a
+ * producer warpgroup the copy becomes the producer's TMA load at each
+ * block's start, ahead of the ring's tiles, on a one-slot ring of its own
+ * that the consumers wait on before the loop; persistent CTAs hand the
+ * slot back after each block's loop and the producer waits for that
+ * before the next block's load. Plain warp specialisation, persistent
+ * with turns; a tile also written in the loop stays the consumers'. */
+static tl_kernel *pre_tile_kernel(tl_ctx *c, int persistent, int rewrite)
+{
+    tl_kernel *k = tl_kernel_new(c, "pre_tile");
+    ws_io io = ws_prelude(k);
+    tl_buf A = io.A, B = io.B, C = io.C;
+    tl_expr K = io.K, bx = io.bx, by = io.by;
+    if (persistent) {
+        tl_use_pingpong(k, 1);
+        tl_use_persistent(k, 1);
+    }
+    tl_buf as = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){128, 64});
+    tl_buf bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
+    tl_copy(k, tl_tile(k, A, by, tl_int(k, 0)), tl_all(as));
+    tl_clear(k, cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, 64)), 2);
+    tl_copy(k, tl_tile(k, B, bx, ko), tl_all(bs));
+    tl_gemm(k, as, bs, cf, TL_GEMM_TRANS_B);
+    if (rewrite)
+        tl_copy(k, tl_tile(k, A, by, ko), tl_all(as));
+    tl_end(k);
+    tl_copy(k, tl_all(cf), tl_tile(k, C, by, bx));
+    return k;
+}
+
+static void test_pre_tile_lowering(void **state)
+{
+    (void)state;
+    tl_ctx *c90 = test_offline_ctx("sm_90a");
+    for (int persistent = 0; persistent < 2; persistent++) {
+        tl_kernel *k = pre_tile_kernel(c90, persistent, 0);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *expect = strstr(src, "tl_mbar_expect(&tl_pre_full[0], 16384);");
+        const char *load = strstr(src, "tl_tma_load_2d(tl_smem");
+        const char *ring = strstr(src, "tl_mbar_expect(&tl_full[");
+        const char *wait = strstr(src, "tl_mbar_wait(&tl_pre_full[0], ");
+        const char *loop = strstr(src, "// tl_pipelined, consumer side");
+        assert_true(expect && load && ring && wait && loop && expect < load && load < ring && wait < loop);
+        assert_null(strstr(src, "tl_cp_async16("));
+        const char *back = strstr(src, "tl_mbar_arrive(&tl_pre_empty[0]);");
+        const char *before = strstr(src, "tl_mbar_wait(&tl_pre_empty[0], ");
+        if (persistent) {
+            assert_true(back && before && before < expect && back > loop);
+            assert_non_null(strstr(wait, "tl_p % 2LL"));
+        } else {
+            assert_null(back);
+            assert_null(before);
+        }
+        tl_free_host(src);
+        tl_program *p;
+        if (tl_compile(k, NULL, &p) != TL_OK)
+            fail_msg("persistent %d: %s", persistent, tl_ctx_error(c90));
+        tl_program_destroy(p);
+        tl_kernel_destroy(k);
+    }
+    tl_kernel *k = pre_tile_kernel(c90, 0, 1); /* the loop writes the tile too: the consumers keep their copy */
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_null(strstr(src, "tl_pre_full"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
     tl_ctx_destroy(c90);
 }
 
@@ -781,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
         cmocka_unit_test(test_rings_lowering),
+        cmocka_unit_test(test_pre_tile_lowering),
         cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_cluster_multicast_lowering),
         cmocka_unit_test(test_tile_copy_constant_unit_stride),

@@ -43,9 +43,12 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     /* wgmma: two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax runs
      * under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against 404 TFLOP/s for
-     * 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row; and persistent CTAs up to 2048
-     * keys, where a block's own start and end weigh most (bench_attention --persistent: +5 % at S = 512,
-     * +2 % at 2k, even at 4k, -1 % from 8k; D = 128 loses 1-3 % up to 4k). D = 128 from 2048 keys (8192
+     * 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row. Persistent CTAs (non-causal),
+     * where a block's own start and end weigh most: since the producer loads the next block's Q while
+     * the consumers finish a block (bench/NOTES.md session 15, same run) D = 64 gains +3 % at 2k keys and
+     * +1.6 % at 4k, D = 128 +1.5 % at 2k, +1.2 % at 4k and +0.7 % at 8k; longer ones were not measured
+     * apart from the clocks' drift (before the producer's Q, D = 128 lost 1-3 % up to 4k and D = 64
+     * from 8k). D = 128 from 2048 keys (8192
      * causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
      * TFLOP/s, causal 602 against 590; fewer keys lose to the wider tile's ragged last one: causal 1k
@@ -57,7 +60,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
                                         .stages = d->head_dim > 128 || wide ? 2 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
-                                        .persistent = d->head_dim <= 64 && !d->causal && d->seq_kv <= 2048};
+                                        .persistent = !d->causal && (d->head_dim <= 64 ? d->seq_kv <= 4096
+                                                                                       : wide && d->seq_kv <= 8192)};
     /* mma.sync (K/V through cp.async): four warps of 32 rows each up to
      * head_dim 128, FlashAttention-2's shape: each K and V fragment a warp
      * loads feeds two row tiles, half the shared-memory reads of eight warps

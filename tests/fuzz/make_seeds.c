@@ -433,6 +433,26 @@ static void seed_rings(fuzz_writer *w)
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
+/* A tile loaded ahead of the pipelined loop and read by every iteration
+ * (FlashAttention's Q: A's first K tile here), in persistent CTAs with
+ * ping-pong's turns: the copy becomes the producer's, on a one-slot ring
+ * that the consumers hand back after each block's loop. */
+static void seed_pre(fuzz_writer *w)
+{
+    ws_start z = ws_prelude(w, D_BF16, D_BF16, 4 | 2 | 16); /* warp specialised, turns, persistent */
+    int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
+    int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), bs = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
+    int cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
+    w_copy(w, w_tile(w, a, 2, (int[]){by, w_int(w, 0)}), w_all(w, as));
+    w_clear(w, cf);
+    int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, sixty4), 2);
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, bs));
+    w_gemm(w, as, bs, cf, 2); /* B transposed */
+    w_op(w, OP_END);
+    w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
+    w_args(w, 3, (int[]){8, 8, 8});
+}
+
 /* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
  * the producer's ring. */
 static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specialised, persistent */ }
@@ -542,10 +562,10 @@ int main(int argc, char **argv)
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
-                                                   seed_stream_k, seed_rings};
+                                                   seed_stream_k, seed_rings, seed_pre};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings"};
+                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -662,7 +662,12 @@ TL_API void tl_use_swizzle(tl_kernel *k, int panel);
  * stages and TMA, tiles read by different statements of the loop (K by
  * one tl_gemm, V by the next) get rings of their own, each slot going back
  * to the producer as soon as its last reader is done rather than at the
- * iteration's end. On sm_90a the
+ * iteration's end. With TMA, a tl_copy at the body's top level ahead of the
+ * loop into a shared tile that only the loop reads (and nothing else
+ * writes), FlashAttention's Q, is the producer's too: loaded at each
+ * block's start before the ring's tiles, the block's threads waiting for
+ * it just before the loop (not in ping-pong's blocks of 128 threads nor
+ * with tl_use_stream_k or multicast). On sm_90a the
  * producer gives its registers to the consumers (setmaxnreg). Requirements,
  * checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one not met): the
  * block is whole warpgroups (a multiple of 128 threads); the body holds
@@ -702,7 +707,9 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * warpgroups on one block at a time. The producer runs ahead across
  * blocks: it fills the ring with the next block's tiles while the
  * consumers run this block's epilogue (the statements after the loop), so
- * no block pays a pipeline fill, and no CTA is launched per block. With
+ * no block pays a pipeline fill, and no CTA is launched per block; a tile
+ * the producer loads ahead of the loop (tl_use_warp_specialize) is handed
+ * back after the loop, so the next block's loads under the epilogue too. With
  * TMA (sm_90a), a tl_copy of a whole f32 accumulator to a tile of a 16-bit
  * tensor at the body's top level is stored through a staging tile in
  * shared memory (up to 32 KiB more) by TMA, draining under the next
@@ -1475,9 +1482,11 @@ typedef struct tl_flash_attn_schedule {
                               2: and each issues the next tile's Q K^T with this one's P V
                               (tl_use_pingpong's overlap) */
     int persistent;        /* 1: min(blocks, SMs) CTAs, each running blocks in
-                              turn, the producer loading the next block's K/V
-                              under this one's last tiles (tl_use_persistent;
-                              warp_specialize, not causal) */
+                              turn, the producer loading the next block's Q
+                              and K/V under this one's end (tl_use_persistent;
+                              warp_specialize, not causal; the sm_90a default
+                              at head_dim 64 up to 4096 keys and at 128 from
+                              2048 to 8192) */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {

@@ -1500,6 +1500,20 @@ static bool touches(piper *P, int32_t x, int32_t b, bool *writes)
     return hit;
 }
 
+/* Whether expression e is the same for every thread of the block and
+ * needs nothing the consumers define (constants, parameters, the block's
+ * index): what the producer can evaluate in their place. */
+static bool block_invariant(piper *P, int32_t e)
+{
+    if (!e)
+        return true;
+    const tli_enode *n = tli_E(P->ir, e);
+    switch ((tli_eop)n->op) {
+    case E_LOOP_VAR: case E_LOAD: case E_LET: case E_THREAD: return false;
+    default: return block_invariant(P, n->a[0]) && block_invariant(P, n->a[1]) && block_invariant(P, n->a[2]);
+    }
+}
+
 /* Copies ahead of the pipelined loop into the consumers' own shared tiles
  * (FlashAttention's Q) become the producer's: TMA boxes it issues at each
  * block's start, before the ring's first tiles, completing on a one-slot
@@ -1508,9 +1522,10 @@ static bool touches(piper *P, int32_t x, int32_t b, bool *writes)
  * block's tile loads while they finish this one (as the consumers' own
  * cp.async, it was issued only after the previous block's epilogue, and
  * waited for in full: one load latency a block). A copy qualifies when it
- * is at the block's top level ahead of the loop, TMA-able, into a buffer
- * of no ring that nothing but the loop reads and nothing else writes;
- * not in ping-pong's per-group blocks (their tiles are per group) nor
+ * is at the block's top level ahead of the loop, TMA-able, its tile's
+ * indices the block's alone (block_invariant), into a buffer of no ring
+ * that nothing but the loop reads and nothing else writes; not in
+ * ping-pong's per-group blocks (their tiles are per group) nor
  * stream-K. The copies are unlinked from the consumers' body here. */
 static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
 {
@@ -1526,10 +1541,12 @@ static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
     for (int32_t c = ir->body; c && c != pi->sid && P->L->st == TL_OK;) {
         int32_t next = ir->s.v[c].next;
         const tli_snode *n = tli_S(ir, c);
-        bool ok = n->op == S_COPY && w->pre.n < TLI_MAX_TMA - 2;
+        bool ok = n->op == S_COPY && pi->nprod + w->pre.n < TLI_MAX_TMA; /* a TMA descriptor each */
         int32_t b = ok ? tli_copy_buf(ir, n->a1) : 0;
         ok = ok && B(P, tli_copy_buf(ir, n->a0))->scope == B_GLOBAL && B(P, b)->scope == B_SHARED &&
              !staged_buf(pi, b) && tma_ok(P, c);
+        for (int d = 0; ok && d < B(P, tli_copy_buf(ir, n->a0))->rank; d++)
+            ok = block_invariant(P, tli_R(ir, n->a0)->idx[d]);
         for (int32_t x = ir->body; ok && x; x = ir->s.v[x].next) {
             bool writes;
             if (x == c || !touches(P, x, b, &writes))

@@ -247,9 +247,16 @@ static int32_t producer_copy(piper *P, const pipe_info *pi, int32_t c, int32_t i
     n.x[TLI_X_COPY_MANAGED] = 1;
     n.x[TLI_X_COPY_MCAST] = how == CP_TMA ? mcast : 0;
     int32_t id = tli_low_stmt(P->L, &n);
-    if (id)
+    if (id && it) /* (it 0: a copy outside the loop, as it stands) */
         shift_one(P, id, pi->var, it);
     return id;
+}
+
+/* bar[idx] expects `bytes` more of TMA's transactions. */
+static int32_t mbar_expect(piper *P, int32_t bar, int32_t idx, int64_t bytes)
+{
+    tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = idx, .a1 = (int32_t)bytes};
+    return tli_low_stmt(P->L, &e);
 }
 
 /* S_STAGE(bufs of pi, stage) { body } */
@@ -277,10 +284,8 @@ static int32_t producers_of(piper *P, const pipe_info *pi, const int *of, int g,
                             tli_copy_how how, int32_t bar, int32_t bar_idx, int64_t bytes, int threads)
 {
     tli_list l = {0};
-    if (how == CP_TMA) {
-        tli_snode e = {.op = S_MBAR_EXPECT, .buf = bar, .a0 = bar_idx, .a1 = (int32_t)bytes};
-        tli_list_add(P->L, &l, tli_low_stmt(P->L, &e));
-    }
+    if (how == CP_TMA)
+        tli_list_add(P->L, &l, mbar_expect(P, bar, bar_idx, bytes));
     for (int i = 0; i < pi->nprod; i++)
         if (!of || of[i] == g)
             tli_list_add(P->L, &l, producer_copy(P, pi, pi->prod[i], it, how, bar, bar_idx, threads, pi->mcast[i]));
@@ -933,19 +938,6 @@ static int32_t ring_pos(piper *P, int32_t p, int32_t n, int32_t j)
  * step j + j0 (the caller shifts the statements by that). */
 static int32_t sk_trip_count(piper *P) { return bin(P, E_SUB, sk_value(P, TH_SK_J1), sk_value(P, TH_SK_J0)); }
 
-/* A copy ahead of the loop as the producer's TMA boxes on bar[0]. */
-static int32_t pre_copy(piper *P, int32_t c, int32_t bar)
-{
-    tli_snode n = *tli_S(P->ir, c);
-    n.next = n.body = n.orelse = 0;
-    memset(n.x, 0, sizeof n.x);
-    n.x[TLI_X_COPY_HOW] = CP_TMA;
-    n.x[TLI_X_COPY_BAR] = bar;
-    n.x[TLI_X_COPY_BAR_IDX] = I32(P, 0);
-    n.x[TLI_X_COPY_MANAGED] = 1;
-    return tli_low_stmt(P->L, &n);
-}
-
 /* The producer warpgroup's work: for each block of the CTA (its one block,
  * or every block of a persistent CTA in order), the producers of every
  * iteration into the ring, each slot refilled once released. */
@@ -962,10 +954,9 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
             tli_list_add(L, &blk, mk_if(P, bin(P, E_GT, p, I(P, 0)),
                                         mbar_op(P, S_MBAR_WAIT, w->pre.empty, I32(P, 0),
                                                 bin(P, E_MOD, bin(P, E_SUB, p, I(P, 1)), I(P, 2))), 0));
-        tli_snode e = {.op = S_MBAR_EXPECT, .buf = w->pre.full, .a0 = I32(P, 0), .a1 = (int32_t)w->pre.bytes};
-        tli_list_add(L, &blk, tli_low_stmt(L, &e));
-        for (int i = 0; i < w->pre.n; i++)
-            tli_list_add(L, &blk, pre_copy(P, w->pre.copy[i], w->pre.full));
+        tli_list_add(L, &blk, mbar_expect(P, w->pre.full, I32(P, 0), w->pre.bytes));
+        for (int i = 0; i < w->pre.n; i++) /* TMA boxes on the slot's full mbarrier */
+            tli_list_add(L, &blk, producer_copy(P, pi, w->pre.copy[i], 0, CP_TMA, w->pre.full, I32(P, 0), 0, 0));
     }
     int32_t n_let = tli_low_let(L, "tl_n#", w->stream_k ? sk_trip_count(P) : pi->extent);
     tli_list_add(L, &blk, n_let);
@@ -1383,17 +1374,48 @@ static void tma_store_rounds(piper *P, int32_t s)
     }
 }
 
+/* The buffers statements read and write, the sets allocated once for a
+ * walk. Out of memory, the lowering fails (a silent fallback would change
+ * the code) and probe_init answers false. */
+typedef struct probe {
+    tli_bufset rd, wr;
+} probe;
+
+static void probe_free(probe *q)
+{
+    tli_bufset_free(&q->rd);
+    tli_bufset_free(&q->wr);
+}
+
+static bool probe_init(piper *P, probe *q)
+{
+    *q = (probe){0};
+    if (tli_bufset_init(&q->rd, P->ir->b.n) && tli_bufset_init(&q->wr, P->ir->b.n))
+        return true;
+    probe_free(q); /* (nothing left to free for a caller that gives up) */
+    tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    return false;
+}
+
+/* Whether statement x reads buffer b (*reads) and writes it (*writes). */
+static void probe_stmt(piper *P, probe *q, int32_t x, int32_t b, bool *reads, bool *writes)
+{
+    tli_bufset_clear(&q->rd);
+    tli_bufset_clear(&q->wr);
+    tli_stmt_access(P->L, x, &q->rd, &q->wr);
+    *reads = tli_bufset_has(&q->rd, b);
+    *writes = tli_bufset_has(&q->wr, b);
+}
+
 /* Whether the statements of list `first` other than s could race with a
  * TMA store of s into buffer b: any access after s (the store is still in
  * flight) or a write before it (ordinary stores and TMA's would need a
  * proxy fence between them). Reads before s are done by then. */
 static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
 {
-    tli_bufset rd = {0}, wr = {0};
-    bool hit = true; /* out of memory: the lowering fails (a silent fallback would change the code) */
-    if (!tli_bufset_init(&rd, P->ir->b.n) || !tli_bufset_init(&wr, P->ir->b.n)) {
-        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-    } else {
+    probe q;
+    bool hit = true; /* out of memory: the lowering fails */
+    if (probe_init(P, &q)) {
         hit = false;
         bool after = false;
         for (int32_t x = first; x && !hit; x = P->ir->s.v[x].next) {
@@ -1401,14 +1423,12 @@ static bool shares_target(piper *P, int32_t first, int32_t s, int32_t b)
                 after = true;
                 continue;
             }
-            tli_bufset_clear(&rd);
-            tli_bufset_clear(&wr);
-            tli_stmt_access(P->L, x, &rd, &wr);
-            hit = tli_bufset_has(&wr, b) || (after && tli_bufset_has(&rd, b));
+            bool reads, writes;
+            probe_stmt(P, &q, x, b, &reads, &writes);
+            hit = writes || (after && reads);
         }
     }
-    tli_bufset_free(&rd);
-    tli_bufset_free(&wr);
+    probe_free(&q);
     return hit;
 }
 
@@ -1482,24 +1502,6 @@ static int32_t private_buffers(piper *P, const pipe_info *pi, int32_t body, int 
     return id;
 }
 
-/* Whether statement x reads (any) or writes buffer b. */
-static bool touches(piper *P, int32_t x, int32_t b, bool *writes)
-{
-    tli_bufset rd = {0}, wr = {0};
-    bool hit = true; /* out of memory: the lowering fails */
-    *writes = true;
-    if (!tli_bufset_init(&rd, P->ir->b.n) || !tli_bufset_init(&wr, P->ir->b.n)) {
-        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-    } else {
-        tli_stmt_access(P->L, x, &rd, &wr);
-        *writes = tli_bufset_has(&wr, b);
-        hit = *writes || tli_bufset_has(&rd, b);
-    }
-    tli_bufset_free(&rd);
-    tli_bufset_free(&wr);
-    return hit;
-}
-
 /* Whether expression e is the same for every thread of the block and
  * needs nothing the consumers define (constants, parameters, the block's
  * index): what the producer can evaluate in their place. */
@@ -1535,7 +1537,8 @@ static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
     bool top = false;
     for (int32_t s = ir->body; s; s = ir->s.v[s].next)
         top |= s == pi->sid;
-    if (!top)
+    probe q;
+    if (!top || !probe_init(P, &q))
         return;
     int32_t prev = 0;
     for (int32_t c = ir->body; c && c != pi->sid && P->L->st == TL_OK;) {
@@ -1548,11 +1551,12 @@ static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
         for (int d = 0; ok && d < B(P, tli_copy_buf(ir, n->a0))->rank; d++)
             ok = block_invariant(P, tli_R(ir, n->a0)->idx[d]);
         for (int32_t x = ir->body; ok && x; x = ir->s.v[x].next) {
-            bool writes;
-            if (x == c || !touches(P, x, b, &writes))
+            bool reads, writes;
+            if (x == c)
                 continue;
+            probe_stmt(P, &q, x, b, &reads, &writes);
             /* the loop may read it; nothing else, before or after it, may touch it */
-            ok = x == pi->sid && !writes;
+            ok = !(reads || writes) || (x == pi->sid && !writes);
         }
         if (!ok) {
             prev = c;
@@ -1569,6 +1573,7 @@ static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
             ir->body = next;
         c = next;
     }
+    probe_free(&q);
     if (!w->pre.n)
         return;
     w->pre.full = mbar_array(P, "tl_pre_full", 1);

@@ -42,6 +42,26 @@ static inline int ctx_teardown(void **state)
     return 0;
 }
 
+/* A second context for ctx's device without the target's arch-specific
+ * features (sm_90a -> sm_90: no wgmma, so tl_gemm takes the mma.sync path
+ * sm_80 runs, and copies cp.async); NULL where ctx's target is plain
+ * already (its tests ran that path). Fails the test if it cannot be made. */
+static inline tl_ctx *test_plain_ctx(void)
+{
+    const char *t = ctx ? tl_ctx_target(ctx) : "";
+    size_t n = strlen(t);
+    if (n < 2 || t[n - 1] != 'a')
+        return NULL;
+    tl_ctx_options o = tl_ctx_default_options();
+    char plain[16], msg[256];
+    snprintf(plain, sizeof plain, "%.*s", (int)(n - 1), t);
+    o.target = plain;
+    tl_ctx *c = NULL;
+    if (tl_ctx_create(&o, &c, msg, sizeof msg) != TL_OK)
+        fail_msg("a context for %s: %s", plain, msg);
+    return c;
+}
+
 /* TILEC_TEST_FILTER=pattern runs only the tests whose names match it
  * (cmocka's wildcards), for a quick look at one test on the GPU. */
 static inline void test_apply_filter(void)

@@ -220,21 +220,7 @@ static void test_against_unfused(void **state)
  * Each case with the op's schedule and with both warp shapes: eight warps
  * of 16 rows, four of 32 (the latter at head_dim <= 128, where its output
  * accumulator fits in registers). NULL where the context is plain already. */
-static tl_ctx *plain_ctx;
-
-static void open_plain_ctx(void)
-{
-    const char *t = ctx ? tl_ctx_target(ctx) : "";
-    size_t n = strlen(t);
-    if (n < 2 || t[n - 1] != 'a')
-        return;
-    tl_ctx_options o = tl_ctx_default_options();
-    char plain[16], msg[256];
-    snprintf(plain, sizeof plain, "%.*s", (int)(n - 1), t);
-    o.target = plain;
-    if (tl_ctx_create(&o, &plain_ctx, msg, sizeof msg) != TL_OK)
-        fail_msg("a context for %s: %s", plain, msg);
-}
+static tl_ctx *plain_ctx; /* test_plain_ctx (fixture.h) */
 
 static void test_mma_sync_path(void **state)
 {
@@ -276,7 +262,7 @@ static int attention_setup(void **state)
         test_persistent_schedule(state);
     plan.planning = false;
     precompile_run(ctx, "attention");
-    open_plain_ctx();
+    plain_ctx = test_plain_ctx();
     if (plain_ctx) {
         plan.planning = true;
         test_mma_sync_path(state);

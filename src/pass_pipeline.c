@@ -1468,11 +1468,18 @@ static bool private_shared(piper *P, const pipe_info *pi, int32_t b)
     return B(P, b)->scope == B_SHARED && !staged_buf(pi, b);
 }
 
-static bool has_private_shared(piper *P, const pipe_info *pi)
+/* Whether the consumers write a shared buffer of their own that the next
+ * block of a persistent CTA rewrites (tiles the producer loads ahead of the
+ * loop are its, handed back through their own mbarrier: plan_pre_loads). */
+static bool has_private_shared(piper *P, const pipe_info *pi, const ws_plan *w)
 {
-    for (int32_t b = 1; b < P->ir->b.n; b++)
-        if (private_shared(P, pi, b))
+    for (int32_t b = 1; b < P->ir->b.n; b++) {
+        bool pre = false;
+        for (int i = 0; i < w->pre.n; i++)
+            pre |= tli_copy_buf(P->ir, tli_S(P->ir, w->pre.copy[i])->a1) == b;
+        if (private_shared(P, pi, b) && !pre)
             return true;
+    }
     return false;
 }
 
@@ -1620,7 +1627,9 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     else if (w.persistent)
         tile = mk_tile_loop(P, I(P, 0), 1, &p);
     consumer_loop(P, pi, &w, p);
-    bool own_shared = has_private_shared(P, pi); /* (the staging tiles have their own waits) */
+    /* (the staging tiles have their own waits; without such buffers the groups run on into the next
+     * block without meeting) */
+    bool own_shared = has_private_shared(P, pi, &w);
     bool tma_stores = w.persistent == 1 && epilogue_tma_stores(P, ir->body);
     int32_t consumer_body = private_buffers(P, pi, ir->body, groups);
     if (tile) {

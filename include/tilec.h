@@ -709,7 +709,10 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * consumers run this block's epilogue (the statements after the loop), so
  * no block pays a pipeline fill, and no CTA is launched per block; a tile
  * the producer loads ahead of the loop (tl_use_warp_specialize) is handed
- * back after the loop, so the next block's loads under the epilogue too. With
+ * back as soon as the loop has read it for the last time (in its last
+ * iteration where the loop's body waits for every wgmma after the gemm that
+ * reads it, else after the loop), so the next block's loads under the rest
+ * of this one. With
  * TMA (sm_90a), a tl_copy of a whole f32 accumulator to a tile of a 16-bit
  * tensor at the body's top level is stored through a staging tile in
  * shared memory (up to 32 KiB more) by TMA, draining under the next

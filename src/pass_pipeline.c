@@ -726,10 +726,83 @@ typedef struct ring_split {
 /* Slot `slot` of group g's ring: the mbarriers' index. */
 static int32_t ring_slot(piper *P, int32_t slot, int g, int S) { return g ? bin(P, E_ADD, slot, I32(P, g * S)) : slot; }
 
+/* The buffers statements read and write, the sets allocated once for a
+ * walk. Out of memory, the lowering fails (a silent fallback would change
+ * the code) and probe_init answers false. */
+typedef struct probe {
+    tli_bufset rd, wr;
+} probe;
+
+static void probe_free(probe *q)
+{
+    tli_bufset_free(&q->rd);
+    tli_bufset_free(&q->wr);
+}
+
+static bool probe_init(piper *P, probe *q)
+{
+    *q = (probe){0};
+    if (tli_bufset_init(&q->rd, P->ir->b.n) && tli_bufset_init(&q->wr, P->ir->b.n))
+        return true;
+    probe_free(q); /* (nothing left to free for a caller that gives up) */
+    tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+    return false;
+}
+
+/* Whether statement x reads buffer b (*reads) and writes it (*writes). */
+static void probe_stmt(piper *P, probe *q, int32_t x, int32_t b, bool *reads, bool *writes)
+{
+    tli_bufset_clear(&q->rd);
+    tli_bufset_clear(&q->wr);
+    tli_stmt_access(P->L, x, &q->rd, &q->wr);
+    *reads = tli_bufset_has(&q->rd, b);
+    *writes = tli_bufset_has(&q->wr, b);
+}
+
 static bool reads_acc(const tli_bufset *rd, const tli_bufset *wr, const tli_snode *g)
 {
     int32_t a = g->gemm[2], a2 = tli_gemm_acc2(g);
     return tli_bufset_has(rd, a) || tli_bufset_has(wr, a) || (a2 && (tli_bufset_has(rd, a2) || tli_bufset_has(wr, a2)));
+}
+
+/* The loop body's release point (see ring_split): the first statement at
+ * its top level that reads the accumulator of a wgmma issued before it;
+ * *at_pos is its position. 0 where there is none, where that statement
+ * reads an older group's only (a wait that leaves younger groups running is
+ * not a full one), or past 16 wgmmas. */
+static int32_t release_point(piper *P, const pipe_info *pi, int *at_pos)
+{
+    tli_ir *ir = P->ir;
+    probe q;
+    if (!probe_init(P, &q))
+        return 0;
+    int32_t wg[16], at = 0;
+    int nw = 0, pos = 0;
+    for (int32_t s = pi->first_consumer; s; s = ir->s.v[s].next, pos++) {
+        const tli_snode *n = tli_S(ir, s);
+        if (n->op == S_GEMM && n->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16) {
+            if (nw == 16)
+                break;
+            wg[nw++] = s;
+            continue;
+        }
+        if (!nw)
+            continue;
+        tli_bufset_clear(&q.rd);
+        tli_bufset_clear(&q.wr);
+        tli_stmt_access(P->L, s, &q.rd, &q.wr);
+        bool older = false;
+        for (int j = 0; j < nw - 1; j++)
+            older |= reads_acc(&q.rd, &q.wr, tli_S(ir, wg[j]));
+        if (reads_acc(&q.rd, &q.wr, tli_S(ir, wg[nw - 1]))) {
+            at = s, *at_pos = pos;
+            break;
+        }
+        if (older)
+            break;
+    }
+    probe_free(&q);
+    return at;
 }
 
 /* sp->G stays 1 where the loop does not qualify (see above). */
@@ -739,54 +812,33 @@ static void plan_split(piper *P, const pipe_info *pi, ring_split *sp, tli_copy_h
     *sp = (ring_split){.G = 1, .bytes = {pi->stage_bytes}};
     if (!P->L->wgmma || how != CP_TMA || pi->S > 2 || pi->cluster_ring || ir->pingpong == 2 || ir->stream_k)
         return;
-    tli_bufset rd = {0}, wr = {0};
-    if (!tli_bufset_init(&rd, ir->b.n) || !tli_bufset_init(&wr, ir->b.n)) {
-        tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-        tli_bufset_free(&rd);
+    int at_pos = -1;
+    int32_t at = release_point(P, pi, &at_pos);
+    probe q;
+    if (!at || !probe_init(P, &q))
         return;
-    }
-    int first[TLI_MAX_TMA], last[TLI_MAX_TMA], at_pos = -1, nw = 0;
-    int32_t wg[16], at = 0;
+    int first[TLI_MAX_TMA], last[TLI_MAX_TMA];
     bool bad = false;
     for (int i = 0; i < pi->nprod; i++)
         first[i] = last[i] = -1;
     int pos = 0;
     for (int32_t s = pi->first_consumer; s && !bad; s = ir->s.v[s].next, pos++) {
-        tli_bufset_clear(&rd);
-        tli_bufset_clear(&wr);
-        tli_stmt_access(P->L, s, &rd, &wr);
+        tli_bufset_clear(&q.rd);
+        tli_bufset_clear(&q.wr);
+        tli_stmt_access(P->L, s, &q.rd, &q.wr);
         for (int i = 0; i < pi->nprod; i++) {
-            bad |= tli_bufset_has(&wr, pi->bufs[i]);
-            if (tli_bufset_has(&rd, pi->bufs[i])) {
+            bad |= tli_bufset_has(&q.wr, pi->bufs[i]);
+            if (tli_bufset_has(&q.rd, pi->bufs[i])) {
                 if (first[i] < 0)
                     first[i] = pos;
                 last[i] = pos;
             }
         }
-        const tli_snode *n = tli_S(ir, s);
-        if (n->op == S_GEMM && n->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16) {
-            if (nw == 16)
-                bad = true;
-            else
-                wg[nw++] = s;
-            continue;
-        }
-        if (!at && nw) {
-            bool older = false;
-            for (int j = 0; j < nw - 1; j++)
-                older |= reads_acc(&rd, &wr, tli_S(ir, wg[j]));
-            bool youngest = reads_acc(&rd, &wr, tli_S(ir, wg[nw - 1]));
-            if (youngest || older) {
-                at = s, at_pos = pos;
-                bad |= !youngest; /* a wait that leaves younger groups running: not a full one */
-            }
-        }
     }
-    tli_bufset_free(&rd);
-    tli_bufset_free(&wr);
+    probe_free(&q);
     for (int i = 0; i < pi->nprod; i++)
         bad |= first[i] < 0; /* a tile nothing reads: keep the one ring */
-    if (bad || !at)
+    if (bad)
         return;
     /* the groups, in the order of their first readers (the producer fetches them in that order) */
     ring_split t = {.at = at};
@@ -1203,6 +1255,36 @@ static void rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, const 
     splice_around(P, pi->sid, out->first, mk_if(P, more, epi.first, 0));
 }
 
+/* Where a persistent CTA's consumers hand the slot of the tiles loaded
+ * ahead of the loop (plan_pre_loads) back: at the loop body's release
+ * point (release_point; with a wait for every wgmma there), in the block's
+ * last iteration, when nothing from there on touches those tiles; so the
+ * producer loads the next block's Q under the last softmax, P V and the
+ * epilogue, and the next block's first K and V after it (bench/NOTES.md,
+ * session 16: +2-3 % at 2k keys). 0: after the loop. The release point is
+ * the one the rings share (ring_split) where they are split. */
+static int32_t pre_release_point(piper *P, const pipe_info *pi, const ws_plan *w)
+{
+    if (!w->pre.n || w->persistent != 1 || !P->L->wgmma)
+        return 0;
+    int at_pos = -1;
+    int32_t at = w->sp.G > 1 ? w->sp.at : release_point(P, pi, &at_pos);
+    probe q;
+    if (!at || !probe_init(P, &q))
+        return 0;
+    bool after = false, touched = false;
+    for (int32_t s = pi->first_consumer; s && !touched; s = P->ir->s.v[s].next) {
+        after |= s == at;
+        for (int i = 0; i < w->pre.n && after && !touched; i++) {
+            bool reads, writes;
+            probe_stmt(P, &q, s, tli_copy_buf(P->ir, tli_S(P->ir, w->pre.copy[i])->a1), &reads, &writes);
+            touched = reads || writes;
+        }
+    }
+    probe_free(&q);
+    return touched ? 0 : at;
+}
+
 /* The consumer side of the loop, in place of the pipelined statement: wait
  * for each slot, run the consumers on it, release the previous slot. p:
  * the persistent tile loop's variable (0: none). */
@@ -1248,16 +1330,24 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     if (w->turns && at)
         add_turns(P, w, at, pi->var, n, p, S);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
-    if (sp->G > 1) { /* the releases at the release point */
+    int32_t pre_at = pre_release_point(P, pi, w);
+    if (sp->G > 1 || pre_at) { /* the releases at the release point */
         tli_list rel = {0};
         wgmma_wait(P, &rel, 0);
-        for (int g = 0; g < sp->G; g++) {
+        for (int g = 0; g < sp->G && sp->G > 1; g++) {
             tli_list_add(L, &rel, sp->early[g] ? release_if(P, pi, 0, w->r.empty, ring_slot(P, st, g, S))
                                                : release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty,
                                                             ring_slot(P, prev, g, S)));
         }
-        splice_around(P, sp->at, rel.first, 0);
-        tli_low_note(L, rel.first, "the slots of the tiles read so far released (%d rings, one a group of tiles)", sp->G);
+        if (pre_at) /* the block's last iteration: the next block's Q-like tiles may come */
+            tli_list_add(L, &rel, release_if(P, pi, bin(P, E_EQ, pi->var, bin(P, E_SUB, n, I(P, 1))), w->pre.empty,
+                                             I32(P, 0)));
+        splice_around(P, pre_at ? pre_at : sp->at, rel.first, 0);
+        if (sp->G > 1)
+            tli_low_note(L, rel.first, "the slots of the tiles read so far released (%d rings, one a group of tiles)",
+                         sp->G);
+        else
+            tli_low_note(L, rel.first, "the tiles loaded ahead of the loop read for the last time in the last iteration");
     }
     wgmma_wait(P, &body, pi->tail);
     if (sp->G == 1)
@@ -1271,7 +1361,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
         tli_list_add(L, &tail, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, bin(P, E_SUB, I32(P, 1), group), 0), 0));
     wgmma_wait(P, &tail, 0);
     if (w->pre.n && w->persistent) /* read for the last time (plan_pre_loads): the next block's may come */
-        tli_list_add(L, &tail, release_if(P, pi, 0, w->pre.empty, I32(P, 0)));
+        tli_list_add(L, &tail, release_if(P, pi, pre_at ? bin(P, E_EQ, n, I(P, 0)) : 0, w->pre.empty, I32(P, 0)));
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
     for (int g = 0; g < sp->G; g++) /* (early groups: released in the loop) */
         if (!sp->early[g])
@@ -1372,39 +1462,6 @@ static void tma_store_rounds(piper *P, int32_t s)
                          "under the next block's main loop", (long long)rows, (long long)(per * 64), rounds,
                          rounds > 1 ? "s" : "");
     }
-}
-
-/* The buffers statements read and write, the sets allocated once for a
- * walk. Out of memory, the lowering fails (a silent fallback would change
- * the code) and probe_init answers false. */
-typedef struct probe {
-    tli_bufset rd, wr;
-} probe;
-
-static void probe_free(probe *q)
-{
-    tli_bufset_free(&q->rd);
-    tli_bufset_free(&q->wr);
-}
-
-static bool probe_init(piper *P, probe *q)
-{
-    *q = (probe){0};
-    if (tli_bufset_init(&q->rd, P->ir->b.n) && tli_bufset_init(&q->wr, P->ir->b.n))
-        return true;
-    probe_free(q); /* (nothing left to free for a caller that gives up) */
-    tli_low_fail(P->L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
-    return false;
-}
-
-/* Whether statement x reads buffer b (*reads) and writes it (*writes). */
-static void probe_stmt(piper *P, probe *q, int32_t x, int32_t b, bool *reads, bool *writes)
-{
-    tli_bufset_clear(&q->rd);
-    tli_bufset_clear(&q->wr);
-    tli_stmt_access(P->L, x, &q->rd, &q->wr);
-    *reads = tli_bufset_has(&q->rd, b);
-    *writes = tli_bufset_has(&q->wr, b);
 }
 
 /* Whether the statements of list `first` other than s could race with a

@@ -252,7 +252,8 @@ static void test_ring_layout(void **state)
             assert_null(strstr(src, "a turn on the tensor cores of its own"));
         }
         /* Q is the producer's TMA load on a one-slot ring of its own, which a persistent CTA's
-         * consumers hand back after their loop for the next block's */
+         * consumers hand back for the next block's in their loop's last iteration, once its
+         * S = Q K^T is done (before that tile's softmax) */
         char expect[64];
         snprintf(expect, sizeof expect, "tl_mbar_expect(&tl_pre_full[0], %lld);", (long long)(128 * rows[i].dim * 2));
         const char *qe = strstr(src, expect), *ql = strstr(src, "tl_tma_load_4d(Qs + 0, ");
@@ -263,6 +264,19 @@ static void test_ring_layout(void **state)
         assert_true(qw && qw < strstr(src, "// tl_pipelined, consumer side"));
         bool back = strstr(src, "tl_mbar_arrive(&tl_pre_empty[0]);") && strstr(src, "tl_mbar_wait(&tl_pre_empty[0], ");
         assert_int_equal(s.persistent, rows[i].persistent);
+        if (back) {
+            const char *loop = strstr(src, "// tl_pipelined, consumer side");
+            const char *rel = strstr(src, "tl_mbar_arrive(&tl_pre_empty[0]);");
+            const char *done = loop ? strstr(loop, "tl_wgmma_wait<0>();") : NULL;
+            const char *soft = loop ? strstr(loop, "tl_reduce_max S") : NULL;
+            assert_true(loop && done && soft && loop < done && done < rel && rel < soft);
+            const char *last = strstr(done, "- 1LL)) && (tl_lane == 0)) {");
+            assert_true(last && last < rel); /* the last iteration's */
+            /* after the loop only where it ran no iteration */
+            const char *empty = strstr(rel + 1, "tl_mbar_arrive(&tl_pre_empty[0]);");
+            const char *guard = strstr(soft, " == 0LL) && (tl_lane == 0)) {");
+            assert_true(empty && guard && guard < empty);
+        }
         if (back != (s.persistent != 0))
             fail_msg("d%lld seq %lld causal %d: Q's slot handed back %d, persistent %d", (long long)rows[i].dim,
                      (long long)rows[i].seq, rows[i].causal, back, s.persistent);

@@ -4,10 +4,11 @@
  * TILEC_CACHE_DIR=DIR) runs the edit. Two cache directories, one with the
  * override and one without, give an A/B of an idea in one run before it
  * is built into the lowering (bench/NOTES.md, session 13).
- *   cubin_override DIR - D CAUSAL [BN STAGES]          print the op's source
- *   cubin_override DIR EDITED.cu D CAUSAL [BN STAGES]  compile EDITED.cu, store it
+ *   cubin_override DIR - D CAUSAL [BN STAGES [PERSISTENT]]          print the op's source
+ *   cubin_override DIR EDITED.cu D CAUSAL [BN STAGES [PERSISTENT]]  compile EDITED.cu, store it
  * (BN STAGES: the schedule 128 x BN, STAGES stages, 256 threads, a producer
- * warpgroup, ping-pong; without them the op's default.)
+ * warpgroup, ping-pong, persistent CTAs when PERSISTENT is 1; without them
+ * the op's default.)
  * The edit must keep the kernel's name and parameters. Build (uses the
  * library's internals):
  *   cc -std=c11 -O2 -Iinclude -Isrc -Ibuild/gen -o /tmp/cubin_override \
@@ -23,7 +24,7 @@ void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, u
 tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char **log);
 int main(int argc, char **argv)
 {
-    if (argc != 5 && argc != 7) return 2;
+    if (argc != 5 && argc != 7 && argc != 8) return 2;
     tl_ctx_options o = tl_ctx_default_options();
     o.cache_dir = argv[1];
     tl_ctx *ctx; char msg[256];
@@ -33,9 +34,10 @@ int main(int argc, char **argv)
     }
     tl_flash_attn_desc d = {.batch = 1, .heads = 16, .kv_heads = 16, .seq_q = 4096, .seq_kv = 4096,
                             .head_dim = atoi(argv[3]), .dtype = TL_BF16, .causal = atoi(argv[4])};
-    if (argc == 7)
+    if (argc >= 7)
         d.schedule = (tl_flash_attn_schedule){.block_m = 128, .block_n = atoi(argv[5]), .stages = atoi(argv[6]),
-                                              .threads = 256, .warp_specialize = 1, .pingpong = 1};
+                                              .threads = 256, .warp_specialize = 1, .pingpong = 1,
+                                              .persistent = argc == 8 ? atoi(argv[7]) : 0};
     const tl_program *cp;
     if (tl_op_flash_attn_program(ctx, &d, &cp) != TL_OK) { fprintf(stderr, "%s\n", tl_ctx_error(ctx)); return 1; }
     tl_program *p = (tl_program *)cp;

@@ -1334,11 +1334,10 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     if (sp->G > 1 || pre_at) { /* the releases at the release point */
         tli_list rel = {0};
         wgmma_wait(P, &rel, 0);
-        for (int g = 0; g < sp->G && sp->G > 1; g++) {
+        for (int g = 0; sp->G > 1 && g < sp->G; g++) /* (one ring: released at the body's end) */
             tli_list_add(L, &rel, sp->early[g] ? release_if(P, pi, 0, w->r.empty, ring_slot(P, st, g, S))
                                                : release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty,
                                                             ring_slot(P, prev, g, S)));
-        }
         if (pre_at) /* the block's last iteration: the next block's Q-like tiles may come */
             tli_list_add(L, &rel, release_if(P, pi, bin(P, E_EQ, pi->var, bin(P, E_SUB, n, I(P, 1))), w->pre.empty,
                                              I32(P, 0)));

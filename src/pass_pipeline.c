@@ -749,12 +749,18 @@ static bool probe_init(piper *P, probe *q)
     return false;
 }
 
-/* Whether statement x reads buffer b (*reads) and writes it (*writes). */
-static void probe_stmt(piper *P, probe *q, int32_t x, int32_t b, bool *reads, bool *writes)
+/* The buffers statement x reads (q->rd) and writes (q->wr). */
+static void probe_fill(piper *P, probe *q, int32_t x)
 {
     tli_bufset_clear(&q->rd);
     tli_bufset_clear(&q->wr);
     tli_stmt_access(P->L, x, &q->rd, &q->wr);
+}
+
+/* Whether statement x reads buffer b (*reads) and writes it (*writes). */
+static void probe_stmt(piper *P, probe *q, int32_t x, int32_t b, bool *reads, bool *writes)
+{
+    probe_fill(P, q, x);
     *reads = tli_bufset_has(&q->rd, b);
     *writes = tli_bufset_has(&q->wr, b);
 }
@@ -788,9 +794,7 @@ static int32_t release_point(piper *P, const pipe_info *pi, int *at_pos)
         }
         if (!nw)
             continue;
-        tli_bufset_clear(&q.rd);
-        tli_bufset_clear(&q.wr);
-        tli_stmt_access(P->L, s, &q.rd, &q.wr);
+        probe_fill(P, &q, s);
         bool older = false;
         for (int j = 0; j < nw - 1; j++)
             older |= reads_acc(&q.rd, &q.wr, tli_S(ir, wg[j]));
@@ -823,9 +827,7 @@ static void plan_split(piper *P, const pipe_info *pi, ring_split *sp, tli_copy_h
         first[i] = last[i] = -1;
     int pos = 0;
     for (int32_t s = pi->first_consumer; s && !bad; s = ir->s.v[s].next, pos++) {
-        tli_bufset_clear(&q.rd);
-        tli_bufset_clear(&q.wr);
-        tli_stmt_access(P->L, s, &q.rd, &q.wr);
+        probe_fill(P, &q, s);
         for (int i = 0; i < pi->nprod; i++) {
             bad |= tli_bufset_has(&q.wr, pi->bufs[i]);
             if (tli_bufset_has(&q.rd, pi->bufs[i])) {
@@ -877,6 +879,9 @@ typedef struct ws_plan {
         int32_t full, empty; /* a one-slot ring: loaded; handed back (persistent CTAs) */
     } pre;
 } ws_plan;
+
+/* The shared tile pre-loaded copy i (plan_pre_loads) writes. */
+static int32_t pre_buf(piper *P, const ws_plan *w, int i) { return tli_copy_buf(P->ir, tli_S(P->ir, w->pre.copy[i])->a1); }
 
 /* Ping-pong inside a block of two consumer warpgroups (tl_use_pingpong on
  * 256 threads): the groups take turns issuing the loop's tl_gemm calls, so
@@ -1272,15 +1277,13 @@ static int32_t pre_release_point(piper *P, const pipe_info *pi, const ws_plan *w
     probe q;
     if (!at || !probe_init(P, &q))
         return 0;
-    bool after = false, touched = false;
-    for (int32_t s = pi->first_consumer; s && !touched; s = P->ir->s.v[s].next) {
-        after |= s == at;
-        for (int i = 0; i < w->pre.n && after && !touched; i++) {
+    bool touched = false; /* (at is a statement of the body's top level: from it on) */
+    for (int32_t s = at; s && !touched; s = P->ir->s.v[s].next)
+        for (int i = 0; i < w->pre.n && !touched; i++) {
             bool reads, writes;
-            probe_stmt(P, &q, s, tli_copy_buf(P->ir, tli_S(P->ir, w->pre.copy[i])->a1), &reads, &writes);
+            probe_stmt(P, &q, s, pre_buf(P, w, i), &reads, &writes);
             touched = reads || writes;
         }
-    }
     probe_free(&q);
     return touched ? 0 : at;
 }
@@ -1532,7 +1535,7 @@ static bool has_private_shared(piper *P, const pipe_info *pi, const ws_plan *w)
     for (int32_t b = 1; b < P->ir->b.n; b++) {
         bool pre = false;
         for (int i = 0; i < w->pre.n; i++)
-            pre |= tli_copy_buf(P->ir, tli_S(P->ir, w->pre.copy[i])->a1) == b;
+            pre |= pre_buf(P, w, i) == b;
         if (private_shared(P, pi, b) && !pre)
             return true;
     }

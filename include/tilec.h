@@ -725,9 +725,10 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * warpgroups go on taking turns across the blocks.
  * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
  * not met): tl_use_warp_specialize or tl_use_pingpong (ping-pong on 128
- * threads is persistent already), the pipelined loop's trip count the same
- * in every block (it must not depend on tl_block_idx), no tl_cluster.
- * on: 1 or 0. */
+ * threads is persistent already), no tl_cluster. The pipelined loop's trip
+ * count may depend on tl_block_idx (causal attention): the ring's positions
+ * and the turns' numbers are then running sums over the CTA's earlier
+ * blocks. on: 1 or 0. */
 TL_API void tl_use_persistent(tl_kernel *k, int on);
 
 /* Stream-K for a persistent kernel (tl_use_persistent): each CTA runs
@@ -1487,7 +1488,7 @@ typedef struct tl_flash_attn_schedule {
     int persistent;        /* 1: min(blocks, SMs) CTAs, each running blocks in
                               turn, the producer loading the next block's Q
                               and K/V under this one's end (tl_use_persistent;
-                              warp_specialize, not causal; the sm_90a default
+                              warp_specialize; the sm_90a default, non-causal
                               at head_dim 64 up to 4096 keys and at 128 from
                               2048 to 8192) */
 } tl_flash_attn_schedule;

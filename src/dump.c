@@ -20,7 +20,7 @@ typedef struct dumper {
 
 static const char *thread_names[] = {"tid", "warp", "lane", "wg", "threadIdx.x", "blockIdx.x", "blockIdx.y",
                                      "blockIdx.z", "gridDim.x", "gridDim.y", "tile", "sk.j0", "sk.j1",
-                                     "sk.base"};
+                                     "sk.base", "run", "run.blocks"};
 
 static void expr(dumper *D, int32_t e, int depth);
 
@@ -299,6 +299,10 @@ static void stmt(dumper *D, int32_t s, int depth)
         tli_str_append(o, "tiles p = ");
         line_expr(D, n->a0);
         tli_str_appendf(o, " step %d, %d per CTA turn", n->a1, n->x[TLI_X_TILE_PERSIST]);
+        if (n->x[TLI_X_TILE_RUN]) {
+            tli_str_append(o, ", running sums of trip counts ");
+            line_expr(D, n->value);
+        }
         break;
     case S_SK_FIXUP: tli_str_appendf(o, "stream-k fixup %s", tli_B(D->ir, n->buf)->name); break;
     default: tli_str_appendf(o, "? op %d", n->op); break;

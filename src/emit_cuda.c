@@ -183,7 +183,8 @@ static const char *thread_name(int v)
                                         [TH_RAW_BZ] = "blockIdx.z",  [TH_GRID_X] = "gridDim.x",
                                         [TH_GRID_Y] = "gridDim.y",   [TH_TILE] = "tl_t",
                                         [TH_SK_J0] = "tl_j0",        [TH_SK_J1] = "tl_j1",
-                                        [TH_SK_BASE] = "tl_sk_base"};
+                                        [TH_SK_BASE] = "tl_sk_base", [TH_RUN] = "tl_run",
+                                        [TH_RUN_BLOCKS] = "tl_run_blocks"};
     return v >= 0 && v <= TLI_TH_LAST ? names[v] : "?";
 }
 
@@ -1252,6 +1253,12 @@ static void emit_tile_loop(emitter *E, const tli_snode *s)
         return;
     }
     int k = s->x[TLI_X_TILE_PERSIST];
+    bool run = s->x[TLI_X_TILE_RUN];
+    if (run) {
+        tli_e_line(E, "{ // the blocks' loops run different trip counts: the ring's positions are running sums");
+        E->indent++;
+        tli_e_line(E, "long long tl_run_sum = 0, tl_run_nonempty = 0;");
+    }
     tli_e_line(E, "for (long long tl_p = %s;; tl_p += %d) { // this CTA's blocks, %d at a time", tli_e_single(E, s->a0),
                s->a1, k);
     E->indent++;
@@ -1261,9 +1268,21 @@ static void emit_tile_loop(emitter *E, const tli_snode *s)
         tli_e_line(E, "const long long tl_t = tl_p / %d * %d * gridDim.x + %d * blockIdx.x + tl_p %% %d;", k, k, k, k);
     tli_e_line(E, "if (tl_t >= tl_ntiles)");
     tli_e_line(E, "    break;");
-    tli_e_stmts(E, s->body);
+    if (run) {
+        tli_e_line(E, "const long long tl_run = tl_run_sum, tl_run_blocks = tl_run_nonempty;");
+        tli_e_stmts(E, s->body);
+        /* (the body's block indices are in scope: the trip count is theirs) */
+        tli_e_line(E, "{ const long long tl_run_n = %s; tl_run_sum += tl_run_n; tl_run_nonempty += tl_run_n > 0; }",
+                   tli_e_single(E, s->value));
+    } else {
+        tli_e_stmts(E, s->body);
+    }
     E->indent--;
     tli_e_line(E, "}");
+    if (run) {
+        E->indent--;
+        tli_e_line(E, "}");
+    }
 }
 
 static void emit_let(emitter *E, int32_t sid, const tli_snode *s)

@@ -54,9 +54,12 @@ typedef enum tli_thread_value {
     TH_TILE,      /* tl_t: the kernel block a persistent tile loop is at */
     TH_SK_J0,     /* tl_j0, tl_j1: the K steps [j0, j1) of block tl_t a stream-K unit takes */
     TH_SK_J1,
-    TH_SK_BASE    /* tl_sk_base: the K steps this CTA took before the unit (its ring position) */
+    TH_SK_BASE,   /* tl_sk_base: the K steps this CTA took before the unit (its ring position) */
+    TH_RUN,       /* tl_run: the pipelined loop's iterations in this CTA's earlier blocks (a tile loop
+                     whose blocks' trip counts differ: TLI_X_TILE_RUN) */
+    TH_RUN_BLOCKS /* tl_run_blocks: those of its earlier blocks that ran at least one iteration */
 } tli_thread_value;
-#define TLI_TH_LAST TH_SK_BASE
+#define TLI_TH_LAST TH_RUN_BLOCKS
 
 typedef struct tli_enode {
     uint8_t op;      /* tli_eop */

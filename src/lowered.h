@@ -231,7 +231,13 @@ enum { TLI_X_IF_ROLES = 0 };
  *   t = p / persistent * persistent * gridDim.x + persistent * blockIdx.x + p % persistent
  * of the kernel's grid, and the loop ends past the last tile. The launch
  * pass puts the S_LETs of t's block indices at the start of its body. */
-enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK };
+enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK, TLI_X_TILE_RUN };
+/* TLI_X_TILE_RUN (one block at a time, blocks whose pipelined loops run
+ * different trip counts, `value`: the trip count, an expression of the
+ * block's indices): the loop keeps running sums over the CTA's earlier
+ * blocks, TH_RUN of their trip counts and TH_RUN_BLOCKS of those with a
+ * trip count above 0, which give the ring's positions and ping-pong's turn
+ * numbers where a uniform trip count n would give p n and p (n + 1). */
 /* TLI_X_TILE_STREAMK (tl_use_stream_k): the CTA takes whole blocks p G +
  * blockIdx.x for p < dp = ntiles / G (G = gridDim.x), then the
  * K steps [lo, hi) of the other blocks' (ntiles - dp G) x nk (nk: `value`,

@@ -39,6 +39,8 @@ typedef struct piper {
     tli_ir *ir;
     int32_t sk_acc;   /* tl_use_stream_k: the accumulator the units' partial sums are of */
     int32_t sk_steps; /* ... and the K steps of a block (at least 1) */
+    int32_t run;      /* a persistent CTA's blocks whose loops run different trip counts: the trip
+                         count (TLI_X_TILE_RUN), else 0 */
 } piper;
 
 static const tli_bnode *B(piper *P, int32_t b) { return tli_B(P->ir, b); }
@@ -515,6 +517,9 @@ static int32_t mk_tile_loop(piper *P, int32_t start, int step, int32_t *p)
     if (P->ir->stream_k) { /* units of K steps: the trip count cuts the blocks' steps into them */
         n.x[TLI_X_TILE_STREAMK] = 1;
         n.value = P->sk_steps;
+    } else if (P->run) { /* running sums of the blocks' trip counts */
+        n.x[TLI_X_TILE_RUN] = 1;
+        n.value = P->run;
     }
     int32_t id = tli_low_stmt(P->L, &n);
     tli_enode v = {.op = E_LOOP_VAR, .dtype = TL_I64, .loop = id, .scope = id};
@@ -947,9 +952,18 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
     /* A persistent CTA's groups go on taking turns from one block to the
      * next: the turns of its earlier blocks (p of them, each with n G turns
      * when every gemm is one, n + 1 when a turn spans the loop's end, else
-     * n) come first, so turn numbers, and the barriers' phases, run on. */
-    int32_t base = p ? cast32(P, bin(P, E_MUL, p, each ? bin(P, E_MUL, n, I(P, G)) : b > 0 ? bin(P, E_ADD, n, I(P, 1)) : n))
-                     : I32(P, 0);
+     * n) come first, so turn numbers, and the barriers' phases, run on.
+     * Where the blocks' trip counts differ, from the running sums (a block
+     * whose loop runs no iteration takes no turn). */
+    int32_t base = I32(P, 0);
+    if (p && P->run) {
+        int32_t done = sk_value(P, TH_RUN);
+        base = cast32(P, each    ? bin(P, E_MUL, done, I(P, G))
+                         : b > 0 ? bin(P, E_ADD, done, sk_value(P, TH_RUN_BLOCKS))
+                                 : done);
+    } else if (p) {
+        base = cast32(P, bin(P, E_MUL, p, each ? bin(P, E_MUL, n, I(P, G)) : b > 0 ? bin(P, E_ADD, n, I(P, 1)) : n));
+    }
     int32_t i32 = cast32(P, i);
     int32_t arrive = each ? 0 : mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
     for (int j = 0; j < G && L->st == TL_OK; j++) {
@@ -988,6 +1002,8 @@ static int32_t ring_pos(piper *P, int32_t p, int32_t n, int32_t j)
 {
     if (P->ir->stream_k) /* the steps of this CTA's earlier units, then j */
         return cast32(P, bin(P, E_ADD, sk_value(P, TH_SK_BASE), j));
+    if (P->run) /* the iterations of this CTA's earlier blocks, then j */
+        return cast32(P, bin(P, E_ADD, sk_value(P, TH_RUN), j));
     return cast32(P, p ? bin(P, E_ADD, bin(P, E_MUL, p, n), j) : j);
 }
 
@@ -1680,6 +1696,8 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     plan_pre_loads(P, pi, &w);
     if (L->st != TL_OK)
         return;
+    /* (pass_verify: only one block a CTA at a time, without stream-K, lets the trip count vary) */
+    P->run = w.persistent == 1 && !w.stream_k && tli_uses_block(L, pi->extent) ? pi->extent : 0;
     int32_t tile = 0, p = 0;
     if (w.persistent == 2)
         tile = mk_tile_loop(P, tli_low_thread(L, TH_WG), 2, &p);

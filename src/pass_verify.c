@@ -193,24 +193,19 @@ static void check_warp_specialized(verifier *V)
 }
 
 /* tl_use_persistent: the CTA's blocks share one ring, whose positions
- * count whole trip counts (block p's iteration j is slot p n + j), and its
- * producer is the one warp specialisation adds. With tl_use_pingpong on
- * 256 threads the two groups' turns run on across blocks the same way
- * (each block takes the same number of turns). */
+ * run on from block to block (block p's iteration j is slot p n + j, or,
+ * where the trip count depends on the block, the running sum of the
+ * earlier blocks' plus j), and its producer is the one warp
+ * specialisation adds. With tl_use_pingpong on 256 threads the two groups'
+ * turns run on across blocks the same way. */
 static void check_persistent(verifier *V)
 {
     const tli_ir *ir = V->ir;
     const char *no = NULL;
-    int32_t pipe = 0;
-    for (int32_t s = ir->body; s; s = tli_S(ir, s)->next)
-        if (tli_S(ir, s)->op == S_PIPELINED)
-            pipe = s;
     if (!ir->warp_specialize && !ir->pingpong)
         no = "it needs tl_use_warp_specialize (a producer that runs ahead across blocks)";
     else if (tli_cluster_size(ir) > 1)
         no = "not with tl_cluster (a cluster's blocks run together, not in turn)";
-    else if (pipe && tli_uses_block(V->L, tli_S(ir, pipe)->a0))
-        no = "the pipelined loop's trip count must not depend on the block (the blocks of a CTA share one ring)";
     if (no)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "tl_use_persistent: %s", no);
 }
@@ -236,6 +231,9 @@ static void check_stream_k(verifier *V)
         no = "not with tl_use_pingpong";
     else if (!pipe)
         no = "it needs a tl_pipelined loop at the kernel body's top level";
+    else if (tli_uses_block(V->L, tli_S(ir, pipe)->a0))
+        no = "the pipelined loop's trip count must not depend on the block (its K steps are cut into equal "
+             "shares)";
     for (int32_t s = pipe ? tli_S(ir, pipe)->body : 0; s && !no; s = tli_S(ir, s)->next) {
         const tli_snode *n = tli_S(ir, s);
         if (n->op == S_COPY && tli_B(ir, tli_copy_buf(ir, n->a1))->scope == B_SHARED)

@@ -131,11 +131,13 @@ static void test_plain_schedule(void **state)
     }
 }
 
-/* Persistent CTAs (schedule.persistent, sm_90a, not causal): the cases
- * above, and two with more blocks than the GPU has SMs, so that CTAs run
- * several blocks and the two consumer groups' turns run on across them
- * (ragged lengths, grouped-query heads, [B, S, H, D] strides, D 64 with the
- * output through a TMA staging tile and D 128 without). */
+/* Persistent CTAs (schedule.persistent, sm_90a): the cases above, and
+ * four with more blocks than the GPU has SMs, so that CTAs run several
+ * blocks and the two consumer groups' turns run on across them (ragged
+ * lengths, grouped-query heads, [B, S, H, D] strides, D 64 with the output
+ * through a TMA staging tile and D 128 without). Causal blocks run
+ * different trip counts, so the ring's positions and the turns are running
+ * sums; with more queries than keys some blocks' loops run no iteration. */
 static void test_persistent_schedule(void **state)
 {
     (void)state;
@@ -145,11 +147,11 @@ static void test_persistent_schedule(void **state)
     static const attn_case many[] = {
         {2, 34, 17, 300, 170, 128, 0, 0, 0, TL_BF16}, /* 204 blocks */
         {1, 140, 70, 64, 200, 64, 0, 0, 1, TL_F16},   /* 140 blocks */
+        {2, 34, 17, 300, 300, 128, 1, 0, 0, TL_BF16}, /* 204 causal blocks of 1 to 3 (or 2) K/V tiles */
+        {1, 140, 70, 200, 64, 64, 1, 0, 1, TL_F16},   /* 280 causal blocks, half of them with no key */
     };
     size_t n = small ? 2 : sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++) {
-        if (cases[i].causal)
-            continue;
         tl_flash_attn_desc d = attn_desc(&cases[i], 0);
         tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
         s.persistent = 1;

@@ -682,18 +682,18 @@ static void test_cluster_multicast_lowering(void **state)
  * a kernel that meets them compiles for sm_90a (TMA producer) and sm_80
  * (cp.async producer), its source looping over the CTA's blocks; with
  * ping-pong on 256 threads too (the turns' numbers count the CTA's earlier
- * blocks). */
+ * blocks). A trip count that depends on the block takes running sums
+ * (not with stream-K, nor with ping-pong's blocks of one warpgroup). */
 static void test_persistent_lowering(void **state)
 {
     (void)state;
     const struct {
-        int threads, ws, pingpong, cluster;
+        int threads, ws, pingpong, stream_k;
         bool by_block;
         const char *why;
     } bad[] = {
         {256, 0, 0, 0, false, "tl_use_persistent: it needs tl_use_warp_specialize"},
-        {256, 0, 1, 0, true, "trip count must not depend on the block"},
-        {256, 1, 0, 0, true, "trip count must not depend on the block"},
+        {256, 1, 0, 1, true, "tl_use_stream_k: the pipelined loop's trip count must not depend on the block"},
         {128, 0, 1, 0, true, "tl_use_pingpong: the pipelined loop's extent must not depend on the block"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -701,6 +701,7 @@ static void test_persistent_lowering(void **state)
         tl_use_warp_specialize(k, bad[i].ws);
         tl_use_pingpong(k, bad[i].pingpong);
         tl_use_persistent(k, 1);
+        tl_use_stream_k(k, bad[i].stream_k);
         char *src = NULL;
         assert_status(tl_kernel_source(k, "sm_90a", &src), TL_ERR_UNSUPPORTED);
         if (!strstr(tl_ctx_error(ctx), bad[i].why))
@@ -729,6 +730,31 @@ static void test_persistent_lowering(void **state)
         tl_free_host(src);
         compile_or_skip(k, targets[t]);
     }
+    /* trip counts that differ by block: the ring's positions, and ping-pong's
+     * turn numbers, are running sums over the CTA's earlier blocks, kept by
+     * both the producer's and the consumers' tile loops */
+    for (int pingpong = 0; pingpong < 2; pingpong++)
+        for (int t = 0; t < 2 - pingpong; t++) {
+            tl_kernel *k = small_gemm_kernel(256, true);
+            tl_use_warp_specialize(k, 1);
+            tl_use_pingpong(k, pingpong);
+            tl_use_persistent(k, 1);
+            char *src = NULL;
+            assert_status(tl_kernel_source(k, targets[t], &src), TL_OK);
+            const char *want[] = {"long long tl_run_sum = 0, tl_run_nonempty = 0;",
+                                  "const long long tl_run = tl_run_sum, tl_run_blocks = tl_run_nonempty;",
+                                  "tl_run_sum += tl_run_n; tl_run_nonempty += tl_run_n > 0;", "(tl_run + "};
+            const char *uniform[] = {"(tl_p * tl_n"};
+            test_expect_text(src, targets[t], want, TEST_COUNT(want), uniform, TEST_COUNT(uniform));
+            /* the producer's tile loop and the consumers' each keep their own sums */
+            const char *first = strstr(src, "tl_run_sum += tl_run_n");
+            assert_non_null(first);
+            assert_non_null(strstr(first + 1, "tl_run_sum += tl_run_n"));
+            if (pingpong) /* each iteration's one gemm is a turn: n turns a block */
+                assert_non_null(strstr(src, "tl_mbar_wait(&tl_order[tl_wg], (unsigned)((((((int)(tl_run) + "));
+            tl_free_host(src);
+            compile_or_skip(k, targets[t]);
+        }
     /* a 16-bit C goes through a staging tile and TMA on sm_90a, unless the
      * block writes C elsewhere too (stores of both kinds to one tensor would
      * need a proxy fence; a later one would race with the store in flight) */

@@ -126,8 +126,6 @@ static tl_status check_desc(tl_ctx *ctx, const tl_flash_attn_desc *d, const char
         s.stages < 1 || s.stages > 8 || s.threads < 32 || s.threads > 1024 || s.threads % 32)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule %dx%d, %d stages, %d threads is out of range", api,
                         s.block_m, s.block_n, s.stages, s.threads);
-    if (s.persistent && d->causal) /* the blocks' trip counts differ: persistent CTAs share one ring */
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: a persistent schedule is for non-causal attention only", api);
     return TL_OK;
 }
 

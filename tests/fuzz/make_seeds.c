@@ -453,6 +453,37 @@ static void seed_pre(fuzz_writer *w)
     w_args(w, 3, (int[]){8, 8, 8});
 }
 
+/* Causal attention's shape in miniature: persistent CTAs with turns, a
+ * tile loaded ahead of the loop (Q), two gemms reading tiles of their own
+ * with an element-wise loop on the first's accumulator between them, and a
+ * trip count that depends on the block (min(steps, by + 1)): the ring's
+ * positions and the turns' numbers are running sums over the CTA's earlier
+ * blocks, and the pre-loaded tile's slot goes back in the last iteration. */
+static void seed_run(fuzz_writer *w)
+{
+    ws_start z = ws_prelude(w, D_BF16, D_BF16, 4 | 2 | 16); /* warp specialised, turns, persistent */
+    int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
+    int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), b1 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
+    int b2 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
+    int s1 = w_alloc(w, 1, D_F32, 2, (int[]){128, 64}), cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
+    w_copy(w, w_tile(w, a, 2, (int[]){by, w_int(w, 0)}), w_all(w, as));
+    w_clear(w, cf);
+    int steps = w_bin(w, BIN_MIN, w_bin(w, BIN_CEILDIV, k, sixty4), w_bin(w, BIN_ADD, by, w_int(w, 1)));
+    int ko = w_loop(w, OP_PIPELINED, steps, 2);
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b1));
+    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b2));
+    w_clear(w, s1);
+    w_gemm(w, as, b1, s1, 2); /* B transposed */
+    int i = w_parallel(w, 2, (int[]){128, 64});
+    int at[2] = {i, i + 1};
+    w_store(w, cf, 2, at, w_bin(w, BIN_ADD, w_load(w, cf, 2, at), w_load(w, s1, 2, at)));
+    w_op(w, OP_END);
+    w_gemm(w, as, b2, cf, 2);
+    w_op(w, OP_END);
+    w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
+    w_args(w, 3, (int[]){8, 8, 8});
+}
+
 /* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
  * the producer's ring. */
 static void seed_persistent(fuzz_writer *w) { ws_gemm(w, 4 | 16); /* warp specialised, persistent */ }
@@ -562,10 +593,10 @@ int main(int argc, char **argv)
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
-                                                   seed_stream_k, seed_rings, seed_pre};
+                                                   seed_stream_k, seed_rings, seed_pre, seed_run};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre"};
+                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

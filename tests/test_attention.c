@@ -45,13 +45,15 @@ static void *random_tensor(const attn_case *c, int64_t heads, int64_t seq, uint6
     return p;
 }
 
-static void interpret_case(const attn_case *c, int with_lse)
+static void interpret_case_with(const attn_case *c, int with_lse, const tl_flash_attn_schedule *s)
 {
     void *q = random_tensor(c, c->h, c->sq, 1), *k = random_tensor(c, c->hkv, c->skv, 2);
     void *v = random_tensor(c, c->hkv, c->skv, 3), *o = random_tensor(c, c->h, c->sq, 4);
     int64_t rows = c->b * c->h * c->sq;
     float *lse = with_lse ? malloc(sizeof(float) * (size_t)(rows ? rows : 1)) : NULL;
     tl_flash_attn_desc d = attn_desc(c, with_lse);
+    if (s)
+        d.schedule = *s;
     tl_kernel *kern;
     assert_status(tl_op_flash_attn_build(ctx, &d, &kern), TL_OK);
     tl_arg args[24];
@@ -76,6 +78,8 @@ static void interpret_case(const attn_case *c, int with_lse)
     free(q), free(k), free(v), free(o), free(lse), free(ref), free(ref_lse);
 }
 
+static void interpret_case(const attn_case *c, int with_lse) { interpret_case_with(c, with_lse, NULL); }
+
 static void test_interpreter_matches_reference(void **state)
 {
     (void)state;
@@ -90,6 +94,15 @@ static void test_interpreter_matches_reference(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         interpret_case(&cases[i], 0);
+    /* causal in persistent CTAs takes its query blocks as the grid's slowest axis (the
+     * interpreter runs the blocks as written: the mapping back to query, head and batch) */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (!cases[i].causal || cases[i].d > 128)
+            continue;
+        tl_flash_attn_schedule s = {.block_m = 128, .block_n = 64, .stages = 3, .threads = 256,
+                                    .warp_specialize = 1, .pingpong = 1, .persistent = 1};
+        interpret_case_with(&cases[i], 0, &s);
+    }
 }
 
 /* More queries than keys, causal: the first seq_q - seq_kv rows see no key
@@ -99,6 +112,10 @@ static void test_rows_without_keys_and_lse(void **state)
     (void)state;
     attn_case c = {1, 2, 2, 70, 37, 64, 1, 0, 0, TL_BF16};
     interpret_case(&c, 1);
+    tl_flash_attn_schedule s = {.block_m = 128, .block_n = 64, .stages = 3, .threads = 256, .warp_specialize = 1,
+                                .pingpong = 1, .persistent = 1};
+    attn_case c3 = {2, 2, 1, 300, 100, 64, 1, 0, 0, TL_BF16}; /* persistent: the first query blocks see no key */
+    interpret_case_with(&c3, 1, &s);
     attn_case c2 = {1, 1, 1, 33, 90, 128, 0, 0.5, 0, TL_BF16};
     interpret_case(&c2, 1);
 }

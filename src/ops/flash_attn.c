@@ -300,7 +300,17 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     if (d->lse)
         A.LSE = tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, A.SQ}, NULL);
     A.c = tl_param_scalar(k, "scale_log2", TL_F32);
-    tl_grid(k, tl_ceildiv(k, A.SQ, tl_int(k, BM)), H, B, A.s.threads);
+    /* causal in persistent CTAs: the query blocks are the grid's slowest axis. CTAs are dealt
+     * blocks in turn (block p G + c to CTA c), so with the query blocks fastest a CTA's blocks
+     * sit at a few fixed query positions (G mod their count apart) and the CTAs' loads differ by
+     * up to half (a model of the default tiles: the longest share 1.08-1.57 times the mean at
+     * 2k-16k keys); slowest, every CTA gets blocks of each length in turn (1.03-1.06) */
+    bool q_slowest = d->causal && A.s.persistent;
+    tl_expr QB = tl_ceildiv(k, A.SQ, tl_int(k, BM));
+    if (q_slowest)
+        tl_grid(k, H, B, QB, A.s.threads);
+    else
+        tl_grid(k, QB, H, B, A.s.threads);
     tl_use_fast_math(k, 1); /* exp2 on the hardware unit, as every FlashAttention does */
     tl_use_warp_specialize(k, A.s.warp_specialize);
     tl_use_pingpong(k, A.s.pingpong);
@@ -308,11 +318,11 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     /* causal: the query blocks in reverse, so that the longest (those with the most keys below the
      * diagonal) start first and the last wave holds the short ones (longest-first order, as
      * FlashAttention-3 schedules it) */
-    A.qi = tl_block_idx(k, 0);
+    A.qi = tl_block_idx(k, q_slowest ? 2 : 0);
     if (d->causal)
-        A.qi = tl_sub(k, tl_sub(k, tl_ceildiv(k, A.SQ, tl_int(k, BM)), tl_int(k, 1)), A.qi);
-    A.h = tl_block_idx(k, 1);
-    A.b = tl_block_idx(k, 2);
+        A.qi = tl_sub(k, tl_sub(k, QB, tl_int(k, 1)), A.qi);
+    A.h = tl_block_idx(k, q_slowest ? 0 : 1);
+    A.b = tl_block_idx(k, q_slowest ? 1 : 2);
     A.hk = tl_div(k, A.h, tl_div(k, H, HKV)); /* grouped-query attention */
     A.Qs = shared(k, d->dtype, BM, D, "Qs");
     A.Ks = shared(k, d->dtype, BN, D, "Ks");

@@ -728,7 +728,24 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * threads is persistent already), no tl_cluster. The pipelined loop's trip
  * count may depend on tl_block_idx (causal attention): the ring's positions
  * and the turns' numbers are then running sums over the CTA's earlier
- * blocks. on: 1 or 0. */
+ * blocks.
+ * on = 2: the same CTAs, each taking its next block from a counter in
+ * global memory as it starts one (block blockIdx.x first, then the
+ * counter's next value + gridDim.x): the blocks start in the grid's order
+ * whatever each CTA takes, as one-block-a-CTA launches run them, and a CTA
+ * whose blocks were short takes more (causal attention: blocks of unequal
+ * length, longest first). One producer thread takes each number and hands
+ * it to the consumers through shared memory. The counter is two words of
+ * the library's per-stream workspace (the one tl_use_stream_k's launches
+ * use, allocated and zeroed on the stream's first such launch, freed with
+ * the context), which every launch leaves zero: the last CTA to finish
+ * clears it. Launches on one stream run one after another; launches on
+ * different streams use different counters. A stream that is capturing a
+ * CUDA graph must have had such a launch before (allocating the workspace
+ * waits for the stream: TL_ERR_CUDA while capturing). Further
+ * requirements (TL_ERR_UNSUPPORTED): not with tl_use_stream_k, nor with
+ * tl_use_pingpong on 128 threads (its two groups take alternate blocks).
+ * on: 0, 1 or 2 (another value: TL_ERR_INVALID_ARG from tl_compile). */
 TL_API void tl_use_persistent(tl_kernel *k, int on);
 
 /* Stream-K for a persistent kernel (tl_use_persistent): each CTA runs
@@ -1490,7 +1507,10 @@ typedef struct tl_flash_attn_schedule {
                               and K/V under this one's end (tl_use_persistent;
                               warp_specialize; the sm_90a default, non-causal
                               at head_dim 64 up to 4096 keys and at 128 from
-                              2048 to 8192) */
+                              2048 to 8192); 2: the same CTAs taking blocks
+                              from a counter, query blocks longest first
+                              (tl_use_persistent(k, 2); the sm_90a default
+                              for causal attention up to head_dim 128) */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {

@@ -408,8 +408,14 @@ TL_API void tl_use_warp_specialize(tl_kernel *k, int on)
 
 TL_API void tl_use_persistent(tl_kernel *k, int on)
 {
-    if (tli_klive(k))
-        k->ir.persistent = on != 0;
+    if (!tli_klive(k))
+        return;
+    if (on < 0 || on > 2) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, "tl_use_persistent", "mode %d (0 off, 1 blocks dealt in turn, 2 blocks "
+                  "taken from a counter)", on);
+        return;
+    }
+    k->ir.persistent = (uint8_t)on;
 }
 
 TL_API void tl_use_stream_k(tl_kernel *k, int on)

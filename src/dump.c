@@ -375,7 +375,7 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
     if (ir->warp_specialize)
         tli_str_append(out, ", warp-specialised");
     if (ir->persistent)
-        tli_str_append(out, ", persistent");
+        tli_str_append(out, ir->persistent == 2 ? ", persistent (a block counter)" : ", persistent");
     tli_str_append(out, "\n");
     for (int32_t i = 1; i < ir->p.n; i++) {
         const tli_param *p = &ir->p.v[i];

@@ -1246,6 +1246,59 @@ static void emit_sk_fixup(emitter *E, const tli_snode *s)
     tli_e_line(E, "}");
 }
 
+/* Block p of a CTA that takes its blocks from the counter
+ * (TLI_X_TILE_COUNTER, lowered.h). The thread that takes them: */
+/*   if (tl_p >= 2) wait until every reader has read slot p % 2
+ *   tl_t = p == 0 ? blockIdx.x : atomicAdd(counter, 1) + gridDim.x
+ *   slot[p % 2] = min(tl_t, ntiles); arrive on its full mbarrier
+ *   past the last block: count this CTA done; the last one clears both words */
+/* A reader: wait for slot p % 2, read it, and arrive on its empty
+ * mbarrier (each thread's arrival orders its own read before the next
+ * write). */
+static void emit_take_block(emitter *E, const char *slot, const char *full, const char *empty)
+{
+    tli_e_line(E, "if (tl_p >= 2) // every reader has read what the slot held");
+    tli_e_line(E, "    tl_mbar_wait(&%s[tl_p %% 2], (unsigned)((tl_p / 2 - 1) %% 2));", empty);
+    tli_e_line(E, "tl_t = tl_p == 0 ? (long long)blockIdx.x : (long long)atomicAdd(tl_block_counter, 1u) + gridDim.x;");
+    tli_e_line(E, "%s[tl_p %% 2] = tl_t < tl_ntiles ? tl_t : tl_ntiles;", slot);
+    tli_e_line(E, "tl_mbar_arrive(&%s[tl_p %% 2]);", full);
+    tli_e_line(E, "if (tl_t >= tl_ntiles && atomicAdd(tl_block_counter + 1, 1u) == gridDim.x - 1) {");
+    tli_e_line(E, "    // every CTA has taken its last number: the counter back to zero for the next launch");
+    tli_e_line(E, "    atomicExch(tl_block_counter, 0u);");
+    tli_e_line(E, "    atomicExch(tl_block_counter + 1, 0u);");
+    tli_e_line(E, "}");
+}
+
+static void emit_read_block(emitter *E, const char *slot, const char *full, const char *empty)
+{
+    tli_e_line(E, "tl_mbar_wait(&%s[tl_p %% 2], (unsigned)((tl_p / 2) %% 2)); // block tl_p's number is there", full);
+    tli_e_line(E, "tl_t = %s[tl_p %% 2];", slot);
+    tli_e_line(E, "tl_mbar_arrive(&%s[tl_p %% 2]); // (after this thread's read)", empty);
+}
+
+static void emit_block_number(emitter *E, const tli_snode *s)
+{
+    const char *slot = tli_e_buf(E, s->x[TLI_X_TILE_SLOTS]), *full = tli_e_buf(E, s->x[TLI_X_TILE_SLOT_FULL]),
+               *empty = tli_e_buf(E, s->x[TLI_X_TILE_SLOT_EMPTY]);
+    int role = s->x[TLI_X_TILE_COUNTER];
+    tli_e_line(E, "long long tl_t;");
+    if (role == TLI_COUNTER_TAKER) {
+        emit_take_block(E, slot, full, empty);
+    } else if (role == TLI_COUNTER_READER) {
+        emit_read_block(E, slot, full, empty);
+    } else { /* producer threads: the first takes the block, the others read it */
+        tli_e_line(E, "if (tl_tid == 0) { // the producer's first thread takes the blocks");
+        E->indent++;
+        emit_take_block(E, slot, full, empty);
+        E->indent--;
+        tli_e_line(E, "} else {");
+        E->indent++;
+        emit_read_block(E, slot, full, empty);
+        E->indent--;
+        tli_e_line(E, "}");
+    }
+}
+
 static void emit_tile_loop(emitter *E, const tli_snode *s)
 {
     if (s->x[TLI_X_TILE_STREAMK]) {
@@ -1262,7 +1315,9 @@ static void emit_tile_loop(emitter *E, const tli_snode *s)
     tli_e_line(E, "for (long long tl_p = %s;; tl_p += %d) { // this CTA's blocks, %d at a time", tli_e_single(E, s->a0),
                s->a1, k);
     E->indent++;
-    if (k == 1)
+    if (s->x[TLI_X_TILE_COUNTER])
+        emit_block_number(E, s);
+    else if (k == 1)
         tli_e_line(E, "const long long tl_t = tl_p * gridDim.x + blockIdx.x;");
     else
         tli_e_line(E, "const long long tl_t = tl_p / %d * %d * gridDim.x + %d * blockIdx.x + tl_p %% %d;", k, k, k, k);
@@ -1394,6 +1449,8 @@ static void emit_signature_params(emitter *E, tli_str *sig)
         tli_str_appendf(sig, "%sconst __grid_constant__ tl_tmap tl_map%d", sig->len ? ", " : "", i);
     if (E->L->launch.sk_slot_floats)
         tli_str_appendf(sig, "%sfloat *__restrict__ tl_sk_ws, unsigned *tl_sk_flags", sig->len ? ", " : "");
+    if (E->L->launch.block_counter)
+        tli_str_appendf(sig, "%sunsigned *tl_block_counter", sig->len ? ", " : "");
 }
 
 /*   const long long tl_A_d0 = N, tl_A_s0 = K;  (extents and non-unit strides of tensors) */
@@ -1423,8 +1480,8 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
         tli_str_appendf(h, "%s%s", i ? ", " : "", lp->grid[i] ? comment_expr(E, lp->grid[i]) : "1");
     tli_str_appendf(h, ") blocks of %d threads", lp->block_threads);
     if (lp->persistent)
-        tli_str_appendf(h, ", run by min(ceil(blocks / %d), SMs) persistent CTAs of %d threads", lp->persistent,
-                        lp->threads);
+        tli_str_appendf(h, ", run by min(ceil(blocks / %d), SMs) persistent CTAs of %d threads%s", lp->persistent,
+                        lp->threads, lp->block_counter ? " taking blocks from a counter" : "");
     else if (lp->threads != lp->block_threads)
         tli_str_appendf(h, ", in CTAs of %d threads", lp->threads);
     if (E->L->warp_specialized)
@@ -1442,6 +1499,8 @@ static void emit_comment_header(emitter *E, tli_str *h, const char *kname)
     if (lp->sk_slot_floats)
         tli_str_appendf(h, ", then the stream-K workspace (%lld floats a CTA) and flags (one a CTA)",
                         (long long)lp->sk_slot_floats);
+    if (lp->block_counter)
+        tli_str_appendf(h, ", then the block counter (two words, zero)");
     if (lp->smem_bytes)
         tli_str_appendf(h, "\n// Shared memory: %lld bytes per CTA (dynamic)", (long long)lp->smem_bytes);
     tli_str_appendf(h, ".\n#include \"" TLI_DEVICE_HEADER_NAME "\"\n\n%s", E->helpers.data ? E->helpers.data : "");

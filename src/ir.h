@@ -150,7 +150,8 @@ typedef struct tli_snode {
     int32_t name;     /* S_LET: its name; others: a pass's note (offsets into ir->str) */
 } tli_snode;
 
-/* B_MBAR: an array of cshape[0] mbarriers in shared memory (lowered kernels). */
+/* B_MBAR: an array of cshape[0] mbarriers in shared memory (lowered kernels); with dtype TL_I32,
+ * plain 64-bit words beside them (a persistent CTA's block numbers). */
 typedef enum tli_bscope { B_GLOBAL = 1, B_SHARED, B_FRAGMENT, B_LOCAL, B_MBAR } tli_bscope;
 
 typedef struct tli_bnode {
@@ -205,7 +206,8 @@ typedef struct tli_ir {
     uint8_t pingpong;    /* consumers take turns on the tensor cores (tl_use_pingpong: 1, or 2 with
                             the next tile's first gemm issued in the turn of the last one's) */
     bool warp_specialize;/* a producer warpgroup issues the copies (tl_use_warp_specialize) */
-    bool persistent;     /* min(blocks, SMs) CTAs loop over the blocks (tl_use_persistent) */
+    uint8_t persistent;  /* min(blocks, SMs) CTAs loop over the blocks (tl_use_persistent): 1 in turn,
+                            2 each taking its next block from a counter in global memory */
     bool stream_k;       /* ... in equal shares of every block's K steps (tl_use_stream_k) */
     int threads;         /* 0 until tl_grid */
     int cluster[3];      /* tl_cluster's extents; 0 (or all 1): no clusters */

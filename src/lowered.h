@@ -124,6 +124,8 @@ typedef struct tli_launch_plan {
     tli_align_req align[TLI_MAX_ALIGN_REQ];
     int max_regs;         /* registers per thread the launch bounds allow */
     int64_t sk_slot_floats; /* stream-K: the accumulator's floats a CTA's workspace slot holds (0: no stream-K) */
+    bool block_counter;   /* tl_use_persistent(k, 2): the kernel takes a block counter (two unsigned words,
+                             zero before the launch and left zero by it) */
 } tli_launch_plan;
 
 /* -------------------------------------------- statement annotations (x[]) */
@@ -231,7 +233,25 @@ enum { TLI_X_IF_ROLES = 0 };
  *   t = p / persistent * persistent * gridDim.x + persistent * blockIdx.x + p % persistent
  * of the kernel's grid, and the loop ends past the last tile. The launch
  * pass puts the S_LETs of t's block indices at the start of its body. */
-enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK, TLI_X_TILE_RUN };
+enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK, TLI_X_TILE_RUN, TLI_X_TILE_COUNTER, TLI_X_TILE_SLOTS,
+       TLI_X_TILE_SLOT_FULL, TLI_X_TILE_SLOT_EMPTY };
+enum { TLI_COUNTER_TAKER = 1, TLI_COUNTER_READER, TLI_COUNTER_PRODUCERS };
+/* TLI_X_TILE_COUNTER (tl_use_persistent(k, 2), one block at a time): block
+ * p is not p G + blockIdx.x but the CTA's p-th number from the block
+ * counter (a kernel parameter, launch.block_counter): blockIdx.x for p = 0,
+ * then the counter's next value + G. TLI_COUNTER_TAKER: the loop of the
+ * producer's one thread (TMA), which takes the number and writes it to slot p % 2 of
+ * TLI_X_TILE_SLOTS (32-bit words in shared memory) once the consumers have
+ * read what it held (TLI_X_TILE_SLOT_EMPTY[p % 2], one arrival a consumer
+ * thread), then arrives on TLI_X_TILE_SLOT_FULL[p % 2]; past the last block
+ * it counts itself done, and the CTA that counts last sets the counter's
+ * two words back to 0 for the stream's next launch. TLI_COUNTER_READER: a
+ * consumer loop, which reads its numbers from the slots.
+ * TLI_COUNTER_PRODUCERS: the loop of a producer of several threads
+ * (cp.async), whose first takes the numbers and the others read them.
+ * TLI_X_TILE_SLOT_EMPTY counts every reader's arrival. Both sides see the same blocks
+ * in the same order, so the ring's positions and the turns (p n + j, or
+ * the running sums) agree. */
 /* TLI_X_TILE_RUN (one block at a time, blocks whose pipelined loops run
  * different trip counts, `value`: the trip count, an expression of the
  * block's indices): the loop keeps running sums over the CTA's earlier

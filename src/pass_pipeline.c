@@ -41,6 +41,8 @@ typedef struct piper {
     int32_t sk_steps; /* ... and the K steps of a block (at least 1) */
     int32_t run;      /* a persistent CTA's blocks whose loops run different trip counts: the trip
                          count (TLI_X_TILE_RUN), else 0 */
+    int32_t counter[3]; /* tl_use_persistent(k, 2): the slots of the blocks' numbers, their full
+                           and empty mbarriers (TLI_X_TILE_COUNTER), else 0 */
 } piper;
 
 static const tli_bnode *B(piper *P, int32_t b) { return tli_B(P->ir, b); }
@@ -510,10 +512,16 @@ static int32_t cast32(piper *P, int32_t e)
 
 /* A persistent loop over this CTA's blocks p = start, start + step, ...;
  * *p gets its variable. The body is set later. */
-static int32_t mk_tile_loop(piper *P, int32_t start, int step, int32_t *p)
+static int32_t mk_tile_loop(piper *P, int32_t start, int step, int counter_role, int32_t *p)
 {
     tli_snode n = {.op = S_TILE_LOOP, .a0 = start, .a1 = step, .rank = 1};
     n.x[TLI_X_TILE_PERSIST] = P->L->launch.persistent;
+    if (P->counter[0]) { /* blocks from the counter: the producer takes them, the consumers read them */
+        n.x[TLI_X_TILE_COUNTER] = counter_role;
+        n.x[TLI_X_TILE_SLOTS] = P->counter[0];
+        n.x[TLI_X_TILE_SLOT_FULL] = P->counter[1];
+        n.x[TLI_X_TILE_SLOT_EMPTY] = P->counter[2];
+    }
     if (P->ir->stream_k) { /* units of K steps: the trip count cuts the blocks' steps into them */
         n.x[TLI_X_TILE_STREAMK] = 1;
         n.value = P->sk_steps;
@@ -1020,7 +1028,7 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     int S = pi->S;
     int32_t tile = 0, p = 0;
     if (w->persistent)
-        tile = mk_tile_loop(P, I(P, 0), 1, &p);
+        tile = mk_tile_loop(P, I(P, 0), 1, w->how == CP_TMA ? TLI_COUNTER_TAKER : TLI_COUNTER_PRODUCERS, &p);
     tli_list blk = {0};
     if (w->pre.n) { /* the block's Q-like tiles first, once the consumers have handed the slot back */
         if (w->persistent)
@@ -1662,6 +1670,34 @@ static void plan_pre_loads(piper *P, const pipe_info *pi, ws_plan *w)
     w->pre.empty = mbar_array(P, "tl_pre_empty", 1);
 }
 
+/* tl_use_persistent(k, 2): the CTA's producer thread takes its blocks
+ * from a counter in global memory (blockIdx.x first, then the counter's
+ * next value + gridDim.x), so that the blocks start in the grid's order
+ * whatever each takes, as the hardware hands them out one block a CTA, and
+ * a CTA that finishes early takes more. It passes each block's number to
+ * the consumers (and to a cp.async producer's other threads) through two
+ * slots in shared memory with mbarriers of their own (full: written;
+ * empty: every reader has read it). One block at a time; not stream-K,
+ * whose units are dealt by CTA. */
+static void plan_counter(piper *P, const ws_plan *w)
+{
+    const char *no = NULL;
+    if (w->persistent != 1)
+        no = "not with tl_use_pingpong on 128 threads (its consumer groups take alternate blocks)";
+    else if (w->stream_k)
+        no = "not with tl_use_stream_k (its units are dealt by CTA)";
+    if (no) {
+        tli_low_fail(P->L, TL_ERR_UNSUPPORTED, "tl_use_persistent(k, 2): %s", no);
+        return;
+    }
+    tli_bnode b = {.scope = B_MBAR, .dtype = TL_I32, .rank = 1, .cshape = {2}};
+    tli_fmt(b.name, sizeof b.name, "tl_block_slot");
+    P->counter[0] = tli_low_buf(P->L, &b);
+    P->counter[1] = mbar_array(P, "tl_block_full", 2);
+    P->counter[2] = mbar_array(P, "tl_block_empty", 2);
+    P->L->launch.block_counter = true;
+}
+
 static void schedule_warp_specialized(piper *P, const pipe_info *pi)
 {
     tli_lowered *L = P->L;
@@ -1678,6 +1714,8 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     int groups = w.persistent == 2 ? 2 : 1;
     w.r = (ring){mbar_array(P, "tl_full", pi->S * w.sp.G), mbar_array(P, "tl_empty", pi->S * w.sp.G)};
     w.order = w.persistent == 2 || w.turns ? mbar_array(P, "tl_order", 2) : 0;
+    if (ir->persistent == 2)
+        plan_counter(P, &w);
     if (L->st != TL_OK)
         return;
     L->warp_specialized = true;
@@ -1700,9 +1738,9 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     P->run = w.persistent == 1 && !w.stream_k && tli_uses_block(L, pi->extent) ? pi->extent : 0;
     int32_t tile = 0, p = 0;
     if (w.persistent == 2)
-        tile = mk_tile_loop(P, tli_low_thread(L, TH_WG), 2, &p);
+        tile = mk_tile_loop(P, tli_low_thread(L, TH_WG), 2, TLI_COUNTER_READER, &p);
     else if (w.persistent)
-        tile = mk_tile_loop(P, I(P, 0), 1, &p);
+        tile = mk_tile_loop(P, I(P, 0), 1, TLI_COUNTER_READER, &p);
     consumer_loop(P, pi, &w, p);
     /* (the staging tiles have their own waits; without such buffers the groups run on into the next
      * block without meeting) */
@@ -1735,6 +1773,11 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     if (w.pre.n) {
         tli_list_add(L, &top, mbar_init(P, w.pre.full, 1));
         tli_list_add(L, &top, mbar_init(P, w.pre.empty, consumer_warps));
+    }
+    if (P->counter[0]) { /* one producer thread writes a block's number; the consumers (and the producer's
+                            other threads, cp.async) read it */
+        tli_list_add(L, &top, mbar_init(P, P->counter[1], 1));
+        tli_list_add(L, &top, mbar_init(P, P->counter[2], ir->threads + (w.how == CP_TMA ? 0 : 127)));
     }
     init_done(P, pi, &top);
     int32_t producer_wg = I32(P, groups * ir->threads / 128);

@@ -647,6 +647,18 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
     }
     params[n + p->launch.nmaps] = &sk_ws;
     params[n + p->launch.nmaps + 1] = &sk_flags;
+    if (p->launch.block_counter && grid[0] * grid[1] * grid[2] > 0) {
+        /* the counter's two words: the first two of the stream's workspace,
+         * which every launch on the stream leaves zero (stream-K's flags
+         * too), the stream running its launches one after another */
+        uint64_t counter = 0;
+        st = tli_ctx_bind(ctx);
+        if (st == TL_OK)
+            st = tli_ctx_sk_workspace(ctx, stream, 256, &counter);
+        if (st != TL_OK)
+            return st;
+        sk_ws = counter; /* (the kernel's one extra parameter) */
+    }
     return tli_launch_raw(p, grid, params, stream);
 }
 

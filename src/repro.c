@@ -481,7 +481,8 @@ static void declare_flags(repro *R)
     const struct { bool on; const char *call; } flags[] = {
         {ir->fast_math, "tl_use_fast_math(k, 1)"},
         {ir->warp_specialize, "tl_use_warp_specialize(k, 1)"},
-        {ir->persistent, "tl_use_persistent(k, 1)"},
+        {ir->persistent == 1, "tl_use_persistent(k, 1)"},
+        {ir->persistent == 2, "tl_use_persistent(k, 2)"},
         {ir->pingpong == 1, "tl_use_pingpong(k, 1)"},
         {ir->pingpong == 2, "tl_use_pingpong(k, 2)"},
     };

@@ -137,7 +137,10 @@ static void test_plain_schedule(void **state)
  * lengths, grouped-query heads, [B, S, H, D] strides, D 64 with the output
  * through a TMA staging tile and D 128 without). Causal blocks run
  * different trip counts, so the ring's positions and the turns are running
- * sums; with more queries than keys some blocks' loops run no iteration. */
+ * sums; with more queries than keys some blocks' loops run no iteration.
+ * Then the same with blocks taken from a counter (persistent = 2), twice
+ * in a row: a launch that left the counter above zero would skip blocks of
+ * the next, whose output then stays NaN. */
 static void test_persistent_schedule(void **state)
 {
     (void)state;
@@ -170,6 +173,16 @@ static void test_persistent_schedule(void **state)
             s.block_n = 0;
         }
         s.stages = 0;
+        /* blocks taken from a counter: each launch must leave it at zero for the next, which the
+         * following cases' launches (the same program) rely on */
+        s.persistent = 2;
+        run_case(&many[i], &s, 1500 + 10 * i);
+        run_case(&many[i], &s, 1600 + 10 * i);
+        if (many[i].d == 128) {
+            s.block_n = 176, s.stages = 2;
+            run_case(&many[i], &s, 1700 + 10 * i);
+            s.block_n = 0, s.stages = 0;
+        }
         s.persistent = 0; /* the same case in ordinary CTAs */
         run_case(&many[i], &s, 1300 + 10 * i);
     }

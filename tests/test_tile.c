@@ -775,6 +775,81 @@ static void test_persistent_lowering(void **state)
     }
 }
 
+/* tl_use_persistent(k, 2): the producer's thread takes the CTA's blocks
+ * from a counter in global memory (a kernel parameter) and hands each
+ * block's number to the consumers through a slot in shared memory; the
+ * last CTA to finish sets the counter back to zero. Uniform trip counts,
+ * running sums and ping-pong on 256 threads, a cp.async producer; what it
+ * refuses, by name. */
+static void test_persistent_counter(void **state)
+{
+    (void)state;
+    tl_kernel *k = small_gemm_kernel(256, false);
+    tl_use_warp_specialize(k, 1);
+    tl_use_persistent(k, 3);
+    char *src = NULL;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_ERR_INVALID_ARG);
+    test_expect_text(tl_ctx_error(ctx), "the error", (const char *[]){"tl_use_persistent", "mode 3"}, 2, NULL, 0);
+    tl_kernel_destroy(k);
+    const struct {
+        int threads, pingpong, stream_k;
+        const char *target, *why;
+    } bad[] = {
+        {256, 0, 1, "sm_90a", "tl_use_persistent(k, 2): not with tl_use_stream_k"},
+        {128, 1, 0, "sm_90a", "tl_use_persistent(k, 2): not with tl_use_pingpong on 128 threads"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        k = small_gemm_kernel(bad[i].threads, false);
+        tl_use_warp_specialize(k, 1);
+        tl_use_pingpong(k, bad[i].pingpong);
+        tl_use_persistent(k, 2);
+        tl_use_stream_k(k, bad[i].stream_k);
+        assert_status(tl_kernel_source(k, bad[i].target, &src), TL_ERR_UNSUPPORTED);
+        if (!strstr(tl_ctx_error(ctx), bad[i].why))
+            fail_msg("case %zu: '%s' does not say '%s'", i, tl_ctx_error(ctx), bad[i].why);
+        tl_kernel_destroy(k);
+    }
+    for (int v = 0; v < 3; v++) { /* uniform trip counts, running sums, ping-pong on 256 threads */
+        k = small_gemm_kernel(256, v == 1);
+        tl_use_warp_specialize(k, 1);
+        tl_use_pingpong(k, v == 2);
+        tl_use_persistent(k, 2);
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *want[] = {"unsigned *tl_block_counter)", "taking blocks from a counter",
+                              "then the block counter (two words, zero)",
+                              "tl_mbar_init(&tl_block_full[tl_s], 1);", "tl_mbar_init(&tl_block_empty[tl_s], 256);",
+                              "tl_mbar_wait(&tl_block_empty[tl_p % 2], (unsigned)((tl_p / 2 - 1) % 2));",
+                              "tl_p == 0 ? (long long)blockIdx.x : (long long)atomicAdd(tl_block_counter, 1u) + gridDim.x",
+                              "tl_block_slot[tl_p % 2] = tl_t < tl_ntiles ? tl_t : tl_ntiles;",
+                              "atomicAdd(tl_block_counter + 1, 1u) == gridDim.x - 1",
+                              "atomicExch(tl_block_counter, 0u);", "atomicExch(tl_block_counter + 1, 0u);",
+                              "tl_mbar_wait(&tl_block_full[tl_p % 2], (unsigned)((tl_p / 2) % 2));",
+                              "tl_t = tl_block_slot[tl_p % 2];",
+                              "tl_mbar_arrive(&tl_block_empty[tl_p % 2]);"};
+        const char *dealt[] = {"tl_t = tl_p * gridDim.x + blockIdx.x"};
+        test_expect_text(src, v == 1 ? "running sums" : v ? "ping-pong" : "uniform", want, TEST_COUNT(want), dealt,
+                         TEST_COUNT(dealt));
+        /* the producer takes each number before the consumers read it */
+        assert_true(strstr(src, "atomicAdd(tl_block_counter, 1u)") < strstr(src, "= tl_block_slot[tl_p % 2];"));
+        if (v == 1)
+            assert_non_null(strstr(src, "tl_run_sum += tl_run_n"));
+        tl_free_host(src);
+        compile_or_skip(k, "sm_90a");
+    }
+    /* a cp.async producer (sm_80) runs its tile loop in all its threads: the first takes the blocks,
+     * the other 127 read them as the consumers do */
+    k = small_gemm_kernel(256, true);
+    tl_use_warp_specialize(k, 1);
+    tl_use_persistent(k, 2);
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    const char *cp[] = {"if (tl_tid == 0) { // the producer's first thread takes the blocks",
+                        "tl_mbar_init(&tl_block_empty[tl_s], 383);", "tl_cp_async",
+                        "atomicAdd(tl_block_counter, 1u) + gridDim.x"};
+    test_expect_text(src, "sm_80", cp, TEST_COUNT(cp), NULL, 0);
+    tl_free_host(src);
+    compile_or_skip(k, "sm_80");
+}
+
 /* Issue 12 item 5: tl_use_pingpong on a kernel whose grid x is the null
  * handle (one block along x) recursed without end while emitting. Both
  * forms (blocks of 128 threads: persistent; of 256: turns) emit and
@@ -901,6 +976,7 @@ int main(void)
         cmocka_unit_test(test_rings_lowering),
         cmocka_unit_test(test_pre_tile_lowering),
         cmocka_unit_test(test_persistent_lowering),
+        cmocka_unit_test(test_persistent_counter),
         cmocka_unit_test(test_cluster_multicast_lowering),
         cmocka_unit_test(test_tile_copy_constant_unit_stride),
         cmocka_unit_test(test_pingpong_null_grid_x),

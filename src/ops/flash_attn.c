@@ -52,7 +52,12 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
      * TFLOP/s, causal 602 against 590; fewer keys lose to the wider tile's ragged last one: causal 1k
-     * -13 %, 2k -5 %, 512 keys -7 %) */
+     * -13 %, 2k -5 %, 512 keys -7 %). Causal: persistent CTAs taking their blocks from a counter
+     * (persistent = 2), longest first in the grid's order (bench/NOTES.md session 17, same run, against
+     * one block a CTA: D 128 +5.8 / +3.4 / +2.2 / +1.4 % at 2k / 4k / 8k / 16k keys, D 64 +10 / +6.5 / +4 %
+     * at 2k / 4k / 8k; blocks dealt in turn lost at D 128, up to -9 %, the CTAs running at once then
+     * covering many heads' K and V). Non-causal blocks are all alike: dealt in turn, they were 1.5 %
+     * faster than from the counter at D 128 2k-8k and level at D 64 */
     bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 8192 : 2048);
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
@@ -60,8 +65,9 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
                                         .stages = d->head_dim > 128 || wide ? 2 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
-                                        .persistent = !d->causal && (d->head_dim <= 64 ? d->seq_kv <= 4096
-                                                                                       : wide && d->seq_kv <= 8192)};
+                                        .persistent = d->causal ? (d->head_dim <= 128 ? 2 : 0)
+                                                      : d->head_dim <= 64 ? d->seq_kv <= 4096
+                                                                          : wide && d->seq_kv <= 8192};
     /* mma.sync (K/V through cp.async): four warps of 32 rows each up to
      * head_dim 128, FlashAttention-2's shape: each K and V fragment a warp
      * loads feeds two row tiles, half the shared-memory reads of eight warps
@@ -304,8 +310,9 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
      * blocks in turn (block p G + c to CTA c), so with the query blocks fastest a CTA's blocks
      * sit at a few fixed query positions (G mod their count apart) and the CTAs' loads differ by
      * up to half (a model of the default tiles: the longest share 1.08-1.57 times the mean at
-     * 2k-16k keys); slowest, every CTA gets blocks of each length in turn (1.03-1.06) */
-    bool q_slowest = d->causal && A.s.persistent;
+     * 2k-16k keys); slowest, every CTA gets blocks of each length in turn (1.03-1.06). Blocks taken
+     * from a counter (persistent = 2) keep the grid's order: a CTA that finishes early takes more */
+    bool q_slowest = d->causal && A.s.persistent == 1;
     tl_expr QB = tl_ceildiv(k, A.SQ, tl_int(k, BM));
     if (q_slowest)
         tl_grid(k, H, B, QB, A.s.threads);

@@ -263,7 +263,7 @@ static void op_tiles(fuzz *f, unsigned op)
         /* modes 0..2 and one out of range (TL_ERR_INVALID_ARG) */
         tl_use_pingpong(f->k, (int)(((bits >> 1) & 1) | ((bits >> 2) & 2)));
         tl_use_warp_specialize(f->k, (bits >> 2) & 1);
-        tl_use_persistent(f->k, (bits >> 4) & 1);
+        tl_use_persistent(f->k, (int)(((bits >> 4) & 1) | ((bits >> 5) & 2))); /* 0..2, 3 out of range */
         tl_use_stream_k(f->k, (bits >> 5) & 1);
         break;
     }

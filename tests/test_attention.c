@@ -213,7 +213,7 @@ static void test_sm90a_lowering(void **state)
     tl_kernel_destroy(k);
 }
 
-/* The ring's layout follows the schedule: from 2048 keys (8192 causal) D =
+/* The ring's layout follows the schedule: from 2048 keys (4096 causal) D =
  * 128 takes two stages of 176 keys, and K and V get rings of their own
  * (twice the mbarriers; K's slot released in its own iteration right after
  * the wait for S = Q K^T, V's in the next); three stages keep one ring; D
@@ -232,7 +232,7 @@ static void test_ring_layout(void **state)
         bool split;
         int persistent;
     } rows[] = {{128, 8192, 0, "128x176", true, 1},  {128, 2048, 0, "128x176", true, 1},
-                {128, 8192, 1, "128x176", true, 2},  {128, 4096, 1, "128x128", false, 2},
+                {128, 8192, 1, "128x176", true, 2},  {128, 4096, 1, "128x176", true, 2},
                 {128, 1024, 0, "128x128", false, 0}, {64, 8192, 0, "128x192", false, 0},
                 {64, 4096, 0, "128x192", false, 1},  {128, 16384, 0, "128x176", true, 0},
                 {256, 4096, 0, "128x64", true, 0}};

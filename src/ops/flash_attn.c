@@ -48,7 +48,7 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * the consumers finish a block (bench/NOTES.md session 15, same run) D = 64 gains +3 % at 2k keys and
      * +1.6 % at 4k, D = 128 +1.5 % at 2k, +1.2 % at 4k and +0.7 % at 8k; longer ones were not measured
      * apart from the clocks' drift (before the producer's Q, D = 128 lost 1-3 % up to 4k and D = 64
-     * from 8k). D = 128 from 2048 keys (8192
+     * from 8k). D = 128 from 2048 keys (4096
      * causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
      * TFLOP/s, causal 602 against 590; fewer keys lose to the wider tile's ragged last one: causal 1k
@@ -56,9 +56,11 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * (persistent = 2), longest first in the grid's order (bench/NOTES.md session 17, same run, against
      * one block a CTA: D 128 +5.8 / +3.4 / +2.2 / +1.4 % at 2k / 4k / 8k / 16k keys, D 64 +10 / +6.5 / +4 %
      * at 2k / 4k / 8k; blocks dealt in turn lost at D 128, up to -9 %, the CTAs running at once then
-     * covering many heads' K and V). Non-causal blocks are all alike: dealt in turn, they were 1.5 %
-     * faster than from the counter at D 128 2k-8k and level at D 64 */
-    bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 8192 : 2048);
+     * covering many heads' K and V; 512 / 1k keys: D 128 +13 / +9.5 %, D 64 +23 / +15 %). With the
+     * counter, causal D 128 at 4k keys takes the wide tile too (539 against 526 TFLOP/s; 2k: 444 against
+     * 455). Non-causal blocks are all alike: dealt in turn, they were 1.5 % faster than from the counter
+     * at D 128 2k-8k and level at D 64 */
+    bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 4096 : 2048);
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : 192,

@@ -59,7 +59,9 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * covering many heads' K and V; 512 / 1k keys: D 128 +13 / +9.5 %, D 64 +23 / +15 %). With the
      * counter, causal D 128 at 4k keys takes the wide tile too (539 against 526 TFLOP/s; 2k: 444 against
      * 455). Non-causal blocks are all alike: dealt in turn, they were 1.5 % faster than from the counter
-     * at D 128 2k-8k and level at D 64 */
+     * at D 128 2k-8k and level at D 64; shorter ones gain most (D 128 512 / 1k keys, one block a CTA
+     * against in turn: 387 / 485 against 430 / 516 TFLOP/s). D = 256 (no turns): from the counter,
+     * 4k keys 629 against 614 (in turn 618), causal 4k / 8k 526 / 567 against 486 / 535 */
     bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 4096 : 2048);
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
@@ -67,9 +69,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
                                         .stages = d->head_dim > 128 || wide ? 2 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
-                                        .persistent = d->causal ? (d->head_dim <= 128 ? 2 : 0)
-                                                      : d->head_dim <= 64 ? d->seq_kv <= 4096
-                                                                          : wide && d->seq_kv <= 8192};
+                                        .persistent = d->causal || d->head_dim > 128 ? (d->causal || d->seq_kv <= 4096 ? 2 : 0)
+                                                      : d->seq_kv <= (d->head_dim <= 64 ? 4096 : 8192)};
     /* mma.sync (K/V through cp.async): four warps of 32 rows each up to
      * head_dim 128, FlashAttention-2's shape: each K and V fragment a warp
      * loads feeds two row tiles, half the shared-memory reads of eight warps

@@ -1506,11 +1506,12 @@ typedef struct tl_flash_attn_schedule {
                               turn, the producer loading the next block's Q
                               and K/V under this one's end (tl_use_persistent;
                               warp_specialize; the sm_90a default, non-causal
-                              at head_dim 64 up to 4096 keys and at 128 from
-                              2048 to 8192); 2: the same CTAs taking blocks
-                              from a counter, query blocks longest first
+                              at head_dim 64 up to 4096 keys and at 128 up
+                              to 8192); 2: the same CTAs taking blocks from
+                              a counter, query blocks longest first
                               (tl_use_persistent(k, 2); the sm_90a default
-                              for causal attention up to head_dim 128) */
+                              for causal attention, and at head_dim 256 up
+                              to 4096 keys) */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {

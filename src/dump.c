@@ -303,6 +303,13 @@ static void stmt(dumper *D, int32_t s, int depth)
             tli_str_append(o, ", running sums of trip counts ");
             line_expr(D, n->value);
         }
+        if (n->x[TLI_X_TILE_COUNTER]) {
+            static const char *const roles[] = {"", "taken", "read", "taken by the first thread, read by the others"};
+            int r = n->x[TLI_X_TILE_COUNTER];
+            tli_str_appendf(o, ", blocks from the counter (%s) through %s, %s / %s", r >= 1 && r <= 3 ? roles[r] : "?",
+                            tli_B(D->ir, n->x[TLI_X_TILE_SLOTS])->name, tli_B(D->ir, n->x[TLI_X_TILE_SLOT_FULL])->name,
+                            tli_B(D->ir, n->x[TLI_X_TILE_SLOT_EMPTY])->name);
+        }
         break;
     case S_SK_FIXUP: tli_str_appendf(o, "stream-k fixup %s", tli_B(D->ir, n->buf)->name); break;
     default: tli_str_appendf(o, "? op %d", n->op); break;

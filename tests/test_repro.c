@@ -427,6 +427,12 @@ static void test_repro_tiles(void **state)
     assert_true(o > strstr(repro, "tl_end(k);"));
     tl_free_host(repro);
     check_repro(k, "tiles", NULL, 0);
+    tl_use_persistent(k, 2); /* blocks from a counter: the mode itself is written back */
+    assert_status(tl_kernel_reproducer(k, &repro), TL_OK);
+    assert_non_null(strstr(repro, "tl_use_persistent(k, 2);"));
+    assert_null(strstr(repro, "tl_use_persistent(k, 1);"));
+    tl_free_host(repro);
+    check_repro(k, "tiles_counter", NULL, 0);
     tl_kernel_destroy(k);
 }
 

@@ -834,6 +834,12 @@ static void test_persistent_counter(void **state)
         if (v == 1)
             assert_non_null(strstr(src, "tl_run_sum += tl_run_n"));
         tl_free_host(src);
+        char *dump = NULL; /* the pipeline pass's dump says which loop takes the blocks and which reads them */
+        assert_status(tl_kernel_lower_dump(k, "sm_90a", "pipeline", &dump), TL_OK);
+        const char *roles[] = {"blocks from the counter (taken) through tl_block_slot, tl_block_full / tl_block_empty",
+                               "blocks from the counter (read) through tl_block_slot"};
+        test_expect_text(dump, "the pipeline dump", roles, TEST_COUNT(roles), NULL, 0);
+        tl_free_host(dump);
         compile_or_skip(k, "sm_90a");
     }
     /* a cp.async producer (sm_80) runs its tile loop in all its threads: the first takes the blocks,

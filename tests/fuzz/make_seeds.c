@@ -459,9 +459,9 @@ static void seed_pre(fuzz_writer *w)
  * trip count that depends on the block (min(steps, by + 1)): the ring's
  * positions and the turns' numbers are running sums over the CTA's earlier
  * blocks, and the pre-loaded tile's slot goes back in the last iteration. */
-static void seed_run(fuzz_writer *w)
+static void run_kernel(fuzz_writer *w, int flags)
 {
-    ws_start z = ws_prelude(w, D_BF16, D_BF16, 4 | 2 | 16); /* warp specialised, turns, persistent */
+    ws_start z = ws_prelude(w, D_BF16, D_BF16, flags);
     int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), b1 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int b2 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
@@ -483,6 +483,13 @@ static void seed_run(fuzz_writer *w)
     w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
     w_args(w, 3, (int[]){8, 8, 8});
 }
+
+static void seed_run(fuzz_writer *w) { run_kernel(w, 4 | 2 | 16); /* warp specialised, turns, persistent */ }
+
+/* The same with blocks taken from a counter (tl_use_persistent(k, 2): the
+ * flags byte's bit 6): the producer's thread takes each block's number and
+ * the consumers read it from shared memory. */
+static void seed_counter(fuzz_writer *w) { run_kernel(w, 4 | 2 | 64); }
 
 /* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
  * the producer's ring. */
@@ -593,10 +600,10 @@ int main(int argc, char **argv)
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
-                                                   seed_stream_k, seed_rings, seed_pre, seed_run};
+                                                   seed_stream_k, seed_rings, seed_pre, seed_run, seed_counter};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run"};
+                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run", "counter"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -241,7 +241,7 @@ enum { TLI_COUNTER_TAKER = 1, TLI_COUNTER_READER, TLI_COUNTER_PRODUCERS };
  * counter (a kernel parameter, launch.block_counter): blockIdx.x for p = 0,
  * then the counter's next value + G. TLI_COUNTER_TAKER: the loop of the
  * producer's one thread (TMA), which takes the number and writes it to slot p % 2 of
- * TLI_X_TILE_SLOTS (32-bit words in shared memory) once the consumers have
+ * TLI_X_TILE_SLOTS (64-bit words in shared memory) once the consumers have
  * read what it held (TLI_X_TILE_SLOT_EMPTY[p % 2], one arrival a consumer
  * thread), then arrives on TLI_X_TILE_SLOT_FULL[p % 2]; past the last block
  * it counts itself done, and the CTA that counts last sets the counter's

@@ -37,31 +37,36 @@
 
 #define LOG2E 1.4426950408889634
 
+/* The sm_90a default's persistent CTAs (bench/NOTES.md session 17, each same run against one block a
+ * CTA). Causal blocks (longest first, of unequal length) from a counter (persistent = 2): D 128 +13 /
+ * +9.5 / +5.8 / +3.4 / +2.2 / +1.4 % at 512 / 1k / 2k / 4k / 8k / 16k keys, D 64 +23 / +15 / +10 / +6.5 /
+ * +4 % up to 8k, D 256 +8 / +6 % at 4k / 8k; dealt in turn instead, the CTAs running at once covered
+ * many heads' K and V and D 128 lost up to 9 %. Non-causal blocks are all alike, and dealt in turn
+ * (persistent = 1) they were 1.5 % faster than from the counter at D 128 2k-8k (level at D 64): D 128
+ * +11 / +6.5 % at 512 / 1k keys, +1.5 / +1.2 / +0.7 % at 2k / 4k / 8k (session 15; longer ones within
+ * the clocks' drift), D 64 +3 / +1.6 % at 2k / 4k (from 8k it lost before the producer loaded Q). D 256
+ * (no turns) took the counter at 4k, +2.4 % (in turn +0.6 %). */
+static int default_persistent(const tl_flash_attn_desc *d)
+{
+    if (d->causal)
+        return 2;
+    if (d->head_dim > 128)
+        return d->seq_kv <= 4096 ? 2 : 0;
+    return d->seq_kv <= (d->head_dim <= 64 ? 4096 : 8192);
+}
+
 static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tli_target t;
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     /* wgmma: two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax runs
      * under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against 404 TFLOP/s for
-     * 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row. Persistent CTAs (non-causal),
-     * where a block's own start and end weigh most: since the producer loads the next block's Q while
-     * the consumers finish a block (bench/NOTES.md session 15, same run) D = 64 gains +3 % at 2k keys and
-     * +1.6 % at 4k, D = 128 +1.5 % at 2k, +1.2 % at 4k and +0.7 % at 8k; longer ones were not measured
-     * apart from the clocks' drift (before the producer's Q, D = 128 lost 1-3 % up to 4k and D = 64
-     * from 8k). D = 128 from 2048 keys (4096
-     * causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
+     * 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row. Persistent CTAs: above. D = 128
+     * from 2048 keys (4096 causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
      * TFLOP/s, causal 602 against 590; fewer keys lose to the wider tile's ragged last one: causal 1k
-     * -13 %, 2k -5 %, 512 keys -7 %). Causal: persistent CTAs taking their blocks from a counter
-     * (persistent = 2), longest first in the grid's order (bench/NOTES.md session 17, same run, against
-     * one block a CTA: D 128 +5.8 / +3.4 / +2.2 / +1.4 % at 2k / 4k / 8k / 16k keys, D 64 +10 / +6.5 / +4 %
-     * at 2k / 4k / 8k; blocks dealt in turn lost at D 128, up to -9 %, the CTAs running at once then
-     * covering many heads' K and V; 512 / 1k keys: D 128 +13 / +9.5 %, D 64 +23 / +15 %). With the
-     * counter, causal D 128 at 4k keys takes the wide tile too (539 against 526 TFLOP/s; 2k: 444 against
-     * 455). Non-causal blocks are all alike: dealt in turn, they were 1.5 % faster than from the counter
-     * at D 128 2k-8k and level at D 64; shorter ones gain most (D 128 512 / 1k keys, one block a CTA
-     * against in turn: 387 / 485 against 430 / 516 TFLOP/s). D = 256 (no turns): from the counter,
-     * 4k keys 629 against 614 (in turn 618), causal 4k / 8k 526 / 567 against 486 / 535 */
+     * -13 %, 2k -5 %, 512 keys -7 %; causal from 4096 keys, with its blocks from the counter: 4k 539
+     * against 526 TFLOP/s, 2k 444 against 455, bench/NOTES.md session 17) */
     bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 4096 : 2048);
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
@@ -69,8 +74,7 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
                                         .stages = d->head_dim > 128 || wide ? 2 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
-                                        .persistent = d->causal || d->head_dim > 128 ? (d->causal || d->seq_kv <= 4096 ? 2 : 0)
-                                                      : d->seq_kv <= (d->head_dim <= 64 ? 4096 : 8192)};
+                                        .persistent = default_persistent(d)};
     /* mma.sync (K/V through cp.async): four warps of 32 rows each up to
      * head_dim 128, FlashAttention-2's shape: each K and V fragment a warp
      * loads feeds two row tiles, half the shared-memory reads of eight warps

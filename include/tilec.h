@@ -1142,7 +1142,10 @@ typedef struct tl_gemm_schedule {
                                tile one CTA a tile instead). sm_90a or
                                sm_80 (mbarriers); threads a multiple of 128,
                                stages >= 2. Not with pingpong, split_k or
-                               swap_ab (TL_ERR_INVALID_ARG). */
+                               swap_ab (TL_ERR_INVALID_ARG). 2: the same
+                               CTAs taking their tiles from a counter
+                               (tl_use_persistent(k, 2); not with
+                               stream_k). 0, 1 or 2. */
     int cluster_m;          /* 0 or 1: no clusters. 2..8: blocks in
                                thread-block clusters of cluster_m tiles
                                along M (and cluster_n along N; the product

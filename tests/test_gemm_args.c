@@ -763,13 +763,15 @@ static void test_split_k_choice(void **state)
                                     .pingpong = 1, .split_k = 2};
     assert_status(tl_op_gemm_program(c, &d, &p), TL_ERR_INVALID_ARG);
     test_expect_text(tl_ctx_error(c), "the error", (const char *[]){"pingpong exclude"}, 1, NULL, 0);
-    /* persistent: 0 or 1, and not with the schedules whose blocks differ in trip count or already persist */
+    /* persistent: 0, 1 or 2, and not with the schedules whose blocks differ in trip count or already persist */
     const struct {
         tl_gemm_schedule s;
         const char *why;
     } bad_persistent[] = {
-        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .persistent = 2},
-         "schedule.persistent = 2 is not 0 or 1"},
+        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .persistent = 3},
+         "schedule.persistent = 3 is not 0, 1 or 2"},
+        {{.block_m = 128, .block_n = 256, .block_k = 64, .stages = 4, .threads = 256, .persistent = 2, .stream_k = 1},
+         "schedule.stream_k needs persistent = 1"},
         {{.block_m = 128, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .pingpong = 1,
           .persistent = 1}, "persistent excludes pingpong"},
         {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128, .split_k = 2, .persistent = 1},
@@ -840,6 +842,16 @@ static void test_split_k_choice(void **state)
                                           "tl_setmaxnreg_dec", "tl_tma_store_2d(&tl_map2, tl_stage_C + 8192, (int)((tl_bx) * 256LL + 192)",
                                           "tl_bulk_wait_read<0>();", "tl_bulk_wait<0>();"},
                          6, (const char *[]){"/ 1 *", "tl_st_vec(tl_cb"}, 2);
+        tl_free_host(psrc);
+        tl_kernel_destroy(pk);
+        /* persistent = 2: the same kernel taking its tiles from the counter, swizzle and TMA store kept */
+        d.schedule.persistent = 2;
+        assert_status(tl_op_gemm_build(c, &d, &pk), TL_OK);
+        assert_status(tl_kernel_source(pk, "sm_90a", &psrc), TL_OK);
+        test_expect_text(psrc, "the persistent kernel from the counter",
+                         (const char *[]){"taking blocks from a counter", "atomicAdd(tl_block_counter, 1u)",
+                                          "tl_t = tl_block_slot[tl_p % 2];", "tl_bulk_wait<0>();"},
+                         4, (const char *[]){"tl_p * gridDim.x + blockIdx.x"}, 1);
         tl_free_host(psrc);
         tl_kernel_destroy(pk);
     }

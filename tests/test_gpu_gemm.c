@@ -311,7 +311,9 @@ static void test_schedules(void **state)
  * the producer's ring runs on across blocks, at ragged sizes (edges in
  * every dimension, K not a multiple of the K step), with an epilogue,
  * both layouts, twice (a ring position off by one between producer and
- * consumers shows as a wrong tile, a moving error as a race). */
+ * consumers shows as a wrong tile, a moving error as a race); dealt in
+ * turn and taken from the counter (whose every launch must leave it zero
+ * for the next). */
 static void test_persistent_blocks(void **state)
 {
     (void)state;
@@ -319,6 +321,8 @@ static void test_persistent_blocks(void **state)
     static const tl_gemm_schedule ps[] = {
         {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
         {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 2, 0, 0, 0, 0}, /* tiles from the counter, swizzled */
+        {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
     };
     problem p;
     problem_init(&p, 1100, 2100, 264, TL_BF16, 0, 8100);

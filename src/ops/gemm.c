@@ -135,8 +135,8 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab = %d is not 0 or 1", api, d->schedule.swap_ab);
     if (d->schedule.swap_ab && d->schedule.pingpong)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.swap_ab and pingpong exclude each other", api);
-    if (d->schedule.persistent != 0 && d->schedule.persistent != 1)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.persistent = %d is not 0 or 1", api,
+    if (d->schedule.persistent < 0 || d->schedule.persistent > 2)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.persistent = %d is not 0, 1 or 2", api,
                         d->schedule.persistent);
     if (d->schedule.persistent && (d->schedule.pingpong || d->schedule.split_k > 1 || d->schedule.swap_ab))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.persistent excludes %s", api,
@@ -145,7 +145,7 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
                                               : "split_k (a slice's trip count differs between blocks)");
     if (d->schedule.stream_k != 0 && d->schedule.stream_k != 1)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stream_k = %d is not 0 or 1", api, d->schedule.stream_k);
-    if (d->schedule.stream_k && !d->schedule.persistent)
+    if (d->schedule.stream_k && d->schedule.persistent != 1)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stream_k needs persistent = 1 (CTAs that take shares "
                         "of the tiles)", api);
     if (d->schedule.gemv) {
@@ -629,7 +629,7 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
         tl_use_pingpong(k, 1);
     if (s.persistent) { /* the producer runs ahead into the next tile while this one's epilogue runs */
         tl_use_warp_specialize(k, 1);
-        tl_use_persistent(k, 1);
+        tl_use_persistent(k, s.persistent); /* 2: tiles taken from a counter */
         if (s.stream_k) /* shares of all tiles' K steps instead of whole tiles */
             tl_use_stream_k(k, 1);
     }
@@ -776,7 +776,7 @@ static tl_status program_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned varian
     tli_fmt(key, sizeof key, "gemm:%s:%s:%d:%d:%d:%d.%d.%d.%d.%d.%d.%u.%d%s%s", tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), d->trans_b, d->has_bias, (int)d->epilogue, s->block_m, s->block_n,
             s->block_k, s->stages, s->threads, s->swizzle, s->warp_policy, s->pingpong != 0,
-            s->persistent ? s->stream_k ? ".psk" : ".p" : "", v);
+            s->persistent ? s->stream_k ? ".psk" : s->persistent == 2 ? ".p2" : ".p" : "", v);
     if (s->cluster_m > 1 || s->cluster_n > 1)
         tli_fmt(key + strlen(key), sizeof key - strlen(key), ":c%dx%d", s->cluster_m, s->cluster_n);
     return tli_op_program(ctx, key, build_for_op, &spec, out);

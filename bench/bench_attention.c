@@ -10,8 +10,8 @@
  *        bench_attention --mma-sync [block_m block_n stages threads]
  * (default: the whole grid, then on an sm_90a device the --mma-sync rows;
  * a schedule's zero fields keep the op's choice; --persistent: each
- * non-causal point with the op's schedule and the same with persistent = 1
- * flipped, timed interleaved; --mma-sync: the grid from 2048 keys compiled
+ * point, causal and not, with the op's schedule in each persistent mode
+ * (0, 1, 2), timed interleaved; --mma-sync: the grid from 2048 keys compiled
  * for the device's architecture without its arch-specific features (sm_90
  * on an H200: mma.sync and cp.async, the sm_80 path), against ANCHORS.md's
  * FlashAttention-2, which runs on mma.sync too)
@@ -98,23 +98,29 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor, co
     point_free(&w);
 }
 
-/* The op's schedule at one point against the same with `persistent`
- * flipped, in one interleaved set (both see the same clocks). */
-static void persistent_pair(tl_ctx *ctx, int s, int d)
+/* The op's schedule at one point with each `persistent` mode (0: one
+ * block a CTA, 1: persistent CTAs dealt blocks in turn, 2: taking them
+ * from a counter), in one interleaved set (all see the same clocks). A
+ * mode the schedule cannot take (no producer: the mma.sync path) is left
+ * out. */
+static void persistent_modes(tl_ctx *ctx, int s, int d, int causal)
 {
-    work w[2];
-    w[0] = point_work(ctx, s, d, 0);
+    work w[3];
+    w[0] = point_work(ctx, s, d, causal);
     w[0].d.schedule = tl_op_flash_attn_schedule(ctx, &w[0].d);
-    w[1] = w[0];
-    w[1].d.schedule.persistent = !w[0].d.schedule.persistent;
-    tl_work_fn fns[2] = {run, run};
-    void *users[2] = {&w[0], &w[1]};
-    tl_timing t[2];
+    int mine = w[0].d.schedule.persistent, n = w[0].d.schedule.warp_specialize ? 3 : 1;
+    for (int j = 0; j < n; j++) {
+        w[j] = w[0];
+        w[j].d.schedule.persistent = j;
+    }
+    tl_work_fn fns[3] = {run, run, run};
+    void *users[3] = {&w[0], &w[1], &w[2]};
+    tl_timing t[3];
     tl_timing_options opt = {.warmup = 5, .reps = 20};
-    BENCH_CHECK(tl_time_interleaved(ctx, NULL, 2, fns, users, &opt, t));
-    for (int j = 0; j < 2; j++)
-        printf("s%-6d d%-4d ps%d  %8.3f ms %6.0f TFLOP/s%s\n", s, d, w[j].d.schedule.persistent, t[j].median_ms,
-               point_flop(&w[j].d) / t[j].median_ms * 1e-9, j ? "" : "  (the op's schedule)");
+    BENCH_CHECK(tl_time_interleaved(ctx, NULL, n, fns, users, &opt, t));
+    for (int j = 0; j < n; j++)
+        printf("s%-6d d%-4d %-6s ps%d  %8.3f ms %6.0f TFLOP/s%s\n", s, d, causal ? "causal" : "none", j,
+               t[j].median_ms, point_flop(&w[j].d) / t[j].median_ms * 1e-9, j == mine ? "  (the op's choice)" : "");
     point_free(&w[0]);
 }
 
@@ -158,8 +164,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "--persistent") == 0) {
-        for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
-            persistent_pair(ctx, grid[i].s, grid[i].d);
+        for (int causal = 0; causal < 2; causal++)
+            for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++)
+                persistent_modes(ctx, grid[i].s, grid[i].d, causal);
         tl_ctx_destroy(ctx);
         return 0;
     }

@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn attn-ab attn-causal-ps bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn attn-ab attn-persistent bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -67,16 +67,9 @@ for s in $steps; do
                 echo "== $p / $sch"; build/bench/bench_attention $p $sch 2>&1 | tail -n 1
             done
         done > "$OUT/attn-sweep.log" 2>&1; cat "$OUT/attn-sweep.log" ;;
-    attn-causal-ps) # causal FlashAttention in persistent CTAs against one block a CTA, same build, each
-        # point's default tile (bench_attention S D causal bm bn stages threads ws pp ps), interleaved
-        pts=""
-        for p in "2048 128 1 128 128 3" "4096 128 1 128 128 3" "8192 128 1 128 176 2" "16384 128 1 128 176 2" \
-                 "2048 64 1 128 192 3" "4096 64 1 128 192 3" "8192 64 1 128 192 3"; do
-            pts="$pts|$p 256 1 1 1|$p 256 1 1 0"
-        done
-        POINTS=${pts#|}; export POINTS
-        TAIL=60 run attn-causal-ps sh tools/experiments/ab_attention.sh build/bench/bench_attention \
-            build/bench/bench_attention 1 ;;
+    attn-persistent) # every point of the grid, causal and not, with the op's schedule in each persistent
+        # mode (0: one block a CTA, 1: dealt in turn, 2: from the counter), interleaved
+        TAIL=60 run attn-persistent build/bench/bench_attention --persistent ;;
     attn-ab) # this build's FlashAttention against another's bench_attention (AB_OLD, default
         # scratch/bench_attention_main, carried), interleaved (tools/experiments/ab_attention.sh)
         TAIL=40 run attn-ab sh tools/experiments/ab_attention.sh "${AB_OLD:-scratch/bench_attention_main}" \

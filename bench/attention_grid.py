@@ -11,6 +11,7 @@
 Without PyTorch with CUDA it says so and exits 0.
 """
 import math
+import statistics
 import sys
 
 import torch_bench as tb
@@ -180,10 +181,11 @@ def _measure_point(tl, b, h, s, d, causal, reps, layout, check, seed):
     return names, [why for _, why in results], times, errs
 
 
-def bench_point(tl, csv, b, h, s, d, causal, reps, layout="bhsd", check=True, seed=1):
+def bench_point(tl, csv, b, h, s, d, causal, reps, layout="bhsd", check=True, seed=1, ratios=None):
     """One point of the grid: ours, cuDNN and FA2 in the same run; prints a
-    table row and the CSV lines. Returns False when ours failed or missed
-    the tolerance (True when this build has no tl_op_flash_attn at all)."""
+    table row and the CSV lines, and appends ours / baseline to ratios (a
+    list) when given. Returns False when ours failed or missed the
+    tolerance (True when this build has no tl_op_flash_attn at all)."""
     names, whys, times, errs = _measure_point(tl, b, h, s, d, causal, reps, layout, check, seed)
     flops = attention_flops(b, h, s, s, d, causal)
     tflops = {i: flops / ms / 1e9 for i, ms in times.items()}
@@ -194,6 +196,8 @@ def bench_point(tl, csv, b, h, s, d, causal, reps, layout="bhsd", check=True, se
         csv.line(op, shape, "bf16", roles[i] + names[i].strip(), times[i], tflops[i], "TFLOP/s", tflops[i] / base,
                  errs[i])
     _print_row(d, s, b, h, causal, tflops, base, base_name, errs, whys)
+    if ratios is not None and 0 in tflops:
+        ratios.append(tflops[0] / base)
     if not tl.has("tl_op_flash_attn"):
         return True  # said once at the start; the PyTorch side still ran
     return 0 in times and (not check or errs[0] <= TOLERANCE)
@@ -225,13 +229,31 @@ def _print_row(d, s, b, h, causal, tflops, base, base_name, errs, whys):
 
 
 def run_grid(tl, csv, args):
+    """The grid, args.rounds times over (each point's runs interleaved
+    within a round); with more than one round, a summary of each point's
+    ratio to the baseline across the rounds (the card's clocks drift
+    between rounds by a few %, so one round's ratio is one sample)."""
     print("# TFLOP/s, FLOPs = 4 B H S^2 D (halved when causal); bf16, layout %s; rel err of ours vs fp32 math"
           % args.layout)
-    print(GRID_HEADER)
     ok = True
     causals = [m == "causal" for m in args.masks]
-    for b, h, s, d, causal in grid_points(args.dims, args.seqs, causals):
-        ok &= bench_point(tl, csv, b, h, s, d, causal, args.reps, args.layout, not args.no_check, args.seed)
+    points = list(grid_points(args.dims, args.seqs, causals))
+    ratios = {p: [] for p in points}
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print("# round %d of %d" % (r + 1, args.rounds))
+        print(GRID_HEADER)
+        for p in points:
+            b, h, s, d, causal = p
+            ok &= bench_point(tl, csv, b, h, s, d, causal, args.reps, args.layout,
+                              not args.no_check and r == 0, args.seed, ratios[p])
+    if args.rounds > 1:
+        print("# ours / baseline over %d rounds" % args.rounds)
+        print("%4s %6s %-6s %9s %9s %9s" % ("D", "S", "mask", "median", "min", "max"))
+        for (b, h, s, d, causal), rs in ratios.items():
+            if rs:
+                print("%4d %6d %-6s %9.3f %9.3f %9.3f" % (d, s, "causal" if causal else "none",
+                                                          statistics.median(rs), min(rs), max(rs)))
     return ok
 
 
@@ -314,6 +336,8 @@ def parse_args(argv):
                    help="which masks to time (default: both)")
     p.add_argument("--layout", choices=("bhsd", "bshd"), default="bhsd", help="memory layout of Q, K, V, O")
     p.add_argument("--no-check", action="store_true", help="skip the fp32 reference at each grid point")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time the grid this many times and summarise each point's ratio (checks: first round)")
     return tb.parse(p, argv)
 
 

@@ -184,12 +184,13 @@ static tl_status build_gemm(tl_ctx *c, tl_kernel **k)
  * GEMM in persistent CTAs and stream-K units (a producer warpgroup, the
  * staging tile's TMA stores, the partial sums' fixup), decode's
  * matrix-vector kernel, an 8-bit GEMM (sm_90a only), FlashAttention
- * (consumer groups taking turns, K and V on rings of their own) and the softmax of long rows (a ring of
- * shared tiles). */
+ * (consumer groups taking turns, K and V on rings of their own; and the
+ * same in persistent CTAs taking blocks from a counter, on running sums)
+ * and the softmax of long rows (a ring of shared tiles). */
 static tl_status scenario_ops(tl_ctx *c, results *r, bool nvrtc)
 {
     (void)nvrtc;
-    tl_kernel *ks[5] = {NULL};
+    tl_kernel *ks[6] = {NULL};
     tl_gemm_desc d = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
                       .has_bias = 1, .epilogue = TL_EPI_GELU_TANH,
                       .schedule = {.block_m = 128, .block_n = 128, .block_k = 64, .stages = 2, .threads = 256,
@@ -207,6 +208,9 @@ static tl_status scenario_ops(tl_ctx *c, results *r, bool nvrtc)
                                           .warp_specialize = 1, .pingpong = 1}};
     if (st == TL_OK)
         st = tl_op_flash_attn_build(c, &fa, &ks[2]);
+    fa.schedule.persistent = 2; /* persistent CTAs taking blocks from a counter, on running sums */
+    if (st == TL_OK)
+        st = tl_op_flash_attn_build(c, &fa, &ks[5]);
     tl_softmax_desc sm = {.rows = 8, .cols = 8192, .in_dtype = TL_F16, .out_dtype = TL_F16,
                           .schedule = {.stages = 3}}; /* 48 KiB of ring: sm_80 holds it too */
     if (st == TL_OK)
@@ -214,15 +218,16 @@ static tl_status scenario_ops(tl_ctx *c, results *r, bool nvrtc)
     tl_gemm_desc f8 = {.m = 64, .n = 64, .k = 128, .in_dtype = TL_F8E4M3, .out_dtype = TL_BF16, .trans_b = 1};
     if (st == TL_OK)
         st = tl_op_gemm_build(c, &f8, &ks[4]);
-    for (int i = 0; i < 4 && st == TL_OK; i++)
-        st = emit_both(ks[i], r);
+    for (int i = 0; i < 6 && st == TL_OK; i++)
+        if (i != 4) /* (8-bit: below) */
+            st = emit_both(ks[i], r);
     if (st == TL_OK) { /* 8-bit inputs: wgmma's only */
         char *src = NULL;
         st = tl_kernel_source(ks[4], "sm_90a", &src);
         if (st == TL_OK)
             keep_source(r, src);
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         tl_kernel_destroy(ks[i]);
     return st;
 }

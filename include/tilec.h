@@ -916,7 +916,10 @@ static inline tl_arg tl_arg_float(double f) { tl_arg a; a.kind = TL_ARG_FLOAT; a
  * (count, kinds, a NULL args with nargs > 0, negative dims, a tensor that
  * fails those checks, a grid beyond the device's limits), TL_ERR_NO_DEVICE
  * (offline or not loaded), TL_ERR_CUDA. A grid of zero blocks launches
- * nothing. */
+ * nothing. A program of tl_use_stream_k or tl_use_persistent(k, 2) also
+ * gets the library's workspace for stream (allocated and zeroed on its
+ * first such launch, which waits for the stream; TL_ERR_OUT_OF_MEMORY when
+ * that fails); every launch leaves it as it found it. */
 TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const tl_arg *args);
 
 /* Runs the kernel graph on the CPU (the golden model): host pointers for

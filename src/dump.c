@@ -89,8 +89,8 @@ static void line_expr(dumper *D, int32_t e)
 
 static const char *scope_name(int s)
 {
-    static const char *const n[] = {"", "global", "shared", "fragment", "local", "mbarriers"};
-    return s >= 0 && s <= B_MBAR ? n[s] : "?";
+    static const char *const n[] = {"", "global", "shared", "fragment", "local", "mbarriers", "words"};
+    return s >= 0 && s <= B_WORDS ? n[s] : "?";
 }
 
 static void region(dumper *D, int32_t operand)
@@ -423,7 +423,7 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
         const char *blocks = L && b->scope == B_SHARED && L->smem[i].blocked
                                  ? tli_fmt(blk, sizeof blk, "%lld-column blocks", (long long)tli_row128((tl_dtype)b->dtype))
                                  : NULL;
-        if (L && (b->scope == B_SHARED || b->scope == B_MBAR) && L->smem[i].stages)
+        if (L && (b->scope == B_SHARED || b->scope == B_MBAR || b->scope == B_WORDS) && L->smem[i].stages)
             tli_str_appendf(out, " [offset %lld, %d stage%s%s%s]", (long long)L->smem[i].offset, L->smem[i].stages,
                             L->smem[i].stages > 1 ? "s" : "", blocks ? ", " : "", blocks ? blocks : "");
         else if (blocks)

@@ -59,7 +59,7 @@ void tli_e_tile_decls(emitter *E)
                        (long long)si->offset, shape_text(E, b), tl_dtype_name((tl_dtype)b->dtype), si->stages,
                        si->stages > 1 ? "s" : "",
                        si->blocked ? tli_e_fmt(E, ", %lld-column blocks", (long long)tli_row128((tl_dtype)b->dtype)) : "");
-        } else if (b->scope == B_MBAR && b->dtype == TL_I32) { /* 64-bit words beside the mbarriers */
+        } else if (b->scope == B_WORDS) {
             tli_e_line(E, "volatile long long *const %s = (volatile long long *)(tl_smem + %lld); // %lld words",
                        b->name, (long long)si->offset, (long long)b->cshape[0]);
         } else if (b->scope == B_MBAR) {

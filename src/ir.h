@@ -150,9 +150,9 @@ typedef struct tli_snode {
     int32_t name;     /* S_LET: its name; others: a pass's note (offsets into ir->str) */
 } tli_snode;
 
-/* B_MBAR: an array of cshape[0] mbarriers in shared memory (lowered kernels); with dtype TL_I32,
- * plain 64-bit words beside them (a persistent CTA's block numbers). */
-typedef enum tli_bscope { B_GLOBAL = 1, B_SHARED, B_FRAGMENT, B_LOCAL, B_MBAR } tli_bscope;
+/* B_MBAR: an array of cshape[0] mbarriers in shared memory (lowered kernels); B_WORDS: cshape[0]
+ * plain 64-bit words placed with them (a persistent CTA's block numbers). */
+typedef enum tli_bscope { B_GLOBAL = 1, B_SHARED, B_FRAGMENT, B_LOCAL, B_MBAR, B_WORDS } tli_bscope;
 
 typedef struct tli_bnode {
     char name[64];

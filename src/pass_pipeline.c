@@ -1690,7 +1690,7 @@ static void plan_counter(piper *P, const ws_plan *w)
         tli_low_fail(P->L, TL_ERR_UNSUPPORTED, "tl_use_persistent(k, 2): %s", no);
         return;
     }
-    tli_bnode b = {.scope = B_MBAR, .dtype = TL_I32, .rank = 1, .cshape = {2}};
+    tli_bnode b = {.scope = B_WORDS, .dtype = TL_I64, .rank = 1, .cshape = {2}};
     tli_fmt(b.name, sizeof b.name, "tl_block_slot");
     P->counter[0] = tli_low_buf(P->L, &b);
     P->counter[1] = mbar_array(P, "tl_block_full", 2);

@@ -60,7 +60,7 @@ static int64_t place(tli_lowered *L, bool assign, char *detail, size_t detail_si
                 si->stages, si->stages > 1 ? "s" : "", (long long)bytes);
     }
     for (int32_t i = 1; i < ir->b.n; i++)
-        if (tli_B(ir, i)->scope == B_MBAR) {
+        if (tli_B(ir, i)->scope == B_MBAR || tli_B(ir, i)->scope == B_WORDS) {
             if (assign) {
                 L->smem[i].offset = off;
                 L->smem[i].stages = 1;

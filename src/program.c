@@ -630,35 +630,32 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
     }
     tli_bound_free(&b);
     cta_grid(p, grid);
-    uint64_t sk_ws = 0, sk_flags = 0;
-    if (p->launch.sk_slot_floats && grid[0] * grid[1] * grid[2] > 0) {
-        /* a flag per CTA at the start, where every stream-K program finds
-         * its flags, all lowered again by the launch that raised them (a
-         * program of smaller slots must not take stale partial sums of an
-         * earlier launch for flags); then a slot per CTA */
-        size_t flags = ((size_t)grid[0] * sizeof(unsigned) + 255) / 256 * 256;
-        size_t ws_bytes = (size_t)grid[0] * (size_t)p->launch.sk_slot_floats * sizeof(float);
+    /* The stream's workspace. Stream-K: a flag per CTA at the start, where
+     * every stream-K program finds its flags, all lowered again by the
+     * launch that raised them (a program of smaller slots must not take
+     * stale partial sums of an earlier launch for flags); then a slot per
+     * CTA. A block counter (tl_use_persistent(k, 2)): the first two words,
+     * which its launches leave zero as stream-K's leave their flags, the
+     * stream running its launches one after another. */
+    uint64_t ws = 0, sk_ws = 0;
+    size_t flags = 0, bytes = 0;
+    if (p->launch.sk_slot_floats) {
+        flags = ((size_t)grid[0] * sizeof(unsigned) + 255) / 256 * 256;
+        bytes = flags + (size_t)grid[0] * (size_t)p->launch.sk_slot_floats * sizeof(float);
+    } else if (p->launch.block_counter) {
+        bytes = 256;
+    }
+    if (bytes && grid[0] * grid[1] * grid[2] > 0) { /* (an empty grid launches nothing) */
         st = tli_ctx_bind(ctx);
         if (st == TL_OK)
-            st = tli_ctx_sk_workspace(ctx, stream, flags + ws_bytes, &sk_flags);
+            st = tli_ctx_sk_workspace(ctx, stream, bytes, &ws);
         if (st != TL_OK)
             return st;
-        sk_ws = sk_flags + flags;
     }
+    /* the kernel's extra parameters: stream-K's slots and flags, or the counter */
+    sk_ws = p->launch.block_counter ? ws : ws + flags;
     params[n + p->launch.nmaps] = &sk_ws;
-    params[n + p->launch.nmaps + 1] = &sk_flags;
-    if (p->launch.block_counter && grid[0] * grid[1] * grid[2] > 0) {
-        /* the counter's two words: the first two of the stream's workspace,
-         * which every launch on the stream leaves zero (stream-K's flags
-         * too), the stream running its launches one after another */
-        uint64_t counter = 0;
-        st = tli_ctx_bind(ctx);
-        if (st == TL_OK)
-            st = tli_ctx_sk_workspace(ctx, stream, 256, &counter);
-        if (st != TL_OK)
-            return st;
-        sk_ws = counter; /* (the kernel's one extra parameter) */
-    }
+    params[n + p->launch.nmaps + 1] = &ws;
     return tli_launch_raw(p, grid, params, stream);
 }
 

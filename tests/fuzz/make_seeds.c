@@ -404,21 +404,26 @@ static void ws_gemm(fuzz_writer *w, int flags) { ws_gemm_in(w, flags, 1, 1); }
  * rotated (tl_use_pingpong mode 2). */
 static void seed_pingpong(fuzz_writer *w) { ws_gemm(w, 4 | 8); /* warp specialised, ping-pong mode 2 */ }
 
-/* FlashAttention's ring in miniature: two gemms in a pipelined loop of 2
- * stages, each reading a tile of its own (and both A), an element-wise
- * loop on the first's accumulator between them; warp specialised with
- * turns (tl_use_pingpong 1). The tiles get rings of their own: B1's slot
- * released in its own iteration, A's and B2's in the next. */
-static void seed_rings(fuzz_writer *w)
+/* Two gemms reading tiles of their own with an element-wise loop on the
+ * first's accumulator between them. q_ahead: A's tile loaded ahead of the
+ * loop (FlashAttention's Q) and a trip count that depends on the block
+ * (causal); else A's tile is copied in the loop. */
+static void two_gemm_kernel(fuzz_writer *w, int flags, int q_ahead)
 {
-    ws_start z = ws_prelude(w, D_BF16, D_BF16, 4 | 2); /* warp specialised, ping-pong's turns */
+    ws_start z = ws_prelude(w, D_BF16, D_BF16, flags);
     int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
     int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), b1 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int b2 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
     int s1 = w_alloc(w, 1, D_F32, 2, (int[]){128, 64}), cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
+    if (q_ahead)
+        w_copy(w, w_tile(w, a, 2, (int[]){by, w_int(w, 0)}), w_all(w, as));
     w_clear(w, cf);
-    int ko = w_loop(w, OP_PIPELINED, w_bin(w, BIN_CEILDIV, k, sixty4), 2);
-    w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
+    int steps = w_bin(w, BIN_CEILDIV, k, sixty4);
+    if (q_ahead) /* causal: min(steps, by + 1) */
+        steps = w_bin(w, BIN_MIN, steps, w_bin(w, BIN_ADD, by, w_int(w, 1)));
+    int ko = w_loop(w, OP_PIPELINED, steps, 2);
+    if (!q_ahead)
+        w_copy(w, w_tile(w, a, 2, (int[]){by, ko}), w_all(w, as));
     w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b1));
     w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b2));
     w_clear(w, s1);
@@ -432,6 +437,13 @@ static void seed_rings(fuzz_writer *w)
     w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
     w_args(w, 3, (int[]){8, 8, 8});
 }
+
+/* FlashAttention's ring in miniature: two gemms in a pipelined loop of 2
+ * stages, each reading a tile of its own (and both A), an element-wise
+ * loop on the first's accumulator between them; warp specialised with
+ * turns (tl_use_pingpong 1). The tiles get rings of their own: B1's slot
+ * released in its own iteration, A's and B2's in the next. */
+static void seed_rings(fuzz_writer *w) { two_gemm_kernel(w, 4 | 2, 0); /* warp specialised, ping-pong's turns */ }
 
 /* A tile loaded ahead of the pipelined loop and read by every iteration
  * (FlashAttention's Q: A's first K tile here), in persistent CTAs with
@@ -459,37 +471,13 @@ static void seed_pre(fuzz_writer *w)
  * trip count that depends on the block (min(steps, by + 1)): the ring's
  * positions and the turns' numbers are running sums over the CTA's earlier
  * blocks, and the pre-loaded tile's slot goes back in the last iteration. */
-static void run_kernel(fuzz_writer *w, int flags)
-{
-    ws_start z = ws_prelude(w, D_BF16, D_BF16, flags);
-    int k = z.k, a = z.a, b = z.b, c = z.c, bx = z.bx, by = z.by, sixty4 = z.sixty4;
-    int as = w_alloc(w, 0, D_BF16, 2, (int[]){128, 64}), b1 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
-    int b2 = w_alloc(w, 0, D_BF16, 2, (int[]){64, 64});
-    int s1 = w_alloc(w, 1, D_F32, 2, (int[]){128, 64}), cf = w_alloc(w, 1, D_F32, 2, (int[]){128, 64});
-    w_copy(w, w_tile(w, a, 2, (int[]){by, w_int(w, 0)}), w_all(w, as));
-    w_clear(w, cf);
-    int steps = w_bin(w, BIN_MIN, w_bin(w, BIN_CEILDIV, k, sixty4), w_bin(w, BIN_ADD, by, w_int(w, 1)));
-    int ko = w_loop(w, OP_PIPELINED, steps, 2);
-    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b1));
-    w_copy(w, w_tile(w, b, 2, (int[]){bx, ko}), w_all(w, b2));
-    w_clear(w, s1);
-    w_gemm(w, as, b1, s1, 2); /* B transposed */
-    int i = w_parallel(w, 2, (int[]){128, 64});
-    int at[2] = {i, i + 1};
-    w_store(w, cf, 2, at, w_bin(w, BIN_ADD, w_load(w, cf, 2, at), w_load(w, s1, 2, at)));
-    w_op(w, OP_END);
-    w_gemm(w, as, b2, cf, 2);
-    w_op(w, OP_END);
-    w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
-    w_args(w, 3, (int[]){8, 8, 8});
-}
 
-static void seed_run(fuzz_writer *w) { run_kernel(w, 4 | 2 | 16); /* warp specialised, turns, persistent */ }
+static void seed_run(fuzz_writer *w) { two_gemm_kernel(w, 4 | 2 | 16, 1); /* warp specialised, turns, persistent */ }
 
 /* The same with blocks taken from a counter (tl_use_persistent(k, 2): the
  * flags byte's bit 6): the producer's thread takes each block's number and
  * the consumers read it from shared memory. */
-static void seed_counter(fuzz_writer *w) { run_kernel(w, 4 | 2 | 64); }
+static void seed_counter(fuzz_writer *w) { two_gemm_kernel(w, 4 | 2 | 64, 1); }
 
 /* The same kernel in persistent CTAs (tl_use_persistent): its blocks share
  * the producer's ring. */

@@ -55,7 +55,8 @@ static tl_status run(void *user, void *stream)
 /* The schedules --sweep tries: the op's choice o and its neighbours (for
  * a swapped one: 4 and 6 stages, 32-wide tiles of A; for the others: 6
  * stages, N tiles of 256, and swapped 64x32 and 64x64 tiles in 0 or 2
- * slices), with half, twice and four times its slices. */
+ * slices), the persistent 64x128 tile in stream-K shares for M <= 64, with
+ * half, twice and four times its slices. */
 static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_schedule *out)
 {
     int n = 0;
@@ -83,6 +84,12 @@ static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_
                 x = *o, x.block_m = 64, x.block_n = bn, x.stages = 4, x.swap_ab = 1, x.split_k = sk, x.pingpong = 0,
                 out[n++] = x;
     }
+    /* decode on every SM: the persistent 64x128 tile with each CTA an equal share of all tiles' K
+     * steps (stream-K), where 64 tiles of it would leave half the SMs without a stream of B */
+    if (d->m <= 64)
+        for (int st = 4; st <= 6; st += 2)
+            out[n++] = (tl_gemm_schedule){.block_m = 64, .block_n = 128, .block_k = 64, .stages = st, .threads = 128,
+                                          .swizzle = 8, .persistent = 1, .stream_k = 1};
     int sk[3] = {o->split_k / 2 > 1 ? o->split_k / 2 : 0, o->split_k > 1 ? 2 * o->split_k : 2,
                  o->split_k > 1 ? 4 * o->split_k : 4};
     for (int i = 0; i < 3; i++)
@@ -136,9 +143,10 @@ static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, ui
     BENCH_CHECK(tl_time_interleaved(ctx, NULL, n + 1, fns, users, &opt, t));
     for (int i = 0; i < n; i++) {
         const tl_gemm_schedule *x = &list[i];
-        printf("  sweep %" PRId64 "x%" PRId64 "x%" PRId64 "_%s  %dx%dx%d s%d t%d sk%-2d%s  %.4f ms  x cuBLAS %.3f%s\n",
+        printf("  sweep %" PRId64 "x%" PRId64 "x%" PRId64 "_%s  %dx%dx%d s%d t%d sk%-2d%s%s%s  %.4f ms  x cuBLAS %.3f%s\n",
                s->m, s->n, s->k, trans_b ? "nt" : "nn", x->block_m, x->block_n, x->block_k, x->stages, x->threads,
-               x->split_k, x->gemv ? " gemv" : "", t[i].median_ms, t[n].median_ms / t[i].median_ms,
+               x->split_k, x->gemv ? " gemv" : "", x->persistent ? " ps" : "", x->stream_k ? " stk" : "",
+               t[i].median_ms, t[n].median_ms / t[i].median_ms,
                i ? "" : "  (the op's choice)");
     }
 }

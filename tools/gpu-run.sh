@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn attn-ab attn-persistent bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn attn-ab attn-persistent ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -60,6 +60,21 @@ for s in $steps; do
         TAIL=80 run ncu-attn ncu --clock-control none -k regex:flash_attn -s 2 -c 1 --section SpeedOfLight \
             --section ComputeWorkloadAnalysis --section WarpStateStats --section MemoryWorkloadAnalysis \
             --section InstructionStats build/bench/bench_attention ${NCU_POINT:-8192 128 0} ;;
+    ncu-attn-cudnn) # cuDNN's attention kernel and ours under the same sections, D=128 2k non-causal
+        # (bench/NOTES.md session 18: same instructions, cuDNN's O through TMA)
+        sec="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+             --section ComputeWorkloadAnalysis --section InstructionStats --section MemoryWorkloadAnalysis"
+        # shellcheck disable=SC2086
+        TAIL=40 run ncu-attn-cudnn ncu --clock-control none -k regex:"sdpa|fmha|fprop" -s 1 -c 1 $sec \
+            python3 tools/experiments/cudnn_attention.py
+        # shellcheck disable=SC2086
+        TAIL=40 run ncu-attn-ours ncu --clock-control none -k regex:flash_attn -s 2 -c 1 $sec \
+            build/bench/bench_attention 2048 128 0 ;;
+    ncu-decode) # where the decode GEMM's time goes: the op's choice at one shape (DECODE_SHAPE, default
+        # 64x8192x8192, B as [N, K]), then cuBLAS's kernel on the same call
+        TAIL=60 run ncu-decode ncu --clock-control none -k regex:"gemm|gemv|sm90|cutlass|nvjet" -c 6 --section SpeedOfLight \
+            --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --section Occupancy \
+            build/bench/bench_gemm_small "${DECODE_SHAPE:-64x8192x8192}" ;;
     attn-sweep) # FlashAttention schedules side by side (bench_attention S D causal bm bn stages threads ws pp)
         for p in "4096 128 0" "8192 128 0" "8192 128 1" "16384 128 0" "8192 64 0" "8192 64 1"; do
             d=${p#* }; d=${d% *}; bn=128; [ "$d" = 64 ] && bn=192

@@ -637,7 +637,7 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
      * CTA. A block counter (tl_use_persistent(k, 2)): the first two words,
      * which its launches leave zero as stream-K's leave their flags, the
      * stream running its launches one after another. */
-    uint64_t ws = 0, sk_ws = 0;
+    uint64_t ws = 0;
     size_t flags = 0, bytes = 0;
     if (p->launch.sk_slot_floats) {
         flags = ((size_t)grid[0] * sizeof(unsigned) + 255) / 256 * 256;
@@ -652,8 +652,9 @@ TL_API tl_status tl_launch(const tl_program *p, void *stream, int nargs, const t
         if (st != TL_OK)
             return st;
     }
-    /* the kernel's extra parameters: stream-K's slots and flags, or the counter */
-    sk_ws = p->launch.block_counter ? ws : ws + flags;
+    /* the kernel's extra parameters: stream-K's slots (past the flags; a
+     * counter program has none) and the workspace's start (flags or counter) */
+    uint64_t sk_ws = ws ? ws + flags : 0;
     params[n + p->launch.nmaps] = &sk_ws;
     params[n + p->launch.nmaps + 1] = &ws;
     return tli_launch_raw(p, grid, params, stream);

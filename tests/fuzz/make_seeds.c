@@ -471,7 +471,6 @@ static void seed_pre(fuzz_writer *w)
  * trip count that depends on the block (min(steps, by + 1)): the ring's
  * positions and the turns' numbers are running sums over the CTA's earlier
  * blocks, and the pre-loaded tile's slot goes back in the last iteration. */
-
 static void seed_run(fuzz_writer *w) { two_gemm_kernel(w, 4 | 2 | 16, 1); /* warp specialised, turns, persistent */ }
 
 /* The same with blocks taken from a counter (tl_use_persistent(k, 2): the

@@ -733,6 +733,58 @@ void tli_e_tma_store(emitter *E, const tli_snode *s)
     tli_e_line(E, "tl_bulk_commit();");
 }
 
+/* Whether accumulator fb's store to ob can take 16-byte stores of 8
+ * columns a thread (emit_frag_quad_rows): an mma.sync or wgmma accumulator
+ * of f32 whose warp tile has column blocks (of 8) in fours, into 16-bit
+ * elements. */
+static bool quad_rows_ok(emitter *E, int32_t fb, int32_t ob)
+{
+    const tli_frag_layout *fl = lay(E, fb);
+    return (fl->kind == FRAG_MMA || fl->kind == FRAG_WGMMA) && fl->w.nt % 4 == 0 && buf_of(E, fb)->dtype == TL_F32 &&
+           esize(buf_of(E, ob)) == 2;
+}
+
+/* The accumulator's store as 16-byte stores, where the tile is inside, its
+ * rows start 16 bytes apart and aligned (stride, origin column and pointer):
+ * in the mma.sync and wgmma layouts the four lanes of a quad hold a row's
+ * column pairs of every 8-column block; for each row and four blocks they
+ * exchange their pairs (tl_quad_transpose4) so that lane q holds block q's
+ * 8 columns. A quarter of the store instructions, every sector written
+ * whole (the pairs wrote each 32-byte sector in two halves: FlashAttention's
+ * O, bench/NOTES.md session 18). Prints "if (...) { ... } else ". */
+static void emit_frag_quad_rows(emitter *E, int32_t fb, int32_t ob, const char *inside, const char *lead16,
+                                const char *s0, const char *cb)
+{
+    const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob);
+    const tli_warp_layout *w = &lay(E, fb)->w;
+    int per = 16 / esize(o);
+    tli_e_line(E, "if (%s && %s %% %d == 0 && tl_t1 %% %d == 0%s &&", inside, s0, per, per, lead16);
+    tli_e_line(E, "    tl_aligned<16>(%s)) { // the whole tile inside, rows 16-byte aligned: a quad's pairs "
+                  "transposed, 8 columns a store", o->name);
+    E->indent++;
+    tli_e_line(E, "%s", cb);
+    tli_e_line(E, "const int tl_q = tl_lane %% 4;");
+    tli_e_line(E, "#pragma unroll");
+    /* group g: m tile g / (nt / 2), row half g / (nt / 4) % 2, column blocks 4 (g % (nt / 4)) + 0..3 */
+    tli_e_line(E, "for (int tl_g = 0; tl_g < %lld; ++tl_g) {", (long long)(lay(E, fb)->per_thread / 8));
+    E->indent++;
+    tli_e_line(E, "const int tl_r = tl_g / %d * %d + tl_g %% %d * 16 + tl_g / %d %% 2 * 2;", w->nt / 2, 4 * w->nt,
+               w->nt / 4, w->nt / 4);
+    tli_e_line(E, "tl_vec<%s, 8> tl_v;", ctype(o));
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_i = 0; tl_i < 4; ++tl_i) tl_v.w[tl_i] = tl_pack2((%s *)0, %s[tl_r + 4 * tl_i], "
+                  "%s[tl_r + 4 * tl_i + 1]);", ctype(o), f->name, f->name);
+    tli_e_line(E, "tl_quad_transpose4(tl_v.w, tl_q);");
+    const char *at[TL_MAX_RANK], *blk[TL_MAX_RANK], *guard;
+    frag_coords(E, fb, "tl_r", at, &guard);
+    frag_coords(E, fb, "tl_r + 4 * tl_q", blk, &guard); /* block q's first pair, less lane q's 2 columns */
+    tli_e_line(E, "const int tl_l0 = %s, tl_l1 = %s - tl_q * 2;", at[0], blk[1]);
+    tli_e_line(E, "tl_st_vec(tl_cb + (tl_l0 * (int)%s + tl_l1), tl_v);", s0);
+    close_block(E);
+    E->indent--;
+    tli_e_line(E, "} else");
+}
+
 /* The fast path of an accumulator -> global store, for a tile wholly
  * inside the tensor with a unit inner stride and an even row stride: every
  * pair of neighbouring elements is one aligned 4- or 8-byte store at a
@@ -749,25 +801,34 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
     tli_e_line(E, "const long long tl_t0 = %s, tl_t1 = %s;", origin[lead], origin[lead + 1]);
     const char *s0 = tli_e_stride(E, ob, lead), *s1 = tli_e_stride(E, ob, lead + 1);
     const char *base = "tl_t0 * %s + tl_t1";
-    tli_str pre, lead_ok;
+    tli_str pre, lead_ok, lead16;
     tli_str_init(&pre);
     tli_str_init(&lead_ok);
-    /* leading indices: inside, and at even strides, so the pairs stay aligned */
+    tli_str_init(&lead16);
+    /* leading indices: inside, and at even strides, so the pairs stay aligned
+     * (at strides of whole 16 bytes for the quads' 16-byte stores) */
     for (int d = 0; d < lead; d++) {
         tli_str_appendf(&pre, "(%s) * %s + ", origin[d], tli_e_stride(E, ob, d));
         tli_str_appendf(&lead_ok, " && tl_in(%s, %s) && %s %% 2 == 0", origin[d], tli_e_dim(E, ob, d),
                         tli_e_stride(E, ob, d));
+        tli_str_appendf(&lead16, " && tl_in(%s, %s) && %s %% %d == 0", origin[d], tli_e_dim(E, ob, d),
+                        tli_e_stride(E, ob, d), 16 / esize(o));
     }
     const char *oct = ctype(o);
+    const char *inside = tli_e_fmt(E, "tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s%s && %s <= 2147483647LL / %lld",
+                                   (long long)f->cshape[0], tli_e_dim(E, ob, lead), (long long)f->cshape[1],
+                                   tli_e_dim(E, ob, lead + 1), strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1),
+                                   s0, (long long)(f->cshape[0] + 1));
+    const char *cb = tli_e_fmt(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, tli_e_take(E, &pre),
+                               tli_e_fmt(E, base, s0));
+    if (quad_rows_ok(E, fb, ob))
+        emit_frag_quad_rows(E, fb, ob, inside, tli_e_take(E, &lead16), s0, cb);
     /* offsets within the tile in 32 bits: 64-bit ones cost a register pair
      * per store, which pushed the kernel into spills */
-    tli_e_line(E, "if (tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s && %s %% 2 == 0%s%s &&", (long long)f->cshape[0],
-               tli_e_dim(E, ob, lead), (long long)f->cshape[1], tli_e_dim(E, ob, lead + 1), s0,
-               strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1), tli_e_take(E, &lead_ok));
-    tli_e_line(E, "    %s <= 2147483647LL / %lld &&", s0, (long long)(f->cshape[0] + 1));
+    tli_e_line(E, "if (%s && %s %% 2 == 0%s &&", inside, s0, tli_e_take(E, &lead_ok));
     tli_e_line(E, "    tl_aligned<%d>(%s)) { // the whole tile inside: unmasked pair stores", 2 * esize(o), o->name);
     E->indent++;
-    tli_e_line(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, tli_e_take(E, &pre), tli_e_fmt(E, base, s0));
+    tli_e_line(E, "%s", cb);
     open_pairs(E, fb);
     emit_pair_vec(E, f, o);
     tli_e_line(E, "tl_st_vec(tl_cb + (tl_l0 * (int)%s + tl_l1), tl_v);", s0);

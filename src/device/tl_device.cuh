@@ -252,6 +252,31 @@ template <typename T, int V> __device__ __forceinline__ void tl_pack(tl_vec<T, V
         r.w[i] = tl_pack2((T *)0, f[2 * i], f[2 * i + 1]);
 }
 
+// The 4x4 transpose of 32-bit words across a quad of lanes (q = lane % 4):
+// lane q's word i goes to lane i's word q, in two exchanges of half the
+// words (xor 1, then xor 2). An accumulator row's four lanes each hold one
+// pair of every 8 columns; after it each holds 8 consecutive columns of
+// one of four column blocks: one 16-byte store instead of four 4-byte ones.
+__device__ __forceinline__ void tl_quad_transpose4(unsigned *x, int q)
+{
+    const bool b = (q & 1) != 0, c = (q & 2) != 0;
+    unsigned s = b ? x[0] : x[1], t = b ? x[2] : x[3];
+    s = __shfl_xor_sync(0xffffffffu, s, 1);
+    t = __shfl_xor_sync(0xffffffffu, t, 1);
+    if (b)
+        x[0] = s, x[2] = t;
+    else
+        x[1] = s, x[3] = t;
+    s = c ? x[0] : x[2];
+    t = c ? x[1] : x[3];
+    s = __shfl_xor_sync(0xffffffffu, s, 2);
+    t = __shfl_xor_sync(0xffffffffu, t, 2);
+    if (c)
+        x[0] = s, x[1] = t;
+    else
+        x[2] = s, x[3] = t;
+}
+
 template <typename T, int V> __device__ __forceinline__ void tl_ld_vec(tl_vec<T, V> &r, const T *p)
 {
     tl_vec_io<sizeof(T) * V>::ld(r.w, p);

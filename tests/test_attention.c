@@ -187,7 +187,8 @@ static void test_sm80_default(void **state)
 /* On sm_90a the default is warp-specialised: a TMA producer and two
  * consumer warpgroups taking turns at each tl_gemm (an mbarrier wait
  * before it, an arrival for the other group after it), P taken from
- * registers by the second wgmma. */
+ * registers by the second wgmma; O stored 16 bytes a thread where its
+ * rows allow. */
 static void test_sm90a_lowering(void **state)
 {
     (void)state;
@@ -201,7 +202,9 @@ static void test_sm90a_lowering(void **state)
      * rescale is skipped where its factors are all 1 (64 registers a thread) */
     const char *want[] = {"tl_tma_load_4d(", "_rs(acc", "tl_setmaxnreg_inc<", "tl_shfl_xor(", "tl_exp2_approx(",
                           "tl_mbar_wait(&tl_order[tl_wg]", "tl_mbar_arrive(&tl_order[(1 - tl_wg)]", "> 8.0f) ? m[",
-                          "if (alpha[0] != 1.0f || alpha[1] != 1.0f) // a factor of 1 everywhere would leave acc"};
+                          "if (alpha[0] != 1.0f || alpha[1] != 1.0f) // a factor of 1 everywhere would leave acc",
+                          /* O's rows 16 bytes a store where they are aligned: the quad's pairs transposed */
+                          "tl_O_s2 % 8 == 0 && tl_t1 % 8 == 0", "tl_quad_transpose4(tl_v.w, tl_q);"};
     test_expect_text(src, "FlashAttention source", want, TEST_COUNT(want), NULL, 0);
     assert_null(strstr(src, "__syncthreads();\n        // tl_pipelined")); /* no CTA barrier in the consumers' loop */
     /* two turns an iteration, one per tl_gemm */

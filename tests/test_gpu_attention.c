@@ -264,6 +264,52 @@ static void test_mma_sync_path(void **state)
     ctx = main_ctx;
 }
 
+/* O's three store paths give the same bits: rows 16-byte aligned (each
+ * quad's pairs transposed, 16-byte stores), 4-byte aligned (pair stores),
+ * 2-byte aligned (masked element pairs); on the default schedule of the
+ * context's target and, where there is one, of mma.sync. */
+static void test_o_alignment(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const attn_case c = {1, 2, 2, 256, 300, 128, 0, 0, 0, TL_BF16};
+    tl_ctx *ctxs[2] = {ctx, plain_ctx}, *main_ctx = ctx;
+    for (int t = 0; t < 2 && ctxs[t]; t++) {
+        ctx = ctxs[t];
+        int64_t nq = attn_elems(&c, c.h, c.sq), nk = attn_elems(&c, c.hkv, c.skv);
+        void *q = random_tensor(&c, c.h, c.sq, 1900), *k = random_tensor(&c, c.hkv, c.skv, 1901);
+        void *v = random_tensor(&c, c.hkv, c.skv, 1902);
+        uint16_t *o = malloc(2 * (size_t)(nq + 8)), *first = malloc(2 * (size_t)nq);
+        uint64_t dq = upload(q, 2 * (size_t)nq), dk = upload(k, 2 * (size_t)nk), dv = upload(v, 2 * (size_t)nk);
+        uint64_t dout;
+        assert_status(tl_malloc(ctx, 2 * (size_t)(nq + 8), &dout), TL_OK);
+        tl_flash_attn_desc d = attn_desc(&c, 0);
+        const int shift[3] = {0, 2, 1}; /* elements: 16-, 4- and 2-byte aligned rows */
+        for (int i = 0; i < 3; i++) {
+            assert_status(tl_memset_u8(ctx, dout, 0xFF, 2 * (size_t)(nq + 8), NULL), TL_OK);
+            if (tl_op_flash_attn(ctx, &d, dq, dk, dv, dout + 2 * (uint64_t)shift[i], 0, NULL) != TL_OK)
+                fail_msg("tl_op_flash_attn (O %d elements in): %s", shift[i], tl_ctx_error(ctx));
+            assert_status(tl_synchronize(ctx), TL_OK);
+            assert_status(tl_memcpy_dtoh(ctx, o, dout, 2 * (size_t)(nq + 8)), TL_OK);
+            if (i == 0) {
+                double *ref = malloc(sizeof(double) * (size_t)nq);
+                attn_reference(&c, q, k, v, ref, NULL);
+                int64_t bad;
+                double err = attn_rel_err(&c, o, ref, &bad);
+                if (bad || err > 1e-2)
+                    fail_msg("%s: aligned O: rel err %.3g, %lld non-finite", tl_ctx_target(ctx), err, (long long)bad);
+                memcpy(first, o, 2 * (size_t)nq);
+                free(ref);
+            } else if (memcmp(first, o + shift[i], 2 * (size_t)nq) != 0) {
+                fail_msg("%s: O %d elements in differs from the aligned O", tl_ctx_target(ctx), shift[i]);
+            }
+        }
+        tl_free(ctx, dq), tl_free(ctx, dk), tl_free(ctx, dv), tl_free(ctx, dout);
+        free(q), free(k), free(v), free(o), free(first);
+    }
+    ctx = main_ctx;
+}
+
 /* Every kernel the float64 tests launch, compiled at once (precompile.h). */
 static int attention_setup(void **state)
 {
@@ -302,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_persistent_schedule),
         cmocka_unit_test(test_against_unfused),
         cmocka_unit_test(test_mma_sync_path),
+        cmocka_unit_test(test_o_alignment),
     };
     return cmocka_run_group_tests(tests, attention_setup, attention_teardown);
 }

@@ -720,8 +720,9 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * tensor or reads it afterwards; launches then need the tensor 16-byte
  * aligned, rows of whole 16 bytes (else the safe variant runs).
  * The TMA store is left out when the staging tile would not fit beside
- * the kernel's other shared memory (the accumulator is then stored from
- * registers). With tl_use_pingpong on 256 threads the two consumer
+ * the kernel's other shared memory, and under tl_use_pingpong on 256
+ * threads, whose turns its barriers would realign (the accumulator is then
+ * stored from registers). With tl_use_pingpong on 256 threads the two consumer
  * warpgroups go on taking turns across the blocks.
  * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
  * not met): tl_use_warp_specialize or tl_use_pingpong (ping-pong on 128

@@ -1417,7 +1417,12 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
  * tile of a global tensor of 16-bit elements, at the consumers' top level
  * (every consumer thread reaches its barriers), of at most 256 rows and
  * whole 64-column blocks, and nothing else in the block writes that tensor
- * or reads it afterwards (shares_target). */
+ * or reads it afterwards (shares_target). Not taken when the block's two
+ * groups take turns (tl_use_pingpong on 256 threads): the rounds' block
+ * barriers would realign the groups at every block's end, and the turns'
+ * whole point is that they run half a turn apart. Their accumulators go
+ * out from registers (16 bytes a lane where the rows allow: emit_tile.c's
+ * quad stores). */
 #define STAGE_BYTES 32768
 
 static bool tma_storable(piper *P, int32_t s)
@@ -1745,7 +1750,10 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     /* (the staging tiles have their own waits; without such buffers the groups run on into the next
      * block without meeting) */
     bool own_shared = has_private_shared(P, pi, &w);
-    bool tma_stores = w.persistent == 1 && epilogue_tma_stores(P, ir->body);
+    /* (not when the groups take turns: the staging tile's block barriers would make them meet at
+     * every block's end, where the turns keep them a phase apart. FlashAttention D 64 lost 3-9 % at
+     * 512-2k keys to them against 16-byte register stores, session 19) */
+    bool tma_stores = w.persistent == 1 && !w.turns && epilogue_tma_stores(P, ir->body);
     int32_t consumer_body = private_buffers(P, pi, ir->body, groups);
     if (tile) {
         tli_list tb = {0};

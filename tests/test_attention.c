@@ -358,9 +358,9 @@ static void test_overlap_lowering(void **state)
  * CTA's blocks in a tile loop; the ring's positions and the turns run on
  * across blocks (block p's first turn waits for the other group's last one
  * of block p - 1), as running sums where the blocks' trip counts differ
- * (causal); D = 64 stores O through a TMA staging tile, D = 128 has no room
- * for one beside its ring and stores from registers. Compiled for both,
- * causal and not. */
+ * (causal); O goes out from registers while the groups take turns, and
+ * without turns through a TMA staging tile at D = 64 (D = 128 has no room
+ * for one beside its ring). Compiled for both, causal and not. */
 static void test_persistent_lowering(void **state)
 {
     (void)state;
@@ -376,12 +376,23 @@ static void test_persistent_lowering(void **state)
         assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
         const char *want[] = {"persistent CTAs", "this CTA's blocks", "(tl_p * tl_n", "(tl_p * (tl_n"};
         test_expect_text(src, "persistent FlashAttention", want, TEST_COUNT(want), NULL, 0);
+        /* the groups take turns: O goes out from registers, 16 bytes a lane, not through a TMA
+         * staging tile whose barriers would realign them at every block's end */
+        assert_null(strstr(src, "tl_stage_O"));
+        assert_non_null(strstr(src, "tl_quad_transpose4("));
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+        /* without turns, D 64 stages O for TMA; D 128's ring leaves no room for the tile */
+        d.schedule.pingpong = 0;
+        assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
         if (dim == 64)
             assert_non_null(strstr(src, "tl_stage_O"));
         else
             assert_null(strstr(src, "tl_stage_O"));
         tl_free_host(src);
         tl_kernel_destroy(k);
+        d.schedule.pingpong = 1;
         const tl_program *p;
         if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
             fail_msg("d%lld persistent: %s", (long long)dim, tl_ctx_error(tctx));

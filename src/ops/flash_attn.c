@@ -55,13 +55,24 @@ static int default_persistent(const tl_flash_attn_desc *d)
     return d->seq_kv <= (d->head_dim <= 64 ? 4096 : 8192);
 }
 
+/* Keys a D = 64 tile takes on sm_90a: 192 does 7 % more work per key than 128 (S = 8k, 433 against 404
+ * TFLOP/s), unless the padding of its ragged last tile costs more than that: rounded up to tiles, the
+ * keys of 192 against 1.07 times those of 128. So 512 and 1k keys take 128 (+6 / +2 %, causal +16 /
+ * +6.5 %), 2k and 4k 192 (+7.5 / +7.5 %, causal +6.5 / +12 %; H200, same run, bench/NOTES.md
+ * session 19). */
+static int d64_block_n(int64_t seq_kv)
+{
+    int64_t wide = (seq_kv + 191) / 192 * 192, narrow = (seq_kv + 127) / 128 * 128;
+    return wide * 100 <= narrow * 107 ? 192 : 128;
+}
+
 static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tli_target t;
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     /* wgmma: two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax runs
-     * under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile (433 against 404 TFLOP/s for
-     * 128 at S = 8k, bench/NOTES.md): more tensor work per softmax row. Persistent CTAs: above. D = 128
+     * under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile from 2k keys (d64_block_n):
+     * more tensor work per softmax row. Persistent CTAs: above. D = 128
      * from 2048 keys (4096 causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
      * TFLOP/s, causal 602 against 590; fewer keys lose to the wider tile's ragged last one: causal 1k
@@ -70,7 +81,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 4096 : 2048);
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
-                                        .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : 192,
+                                        .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128
+                                                                                   : d64_block_n(d->seq_kv),
                                         .stages = d->head_dim > 128 || wide ? 2 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,

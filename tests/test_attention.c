@@ -154,6 +154,40 @@ static void test_cubins_sm80_sm90a(void **state)
     }
 }
 
+/* Three consumer warpgroups of 64 rows (block_m 192, 384 consumer
+ * threads, no turns): FlashAttention-3's shape for head_dim 64, where two
+ * groups' softmax can run under the third's gemms. Not a default yet (not
+ * measured); it lowers and compiles, with or without persistent CTAs,
+ * causal or not, and the producer's registers go to the three groups. */
+static void test_three_consumer_groups(void **state)
+{
+    (void)state;
+    tl_ctx *tctx = test_offline_ctx("sm_90a");
+    for (int causal = 0; causal < 2; causal++)
+        for (int persistent = 0; persistent <= 2; persistent += 2) {
+            tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
+                                    .head_dim = 64, .dtype = TL_BF16, .causal = causal};
+            d.schedule = (tl_flash_attn_schedule){.block_m = 192, .block_n = 128, .stages = 2, .threads = 384,
+                                                  .warp_specialize = 1, .persistent = persistent};
+            tl_kernel *k;
+            assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
+            char *src;
+            assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+            const char *want[] = {"blocks of 384 threads", "a producer warpgroup and 384 consumer threads",
+                                  "tl_setmaxnreg_inc<152>()"};
+            const char *turns[] = {"a turn on the tensor cores"};
+            test_expect_text(src, "three consumer warpgroups", want, TEST_COUNT(want), turns, TEST_COUNT(turns));
+            tl_free_host(src);
+            tl_kernel_destroy(k);
+            const tl_program *p;
+            if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
+                fail_msg("causal %d persistent %d: %s", causal, persistent, tl_ctx_error(tctx));
+            size_t n;
+            assert_memory_equal(tl_program_cubin(p, &n), "\x7f" "ELF", 4);
+        }
+    tl_ctx_destroy(tctx);
+}
+
 /* On sm_80 (mma.sync) the default is four warps of 32 rows up to head_dim
  * 128 (128 keys a tile at 64, 64 at 128) and eight of 16 at 256; the gemms' ldmatrix take a shared address
  * plus one of four per-thread swizzled offsets (tl_swz4), and each K/V
@@ -451,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_interpreter_matches_reference),
         cmocka_unit_test(test_rows_without_keys_and_lse),
         cmocka_unit_test(test_cubins_sm80_sm90a),
+        cmocka_unit_test(test_three_consumer_groups),
         cmocka_unit_test(test_sm80_default),
         cmocka_unit_test(test_sm90a_lowering),
         cmocka_unit_test(test_overlap_lowering),

@@ -99,7 +99,9 @@ static void test_against_float64(void **state)
 
 /* The same kernels without a producer warpgroup (cp.async or TMA in the
  * block's own threads), and with one but without the consumers taking
- * turns (the default on sm_90a takes turns). */
+ * turns (the default on sm_90a takes turns); on sm_90a also the turns'
+ * rotated loop, two stages of wider tiles, and D 64 in three consumer
+ * warpgroups (192 rows a block). */
 static void test_plain_schedule(void **state)
 {
     (void)state;
@@ -128,6 +130,15 @@ static void test_plain_schedule(void **state)
         s.stages = 2;
         s.block_n = cases[i].d > 64 ? 176 : 192;
         run_case(&cases[i], &s, 1000 + 10 * i);
+    }
+    for (size_t i = 0; i < n; i++) { /* D 64 in three consumer warpgroups of 64 rows, no turns */
+        if (cases[i].d != 64)
+            continue;
+        tl_flash_attn_schedule s = {.block_m = 192, .block_n = 128, .stages = 2, .threads = 384,
+                                    .warp_specialize = 1};
+        run_case(&cases[i], &s, 1050 + 10 * i);
+        s.persistent = 2;
+        run_case(&cases[i], &s, 1070 + 10 * i);
     }
 }
 

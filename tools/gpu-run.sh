@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn attn-ab attn-persistent ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn attn-ab attn-persistent attn-d64-groups ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -82,6 +82,17 @@ for s in $steps; do
                 echo "== $p / $sch"; build/bench/bench_attention $p $sch 2>&1 | tail -n 1
             done
         done > "$OUT/attn-sweep.log" 2>&1; cat "$OUT/attn-sweep.log" ;;
+    attn-d64-groups) # D 64 in three consumer warpgroups (192 rows, no turns: FlashAttention-3's shape)
+        # against the defaults' 128-row tiles, two rounds (bench_attention S D causal bm bn stages threads ws pp ps)
+        for r in 1 2; do
+            for p in "2048 64 0 1" "4096 64 0 1" "8192 64 0 0" "2048 64 1 2" "4096 64 1 2" "8192 64 1 2"; do
+                set -- $p
+                for sch in "128 192 3 256 1 1" "128 128 3 256 1 1" "192 128 2 384 1 0" "192 128 3 384 1 0"; do
+                    printf '%-14s %-20s %s\n' "$1 $2 $3" "$sch ps$4" \
+                        "$(build/bench/bench_attention $1 $2 $3 $sch $4 2>&1 | grep -v '^csv' | tail -n 1 | cut -c29-)"
+                done
+            done
+        done > "$OUT/attn-d64-groups.log" 2>&1; cat "$OUT/attn-d64-groups.log" ;;
     attn-persistent) # every point of the grid, causal and not, with the op's schedule in each persistent
         # mode (0: one block a CTA, 1: dealt in turn, 2: from the counter), interleaved
         TAIL=60 run attn-persistent build/bench/bench_attention --persistent ;;

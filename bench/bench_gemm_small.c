@@ -54,7 +54,8 @@ static tl_status run(void *user, void *stream)
 
 /* The schedules --sweep tries: the op's choice o and its neighbours (for
  * a swapped one: 4 and 6 stages, 32-wide tiles of A; for the others: 6
- * stages, N tiles of 256, and swapped 64x32 and 64x64 tiles in 0 or 2
+ * stages (8 for a persistent one of 6, and half its stages of twice its
+ * block_k: the same bytes in longer boxes), N tiles of 256, and swapped 64x32 and 64x64 tiles in 0 or 2
  * slices), the persistent 64x128 tile in stream-K shares for M <= 64, with
  * half, twice and four times its slices. */
 static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_schedule *out)
@@ -77,7 +78,11 @@ static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_
         x = *o, x.stages = 6, out[n++] = x;
         x = *o, x.block_n = 32, out[n++] = x;
     } else {
-        x.stages = 6, out[n++] = x;
+        /* a deeper ring (8 stages where the op takes 6: more of B in flight on each SM, as cuBLAS's
+         * decode kernel keeps, bench/NOTES.md session 19), and the same bytes in boxes twice as long */
+        x.stages = o->persistent && o->stages >= 6 ? 8 : 6, out[n++] = x;
+        if (o->persistent && o->block_k == 64)
+            x = *o, x.block_k = 128, x.stages = o->stages / 2 > 2 ? o->stages / 2 : 2, out[n++] = x;
         x = *o, x.block_n = 256, x.stages = 4, out[n++] = x;
         for (int bn = 32; bn <= 64; bn *= 2)
             for (int sk = 0; sk <= 2; sk += 2)

@@ -821,8 +821,9 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
                                    s0, (long long)(f->cshape[0] + 1));
     const char *cb = tli_e_fmt(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, tli_e_take(E, &pre),
                                tli_e_fmt(E, base, s0));
+    const char *l16 = tli_e_take(E, &lead16); /* (taken either way: the emitter frees what it keeps) */
     if (quad_rows_ok(E, fb, ob))
-        emit_frag_quad_rows(E, fb, ob, inside, tli_e_take(E, &lead16), s0, cb);
+        emit_frag_quad_rows(E, fb, ob, inside, l16, s0, cb);
     /* offsets within the tile in 32 bits: 64-bit ones cost a register pair
      * per store, which pushed the kernel into spills */
     tli_e_line(E, "if (%s && %s %% 2 == 0%s &&", inside, s0, tli_e_take(E, &lead_ok));

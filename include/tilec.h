@@ -1501,7 +1501,9 @@ TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_k
  * a query row with no key to attend (seq_q > seq_kv) gets zeros, and its
  * log-sum-exp is -inf. */
 typedef struct tl_flash_attn_schedule {
-    int block_m;           /* query rows per block (64, 128) */
+    int block_m;           /* query rows per block (64, 128; on sm_90a 192 with
+                              384 threads: three consumer warpgroups, which
+                              cannot take turns, pingpong 0) */
     int block_n;           /* keys per iteration (64, 128, 176 ...) */
     int stages;            /* K/V tiles in flight */
     int threads;           /* consumer threads per block (128 per 64 rows on sm_90a) */

@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn attn-ab attn-persistent attn-d64-groups ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn attn-ab attn-persistent attn-d64-groups ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small small-sweep bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -104,6 +104,11 @@ for s in $steps; do
     bench-attn) TAIL=40 run bench-attn build/bench/bench_attention ;;
     bench-softmax) TAIL=40 run bench-softmax build/bench/bench_softmax ;;
     bench-small) TAIL=24 run bench-small build/bench/bench_gemm_small ;;
+    small-sweep) # decode shapes: the op's choice against its neighbours, cuBLAS and the copy in one
+        # interleaved set each (bench_gemm_small --sweep; SWEEP_SHAPES overrides the list)
+        for sh in ${SWEEP_SHAPES:-64x8192x8192 32x8192x8192 16x4096x14336 8x14336x4096}; do
+            build/bench/bench_gemm_small "$sh" --sweep 2>&1 | grep -v '^csv'
+        done > "$OUT/small-sweep.log" 2>&1; cat "$OUT/small-sweep.log" ;;
     bench-fp8) TAIL=24 run bench-fp8 build/bench/bench_gemm_fp8 ;;
     softmax-variants) # every schedule of both row ops at one shape (VARIANT_SHAPE, default 2048x32768)
         TAIL=40 run softmax-variants build/bench/bench_softmax --variants "${VARIANT_SHAPE:-2048x32768}" ;;

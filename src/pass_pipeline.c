@@ -1751,7 +1751,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
      * block without meeting) */
     bool own_shared = has_private_shared(P, pi, &w);
     /* (not when the groups take turns: the staging tile's block barriers would make them meet at
-     * every block's end, where the turns keep them a phase apart. FlashAttention D 64 lost 3-9 % at
+     * every block's end, where the turns keep them half a turn apart. FlashAttention D 64 lost 3-9 % at
      * 512-2k keys to them against 16-byte register stores, session 19) */
     bool tma_stores = w.persistent == 1 && !w.turns && epilogue_tma_stores(P, ir->body);
     int32_t consumer_body = private_buffers(P, pi, ir->body, groups);

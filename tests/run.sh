@@ -27,6 +27,16 @@ summary { next }
 { held = held "        " $0 "\n" }
 '
 
+# TEST_TIMEOUT=S (default: none) stops a program that runs longer than S
+# seconds (timeout(1)): a kernel that never ends would otherwise hold the
+# whole tier, and a GPU machine's lease with it. The program counts as
+# failed, status 124.
+limit=""
+if [ -n "${TEST_TIMEOUT:-}" ] && [ "$TEST_TIMEOUT" != 0 ]; then
+    command -v timeout >/dev/null 2>&1 || { echo "run.sh: TEST_TIMEOUT needs timeout(1)" >&2; exit 2; }
+    limit="timeout $TEST_TIMEOUT"
+fi
+
 count() { sed -n "s/^\[  $1 *\] \([0-9]*\) test.*/\1/p" "$2" | awk '{s+=$1} END {print s+0}'; }
 
 # TEST_JOBS=N (default 1) runs up to N programs at once, each to its log,
@@ -39,7 +49,7 @@ if [ "$jobs" -gt 1 ]; then
     for t in "$@"; do rm -f "$t.rc" "$t.time"; done
     # each: the log, then its wall time, then its status (written last: done)
     printf '%s\n' "$@" | xargs -P "$jobs" -I{} sh -c '
-        t0=$(date +%s.%N); '"$linebuf"' "$1" > "$1.log" 2>&1; rc=$?
+        t0=$(date +%s.%N); '"$limit $linebuf"' "$1" > "$1.log" 2>&1; rc=$?
         awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN { printf \"%.1f\", b - a }" > "$1.time"
         echo $rc > "$1.rc"' _ {} &
 fi
@@ -53,7 +63,7 @@ for t in "$@"; do
         took=$(cat "$t.time"); rm -f "$t.time"
     else
         t0=$(date +%s.%N)
-        { $linebuf "$t" 2>&1; echo $? > "$rcfile"; } | tee "$log" | awk "$progress"
+        { $limit $linebuf "$t" 2>&1; echo $? > "$rcfile"; } | tee "$log" | awk "$progress"
         took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     fi
     rc=$(cat "$rcfile"); rm -f "$rcfile"
@@ -61,7 +71,8 @@ for t in "$@"; do
     p=$(count PASSED "$log"); f=$(count FAILED "$log"); s=$(count SKIPPED "$log")
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "!!! $t exited with status $rc; the end of its output ($log):"
+        why=""; [ -n "$limit" ] && [ "$rc" -eq 124 ] && why=" (stopped after TEST_TIMEOUT = $TEST_TIMEOUT s)"
+        echo "!!! $t exited with status $rc$why; the end of its output ($log):"
         tail -n 20 "$log" | sed 's/^/        /'
         failed=$((failed + 1))
     fi

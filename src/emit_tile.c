@@ -733,17 +733,6 @@ void tli_e_tma_store(emitter *E, const tli_snode *s)
     tli_e_line(E, "tl_bulk_commit();");
 }
 
-/* Whether accumulator fb's store to ob can take 16-byte stores of 8
- * columns a thread (emit_frag_quad_rows): an mma.sync or wgmma accumulator
- * of f32 whose warp tile has column blocks (of 8) in fours, into 16-bit
- * elements. */
-static bool quad_rows_ok(emitter *E, int32_t fb, int32_t ob)
-{
-    const tli_frag_layout *fl = lay(E, fb);
-    return (fl->kind == FRAG_MMA || fl->kind == FRAG_WGMMA) && fl->w.nt % 4 == 0 && buf_of(E, fb)->dtype == TL_F32 &&
-           esize(buf_of(E, ob)) == 2;
-}
-
 /* The accumulator's store as 16-byte stores, where the tile is inside, its
  * rows start 16 bytes apart and aligned (stride, origin column and pointer):
  * in the mma.sync and wgmma layouts the four lanes of a quad hold a row's
@@ -791,8 +780,9 @@ static void emit_frag_quad_rows(emitter *E, int32_t fb, int32_t ob, const char *
  * constant offset from one of the thread's row pointers, with no tests.
  * Prints "if (interior) { ... } else" and returns; the masked loop follows
  * as the else branch. Without it each pair cost ~30 instructions of 64-bit
- * index arithmetic, bounds and alignment tests (a tenth of a 4096^3 GEMM). */
-static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t oreg)
+ * index arithmetic, bounds and alignment tests (a tenth of a 4096^3 GEMM).
+ * quads (the lowering's TLI_X_COPY_QUADS): a 16-byte path goes first. */
+static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t oreg, bool quads)
 {
     const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob);
     const char *zero[2] = {"0", "0"}, *origin[TL_MAX_RANK];
@@ -822,7 +812,7 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
     const char *cb = tli_e_fmt(E, "%s *const tl_cb = %s + (%s%s);", oct, o->name, tli_e_take(E, &pre),
                                tli_e_fmt(E, base, s0));
     const char *l16 = tli_e_take(E, &lead16); /* (taken either way: the emitter frees what it keeps) */
-    if (quad_rows_ok(E, fb, ob))
+    if (quads)
         emit_frag_quad_rows(E, fb, ob, inside, l16, s0, cb);
     /* offsets within the tile in 32 bits: 64-bit ones cost a register pair
      * per store, which pushed the kernel into spills */
@@ -868,7 +858,7 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
     tli_e_line(E, "{ // tl_copy %s -> %s (%s)", buf_of(E, sb)->name, buf_of(E, db)->name, shape_text(E, f));
     E->indent++;
     if (pairs && f->rank == 2 && oreg > 0 && tli_R(ir, oreg)->tiled)
-        emit_frag_pairs_interior(E, fb, ob, oreg);
+        emit_frag_pairs_interior(E, fb, ob, oreg, s->x[TLI_X_COPY_QUADS] != 0);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_r = 0; tl_r < %lld; tl_r += %d) {", (long long)fl->per_thread, pairs ? 2 : 1);
     E->indent++;

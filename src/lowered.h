@@ -152,7 +152,7 @@ enum { TLI_X_STORE_VEC = 0, TLI_X_STORE_PACKED };
 
 /* S_COPY */
 enum { TLI_X_COPY_HOW = 0, TLI_X_COPY_BAR, TLI_X_COPY_BAR_IDX, TLI_X_COPY_MAP, TLI_X_COPY_THREADS, TLI_X_COPY_MANAGED,
-       TLI_X_COPY_MCAST };
+       TLI_X_COPY_MCAST, TLI_X_COPY_QUADS };
 typedef enum tli_copy_how {
     CP_ELEMENTS = 1, /* element by element over the block's threads */
     CP_ASYNC16,      /* 16-byte cp.async per chunk (commit and wait are statements) */
@@ -179,7 +179,12 @@ enum { TLI_X_COPY_STAGING = TLI_X_COPY_BAR, TLI_X_COPY_ROUND = TLI_X_COPY_BAR_ID
  * group, g of them) load the same tile: each loads 1/g of its rows (of
  * every box) and TMA multicasts them into the same offset of every group
  * member's shared memory, completing on each member's mbarrier. 0: a plain
- * load. (pass_pipeline.c, multicast_axes) */
+ * load. (pass_pipeline.c, multicast_axes) TLI_X_COPY_QUADS (CP_FRAG): 1
+ * when the copy is an f32 mma.sync / wgmma accumulator, its warp tile's
+ * column blocks in fours, to 16-bit elements of a global tensor, so that
+ * where the tile is inside and its rows 16-byte aligned each quad's
+ * column pairs can be transposed into one 16-byte store a lane
+ * (pass_pipeline.c, quad_stores; emit_tile.c, emit_frag_quad_rows). */
 static inline int tli_mcast_group(const tli_ir *ir, int axes)
 {
     int g = 1;

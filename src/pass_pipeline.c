@@ -101,6 +101,18 @@ static tli_copy_how copy_engine(piper *P, int32_t s)
     return CP_ELEMENTS;
 }
 
+/* Whether register copy s may store 16 bytes a lane (TLI_X_COPY_QUADS):
+ * an f32 accumulator of mma.sync or wgmma whose warp tile has column
+ * blocks in fours, to 16-bit elements of a global tensor. */
+static bool quad_stores(piper *P, int32_t s)
+{
+    const tli_snode *n = tli_S(P->ir, s);
+    int32_t fb = tli_copy_buf(P->ir, n->a0), gb = tli_copy_buf(P->ir, n->a1);
+    const tli_frag_layout *fl = &P->L->frag[fb];
+    return B(P, fb)->scope == B_FRAGMENT && B(P, gb)->scope == B_GLOBAL && B(P, fb)->dtype == TL_F32 &&
+           esize(B(P, gb)) == 2 && (fl->kind == FRAG_MMA || fl->kind == FRAG_WGMMA) && fl->w.nt % 4 == 0;
+}
+
 /* Engines for the copies of a body; a standalone cp.async copy is
  * followed by its commit. */
 static void assign_engines(piper *P, int32_t first)
@@ -110,6 +122,7 @@ static void assign_engines(piper *P, int32_t first)
         if (n->op == S_COPY && !n->x[TLI_X_COPY_HOW]) {
             tli_copy_how how = copy_engine(P, s);
             set_how(P, s, how);
+            n->x[TLI_X_COPY_QUADS] = how == CP_FRAG && quad_stores(P, s);
             if (how == CP_ASYNC16) {
                 tli_snode c = {.op = S_CP_COMMIT};
                 int32_t id = tli_low_stmt(P->L, &c);

@@ -105,8 +105,8 @@ typedef struct heuristic_row {
  *      (64 rows of B, 16 of A: no empty M rows), 8 stages of 10 KiB, split
  *      as below (session 7);
  *   0'. decode (M <= 64, K >= 1024): one warpgroup on 64x128 tiles (the
- *      least wgmma M); with at least 64 tiles a producer warpgroup, 6
- *      stages and C by TMA (session 10), else K split so that tiles x
+ *      least wgmma M); with at least 64 tiles a producer warpgroup, 8
+ *      stages and C by TMA (sessions 10, 20), else K split so that tiles x
  *      slices give each SM about one CTA:
  *      at 1x4096x4096 the 32 tiles of one pass left 100 SMs idle and read
  *      B at a fifth of the copy's bandwidth (session 7);
@@ -144,8 +144,11 @@ static const heuristic_row heuristic[] = {
      * 2 slices (bench_gemm_small --sweep, session 8) */
     {H_SM90A | H_DECODE | H_NARROW32 | H_TMA, {64, 32, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 1, 0, 0, 0, 0, 0}},
     /* 64x8192x8192, x cuBLAS (bench_gemm, same run): 0.939 against 0.86 split in 2; 64x14336x4096
-     * 1.042 / 0.985 (session 10) */
-    {H_SM90A | H_DECODE | H_WIDE | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+     * 1.042 / 0.985 (session 10). 8 stages rather than 6 (more of B in flight, as cuBLAS's decode
+     * kernel keeps): 64x8192x8192 NT / NN 1.003 / 0.982 against 0.968 / 0.934, 48x8192x8192
+     * 0.986 / 0.982 against 0.955 / 0.938, 64x14336x4096 level (1.026 / 1.023 against 1.029 /
+     * 1.029; bench_gemm_small --sweep, session 20) */
+    {H_SM90A | H_DECODE | H_WIDE | H_TMA, {64, 128, 64, 8, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     {H_SM90A | H_DECODE | H_TMA, {64, 128, 64, 4, 128, 8, 0, 0, SPLIT_AUTO, 0, 0, 0, 0, 0, 0}},
     /* 256x8192x8192, x cuBLAS NT / NN: 0.927 / 0.931 against 0.758 / 0.758 for 64x128 tiles
      * (256 of them: 1.94 waves); 8-bit inputs 0.925 of cuBLASLt against 0.802 (session 11) */

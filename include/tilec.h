@@ -686,11 +686,12 @@ TL_API void tl_use_warp_specialize(tl_kernel *k, int on);
  *     other's main loop. The pipelined loop needs at least 3 stages and the
  *     same trip count in every block. Shared buffers outside the pipeline
  *     are private to each consumer (twice the memory).
- *   - blocks of 256 threads (two warpgroups, each holding its own rows of
- *     the tl_gemm tiles): each tl_gemm of the pipelined loop is a turn the
- *     two groups take in order, so what one group does between its tensor-
- *     core calls (a softmax, say) runs while the other's are on the tensor
- *     cores. Every tl_gemm of the loop must sit at its top level.
+ *   - blocks of 256 or 384 threads (two or three warpgroups, each holding
+ *     its own rows of the tl_gemm tiles): each tl_gemm of the pipelined
+ *     loop is a turn the groups take in order (0, 1, [2,] 0, ...), so what
+ *     one group does between its tensor-core calls (a softmax, say) runs
+ *     while the others' are on the tensor cores. Every tl_gemm of the loop
+ *     must sit at its top level.
  *     on = 2 also overlaps inside each group (FlashAttention-3's order):
  *     when the loop is [.. gemm g1, other work W, gemm g2 ..], tile j's g1
  *     and tile j - 1's g2 are issued in one turn and W of tile j runs
@@ -720,10 +721,10 @@ TL_API void tl_use_pingpong(tl_kernel *k, int on);
  * tensor or reads it afterwards; launches then need the tensor 16-byte
  * aligned, rows of whole 16 bytes (else the safe variant runs).
  * The TMA store is left out when the staging tile would not fit beside
- * the kernel's other shared memory, and under tl_use_pingpong on 256
- * threads, whose turns its barriers would realign (the accumulator is then
- * stored from registers). With tl_use_pingpong on 256 threads the two consumer
- * warpgroups go on taking turns across the blocks.
+ * the kernel's other shared memory, and under tl_use_pingpong on 256 or
+ * 384 threads, whose turns its barriers would realign (the accumulator is
+ * then stored from registers). With tl_use_pingpong on 256 or 384 threads
+ * the consumer warpgroups go on taking turns across the blocks.
  * Requirements, checked by tl_compile (TL_ERR_UNSUPPORTED, naming the one
  * not met): tl_use_warp_specialize or tl_use_pingpong (ping-pong on 128
  * threads is persistent already), no tl_cluster. The pipelined loop's trip
@@ -1503,7 +1504,7 @@ TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_k
 typedef struct tl_flash_attn_schedule {
     int block_m;           /* query rows per block (64, 128; on sm_90a 192 with
                               384 threads: three consumer warpgroups, which
-                              cannot take turns, pingpong 0) */
+                              take turns in a ring with pingpong 1) */
     int block_n;           /* keys per iteration (64, 128, 176 ...) */
     int stages;            /* K/V tiles in flight */
     int threads;           /* consumer threads per block (128 per 64 rows on sm_90a) */

@@ -698,15 +698,42 @@ static void schedule_tma(piper *P, const pipe_info *pi)
 
 /* ----------------------------------------------- warp specialisation */
 
-/* Registers per thread after setmaxnreg: the producer keeps few, the
- * consumers share the rest of the 64K-entry file (multiples of 8). */
+/* Registers per thread after setmaxnreg. The CTA holds what it was
+ * launched with: 64K registers over all its threads, a multiple of 8 per
+ * thread (ptxas gives these kernels their launch bound's share: 168 at
+ * 384 threads, 128 at 512), and setmaxnreg only moves them between
+ * warpgroups: a raise the pool cannot cover never completes (a CTA that
+ * hangs). The producer keeps 40 (as CUTLASS's producers do) and the
+ * consumers share the rest in multiples of 8, at most 240; where the
+ * rounding leaves them short of the next multiple of 8 by no more than the
+ * producer can give down to 32, it gives it: three consumer warpgroups get
+ * 160 with a producer of 32, not 152 with 40 (at 152 ptxas serialises
+ * FlashAttention D 64's wgmma, its C7512 advisory: a gemm's accumulator
+ * and operands in flight do not fit). */
 #define PRODUCER_REGS 40
+#define PRODUCER_REGS_MIN 32
+
+static int reg_pool(int consumer_threads)
+{
+    int threads = consumer_threads + 128;
+    return 65536 / threads / 8 * 8 * threads;
+}
 
 static int consumer_regs(int consumer_threads)
 {
-    int r = (65536 - 128 * PRODUCER_REGS) / consumer_threads;
-    r = r / 8 * 8;
-    return r > 240 ? 240 : r;
+    int pool = reg_pool(consumer_threads);
+    int r = (pool - 128 * PRODUCER_REGS) / consumer_threads / 8 * 8;
+    if (r >= 240)
+        return 240;
+    return pool - (r + 8) * consumer_threads >= 128 * PRODUCER_REGS_MIN ? r + 8 : r;
+}
+
+/* The producer's registers beside consumer_regs's: what the consumers
+ * leave of the pool, at most 40, a multiple of 8. */
+static int producer_regs(int consumer_threads)
+{
+    int left = (reg_pool(consumer_threads) - consumer_regs(consumer_threads) * consumer_threads) / 128 / 8 * 8;
+    return left > PRODUCER_REGS ? PRODUCER_REGS : left;
 }
 
 /* The producer engine of a warp-specialised loop: TMA when every producer
@@ -896,7 +923,8 @@ typedef struct ws_plan {
     int persistent;      /* blocks a persistent CTA runs at once (0: not persistent): 2 for
                             ping-pong's blocks of one warpgroup, one per consumer group; 1 for
                             tl_use_persistent, every consumer group on the same block */
-    bool turns;          /* the two warpgroups of one block take turns at each tl_gemm */
+    bool turns;          /* the consumer warpgroups of one block take turns at each tl_gemm */
+    int groups;          /* with turns: how many (2 or 3), in a ring: 0, 1, .., 0, .. */
     bool stream_k;       /* tl_use_stream_k: the tile loops walk units of K steps (lowered.h) */
     struct {             /* copies ahead of the loop that the producer issues (plan_pre_loads) */
         int n;
@@ -909,16 +937,33 @@ typedef struct ws_plan {
 /* The shared tile pre-loaded copy i (plan_pre_loads) writes. */
 static int32_t pre_buf(piper *P, const ws_plan *w, int i) { return tli_copy_buf(P->ir, tli_S(P->ir, w->pre.copy[i])->a1); }
 
-/* Ping-pong inside a block of two consumer warpgroups (tl_use_pingpong on
- * 256 threads): the groups take turns issuing the loop's tl_gemm calls, so
- * that what one group does between its tensor-core calls runs while the
- * other's are on the tensor cores. A turn ends where the loop body does the
- * most other work between two gemms (the softmax between S = Q K^T and
- * O += P V): with gemms g0 .. g(G-1) and that gap before g_b, a turn is
- * g_b .. g(G-1) of iteration i and g0 .. g(b-1) of iteration i + 1
- * (b = 0: the gemms of one iteration). Group 0 goes first; turn k of group
- * g waits for phase k + g - 1 of order[g] (the other group's turn k - 1 +
- * g), and its end arrives on the other group's barrier. */
+/* Ping-pong inside a block of two or three consumer warpgroups
+ * (tl_use_pingpong on 256 or 384 threads): the groups take turns issuing
+ * the loop's tl_gemm calls, in a ring, so that what one group does between
+ * its tensor-core calls runs while the others' are on the tensor cores. A
+ * turn ends where the loop body does the most other work between two gemms
+ * (the softmax between S = Q K^T and O += P V): with gemms g0 .. g(G-1) and
+ * that gap before g_b, a turn is g_b .. g(G-1) of iteration i and
+ * g0 .. g(b-1) of iteration i + 1 (b = 0: the gemms of one iteration).
+ * Group 0 goes first; turn k of group g > 0 follows turn k of group g - 1,
+ * and turn k > 0 of group 0 follows turn k - 1 of the last group. So turn k
+ * of group g waits for phase kg - 1 of order[g], kg = k + (g > 0), and its
+ * end arrives on the next group's barrier. */
+
+/* The group whose turn follows this one's: 1 - g of two, (g + 1) mod 3 of
+ * three. */
+static int32_t next_group(piper *P, const ws_plan *w, int32_t group)
+{
+    if (w->groups == 2)
+        return bin(P, E_SUB, I32(P, 1), group);
+    return bin(P, E_MOD, bin(P, E_ADD, group, I32(P, 1)), I32(P, w->groups));
+}
+
+/* Turn k's number kg = k + (g > 0) as turn_wait takes it (g itself, of two). */
+static int32_t turn_number(piper *P, const ws_plan *w, int32_t k, int32_t group)
+{
+    return bin(P, E_ADD, k, w->groups == 2 ? group : bin(P, E_GT, group, I32(P, 0)));
+}
 
 /* Statements in the list starting at s, nested ones included. */
 static int count_stmts(const tli_ir *ir, int32_t s)
@@ -929,10 +974,9 @@ static int count_stmts(const tli_ir *ir, int32_t s)
     return n;
 }
 
-/* Before turn kg of a group (kg: the turn's number plus the group's):
- * wait for the other group's turn kg - 1 (phase kg - 1 of the group's
- * order barrier), unless kg is the very first; `when` (0: always) also
- * holds. */
+/* Before turn kg of a group (kg: turn_number): wait for the turn before it
+ * in the ring (phase kg - 1 of the group's order barrier), unless kg is the
+ * very first; `when` (0: always) also holds. */
 static int32_t turn_wait(piper *P, const ws_plan *w, int32_t group, int32_t kg, int32_t when)
 {
     int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
@@ -967,7 +1011,7 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
      * group still has to release the one before: with 2 stages that slot is
      * the one the producer needs (a deadlock). Then every gemm is a turn. */
     bool each = b > 0 && stages < 3 && w->sp.G == 1; /* (rings of their own: the slot is released before) */
-    int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
+    int32_t group = tli_low_thread(L, TH_WG), other = next_group(P, w, group);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
     int32_t last = bin(P, E_EQ, i, bin(P, E_SUB, n, I(P, 1)));
     /* A persistent CTA's groups go on taking turns from one block to the
@@ -990,7 +1034,7 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
     for (int j = 0; j < G && L->st == TL_OK; j++) {
         int32_t before = 0, after = 0;
         if (each) { /* turn i G + j */
-            int32_t tg = bin(P, E_ADD, bin(P, E_ADD, bin(P, E_ADD, base, bin(P, E_MUL, i32, I32(P, G))), I32(P, j)), group);
+            int32_t tg = turn_number(P, w, bin(P, E_ADD, bin(P, E_ADD, base, bin(P, E_MUL, i32, I32(P, G))), I32(P, j)), group);
             before = turn_wait(P, w, group, tg, 0);
             splice_around(P, g[j], before, mk_if(P, lane0, mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0));
             tli_low_note(L, g[j], "a turn on the tensor cores of its own (2 stages: no turn across the loop's end)");
@@ -998,10 +1042,11 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
         }
         if (j == b) { /* a turn starts: turn i + (b > 0) of this group */
             int32_t k = bin(P, E_ADD, base, b ? bin(P, E_ADD, i32, I32(P, 1)) : i32);
-            before = turn_wait(P, w, group, bin(P, E_ADD, k, group), 0);
-        } else if (j == 0) { /* b > 0: turn 0 is g0 .. g(b-1) of iteration 0; group 1 waits for group 0's
-                              * (and, in a persistent CTA's later blocks, group 0 for group 1's last) */
-            before = turn_wait(P, w, group, bin(P, E_ADD, base, group), bin(P, E_EQ, i, I(P, 0)));
+            before = turn_wait(P, w, group, turn_number(P, w, k, group), 0);
+        } else if (j == 0) { /* b > 0: turn 0 is g0 .. g(b-1) of iteration 0; group g > 0 waits for group
+                              * g - 1's (and, in a persistent CTA's later blocks, group 0 for the last group's
+                              * last) */
+            before = turn_wait(P, w, group, turn_number(P, w, base, group), bin(P, E_EQ, i, I(P, 0)));
         }
         if (j == (b + G - 1) % G) /* the turn ends */
             after = mk_if(P, lane0, arrive, 0);
@@ -1009,9 +1054,9 @@ static void add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i,
             after = mk_if(P, bin(P, E_AND, last, lane0), mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0);
         splice_around(P, g[j], before, after);
         if (j == b)
-            tli_low_note(L, g[j], "a turn on the tensor cores starts here (the other warpgroup's has ended)");
+            tli_low_note(L, g[j], "a turn on the tensor cores starts here (the one before it has ended)");
         else if (after)
-            tli_low_note(L, g[j], "ends a turn on the tensor cores: the other warpgroup goes next");
+            tli_low_note(L, g[j], "ends a turn on the tensor cores: the next warpgroup goes");
     }
 }
 
@@ -1083,7 +1128,8 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     }
     tli_list out = {0};
     if (L->target.setmaxnreg)
-        tli_list_add(L, &out, op_stmt(P, S_SETMAXNREG, 0, PRODUCER_REGS));
+        tli_list_add(L, &out, op_stmt(P, S_SETMAXNREG, 0,
+                                      producer_regs(P->ir->threads * (w->persistent == 2 ? 2 : 1))));
     if (w->how == CP_TMA) /* one thread issues every box */
         work = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
     tli_list_add(L, &out, work);
@@ -1224,13 +1270,13 @@ static int32_t copy_stmts(piper *P, int32_t first, int32_t var, int32_t with)
 }
 
 /* One turn on the tensor cores of this warpgroup, around list `work`:
- * group g's turn k waits for the other's turn k - 1 + g, and hands over
- * when its gemms are issued. */
+ * group g's turn k waits for the turn before it in the ring (add_turns),
+ * and hands over to the next group when its gemms are issued. */
 static void turn(piper *P, const ws_plan *w, tli_list *l, int32_t k, int32_t work)
 {
     tli_lowered *L = P->L;
-    int32_t group = tli_low_thread(L, TH_WG), other = bin(P, E_SUB, I32(P, 1), group);
-    int32_t kg = bin(P, E_ADD, cast32(P, k), group);
+    int32_t group = tli_low_thread(L, TH_WG), other = next_group(P, w, group);
+    int32_t kg = turn_number(P, w, cast32(P, k), group);
     int32_t wait = mk_if(P, bin(P, E_GT, kg, I32(P, 0)),
                          mbar_op(P, S_MBAR_WAIT, w->order, group, bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2))),
                          0);
@@ -1430,8 +1476,8 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
  * tile of a global tensor of 16-bit elements, at the consumers' top level
  * (every consumer thread reaches its barriers), of at most 256 rows and
  * whole 64-column blocks, and nothing else in the block writes that tensor
- * or reads it afterwards (shares_target). Not taken when the block's two
- * groups take turns (tl_use_pingpong on 256 threads): the rounds' block
+ * or reads it afterwards (shares_target). Not taken when the block's
+ * groups take turns (tl_use_pingpong on 256 or 384 threads): the rounds' block
  * barriers would realign the groups at every block's end, and the turns'
  * whole point is that they run half a turn apart. Their accumulators go
  * out from registers (16 bytes a lane where the rows allow: emit_tile.c's
@@ -1722,7 +1768,8 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     tli_ir *ir = P->ir;
     const char *api = ir->pingpong ? "tl_use_pingpong" : "tl_use_warp_specialize";
     ws_plan w = {.persistent = ir->pingpong && ir->threads == 128 ? 2 : ir->persistent ? 1 : 0,
-                 .turns = ir->pingpong && ir->threads == 256, .stream_k = ir->stream_k};
+                 .turns = ir->pingpong && ir->threads >= 256, .groups = ir->threads / 128,
+                 .stream_k = ir->stream_k};
     if (!L->target.mbarrier) {
         tli_low_fail(L, TL_ERR_UNSUPPORTED, "%s: it needs mbarriers (sm_80 or later), not %s", api, L->target.name);
         return;
@@ -1731,7 +1778,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     plan_split(P, pi, &w.sp, w.how);
     int groups = w.persistent == 2 ? 2 : 1;
     w.r = (ring){mbar_array(P, "tl_full", pi->S * w.sp.G), mbar_array(P, "tl_empty", pi->S * w.sp.G)};
-    w.order = w.persistent == 2 || w.turns ? mbar_array(P, "tl_order", 2) : 0;
+    w.order = w.persistent == 2 || w.turns ? mbar_array(P, "tl_order", w.turns ? w.groups : 2) : 0;
     if (ir->persistent == 2)
         plan_counter(P, &w);
     if (L->st != TL_OK)

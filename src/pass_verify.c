@@ -177,17 +177,17 @@ static void check_warp_specialized(verifier *V)
         no = "the pipelined loop's extent must not depend on memory";
     else if (tli_S(ir, pipe)->body == tli_first_consumer(ir, pipe))
         no = "the pipelined loop has no copy into shared memory to hand to a producer";
-    else if (ir->pingpong && ir->threads != 128 && ir->threads != 256)
-        no = "a block must be one warpgroup (128 threads: two blocks take turns) or two (256: its warpgroups "
-             "take turns)";
+    else if (ir->pingpong && ir->threads != 128 && ir->threads != 256 && ir->threads != 384)
+        no = "a block must be one warpgroup (128 threads: two blocks take turns), two or three (256 or 384: its "
+             "warpgroups take turns)";
     else if (ir->pingpong && ir->threads == 128 && tli_uses_block(V->L, tli_S(ir, pipe)->a0))
         no = "the pipelined loop's extent must not depend on the block (the blocks of a persistent CTA share one "
              "ring)";
     else if (ir->pingpong && ir->threads == 128 && tli_S(ir, pipe)->a1 < 3)
         no = "the pipelined loop needs at least 3 stages (two blocks' tiles share the ring)";
-    else if (ir->pingpong && ir->threads == 256 && nested_gemm(ir, tli_first_consumer(ir, pipe), 0))
-        no = "with two warpgroups taking turns, every tl_gemm of the pipelined loop must be at its top level "
-             "(each one is a turn both groups take)";
+    else if (ir->pingpong && ir->threads >= 256 && nested_gemm(ir, tli_first_consumer(ir, pipe), 0))
+        no = "with warpgroups taking turns, every tl_gemm of the pipelined loop must be at its top level "
+             "(each one is a turn every group takes)";
     if (no)
         tli_low_fail(V->L, TL_ERR_UNSUPPORTED, "%s: %s", api, no);
 }

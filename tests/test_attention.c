@@ -155,33 +155,49 @@ static void test_cubins_sm80_sm90a(void **state)
 }
 
 /* Three consumer warpgroups of 64 rows (block_m 192, 384 consumer
- * threads, no turns): FlashAttention-3's shape for head_dim 64, where two
- * groups' softmax can run under the third's gemms. Not a default yet (not
- * measured); it lowers and compiles, with or without persistent CTAs,
- * causal or not, and the producer's registers go to the three groups. */
+ * threads): FlashAttention-3's shape for head_dim 64, where two groups'
+ * softmax can run under the third's gemms. It lowers and compiles, with or
+ * without persistent CTAs, causal or not, with or without turns, and the
+ * producer's registers go to the three groups. With turns (pingpong 1)
+ * the groups go in a ring: each waits on its own order mbarrier (three of
+ * them) and hands over to the next, group 0 after group 2. */
 static void test_three_consumer_groups(void **state)
 {
     (void)state;
     tl_ctx *tctx = test_offline_ctx("sm_90a");
     for (int causal = 0; causal < 2; causal++)
-        for (int persistent = 0; persistent <= 2; persistent += 2) {
+        for (int persistent = 0; persistent <= 2; persistent++)
+        for (int pingpong = 0; pingpong < 2; pingpong++) {
             tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
                                     .head_dim = 64, .dtype = TL_BF16, .causal = causal};
-            d.schedule = (tl_flash_attn_schedule){.block_m = 192, .block_n = 128, .stages = 2, .threads = 384,
-                                                  .warp_specialize = 1, .persistent = persistent};
+            d.schedule = (tl_flash_attn_schedule){.block_m = 192, .block_n = 128, .stages = 3, .threads = 384,
+                                                  .warp_specialize = 1, .pingpong = pingpong,
+                                                  .persistent = persistent};
             tl_kernel *k;
             assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
             char *src;
             assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
             const char *want[] = {"blocks of 384 threads", "a producer warpgroup and 384 consumer threads",
-                                  "tl_setmaxnreg_inc<152>()"};
+                                  "tl_setmaxnreg_dec<32>()", "tl_setmaxnreg_inc<160>()"};
             const char *turns[] = {"a turn on the tensor cores"};
-            test_expect_text(src, "three consumer warpgroups", want, TEST_COUNT(want), turns, TEST_COUNT(turns));
+            const char *ring[] = {"tl_mbar_wait(&tl_order[tl_wg]",
+                                  "tl_mbar_arrive(&tl_order[((tl_wg + 1) % 3)])", "a turn on the tensor cores"};
+            test_expect_text(src, "three consumer warpgroups", want, TEST_COUNT(want), pingpong ? NULL : turns,
+                             pingpong ? 0 : TEST_COUNT(turns));
+            if (pingpong) {
+                test_expect_text(src, "three groups taking turns", ring, TEST_COUNT(ring), NULL, 0);
+                const char *order = strstr(src, "*const tl_order = ");
+                assert_non_null(order);
+                const char *eol = strchr(order, '\n');
+                assert_non_null(eol);
+                if (!strstr(order, "// 3 mbarriers") || strstr(order, "// 3 mbarriers") > eol)
+                    fail_msg("the order mbarriers are not three: %.*s", (int)(eol - order), order);
+            }
             tl_free_host(src);
             tl_kernel_destroy(k);
             const tl_program *p;
             if (tl_op_flash_attn_program(tctx, &d, &p) != TL_OK)
-                fail_msg("causal %d persistent %d: %s", causal, persistent, tl_ctx_error(tctx));
+                fail_msg("causal %d persistent %d pingpong %d: %s", causal, persistent, pingpong, tl_ctx_error(tctx));
             size_t n;
             assert_memory_equal(tl_program_cubin(p, &n), "\x7f" "ELF", 4);
         }
@@ -250,7 +266,8 @@ static void test_sm90a_lowering(void **state)
     tl_kernel_destroy(k);
 }
 
-/* The ring's layout follows the schedule: D = 64 takes 192 keys a tile
+/* The ring's layout follows the schedule: D = 64 non-causal takes three
+ * groups of 64 rows (192 a block) on 128 keys; causal, 192 keys a tile
  * where the last tile's padding costs less than the wider tile gains (from
  * 2048 keys, 128 below); from 2048 keys (4096 causal) D =
  * 128 takes two stages of 176 keys, and K and V get rings of their own
@@ -272,9 +289,9 @@ static void test_ring_layout(void **state)
         int persistent;
     } rows[] = {{128, 8192, 0, "128x176", true, 1},  {128, 2048, 0, "128x176", true, 1},
                 {128, 8192, 1, "128x176", true, 2},  {128, 4096, 1, "128x176", true, 2},
-                {128, 1024, 0, "128x128", false, 1}, {64, 8192, 0, "128x192", false, 0},
-                {64, 4096, 0, "128x192", false, 1},  {128, 16384, 0, "128x176", true, 0},
-                {256, 4096, 0, "128x64", true, 2},   {64, 1024, 0, "128x128", false, 1},
+                {128, 1024, 0, "128x128", false, 1}, {64, 8192, 0, "192x128", false, 0},
+                {64, 4096, 0, "192x128", false, 1},  {128, 16384, 0, "128x176", true, 0},
+                {256, 4096, 0, "128x64", true, 2},   {64, 1024, 0, "192x128", false, 1},
                 {64, 512, 1, "128x128", false, 2},   {64, 2048, 1, "128x192", false, 2}};
     for (size_t i = 0; i < TEST_COUNT(rows); i++) {
         tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = rows[i].seq, .seq_kv = rows[i].seq,
@@ -313,7 +330,7 @@ static void test_ring_layout(void **state)
          * consumers hand back for the next block's in their loop's last iteration, once its
          * S = Q K^T is done (before that tile's softmax) */
         char expect[64];
-        snprintf(expect, sizeof expect, "tl_mbar_expect(&tl_pre_full[0], %lld);", (long long)(128 * rows[i].dim * 2));
+        snprintf(expect, sizeof expect, "tl_mbar_expect(&tl_pre_full[0], %lld);", (long long)(s.block_m * rows[i].dim * 2));
         const char *qe = strstr(src, expect), *ql = strstr(src, "tl_tma_load_4d(Qs + 0, ");
         const char *kl = strstr(src, "tl_tma_load_4d(Ks + ");
         assert_true(qe && ql && kl && qe < ql && ql < kl); /* Q before the ring's first tiles */
@@ -407,6 +424,8 @@ static void test_persistent_lowering(void **state)
                                 .dtype = TL_BF16};
         d.schedule = tl_op_flash_attn_schedule(tctx, &d);
         d.schedule.persistent = 1;
+        if (dim == 64) /* (its non-causal default is three groups without turns: two taking turns here) */
+            d.schedule.block_m = 128, d.schedule.threads = 256, d.schedule.pingpong = 1;
         tl_kernel *k;
         assert_status(tl_op_flash_attn_build(tctx, &d, &k), TL_OK);
         char *src;

@@ -131,7 +131,8 @@ static void test_plain_schedule(void **state)
         s.block_n = cases[i].d > 64 ? 176 : 192;
         run_case(&cases[i], &s, 1000 + 10 * i);
     }
-    for (size_t i = 0; i < n; i++) { /* D 64 in three consumer warpgroups of 64 rows, no turns */
+    for (size_t i = 0; i < n; i++) { /* D 64 in three consumer warpgroups of 64 rows, without and with turns
+                                      * (a ring of three), 2 and 3 stages, persistent CTAs or not */
         if (cases[i].d != 64)
             continue;
         tl_flash_attn_schedule s = {.block_m = 192, .block_n = 128, .stages = 2, .threads = 384,
@@ -139,6 +140,13 @@ static void test_plain_schedule(void **state)
         run_case(&cases[i], &s, 1050 + 10 * i);
         s.persistent = 2;
         run_case(&cases[i], &s, 1070 + 10 * i);
+        s.pingpong = 1;
+        run_case(&cases[i], &s, 1080 + 10 * i);
+        s.stages = 3;
+        s.persistent = 1;
+        run_case(&cases[i], &s, 1090 + 10 * i);
+        s.persistent = 0;
+        run_case(&cases[i], &s, 1095 + 10 * i);
     }
 }
 
@@ -188,6 +196,12 @@ static void test_persistent_schedule(void **state)
             s.pingpong = 0;
             run_case(&many[i], &s, 1450 + 10 * i);
             s.pingpong = 1;
+            /* three groups in a ring, the turns running on across blocks (running sums when causal) */
+            tl_flash_attn_schedule g3 = {.block_m = 192, .block_n = 128, .stages = 3, .threads = 384,
+                                         .warp_specialize = 1, .pingpong = 1, .persistent = 1};
+            run_case(&many[i], &g3, 1460 + 10 * i);
+            g3.persistent = 2;
+            run_case(&many[i], &g3, 1470 + 10 * i);
         }
         /* blocks taken from a counter: each launch must leave it at zero for the next, which the
          * following cases' launches (the same program) rely on */

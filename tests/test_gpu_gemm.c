@@ -284,10 +284,12 @@ static const tl_gemm_schedule scheds[] = {
     {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* persistent, warp-specialised */
     {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* persistent on two consumer warpgroups */
+    {192, 128, 64, 4, 384, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}, /* three consumer warpgroups taking turns */
 };
 
-/* A few schedules: small and large tiles, 2 to 6 stages, 128 and 256
- * threads, swizzle on and off, the ping-pong kernel (tl_use_pingpong). */
+/* A few schedules: small and large tiles, 2 to 6 stages, 128 to 384
+ * threads, swizzle on and off, the ping-pong kernels (tl_use_pingpong: two
+ * blocks of one warpgroup; three warpgroups of a block taking turns). */
 static void test_schedules(void **state)
 {
     (void)state;

@@ -476,7 +476,7 @@ static void test_pingpong_lowering(void **state)
     tl_kernel_destroy(k);
 
     struct { tl_gemm_schedule s; const char *why; } bad[] = {
-        {{.block_m = 192, .block_n = 128, .block_k = 64, .stages = 4, .threads = 384, .pingpong = 1}, "two (256"},
+        {{.block_m = 256, .block_n = 128, .block_k = 64, .stages = 4, .threads = 512, .pingpong = 1}, "two or three (256 or 384"},
         {{.block_m = 64, .block_n = 128, .block_k = 64, .stages = 2, .threads = 128, .pingpong = 1}, "at least 3 stages"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -695,6 +695,8 @@ static void test_persistent_lowering(void **state)
         {256, 0, 0, 0, false, "tl_use_persistent: it needs tl_use_warp_specialize"},
         {256, 1, 0, 1, true, "tl_use_stream_k: the pipelined loop's trip count must not depend on the block"},
         {128, 0, 1, 0, true, "tl_use_pingpong: the pipelined loop's extent must not depend on the block"},
+        {512, 0, 1, 0, false, "tl_use_pingpong: a block must be one warpgroup (128 threads: two blocks take turns), "
+                              "two or three (256 or 384"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tl_kernel *k = small_gemm_kernel(bad[i].threads, bad[i].by_block);

@@ -71,7 +71,7 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     tli_target t;
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     /* wgmma: two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax runs
-     * under the other's GEMMs), a producer warpgroup. D = 64: 192 keys a tile from 2k keys (d64_block_n):
+     * under the other's GEMMs), a producer warpgroup. D = 64 causal: 192 keys a tile from 2k keys (d64_block_n):
      * more tensor work per softmax row. Persistent CTAs: above. D = 128
      * from 2048 keys (4096 causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
@@ -79,6 +79,17 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * -13 %, 2k -5 %, 512 keys -7 %; causal from 4096 keys, with its blocks from the counter: 4k 539
      * against 526 TFLOP/s, 2k 444 against 455, bench/NOTES.md session 17) */
     bool wide = d->head_dim > 64 && d->head_dim <= 128 && d->seq_kv >= (d->causal ? 4096 : 2048);
+    /* D = 64 non-causal: three consumer warpgroups of 64 rows (192 a block) on 128 keys, not taking
+     * turns (FlashAttention-3's shape there): with the two gemms this short, the softmax of two
+     * groups fits under the third's gemms without an order. H200, same run, against the two groups'
+     * 128 x 192 (bench/NOTES.md session 20): 2k 456 / 425, 4k 470 / 444, 8k 499 / 462 TFLOP/s; at
+     * 512 / 1k keys (152 registers a consumer then, wgmma serialised) 340 / 377 against 342 / 374,
+     * and at 16k 467-478 against 457-462. Causal keeps two groups: its diagonal blocks of 192 rows
+     * mask more, and three groups lost 1 % at 8k, 5-23 % below. Turns in a ring of three lost
+     * (8k 468, 2k 391). */
+    if (wgmma && d->head_dim == 64 && !d->causal)
+        return (tl_flash_attn_schedule){.block_m = 192, .block_n = 128, .stages = 3, .threads = 384,
+                                        .warp_specialize = 1, .persistent = default_persistent(d)};
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128

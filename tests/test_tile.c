@@ -678,6 +678,52 @@ static void test_cluster_multicast_lowering(void **state)
     tl_kernel_destroy(k);
 }
 
+/* setmaxnreg moves registers between the warpgroups of a CTA and cannot
+ * add any: the producer's and the consumers' counts must fit in what the
+ * CTA is launched with (its launch bound's share of the 64K registers, a
+ * multiple of 8 a thread), or a consumer's raise never completes (a GPU run
+ * hung on 240 + 32 at 384 threads). For every warp-specialised block size
+ * up to 1024 threads in all, with and without turns: the split fits, in
+ * multiples of 8, the producer keeps 32 to 40, and the consumers get at
+ * most 240. Two groups keep 232 / 40, three get 160 / 32. */
+static void test_register_split_fits(void **state)
+{
+    (void)state;
+    int built = 0;
+    for (int threads = 128; threads <= 896; threads += 128)
+        for (int pingpong = 0; pingpong < 2; pingpong++) {
+            if (pingpong && (threads == 128 || threads > 384))
+                continue;
+            tl_kernel *k = small_gemm_kernel(threads, false);
+            tl_use_warp_specialize(k, 1);
+            tl_use_pingpong(k, pingpong);
+            char *src = NULL;
+            if (tl_kernel_source(k, "sm_90a", &src) != TL_OK) {
+                assert_true(threads > 512); /* (wider blocks may be refused for other reasons) */
+                tl_kernel_destroy(k);
+                continue;
+            }
+            const char *lb = strstr(src, "__launch_bounds__("), *dec = strstr(src, "tl_setmaxnreg_dec<"),
+                       *inc = strstr(src, "tl_setmaxnreg_inc<");
+            assert_true(lb && dec && inc);
+            int total = atoi(lb + strlen("__launch_bounds__(")), p = atoi(dec + strlen("tl_setmaxnreg_dec<")),
+                c = atoi(inc + strlen("tl_setmaxnreg_inc<"));
+            assert_int_equal(total, threads + 128);
+            int pool = 65536 / total / 8 * 8 * total;
+            if (c * threads + p * 128 > pool || c % 8 || p % 8 || p < 32 || p > 40 || c > 240)
+                fail_msg("%d consumer threads (pingpong %d): consumers %d, producer %d, pool %d", threads, pingpong,
+                         c, p, pool);
+            if (threads == 256)
+                assert_true(c == 232 && p == 40);
+            if (threads == 384)
+                assert_true(c == 160 && p == 32);
+            built++;
+            tl_free_host(src);
+            tl_kernel_destroy(k);
+        }
+    assert_true(built >= 6);
+}
+
 /* tl_use_persistent: the requirements, each named when it is not met, and
  * a kernel that meets them compiles for sm_90a (TMA producer) and sm_80
  * (cp.async producer), its source looping over the CTA's blocks; with
@@ -984,6 +1030,7 @@ int main(void)
         cmocka_unit_test(test_rings_lowering),
         cmocka_unit_test(test_pre_tile_lowering),
         cmocka_unit_test(test_persistent_lowering),
+        cmocka_unit_test(test_register_split_fits),
         cmocka_unit_test(test_persistent_counter),
         cmocka_unit_test(test_cluster_multicast_lowering),
         cmocka_unit_test(test_tile_copy_constant_unit_stride),

@@ -925,6 +925,7 @@ typedef struct ws_plan {
                             tl_use_persistent, every consumer group on the same block */
     bool turns;          /* the consumer warpgroups of one block take turns at each tl_gemm */
     int groups;          /* with turns: how many (2 or 3), in a ring: 0, 1, .., 0, .. */
+    int consumer_threads; /* the CTA's, every consumer warpgroup (ping-pong's two blocks: both) */
     bool stream_k;       /* tl_use_stream_k: the tile loops walk units of K steps (lowered.h) */
     struct {             /* copies ahead of the loop that the producer issues (plan_pre_loads) */
         int n;
@@ -1128,8 +1129,7 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     }
     tli_list out = {0};
     if (L->target.setmaxnreg)
-        tli_list_add(L, &out, op_stmt(P, S_SETMAXNREG, 0,
-                                      producer_regs(P->ir->threads * (w->persistent == 2 ? 2 : 1))));
+        tli_list_add(L, &out, op_stmt(P, S_SETMAXNREG, 0, producer_regs(w->consumer_threads)));
     if (w->how == CP_TMA) /* one thread issues every box */
         work = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
     tli_list_add(L, &out, work);
@@ -1777,6 +1777,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     w.how = producer_engine(P, pi);
     plan_split(P, pi, &w.sp, w.how);
     int groups = w.persistent == 2 ? 2 : 1;
+    w.consumer_threads = ir->threads * groups;
     w.r = (ring){mbar_array(P, "tl_full", pi->S * w.sp.G), mbar_array(P, "tl_empty", pi->S * w.sp.G)};
     w.order = w.persistent == 2 || w.turns ? mbar_array(P, "tl_order", w.turns ? w.groups : 2) : 0;
     if (ir->persistent == 2)
@@ -1825,7 +1826,7 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
     }
     tli_list cons = {0};
     if (L->target.setmaxnreg)
-        tli_list_add(L, &cons, op_stmt(P, S_SETMAXNREG, 1, consumer_regs(ir->threads * groups)));
+        tli_list_add(L, &cons, op_stmt(P, S_SETMAXNREG, 1, consumer_regs(w.consumer_threads)));
     tli_list_add(L, &cons, consumer_body);
     if (tma_stores) /* the last block's stores complete before the CTA ends */
         tli_list_add(L, &cons, mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)),
@@ -1848,12 +1849,12 @@ static void schedule_warp_specialized(piper *P, const pipe_info *pi)
         tli_list_add(L, &top, mbar_init(P, P->counter[2], ir->threads + (w.how == CP_TMA ? 0 : 127)));
     }
     init_done(P, pi, &top);
-    int32_t producer_wg = I32(P, groups * ir->threads / 128);
+    int32_t producer_wg = I32(P, w.consumer_threads / 128);
     int32_t roles = mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);
     ir->s.v[roles].x[TLI_X_IF_ROLES] = 1;
     tli_low_note(L, roles, "%s: a producer warpgroup (%s) and %d consumer warpgroup%s%s", api,
                  w.how == CP_TMA ? "TMA" : w.how == CP_ASYNC16 ? "cp.async" : "plain copies",
-                 groups * ir->threads / 128, groups * ir->threads / 128 > 1 ? "s" : "",
+                 w.consumer_threads / 128, w.consumer_threads > 128 ? "s" : "",
                  w.persistent == 2 ? ", persistent, taking turns on the tensor cores"
                  : w.persistent    ? ", persistent (the producer runs ahead into the next block)"
                  : w.turns    ? ", taking turns at each tl_gemm"

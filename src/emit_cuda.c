@@ -299,8 +299,8 @@ static char *binary_text(emitter *E, const tli_enode *n)
     const tli_enode *x = tli_E(E->ir, n->a[0]);
     if (run_passed(E, n))
         return "true"; /* the run passed this comparison at its last column */
-    if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64)
-        return tli_e_fmt(E, "tl_lt_i32(%s, %s)", a, b); /* a mask of an in-tile column: one 32-bit compare */
+    if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64) /* a mask of an in-tile column */
+        return tli_e_fmt(E, E->var_int[n->a[0]] == VAR_INT ? "tl_lt_i32(%s, %s)" : "tl_lt_i32((int)%s, %s)", a, b);
     if (is_narrow_float(at)) {
         a = tli_e_fmt(E, "tl_f32(%s)", a);
         b = tli_e_fmt(E, "tl_f32(%s)", b);
@@ -1034,7 +1034,7 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     const char *lastv = loop_var_name(E, tli_E(E->ir, s->vars[last]));
     int64_t runs = count / v;
     for (int d = 0; d < s->rank; d++) /* in-tile coordinates, declared int below */
-        E->var_int[s->vars[d]] = true;
+        E->var_int[s->vars[d]] = VAR_INT;
     tli_e_line(E, "{ // tl_parallel over fragment %s: %lld registers per thread, in runs of %d columns", tli_e_buf(E, f),
                (long long)count, v);
     E->indent++;
@@ -1120,7 +1120,7 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
     }
     E->var_text[s->vars[last]] = NULL;
     for (int d = 0; d < s->rank; d++)
-        E->var_int[s->vars[d]] = false;
+        E->var_int[s->vars[d]] = VAR_I64;
     if (guarded)
         close_brace(E);
     close_brace(E);
@@ -1531,7 +1531,7 @@ static bool emitter_init(emitter *E, const tli_lowered *L)
     E->ir = &L->ir;
     size_t n = (size_t)L->ir.e.n;
     E->var_text = calloc(n, sizeof(char *));
-    E->var_int = calloc(n, sizeof(bool));
+    E->var_int = calloc(n, sizeof *E->var_int);
     E->stage = calloc((size_t)L->ir.b.n, sizeof(char *));
     E->load_text = calloc(n, sizeof(char *));
     E->temp = calloc(n, sizeof(char *));

@@ -8,6 +8,8 @@
 
 #include "lower.h"
 
+enum { VAR_I64, VAR_INT, VAR_INT_RANGE }; /* emitter.var_int */
+
 typedef struct emitter {
     const tli_lowered *L;
     const tli_ir *ir;
@@ -19,10 +21,12 @@ typedef struct emitter {
     /* Per-node text overrides: loop variables and loads of vector chunks. */
     char **var_text;
     char **load_text;
-    /* Loop variables printed as `int` (in-tile coordinates of a fragment
-     * loop, below 2^20): a comparison with a 64-bit bound takes the 32-bit
-     * form (tl_lt_i32) */
-    bool *var_int;
+    /* In-tile coordinates of a fragment loop (below 2^20): VAR_INT where
+     * printed as `int` (run loops), VAR_INT_RANGE where declared long long
+     * (register loops). A comparison `coordinate < 64-bit bound` takes the
+     * 32-bit form (tl_lt_i32): one compare an element, the bound's clamp
+     * shared by the elements it is the same for. */
+    unsigned char *var_int;
     /* Multi-use subexpressions of the statement being printed; `touched`
      * lists the nodes whose entries must be cleared for the next one, so
      * a statement costs its own size. */

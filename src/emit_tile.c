@@ -375,6 +375,7 @@ void tli_e_frag_parallel(emitter *E, int32_t sid)
         const tli_enode *v = tli_E(E->ir, s->vars[d]);
         const char *name = s->rank > 1 ? tli_e_fmt(E, "tl_i%d_%d", v->loop, d) : tli_e_fmt(E, "tl_i%d", v->loop);
         tli_e_line(E, "const long long %s = %s;", name, idx[d]);
+        E->var_int[s->vars[d]] = VAR_INT_RANGE;
     }
     if (guard) {
         tli_e_line(E, "if (%s) {", guard);
@@ -386,6 +387,8 @@ void tli_e_frag_parallel(emitter *E, int32_t sid)
     tli_e_stmts(E, s->body);
     E->inside_parallel = false;
     E->frag_loop = saved;
+    for (int d = 0; d < s->rank; d++)
+        E->var_int[s->vars[d]] = VAR_I64;
     if (guard) {
         E->indent--;
         tli_e_line(E, "}");

@@ -212,7 +212,12 @@ static tl_expr finite_m(attn *A, tl_expr m)
 
 /* S[i, j] = far for the keys row i may not see: past seq_kv, and, causal,
  * past the diagonal i + seq_kv - seq_q (bottom-right aligned). Only the
- * blocks where that can happen run it. */
+ * blocks where that can happen run it. In the tile's own coordinates
+ * (row r, column c) both limits are one bound a row, c < min(seq_kv - col0,
+ * r + row0 + shift - col0 + 1): the tile's column compared with it directly
+ * is one 32-bit compare an element (tl_lt_i32), where the key's global
+ * index cost a 64-bit add and two 64-bit compares (D 64 causal 2k: 24 %
+ * more instructions than cuDNN's kernel, bench/NOTES.md session 21). */
 static void mask(attn *A, tl_expr kv)
 {
     tl_kernel *k = A->k;
@@ -224,13 +229,12 @@ static void mask(attn *A, tl_expr kv)
     if (A->d->causal)
         need = tl_or(k, need, tl_gt(k, tl_sub(k, end, tl_int(k, 1)), tl_add(k, row0, shift)));
     tl_if(k, need);
+    tl_expr kv_left = tl_sub(k, A->SKV, col0);                                   /* keys from col0 on */
+    tl_expr diag = tl_add(k, tl_sub(k, tl_add(k, row0, shift), col0), tl_int(k, 1)); /* row 0's bound */
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){BM, BN}, v);
-    tl_expr col = tl_add(k, col0, v[1]);
-    tl_expr ok = tl_lt(k, col, A->SKV);
-    if (A->d->causal)
-        ok = tl_and(k, ok, tl_le(k, col, tl_add(k, tl_add(k, row0, v[0]), shift)));
-    tl_store(k, A->S, v, tl_select(k, ok, tl_load(k, A->S, v), far(A)));
+    tl_expr bound = A->d->causal ? tl_min(k, kv_left, tl_add(k, v[0], diag)) : kv_left;
+    tl_store(k, A->S, v, tl_select(k, tl_lt(k, v[1], bound), tl_load(k, A->S, v), far(A)));
     tl_end(k);
     tl_end(k);
 }

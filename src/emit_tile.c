@@ -1149,18 +1149,28 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
         close_block(E);
         close_block(E);
     }
+    /* the tiles' descriptors once; each step's is the tile's moved on by the step's bytes (tl_wgmma_desc_at) */
+    int eb = esize(b);
+    if (!tb) /* [K, N] stored [N / 64][K][64]: 16 K rows of 128 bytes per step, blocks K * 128 bytes apart */
+        tli_e_line(E, "const unsigned long long tl_db0 = tl_wgmma_desc_mn_sw128(tl_B, %lld);",
+                   (long long)(b->cshape[0] * 128));
+    else
+        tli_e_line(E, "const unsigned long long tl_db0 = tl_wgmma_desc_sw128(tl_B);");
+    if (!a_regs)
+        tli_e_line(E, "const unsigned long long tl_da0 = %s;",
+                   ta ? tli_e_fmt(E, "tl_wgmma_desc_mn_sw128(tl_A, %lld)", (long long)(K * 128))
+                      : "tl_wgmma_desc_sw128(tl_A)");
     tli_e_line(E, "tl_wgmma_fence();");
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_k = 0; tl_k < %lld; tl_k += %lld) {", (long long)K, ks);
     E->indent++;
-    if (!tb) /* [K, N] stored [N / 64][K][64]: 16 K rows of 128 bytes per step, blocks K * 128 bytes apart */
-        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_mn_sw128(tl_B + tl_k * 64, %lld);",
-                   (long long)(b->cshape[0] * 128));
+    if (!tb)
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_at(tl_db0, tl_k * %d);", 64 * eb);
     else if (K > W) /* [N, K] stored [K / W][N][W] */
-        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k / %lld * %lld + tl_k %% %lld);",
-                   W, (long long)(b->cshape[0] * W), W);
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_at(tl_db0, (tl_k / %lld * %lld + tl_k %% %lld) * %d);",
+                   W, (long long)(b->cshape[0] * W), W, eb);
     else
-        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_sw128(tl_B + tl_k);");
+        tli_e_line(E, "const unsigned long long tl_db = tl_wgmma_desc_at(tl_db0, tl_k * %d);", eb);
     open_tile_loop(E, w->mt);
     if (a_regs) {
         tli_e_line(E, "%s(%s + tl_i * %lld, tl_ap[tl_k / 16][tl_i], tl_db, %s);", fn, c->name, (long long)(N / 2),
@@ -1171,9 +1181,9 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
         const char *acc = c2 ? tli_e_fmt(E, "%s + tl_i * %lld, %s + tl_i * %lld", c->name, (long long)(N1 / 2),
                                          buf_of(E, c2)->name, (long long)((N - N1) / 2))
                              : tli_e_fmt(E, "%s + tl_i * %lld", c->name, (long long)(N / 2));
-        const char *da = ta ? tli_e_fmt(E, "tl_wgmma_desc_mn_sw128(tl_A + tl_i * %lld + tl_k * 64, %lld)", (long long)(K * 64),
-                                        (long long)(K * 128))
-                            : tli_e_fmt(E, "tl_wgmma_desc_sw128(tl_A + tl_i * %lld + %s)", 64 * W, koff);
+        int ea = esize(a);
+        const char *da = ta ? tli_e_fmt(E, "tl_wgmma_desc_at(tl_da0, (tl_i * %lld + tl_k * 64) * %d)", (long long)(K * 64), ea)
+                            : tli_e_fmt(E, "tl_wgmma_desc_at(tl_da0, (tl_i * %lld + %s) * %d)", 64 * W, koff, ea);
         tli_e_line(E, "%s(%s, %s, tl_db, %s);", fn, acc, da, scale_d);
     }
     close_block(E);

@@ -503,6 +503,16 @@ __device__ __forceinline__ unsigned long long tl_wgmma_desc_mn_sw128(const void 
     return ((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) | (64ull << 32) |
            (1ull << 62);
 }
+// The descriptor d with its start address moved `bytes` on (a multiple of
+// 16). Only the low word changes: the start address is its low field, and
+// a tile inside shared memory (below 2^18 bytes) cannot carry out of it.
+// A gemm's K steps take one 32-bit add each from the tile's descriptor,
+// where a descriptor built from each step's address cost five instructions
+// (H200 SASS, bench/NOTES.md session 21).
+__device__ __forceinline__ unsigned long long tl_wgmma_desc_at(unsigned long long d, unsigned bytes)
+{
+    return (d & 0xFFFFFFFF00000000ull) | (unsigned)((unsigned)d + (bytes >> 4));
+}
 #endif
 
 // ------------------------------------------ thread-block clusters (sm_90)

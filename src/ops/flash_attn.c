@@ -224,11 +224,14 @@ static void mask(attn *A, tl_expr kv)
     int64_t BM = A->s.block_m, BN = A->s.block_n;
     tl_expr col0 = tl_mul(k, kv, tl_int(k, BN)), row0 = tl_mul(k, A->qi, tl_int(k, BM));
     tl_expr shift = tl_sub(k, A->SKV, A->SQ); /* key j is visible to query i when j <= i + shift */
-    tl_expr end = tl_add(k, col0, tl_int(k, BN));
-    tl_expr need = tl_gt(k, end, A->SKV);
+    /* the tiles that need it: from the first past seq_kv's last whole tile, or (causal) from the first
+     * whose last key is past row 0's diagonal, kv BN + BN - 1 > row0 + shift, that is kv >= (row0 + shift
+     * + 1) / BN (every tile when that is negative); a bound of the block, so kv is compared once a tile */
+    tl_expr first = tl_div(k, A->SKV, tl_int(k, BN));
     if (A->d->causal)
-        need = tl_or(k, need, tl_gt(k, tl_sub(k, end, tl_int(k, 1)), tl_add(k, row0, shift)));
-    tl_if(k, need);
+        first = tl_min(k, first, tl_div(k, tl_max(k, tl_add(k, tl_add(k, row0, shift), tl_int(k, 1)), tl_int(k, 0)),
+                                        tl_int(k, BN)));
+    tl_if(k, tl_ge(k, kv, first));
     tl_expr kv_left = tl_sub(k, A->SKV, col0);                                   /* keys from col0 on */
     tl_expr diag = tl_add(k, tl_sub(k, tl_add(k, row0, shift), col0), tl_int(k, 1)); /* row 0's bound */
     tl_expr v[2];

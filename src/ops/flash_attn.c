@@ -86,10 +86,14 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * 512 / 1k keys (152 registers a consumer then, wgmma serialised) 340 / 377 against 342 / 374,
      * and at 16k 467-478 against 457-462. Causal keeps two groups: its diagonal blocks of 192 rows
      * mask more, and three groups lost 1 % at 8k, 5-23 % below. Turns in a ring of three lost
-     * (8k 468, 2k 391). */
-    if (wgmma && d->head_dim == 64 && !d->causal)
-        return (tl_flash_attn_schedule){.block_m = 192, .block_n = 128, .stages = 3, .threads = 384,
-                                        .warp_specialize = 1, .persistent = default_persistent(d)};
+     * (8k 468, 2k 391). From 8k keys, 192 keys a tile at two stages (160 registers hold its 96-register
+     * S): 8k 508 / 508 against 502 / 498, 16k 504 / 498 against 500 / 483 (session 21, two runs; 4k
+     * lost, 452 against 471). */
+    if (wgmma && d->head_dim == 64 && !d->causal) {
+        bool long_kv = d->seq_kv >= 8192;
+        return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
+                                        .threads = 384, .warp_specialize = 1, .persistent = default_persistent(d)};
+    }
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128

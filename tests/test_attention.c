@@ -267,9 +267,10 @@ static void test_sm90a_lowering(void **state)
 }
 
 /* The ring's layout follows the schedule: D = 64 non-causal takes three
- * groups of 64 rows (192 a block) on 128 keys; causal, 192 keys a tile
- * where the last tile's padding costs less than the wider tile gains (from
- * 2048 keys, 128 below); from 2048 keys (4096 causal) D =
+ * groups of 64 rows (192 a block) on 128 keys (192 keys at two stages
+ * from 8192 keys, causal from 4096); causal below that, two groups on 192
+ * keys a tile where the last tile's padding costs less than the wider tile
+ * gains (2048 keys, 128 below); from 2048 keys (4096 causal) D =
  * 128 takes two stages of 176 keys, and K and V get rings of their own
  * (twice the mbarriers; K's slot released in its own iteration right after
  * the wait for S = Q K^T, V's in the next); three stages keep one ring; D
@@ -292,7 +293,8 @@ static void test_ring_layout(void **state)
                 {128, 1024, 0, "128x128", false, 1}, {64, 8192, 0, "192x192", true, 0},
                 {64, 4096, 0, "192x128", false, 1},  {128, 16384, 0, "128x176", true, 0},
                 {256, 4096, 0, "128x64", true, 2},   {64, 1024, 0, "192x128", false, 1},
-                {64, 512, 1, "128x128", false, 2},   {64, 2048, 1, "128x192", false, 2}};
+                {64, 512, 1, "128x128", false, 2},   {64, 2048, 1, "128x192", false, 2},
+                {64, 8192, 1, "192x192", true, 2}};
     for (size_t i = 0; i < TEST_COUNT(rows); i++) {
         tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = rows[i].seq, .seq_kv = rows[i].seq,
                                 .head_dim = rows[i].dim, .dtype = TL_BF16, .causal = rows[i].causal};

@@ -140,6 +140,9 @@ static void test_plain_schedule(void **state)
         run_case(&cases[i], &s, 1050 + 10 * i);
         s.persistent = 2;
         run_case(&cases[i], &s, 1070 + 10 * i);
+        s.block_n = 192; /* the D 64 default from 8192 keys (causal from 4096) */
+        run_case(&cases[i], &s, 1075 + 10 * i);
+        s.block_n = 128;
         s.pingpong = 1;
         run_case(&cases[i], &s, 1080 + 10 * i);
         s.stages = 3;
@@ -206,6 +209,10 @@ static void test_persistent_schedule(void **state)
             run_case(&many[i], &g3, 1460 + 10 * i);
             g3.persistent = 2;
             run_case(&many[i], &g3, 1470 + 10 * i);
+            /* the D 64 default from 8192 keys (causal from 4096): no turns, 192 keys at two stages */
+            g3 = (tl_flash_attn_schedule){.block_m = 192, .block_n = 192, .stages = 2, .threads = 384,
+                                          .warp_specialize = 1, .persistent = 2};
+            run_case(&many[i], &g3, 1480 + 10 * i);
         }
         /* blocks taken from a counter: each launch must leave it at zero for the next, which the
          * following cases' launches (the same program) rely on */

@@ -71,7 +71,7 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     tli_target t;
     bool wgmma = tli_target_get(tl_ctx_target(ctx), &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16);
     /* wgmma: two consumer warpgroups of 64 rows each taking turns on the tensor cores (one's softmax runs
-     * under the other's GEMMs), a producer warpgroup. D = 64 causal: 192 keys a tile from 2k keys (d64_block_n):
+     * under the other's GEMMs), a producer warpgroup. D = 64 causal, 2k keys: 192 keys a tile (d64_block_n):
      * more tensor work per softmax row. Persistent CTAs: above. D = 128
      * from 2048 keys (4096 causal): two stages of 176 keys, K and V each on a ring of its own (FlashAttention-3's tile; against
      * three stages of 128 on one ring, same run, bench/NOTES.md session 14: S = 8k 667 against 652
@@ -84,8 +84,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * groups fits under the third's gemms without an order. H200, same run, against the two groups'
      * 128 x 192 (bench/NOTES.md session 20): 2k 456 / 425, 4k 470 / 444, 8k 499 / 462 TFLOP/s; at
      * 512 / 1k keys (152 registers a consumer then, wgmma serialised) 340 / 377 against 342 / 374,
-     * and at 16k 467-478 against 457-462. Causal keeps two groups: its diagonal blocks of 192 rows
-     * mask more, and three groups lost 1 % at 8k, 5-23 % below. Turns in a ring of three lost
+     * and at 16k 467-478 against 457-462. Causal keeps two groups below 4k keys: its diagonal blocks of 192 rows
+     * mask more, and three groups of 128 keys lost 1 % at 8k, 5-23 % below. Turns in a ring of three lost
      * (8k 468, 2k 391). From 8k keys, 192 keys a tile at two stages (160 registers hold its 96-register
      * S): 8k 508 / 508 against 502 / 498, 16k 504 / 498 against 500 / 483 (session 21, two runs; 4k
      * lost, 452 against 471). */
@@ -94,6 +94,13 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
         return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
                                         .threads = 384, .warp_specialize = 1, .persistent = default_persistent(d)};
     }
+    /* D = 64 causal from 4k keys: the same three groups on 192 x 192 at two stages, blocks from the
+     * counter. The diagonal blocks of 192 rows mask more, which the longer rows pay back: H200, same run,
+     * against 128 x 192 in turns (bench/NOTES.md session 22): 4k 411 / 404, 8k 475 / 438, 16k 511 / 444
+     * TFLOP/s; 2k lost (350 / 361). */
+    if (wgmma && d->head_dim == 64 && d->seq_kv >= 4096)
+        return (tl_flash_attn_schedule){.block_m = 192, .block_n = 192, .stages = 2, .threads = 384,
+                                        .warp_specialize = 1, .persistent = default_persistent(d)};
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128
@@ -228,14 +235,11 @@ static void mask(attn *A, tl_expr kv)
     int64_t BM = A->s.block_m, BN = A->s.block_n;
     tl_expr col0 = tl_mul(k, kv, tl_int(k, BN)), row0 = tl_mul(k, A->qi, tl_int(k, BM));
     tl_expr shift = tl_sub(k, A->SKV, A->SQ); /* key j is visible to query i when j <= i + shift */
-    /* the tiles that need it: from the first past seq_kv's last whole tile, or (causal) from the first
-     * whose last key is past row 0's diagonal, kv BN + BN - 1 > row0 + shift, that is kv >= (row0 + shift
-     * + 1) / BN (every tile when that is negative); a bound of the block, so kv is compared once a tile */
-    tl_expr first = tl_div(k, A->SKV, tl_int(k, BN));
+    tl_expr end = tl_add(k, col0, tl_int(k, BN));
+    tl_expr need = tl_gt(k, end, A->SKV);
     if (A->d->causal)
-        first = tl_min(k, first, tl_div(k, tl_max(k, tl_add(k, tl_add(k, row0, shift), tl_int(k, 1)), tl_int(k, 0)),
-                                        tl_int(k, BN)));
-    tl_if(k, tl_ge(k, kv, first));
+        need = tl_or(k, need, tl_gt(k, tl_sub(k, end, tl_int(k, 1)), tl_add(k, row0, shift)));
+    tl_if(k, need);
     tl_expr kv_left = tl_sub(k, A->SKV, col0);                                   /* keys from col0 on */
     tl_expr diag = tl_add(k, tl_sub(k, tl_add(k, row0, shift), col0), tl_int(k, 1)); /* row 0's bound */
     tl_expr v[2];

@@ -175,8 +175,27 @@ static void insert_at(syncer *Y, link *l, tli_snode n, int32_t parent)
     *l = (link){id, L_NEXT};
 }
 
+/* Whether a plain store to a tile that wgmma reads (a blocked operand) is
+ * among the writes a barrier orders: wgmma reads through the async proxy,
+ * which sees those stores only after a proxy fence by the threads that made
+ * them (then the barrier). */
+static bool writes_async_operand(const syncer *Y, const state *st)
+{
+    if (!Y->L->async_proxy)
+        return false;
+    for (int32_t b = 1; b < Y->nbufs; b++)
+        if (tli_bufset_has(&st->wr, b) && tli_B(Y->ir, b)->scope == B_SHARED && Y->L->smem[b].blocked)
+            return true;
+    return false;
+}
+
 static void barrier_before(syncer *Y, link *l, int32_t parent, state *st)
 {
+    bool fenced = l->field == L_NEXT && tli_S(Y->ir, l->owner)->op == S_FENCE_ASYNC; /* (after a cp.async wait) */
+    if (!fenced && writes_async_operand(Y, st)) {
+        tli_snode f = {.op = S_FENCE_ASYNC};
+        insert_at(Y, l, f, parent);
+    }
     tli_snode b = {.op = S_BARRIER, .a0 = Y->bar_id, .a1 = Y->bar_threads};
     insert_at(Y, l, b, parent);
     tli_bufset_clear(&st->wr);

@@ -223,6 +223,36 @@ static inline void zoo_staged_ref(int64_t n, const float *x, double *y)
     }
 }
 
+/* A tensor-core gemm whose operand tiles the block's threads write with
+ * plain stores (tl_parallel into shared memory, no copy engine): on sm_90a
+ * wgmma reads them through the async proxy, which sees those stores only
+ * after a proxy fence, then the barrier. C = A W^T for A [N, 64] (bf16, N
+ * a multiple of 64) and W[n, k] = ((n + 3k) mod 7 - 3) / 4, exact in bf16.
+ * Launch arguments: N, A, C (f32 [N, 64]). */
+static inline tl_kernel *zoo_written_operand(tl_ctx *kctx)
+{
+    tl_kernel *k = tl_kernel_new(kctx, "written_operand");
+    tl_expr N = tl_dim(k, "N"), n64 = tl_int(k, 64), z = tl_int(k, 0);
+    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){N, n64}, NULL);
+    tl_buf C = tl_param_tensor(k, "C", TL_F32, 2, (tl_expr[]){N, n64}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, n64), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Ws = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 64});
+    tl_name(k, As, "As");
+    tl_name(k, Ws, "Ws");
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){64, 64}, v);
+    tl_store(k, As, v, tl_load(k, A, (tl_expr[]){tl_add(k, tl_mul(k, tl_block_idx(k, 0), n64), v[0]), v[1]}));
+    tl_expr w = tl_sub(k, tl_mod(k, tl_add(k, v[0], tl_mul(k, v[1], tl_int(k, 3))), tl_int(k, 7)), tl_int(k, 3));
+    tl_store(k, Ws, v, tl_cast(k, tl_mul(k, tl_cast(k, w, TL_F32), tl_f32(k, 0.25f)), TL_BF16));
+    tl_end(k);
+    tl_clear(k, Cf);
+    tl_gemm(k, As, Ws, Cf, TL_GEMM_TRANS_B);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C, tl_block_idx(k, 0), z));
+    return k;
+}
+
 /* Tensors of both types, shared tiles and a fragment of them, copies from
  * them (to f32 and to their own type), casts both ways, constants and
  * arithmetic (through f32): the interpreter computes what the definition

@@ -114,8 +114,8 @@ static void test_zoo_cubins_sm80_sm90a(void **state)
     const char *targets[] = {"sm_80", "sm_90a"};
     for (int t = 0; t < 2; t++) {
         tl_kernel *ks[] = {zoo_axpby_2d(ctx), zoo_rowsum(ctx), zoo_mixed(ctx), zoo_shift(ctx, TL_BF16),
-                           zoo_smooth(ctx), zoo_fastmath(ctx), zoo_staged(ctx)};
-        for (int i = 0; i < 7; i++) {
+                           zoo_smooth(ctx), zoo_fastmath(ctx), zoo_staged(ctx), zoo_written_operand(ctx)};
+        for (int i = 0; i < 8; i++) {
             expect_cubin(ks[i], targets[t]);
             tl_kernel_destroy(ks[i]);
         }
@@ -291,6 +291,47 @@ static void test_clear_folds_into_wgmma(void **state)
     tl_kernel_destroy(k);
 }
 
+/* A shared tile the threads write with plain stores and wgmma then reads:
+ * the writes are fenced for the async proxy before the barrier (sm_90a);
+ * mma.sync reads through the generic proxy and needs no fence (sm_80). */
+static void test_written_operand_fenced(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_written_operand(ctx);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *store = strstr(src, "Ws["), *fence = store ? strstr(store, "tl_fence_proxy_async();") : NULL;
+    const char *bar = fence ? strstr(fence, "__syncthreads();") : NULL, *gemm = strstr(src, "{ // tl_gemm");
+    if (!store || !fence || !bar || !gemm || gemm < bar)
+        fail_msg("want the stores to Ws, a proxy fence, a barrier, then the gemm:\n%s", src);
+    tl_free_host(src);
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    assert_null(strstr(src, "tl_fence_proxy_async();"));
+    tl_free_host(src);
+    /* the interpreter: C = A W^T, A[i, k] = (i + k) mod 3 - 1 (exact: every sum is a multiple of 1/4) */
+    enum { N = 128 };
+    static uint16_t a[N * 64];
+    static float c[N * 64];
+    for (int i = 0; i < N * 64; i++) {
+        float x = (float)((i / 64 + i % 64) % 3 - 1);
+        uint32_t bits;
+        memcpy(&bits, &x, 4);
+        a[i] = (uint16_t)(bits >> 16);
+        c[i] = -1.0f;
+    }
+    tl_arg args[] = {tl_arg_int(N), tl_arg_hptr(a), tl_arg_hptr(c)};
+    assert_status(tl_interpret(k, 3, args), TL_OK);
+    for (int i = 0; i < N; i++)
+        for (int n = 0; n < 64; n++) {
+            double want = 0;
+            for (int kk = 0; kk < 64; kk++)
+                want += ((i + kk) % 3 - 1) * (((n + 3 * kk) % 7 - 3) / 4.0);
+            if (c[i * 64 + n] != want)
+                fail_msg("C[%d, %d] = %g, want %g", i, n, c[i * 64 + n], want);
+        }
+    tl_kernel_destroy(k);
+}
+
 static void test_ptx_has_vector_accesses(void **state)
 {
     (void)state;
@@ -341,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_fast_math_source),
         cmocka_unit_test(test_deferred_copy_and_bounds),
         cmocka_unit_test(test_clear_folds_into_wgmma),
+        cmocka_unit_test(test_written_operand_fenced),
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_unknown_op),

@@ -264,6 +264,14 @@ static void test_zoo_against_interpreter(void **state)
         check_on_device(k, 3, args, bytes, dts, 1e-6);
         tl_kernel_destroy(k);
     }
+    for (int64_t n = 64; n <= 192; n += 128) { /* operand tiles written by plain stores, read by the tensor cores */
+        tl_arg args[] = {tl_arg_int(n), {0}, {0}};
+        size_t bytes[] = {0, 2 * 64 * (size_t)n, 4 * 64 * (size_t)n};
+        tl_dtype dts[] = {0, TL_BF16, TL_DTYPE_INVALID};
+        tl_kernel *k = zoo_written_operand(ctx);
+        check_on_device(k, 3, args, bytes, dts, 1e-5);
+        tl_kernel_destroy(k);
+    }
 }
 
 static void test_cache_across_contexts(void **state)

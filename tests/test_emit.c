@@ -313,10 +313,7 @@ static void test_written_operand_fenced(void **state)
     static uint16_t a[N * 64];
     static float c[N * 64];
     for (int i = 0; i < N * 64; i++) {
-        float x = (float)((i / 64 + i % 64) % 3 - 1);
-        uint32_t bits;
-        memcpy(&bits, &x, 4);
-        a[i] = (uint16_t)(bits >> 16);
+        a[i] = tl_f32_to_bf16((float)((i / 64 + i % 64) % 3 - 1));
         c[i] = -1.0f;
     }
     tl_arg args[] = {tl_arg_int(N), tl_arg_hptr(a), tl_arg_hptr(c)};

@@ -89,18 +89,15 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * (8k 468, 2k 391). From 8k keys, 192 keys a tile at two stages (160 registers hold its 96-register
      * S): 8k 508 / 508 against 502 / 498, 16k 504 / 498 against 500 / 483 (session 21, two runs; 4k
      * lost, 452 against 471). */
-    if (wgmma && d->head_dim == 64 && !d->causal) {
-        bool long_kv = d->seq_kv >= 8192;
-        return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
-                                        .threads = 384, .warp_specialize = 1, .persistent = default_persistent(d)};
-    }
     /* D = 64 causal from 4k keys: the same three groups on 192 x 192 at two stages, blocks from the
      * counter. The diagonal blocks of 192 rows mask more, which the longer rows pay back: H200, same run,
      * against 128 x 192 in turns (bench/NOTES.md session 22): 4k 411 / 404, 8k 475 / 438, 16k 511 / 444
      * TFLOP/s; 2k lost (350 / 361). */
-    if (wgmma && d->head_dim == 64 && d->seq_kv >= 4096)
-        return (tl_flash_attn_schedule){.block_m = 192, .block_n = 192, .stages = 2, .threads = 384,
-                                        .warp_specialize = 1, .persistent = default_persistent(d)};
+    if (wgmma && d->head_dim == 64 && (!d->causal || d->seq_kv >= 4096)) {
+        bool long_kv = d->seq_kv >= (d->causal ? 4096 : 8192);
+        return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
+                                        .threads = 384, .warp_specialize = 1, .persistent = default_persistent(d)};
+    }
     if (wgmma)
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128

@@ -235,6 +235,8 @@ static void stmt(dumper *D, int32_t s, int depth)
     case S_LET:
         tli_str_appendf(o, "let %s = ", tli_str_at(D->ir, n->name));
         line_expr(D, n->a0);
+        if (D->L && n->x[TLI_X_LET_WARP_UNIFORM])
+            tli_str_append(o, " [warp-uniform]");
         break;
     case S_STAGE:
         tli_str_append(o, "stage ");

@@ -1132,10 +1132,10 @@ static void emit_gemm_wgmma(emitter *E, const tli_snode *s)
     E->indent++;
     if (ta) /* the warpgroup's rows: its blocks of 64 columns of A^T */
         tli_e_line(E, "const %s *const tl_A = %s + %s;", et, a->name,
-                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * K))));
+                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "tl_wgi * %lld", (long long)(w->wm * K))));
     else if (!a_regs)
         tli_e_line(E, "const %s *const tl_A = %s + %s;", ctype(a), a->name,
-                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "(tl_warp / 4) * %lld", (long long)(w->wm * W))));
+                   tli_e_add(E, stage_base(E, s->gemm[0]), tli_e_fmt(E, "tl_wgi * %lld", (long long)(w->wm * W))));
     tli_e_line(E, "const %s *const tl_B = %s + %s;", et, b->name, stage_base(E, s->gemm[1]));
     if (a_regs) { /* packed before the fence: no register of A is written between the wgmmas (ptxas would put
                    * a warpgroup.arrive before each one that reads a register written after the fence) */

@@ -280,6 +280,17 @@ void tli_pass_launch(tli_lowered *L)
         add_let(L, &top, "tl_warp", bin(L, E_DIV, th(L, TH_TID), tli_low_int(L, 32, TL_I32)));
         add_let(L, &top, "tl_lane", bin(L, E_MOD, th(L, TH_TID), tli_low_int(L, 32, TL_I32)));
     }
+    /* The warpgroup whose rows of A a wgmma reads from shared memory, as a
+     * warp-uniform value (TLI_X_LET_WARP_UNIFORM): its descriptors, built
+     * at every wgmma, then stay in uniform registers. Only these: marking
+     * tl_warp itself uniform changes every fragment index computed from it
+     * and measured a spill in a kernel at its register limit (bench/NOTES.md,
+     * session 23). A consumer warpgroup is 128 threads, so tl_tid / 128 is
+     * the same in a whole warp. */
+    if (L->wgmma) {
+        add_let(L, &top, "tl_wgi", bin(L, E_DIV, th(L, TH_TID), tli_low_int(L, 128, TL_I32)));
+        L->ir.s.v[top.last].x[TLI_X_LET_WARP_UNIFORM] = 1;
+    }
     if (lp->persistent) {
         int32_t gx_let = tli_low_let(L, "tl_gx", grid_dim(L, 0)), gy_let = tli_low_let(L, "tl_gy", grid_dim(L, 1));
         tli_list_add(L, &top, gx_let);

@@ -329,6 +329,34 @@ static void test_written_operand_fenced(void **state)
     tl_kernel_destroy(k);
 }
 
+/* A wgmma reads its warpgroup's rows of A through descriptors built at
+ * every wgmma; the warpgroup number comes from a lane-0 broadcast so that
+ * the compiler keeps them in uniform registers. Only on wgmma targets, and
+ * only for those rows (tl_warp stays a plain value: bench/NOTES.md,
+ * session 23). */
+static void test_wgmma_rows_warp_uniform(void **state)
+{
+    (void)state;
+    tl_kernel *k;
+    assert_status(tl_op_build(ctx, "gemm", TL_BF16, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *let = strstr(src, "const int tl_wgi = tl_warp_uniform((tl_tid / 128));");
+    const char *a = strstr(src, "*const tl_A = ");
+    if (!let || !a || a < let || !strstr(a, "tl_wgi * ") || strstr(a, "tl_wgi * ") > strchr(a, ';'))
+        fail_msg("want tl_wgi broadcast, then A's rows from it:\n%s", src);
+    assert_non_null(strstr(src, "const int tl_warp = (tl_tid / 32);"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_ctx *c80 = test_offline_ctx("sm_80"); /* the op's mma.sync schedule there */
+    assert_status(tl_op_build(c80, "gemm", TL_BF16, &k), TL_OK);
+    assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
+    assert_null(strstr(src, "tl_warp_uniform("));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(c80);
+}
+
 static void test_ptx_has_vector_accesses(void **state)
 {
     (void)state;
@@ -380,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_deferred_copy_and_bounds),
         cmocka_unit_test(test_clear_folds_into_wgmma),
         cmocka_unit_test(test_written_operand_fenced),
+        cmocka_unit_test(test_wgmma_rows_warp_uniform),
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_unknown_op),

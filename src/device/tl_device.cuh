@@ -576,6 +576,11 @@ __device__ __forceinline__ void tl_mbar_wait(unsigned long long *bar, unsigned p
 #endif
     } while (!done);
 }
+// v as lane 0 of the warp has it. For a value the lowering knows to be the
+// same in every lane (a warp or warpgroup number): the broadcast tells the
+// compiler so, and it keeps the value, and the wgmma descriptors computed
+// from it, in uniform registers. Every lane of the warp must call it.
+__device__ __forceinline__ int tl_warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 // A barrier over `count` threads (named barrier `id`; 0 is __syncthreads's):
 // the consumer warpgroups of a warp-specialised kernel synchronise among
 // themselves while the producer runs on.

@@ -270,7 +270,7 @@ static void test_sm90a_lowering(void **state)
  * groups of 64 rows (192 a block) on 128 keys (192 keys at two stages
  * from 8192 keys, causal from 4096); causal below that, two groups on 192
  * keys a tile where the last tile's padding costs less than the wider tile
- * gains (2048 keys, 128 below); from 2048 keys (4096 causal) D =
+ * gains (2048 keys, at four stages; 128 below, at three); from 2048 keys (4096 causal) D =
  * 128 takes two stages of 176 keys, and K and V get rings of their own
  * (twice the mbarriers; K's slot released in its own iteration right after
  * the wait for S = Q K^T, V's in the next); three stages keep one ring; D
@@ -287,14 +287,14 @@ static void test_ring_layout(void **state)
         int causal;
         const char *bn;
         bool split;
-        int persistent;
-    } rows[] = {{128, 8192, 0, "128x176", true, 1},  {128, 2048, 0, "128x176", true, 1},
-                {128, 8192, 1, "128x176", true, 2},  {128, 4096, 1, "128x176", true, 2},
-                {128, 1024, 0, "128x128", false, 1}, {64, 8192, 0, "192x192", true, 0},
-                {64, 4096, 0, "192x128", false, 1},  {128, 16384, 0, "128x176", true, 0},
-                {256, 4096, 0, "128x64", true, 2},   {64, 1024, 0, "192x128", false, 1},
-                {64, 512, 1, "128x128", false, 2},   {64, 2048, 1, "128x192", false, 2},
-                {64, 8192, 1, "192x192", true, 2}};
+        int persistent, stages;
+    } rows[] = {{128, 8192, 0, "128x176", true, 1, 2},  {128, 2048, 0, "128x176", true, 1, 2},
+                {128, 8192, 1, "128x176", true, 2, 2},  {128, 4096, 1, "128x176", true, 2, 2},
+                {128, 1024, 0, "128x128", false, 1, 3}, {64, 8192, 0, "192x192", true, 0, 2},
+                {64, 4096, 0, "192x128", false, 1, 3},  {128, 16384, 0, "128x176", true, 0, 2},
+                {256, 4096, 0, "128x64", true, 2, 2},   {64, 1024, 0, "192x128", false, 1, 3},
+                {64, 512, 1, "128x128", false, 2, 3},   {64, 2048, 1, "128x192", false, 2, 4},
+                {64, 8192, 1, "192x192", true, 2, 2}};
     for (size_t i = 0; i < TEST_COUNT(rows); i++) {
         tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = rows[i].seq, .seq_kv = rows[i].seq,
                                 .head_dim = rows[i].dim, .dtype = TL_BF16, .causal = rows[i].causal};
@@ -305,9 +305,9 @@ static void test_ring_layout(void **state)
         char bn[32];
         tl_flash_attn_schedule s = tl_op_flash_attn_schedule(tctx, &d);
         snprintf(bn, sizeof bn, "%dx%d", s.block_m, s.block_n);
-        if (strcmp(bn, rows[i].bn) != 0)
-            fail_msg("d%lld seq %lld causal %d: schedule %s, want %s", (long long)rows[i].dim, (long long)rows[i].seq,
-                     rows[i].causal, bn, rows[i].bn);
+        if (strcmp(bn, rows[i].bn) != 0 || s.stages != rows[i].stages)
+            fail_msg("d%lld seq %lld causal %d: schedule %s at %d stages, want %s at %d", (long long)rows[i].dim,
+                     (long long)rows[i].seq, rows[i].causal, bn, s.stages, rows[i].bn, rows[i].stages);
         const char *note = strstr(src, "the slots of the tiles read so far released (2 rings");
         if ((note != NULL) != rows[i].split)
             fail_msg("d%lld seq %lld causal %d: rings of their own %d, want %d", (long long)rows[i].dim,

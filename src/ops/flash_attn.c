@@ -98,14 +98,17 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
         return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
                                         .threads = 384, .warp_specialize = 1, .persistent = default_persistent(d)};
     }
-    if (wgmma)
+    /* D = 64 causal below 4k keys on 192 keys a tile: four stages, not three (2k: 375 / 377 against
+     * 364 / 363 TFLOP/s, H200, same run, bench/NOTES.md session 23; 208 KB of shared memory). */
+    if (wgmma) {
+        int bn = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : d64_block_n(d->seq_kv);
         return (tl_flash_attn_schedule){.block_m = 128,
-                                        .block_n = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128
-                                                                                   : d64_block_n(d->seq_kv),
-                                        .stages = d->head_dim > 128 || wide ? 2 : 3,
+                                        .block_n = bn,
+                                        .stages = d->head_dim > 128 || wide ? 2 : d->head_dim == 64 && bn == 192 ? 4 : 3,
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
                                         .persistent = default_persistent(d)};
+    }
     /* mma.sync (K/V through cp.async): four warps of 32 rows each up to
      * head_dim 128, FlashAttention-2's shape: each K and V fragment a warp
      * loads feeds two row tiles, half the shared-memory reads of eight warps

@@ -268,7 +268,7 @@ static void test_sm90a_lowering(void **state)
 
 /* The ring's layout follows the schedule: D = 64 non-causal takes three
  * groups of 64 rows (192 a block) on 128 keys (192 keys at two stages
- * from 8192 keys, causal from 4096); causal below that, two groups on 192
+ * from 8192 keys, causal too); causal below that, two groups on 192
  * keys a tile where the last tile's padding costs less than the wider tile
  * gains (2048 keys, at four stages; 128 below, at three); from 2048 keys (4096 causal) D =
  * 128 takes two stages of 176 keys, and K and V get rings of their own
@@ -294,7 +294,7 @@ static void test_ring_layout(void **state)
                 {64, 4096, 0, "192x128", false, 1, 3},  {128, 16384, 0, "128x176", true, 0, 2},
                 {256, 4096, 0, "128x64", true, 2, 2},   {64, 1024, 0, "192x128", false, 1, 3},
                 {64, 512, 1, "128x128", false, 2, 3},   {64, 2048, 1, "128x192", false, 2, 4},
-                {64, 8192, 1, "192x192", true, 2, 2}};
+                {64, 4096, 1, "128x192", false, 2, 4},  {64, 8192, 1, "192x192", true, 2, 2}};
     for (size_t i = 0; i < TEST_COUNT(rows); i++) {
         tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = rows[i].seq, .seq_kv = rows[i].seq,
                                 .head_dim = rows[i].dim, .dtype = TL_BF16, .causal = rows[i].causal};

@@ -84,22 +84,24 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * groups fits under the third's gemms without an order. H200, same run, against the two groups'
      * 128 x 192 (bench/NOTES.md session 20): 2k 456 / 425, 4k 470 / 444, 8k 499 / 462 TFLOP/s; at
      * 512 / 1k keys (152 registers a consumer then, wgmma serialised) 340 / 377 against 342 / 374,
-     * and at 16k 467-478 against 457-462. Causal keeps two groups below 4k keys: its diagonal blocks of 192 rows
+     * and at 16k 467-478 against 457-462. Causal keeps two groups below 8k keys: its diagonal blocks of 192 rows
      * mask more, and three groups of 128 keys lost 1 % at 8k, 5-23 % below. Turns in a ring of three lost
      * (8k 468, 2k 391). From 8k keys, 192 keys a tile at two stages (160 registers hold its 96-register
      * S): 8k 508 / 508 against 502 / 498, 16k 504 / 498 against 500 / 483 (session 21, two runs; 4k
      * lost, 452 against 471). */
-    /* D = 64 causal from 4k keys: the same three groups on 192 x 192 at two stages, blocks from the
+    /* D = 64 causal from 8k keys: the same three groups on 192 x 192 at two stages, blocks from the
      * counter. The diagonal blocks of 192 rows mask more, which the longer rows pay back: H200, same run,
-     * against 128 x 192 in turns (bench/NOTES.md session 22): 4k 411 / 404, 8k 475 / 438, 16k 511 / 444
-     * TFLOP/s; 2k lost (350 / 361). */
-    if (wgmma && d->head_dim == 64 && (!d->causal || d->seq_kv >= 4096)) {
-        bool long_kv = d->seq_kv >= (d->causal ? 4096 : 8192);
+     * against 128 x 192 in turns at three stages (bench/NOTES.md session 22): 4k 411 / 404, 8k 475 / 438,
+     * 16k 511 / 444 TFLOP/s; 2k lost (350 / 361). With four stages the turns win at 4k (426 / 426 against
+     * 413 / 414) and still lose at 8k (463 / 463 against 476 / 475; session 23). */
+    if (wgmma && d->head_dim == 64 && (!d->causal || d->seq_kv >= 8192)) {
+        bool long_kv = d->seq_kv >= 8192;
         return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
                                         .threads = 384, .warp_specialize = 1, .persistent = default_persistent(d)};
     }
-    /* D = 64 causal below 4k keys on 192 keys a tile: four stages, not three (2k: 375 / 377 against
-     * 364 / 363 TFLOP/s, H200, same run, bench/NOTES.md session 23; 208 KB of shared memory). */
+    /* D = 64 causal below 8k keys on 192 keys a tile: four stages, not three (2k: 375 / 377 against
+     * 364 / 363 TFLOP/s, 4k: 426 / 426 against 412 / 409, H200, same run, bench/NOTES.md session 23;
+     * 208 KB of shared memory). */
     if (wgmma) {
         int bn = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : d64_block_n(d->seq_kv);
         return (tl_flash_attn_schedule){.block_m = 128,

@@ -1347,11 +1347,9 @@ static void emit_let(emitter *E, int32_t sid, const tli_snode *s)
     begin_statement(E, &s->a0, 1, &pre);
     const char *v = tli_e_expr(E, s->a0);
     flush_pre(E, &pre);
-    if (s->x[TLI_X_LET_WARP_UNIFORM])
-        tli_e_line(E, "const %s %s = tl_warp_uniform(%s);", tli_dtype_ctype((tl_dtype)tli_E(E->ir, s->a0)->dtype),
-                   let_name(E, sid), v);
-    else
-        tli_e_line(E, "const %s %s = %s;", tli_dtype_ctype((tl_dtype)tli_E(E->ir, s->a0)->dtype), let_name(E, sid), v);
+    bool uniform = s->x[TLI_X_LET_WARP_UNIFORM];
+    tli_e_line(E, "const %s %s = %s%s%s;", tli_dtype_ctype((tl_dtype)tli_E(E->ir, s->a0)->dtype), let_name(E, sid),
+               uniform ? "tl_warp_uniform(" : "", v, uniform ? ")" : "");
 }
 
 static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)

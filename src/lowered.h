@@ -227,12 +227,12 @@ enum { TLI_X_MBAR_FENCE = 0 };
 enum { TLI_X_MBAR_CLUSTER = 1 };
 
 /* S_LET made by the launch pass: 1 when its value is the same in every
- * lane of a warp and every lane of the block computes it (the warp and
- * warpgroup numbers of a block whose threads fill whole warps). The
- * emitter takes it from lane 0 (tl_warp_uniform): the compiler then knows
- * it is warp-uniform and keeps it, and what is computed from it (the
- * wgmma descriptors of a warpgroup's rows), in uniform registers, rather
- * than moving each descriptor into them before every wgmma. */
+ * lane of a warp and every lane of the block computes it (tl_wgi, the
+ * warpgroup whose rows of A a wgmma reads). The emitter takes it from
+ * lane 0 (tl_warp_uniform): the compiler then knows it is warp-uniform and
+ * keeps it, and what is computed from it (the wgmma descriptors), in
+ * uniform registers, rather than moving each descriptor into them before
+ * every wgmma. */
 enum { TLI_X_LET_WARP_UNIFORM = 0 };
 
 /* S_SERIAL made by a pass: 1 to unroll it */

@@ -342,8 +342,8 @@ static void test_wgmma_rows_warp_uniform(void **state)
     char *src;
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *let = strstr(src, "const int tl_wgi = tl_warp_uniform((tl_tid / 128));");
-    const char *a = strstr(src, "*const tl_A = ");
-    if (!let || !a || a < let || !strstr(a, "tl_wgi * ") || strstr(a, "tl_wgi * ") > strchr(a, ';'))
+    const char *a = strstr(src, "*const tl_A = "), *rows = a ? strstr(a, "tl_wgi * ") : NULL;
+    if (!let || !a || a < let || !rows || rows > strchr(a, ';'))
         fail_msg("want tl_wgi broadcast, then A's rows from it:\n%s", src);
     assert_non_null(strstr(src, "const int tl_warp = (tl_tid / 32);"));
     tl_free_host(src);

@@ -106,7 +106,7 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
         int bn = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : d64_block_n(d->seq_kv);
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = bn,
-                                        .stages = d->head_dim > 128 || wide ? 2 : d->head_dim == 64 && bn == 192 ? 4 : 3,
+                                        .stages = d->head_dim > 128 || wide ? 2 : bn == 192 ? 4 : 3, /* 192: D = 64's only */
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
                                         .persistent = default_persistent(d)};

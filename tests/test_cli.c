@@ -436,6 +436,43 @@ static void test_compile_and_cache(void **state)
     run_free(&r);
 }
 
+/* compile --cubin writes the cubin it reports (an ELF of "cubin bytes"),
+ * fails with the library's status when the file cannot be written, and is
+ * compile's option only. */
+static void test_compile_cubin_file(void **state)
+{
+    (void)state;
+    if (nvrtc_missing())
+        skip();
+    char path[160];
+    snprintf(path, sizeof path, "%s/vadd.cubin", workdir);
+    run_result r = run("compile vadd --arch sm_90a --cubin '%s'", path);
+    expect_status(&r, 0);
+    expect_out(&r, "cubin file:");
+    const char *line = strstr(r.out, "cubin bytes:");
+    long reported = line ? strtol(line + strlen("cubin bytes:"), NULL, 10) : -1;
+    struct stat st;
+    expect(&r, stat(path, &st) == 0, "no cubin file written");
+    expect(&r, reported > 0 && st.st_size == reported, "the file's size is not the reported cubin size");
+    FILE *f = fopen(path, "rb");
+    unsigned char magic[4] = {0};
+    expect(&r, f && fread(magic, 1, 4, f) == 4, "cannot read the cubin file back");
+    if (f)
+        fclose(f);
+    expect(&r, memcmp(magic, "\x7f" "ELF", 4) == 0, "the cubin file is not an ELF image");
+    run_free(&r);
+
+    r = run("compile vadd --cubin '%s/no/such/dir/x.cubin'", workdir);
+    expect_status(&r, 1);
+    expect_err(&r, "cannot write the cubin");
+    run_free(&r);
+
+    r = run("source vadd --cubin '%s'", path);
+    expect_status(&r, 2);
+    expect_err(&r, "does not apply");
+    run_free(&r);
+}
+
 /* Looking at a cache does not make one: stats and clear on a directory
  * that does not exist leave it so (stats used to create it). */
 static void test_cache_stats_creates_nothing(void **state)
@@ -545,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_bad_arch),
         cmocka_unit_test(test_bad_dtype_for_op),
         cmocka_unit_test(test_compile_and_cache),
+        cmocka_unit_test(test_compile_cubin_file),
         cmocka_unit_test(test_cache_dir_from_env),
         cmocka_unit_test(test_tune_list_and_clear),
         cmocka_unit_test(test_tune_usage),

@@ -6,7 +6,7 @@
 #   sh tools/gpu-run.sh [steps...]
 #   steps: build test sanitize gemm-sanitize ops-sanitize sass ops-sass ncu-softmax bench
 #          bench-part1 bench-part2 bench-part3 bench-part4 (make bench in parts, one per call) bench-gemm
-#          bench-epilogue bench-attn attn-ab attn-persistent attn-d64-groups ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small small-sweep bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn attn-sweep
+#          bench-epilogue bench-attn attn-ab attn-persistent attn-d64-groups ncu-attn-cudnn ncu-decode bench-softmax softmax-variants bench-small small-sweep bench-fp8 bench-dual dual-variants dual-sanitize demo test-cold test-cold-parallel tune-cold ncu-attn ncu-attn-source attn-sweep
 #          tune-anchors-nt tune-anchors-nn (bench/tune_gpu.sh)
 #          torch-compare attention-grid attention-validate (python3 with torch)
 # Each step runs under `timeout` (STEP_LIMIT seconds, default 600), so one
@@ -41,17 +41,28 @@ for s in $steps; do
             run "memcheck-$t" env TILEC_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 9 "build/tests/$t"
             run "racecheck-$t" env TILEC_TEST_SMALL=1 compute-sanitizer --tool racecheck --error-exitcode 9 "build/tests/$t"
         done ;;
-    ops-sass) # ptxas's resource report and the SASS of the tensor-core ops
+    ops-sass) # ptxas's resource report (nvcc on the source) and the SASS of the tensor-core ops,
+        # disassembled from the library's own cubin: nvcc's code for the same source can differ
+        # from NVRTC's (bench/NOTES.md, session 24)
         for op in gemm flash_attn softmax; do
             for arch in sm_90a sm_80; do
                 dt=; [ $op = softmax ] && dt="--dtype f16"
                 bin/tilec source $op --arch $arch $dt > "$OUT/$op-$arch.cu"
-                run "ptxas-$op-$arch" nvcc -arch=$arch -cubin -Xptxas -v -I src/device -o "$OUT/$op-$arch.cubin" \
+                run "ptxas-$op-$arch" nvcc -arch=$arch -cubin -Xptxas -v -I src/device -o "$OUT/$op-$arch-nvcc.cubin" \
                     "$OUT/$op-$arch.cu"
+                rm -f "$OUT/$op-$arch-nvcc.cubin"
+                bin/tilec compile $op --arch $arch $dt --cubin "$OUT/$op-$arch.cubin" > /dev/null
                 cuobjdump --dump-sass "$OUT/$op-$arch.cubin" > "$OUT/$op-$arch.sass" 2>&1
                 rm -f "$OUT/$op-$arch.cubin"
             done
         done ;;
+    ncu-attn-source) # stall samples and executed counts per SASS instruction, one FlashAttention point
+        # (NCU_POINT, default D 64 causal 2k), summarised by tools/experiments/ncu_source_summary.py
+        run ncu-attn-source ncu --clock-control none -k regex:flash_attn -s 2 -c 1 --section SourceCounters \
+            --section WarpStateStats --import-source no -f -o "$OUT/attn-source" \
+            build/bench/bench_attention ${NCU_POINT:-2048 64 1}
+        ncu -i "$OUT/attn-source.ncu-rep" --page source --csv --print-source sass > "$OUT/attn-source.csv"
+        TAIL=70 run ncu-attn-source-summary python3 tools/experiments/ncu_source_summary.py "$OUT/attn-source.csv" ;;
     ncu-softmax) # where the row softmax's time goes, one shape (NCU_SHAPE, default 8192x4096)
         TAIL=60 run ncu-softmax ncu --clock-control none -k regex:softmax -c 2 --section SpeedOfLight \
             --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section InstructionStats \

@@ -27,8 +27,8 @@ enum { EXIT_LIB = 1, EXIT_USAGE = 2 };
 enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8, OPT_SHAPE = 16, OPT_TRANS_B = 32 };
 /* ... and those of tune (and bench, which shares its problem options) */
 enum { OPT_BIAS = 64, OPT_EPILOGUE = 128, OPT_BUDGET = 256, OPT_NO_SAVE = 512, OPT_LIST = 1024, OPT_CLEAR = 2048 };
-/* ... and dump's */
-enum { OPT_AFTER = 4096 };
+/* ... and dump's, and compile's */
+enum { OPT_AFTER = 4096, OPT_CUBIN = 8192 };
 
 typedef struct cli {
     const char *arch;      /* NULL: the context's target              */
@@ -44,6 +44,7 @@ typedef struct cli {
     double budget_s;       /* --budget; 0: none                       */
     int no_save, list, clear; /* --no-save, --list, --clear           */
     const char *after;     /* --after PASS (dump); NULL: the builder graph */
+    const char *cubin;     /* --cubin FILE (compile): where the cubin goes */
     char **args;           /* positional arguments after the command  */
     int nargs;
 } cli;
@@ -70,8 +71,9 @@ static const char usage_text[] =
     "                             threads, reduce, pipeline, smem, sync, launch)\n"
     "  ptx <op> [--arch sm_XX] [--dtype T] [--device N]\n"
     "                             print its PTX (compiled with NVRTC)\n"
-    "  compile <op> [--arch sm_XX] [--dtype T] [--device N] [--cache-dir DIR]\n"
-    "                             compile it through the cubin cache and report\n"
+    "  compile <op> [--arch sm_XX] [--dtype T] [--device N] [--cache-dir DIR] [--cubin FILE]\n"
+    "                             compile it through the cubin cache and report;\n"
+    "                             --cubin writes the cubin to FILE (for cuobjdump)\n"
     "  cache stats [--cache-dir DIR]   what the cubin cache holds\n"
     "  cache clear [--cache-dir DIR]   remove every entry of the cubin cache\n"
     "  bench gemm [--shape MxNxK] [--dtype bf16|f16|f8e4m3|f8e5m2] [--trans-b] [--device N]\n"
@@ -367,6 +369,25 @@ static void print_program(tl_ctx *ctx, const tl_program *p)
     putchar('\n');
 }
 
+/* Writes p's cubin to path: the code the library launches, which is what
+ * to disassemble (nvcc given the same source can make different SASS than
+ * NVRTC; bench/NOTES.md, session 24). */
+static int write_cubin(const tl_program *p, const char *path)
+{
+    size_t bytes = 0;
+    const void *cubin = tl_program_cubin(p, &bytes);
+    FILE *f = fopen(path, "wb");
+    int ok = f && cubin && fwrite(cubin, 1, bytes, f) == bytes;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok) {
+        fprintf(stderr, "tilec: cannot write the cubin to %s\n", path);
+        return EXIT_LIB;
+    }
+    printf("cubin file:   %s\n", path);
+    return 0;
+}
+
 static int cmd_compile(const cli *c)
 {
     tl_ctx *ctx;
@@ -377,10 +398,13 @@ static int cmd_compile(const cli *c)
     tl_compile_options o = {.target = c->arch};
     tl_program *p = NULL;
     tl_status st = tl_compile(k, &o, &p);
-    if (st == TL_OK)
+    if (st == TL_OK) {
         print_program(ctx, p);
-    else
+        if (c->cubin)
+            rc = write_cubin(p, c->cubin);
+    } else {
         rc = ctx_error(ctx, st);
+    }
     tl_program_destroy(p);
     tl_kernel_destroy(k);
     tl_ctx_destroy(ctx);
@@ -691,7 +715,7 @@ static const command commands[] = {
     {"source", cmd_source, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
     {"ptx", cmd_ptx, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
     {"dump", cmd_dump, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_AFTER, 1},
-    {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR, 1},
+    {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR | OPT_CUBIN, 1},
     {"cache", cmd_cache, OPT_CACHE_DIR, 1},
     {"bench", cmd_bench, OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B, 1},
     {"tune", cmd_tune,
@@ -740,7 +764,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
         {'B', OPT_BIAS, "--bias"}, {'e', OPT_EPILOGUE, "--epilogue"},
         {'g', OPT_BUDGET, "--budget"}, {'n', OPT_NO_SAVE, "--no-save"},
         {'l', OPT_LIST, "--list"}, {'x', OPT_CLEAR, "--clear"},
-        {'A', OPT_AFTER, "--after"},
+        {'A', OPT_AFTER, "--after"}, {'C', OPT_CUBIN, "--cubin"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].opt == opt && !(cmd->options & names[i].bit))
@@ -768,6 +792,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
     case 'l': c->list = 1; return 0;
     case 'x': c->clear = 1; return 0;
     case 'A': c->after = arg; return 0;
+    case 'C': c->cubin = arg; return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -783,7 +808,7 @@ static int parse(int argc, char **argv, const command **cmd, cli *c)
         {"bias", no_argument, NULL, 'B'},         {"epilogue", required_argument, NULL, 'e'},
         {"budget", required_argument, NULL, 'g'}, {"no-save", no_argument, NULL, 'n'},
         {"list", no_argument, NULL, 'l'},         {"clear", no_argument, NULL, 'x'},
-        {"after", required_argument, NULL, 'A'},
+        {"after", required_argument, NULL, 'A'},  {"cubin", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     memset(c, 0, sizeof *c);

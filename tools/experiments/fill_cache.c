@@ -11,11 +11,39 @@
  *   fill_cache DIR gemm MxNxK ...
  *       tl_op_gemm's default programs for bf16, B as [N, K] and as [K, N]
  *       (bench_gemm_small's shapes)
+ *   fill_cache --cubins OUT DIR ...
+ *       also writes each program's cubin to OUT/KERNEL.cubin, for
+ *       cuobjdump on the GPU machine. Read SASS from these: nvcc given the
+ *       same source and device header can make different code than the
+ *       library's NVRTC (bench/NOTES.md, session 24).
  * Build: cc -std=c11 -O2 -Iinclude -o /tmp/fill_cache
  *        tools/experiments/fill_cache.c lib/libtilec.a -ldl -lpthread -lm */
 #include "tilec.h"
 #include <stdio.h>
 #include <string.h>
+
+static const char *cubin_dir; /* --cubins: where programs' cubins go, or NULL */
+
+/* Writes p's cubin to cubin_dir/KERNEL.cubin when --cubins was given. */
+static int save_cubin(const tl_program *p)
+{
+    if (!cubin_dir)
+        return 0;
+    size_t n = 0;
+    const void *c = tl_program_cubin(p, &n);
+    tl_program_info info;
+    if (tl_program_get_info(p, &info) != TL_OK)
+        return 1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.cubin", cubin_dir, info.name);
+    FILE *f = fopen(path, "wb");
+    int ok = f && c && fwrite(c, 1, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        fprintf(stderr, "fill_cache: cannot write %s\n", path);
+    return !ok;
+}
 
 static int attn_point(tl_ctx *ctx, const char *point)
 {
@@ -33,7 +61,7 @@ static int attn_point(tl_ctx *ctx, const char *point)
         fprintf(stderr, "fill_cache: %s: %s\n", point, tl_ctx_error(ctx));
         return 1;
     }
-    return 0;
+    return save_cubin(p);
 }
 
 static int gemm_shape(tl_ctx *ctx, const char *shape)
@@ -51,8 +79,11 @@ static int gemm_shape(tl_ctx *ctx, const char *shape)
         tl_status st = tl_op_gemm_build(ctx, &d, &kern);
         if (st == TL_OK)
             st = tl_compile(kern, &co, &p);
+        int unsaved = st == TL_OK && save_cubin(p);
         tl_program_destroy(p);
         tl_kernel_destroy(kern);
+        if (unsaved)
+            return 1;
         if (st != TL_OK) {
             fprintf(stderr, "fill_cache: %s: %s\n", shape, tl_ctx_error(ctx));
             return 1;
@@ -63,8 +94,14 @@ static int gemm_shape(tl_ctx *ctx, const char *shape)
 
 int main(int argc, char **argv)
 {
+    if (argc > 2 && strcmp(argv[1], "--cubins") == 0) {
+        cubin_dir = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 4 || (strcmp(argv[2], "attn") != 0 && strcmp(argv[2], "gemm") != 0)) {
-        fprintf(stderr, "usage: fill_cache DIR attn \"S D CAUSAL [schedule]\" ... | fill_cache DIR gemm MxNxK ...\n");
+        fprintf(stderr, "usage: fill_cache [--cubins OUT] DIR attn \"S D CAUSAL [schedule]\" ... | "
+                        "fill_cache [--cubins OUT] DIR gemm MxNxK ...\n");
         return 2;
     }
     tl_ctx_options o = tl_ctx_default_options();

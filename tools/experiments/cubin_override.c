@@ -6,6 +6,8 @@
  * is built into the lowering (bench/NOTES.md, session 13).
  *   cubin_override DIR - D CAUSAL [BN STAGES [PERSISTENT]]          print the op's source
  *   cubin_override DIR EDITED.cu D CAUSAL [BN STAGES [PERSISTENT]]  compile EDITED.cu, store it
+ *   cubin_override DIR BUILT.cubin D CAUSAL [...]   store a cubin built elsewhere (e.g. nvcc's
+ *       of the printed source: is NVRTC's code the slower one? bench/NOTES.md, session 24)
  * (BN STAGES: the schedule 128 x BN, STAGES stages, 256 threads, a producer
  * warpgroup, ping-pong, persistent CTAs when PERSISTENT is 1; without them
  * the op's default.)
@@ -48,6 +50,12 @@ int main(int argc, char **argv)
     if (!f) return 1;
     fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
     char *src = calloc(1, n + 1); if (fread(src, 1, n, f) != (size_t)n) return 1; fclose(f);
+    size_t len = strlen(argv[2]);
+    if (len > 6 && strcmp(argv[2] + len - 6, ".cubin") == 0) { /* a ready cubin: store it as it is */
+        tl_status put = tli_cache_put(ctx->cache, key, src, (size_t)n, "override (cubin file)");
+        printf("override %s with %s: %ld bytes, put %d\n", p->kname, argv[2], n, (int)put);
+        return put != TL_OK;
+    }
     /* the edited file holds the whole generated source: keep the program's name */
     if (!strstr(src, p->kname)) { fprintf(stderr, "kernel %s not in %s\n", p->kname, argv[2]); return 1; }
     char *orig = p->source;

@@ -15,6 +15,7 @@
  * library's internals):
  *   cc -std=c11 -O2 -Iinclude -Isrc -Ibuild/gen -o /tmp/cubin_override \
  *      tools/experiments/cubin_override.c lib/libtilec.a -ldl -lpthread -lm */
+#define _GNU_SOURCE /* memmem */
 #include "tilec.h"
 #include "program.h"
 #include "ctx.h"
@@ -52,6 +53,10 @@ int main(int argc, char **argv)
     char *src = calloc(1, n + 1); if (fread(src, 1, n, f) != (size_t)n) return 1; fclose(f);
     size_t len = strlen(argv[2]);
     if (len > 6 && strcmp(argv[2] + len - 6, ".cubin") == 0) { /* a ready cubin: store it as it is */
+        if (!memmem(src, (size_t)n, p->kname, strlen(p->kname))) { /* its symbol table names the kernel */
+            fprintf(stderr, "kernel %s not in %s\n", p->kname, argv[2]);
+            return 1;
+        }
         tl_status put = tli_cache_put(ctx->cache, key, src, (size_t)n, "override (cubin file)");
         printf("override %s with %s: %ld bytes, put %d\n", p->kname, argv[2], n, (int)put);
         return put != TL_OK;

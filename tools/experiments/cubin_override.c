@@ -8,6 +8,8 @@
  *   cubin_override DIR EDITED.cu D CAUSAL [BN STAGES [PERSISTENT]]  compile EDITED.cu, store it
  *   cubin_override DIR BUILT.cubin D CAUSAL [...]   store a cubin built elsewhere (e.g. nvcc's
  *       of the printed source: is NVRTC's code the slower one? bench/NOTES.md, session 24)
+ *   cubin_override DIR -|EDITED.cu|BUILT.cubin gemm MxNxK[:nt|:nn]   the same for tl_op_gemm's
+ *       default bf16 program (one program: not the split-K decode shapes)
  * (BN STAGES: the schedule 128 x BN, STAGES stages, 256 threads, a producer
  * warpgroup, ping-pong, persistent CTAs when PERSISTENT is 1; without them
  * the op's default.)
@@ -35,15 +37,30 @@ int main(int argc, char **argv)
         o.device = TL_NO_DEVICE, o.target = "sm_90a";
         if (tl_ctx_create(&o, &ctx, msg, sizeof msg) != TL_OK) { fprintf(stderr, "%s\n", msg); return 1; }
     }
-    tl_flash_attn_desc d = {.batch = 1, .heads = 16, .kv_heads = 16, .seq_q = 4096, .seq_kv = 4096,
-                            .head_dim = atoi(argv[3]), .dtype = TL_BF16, .causal = atoi(argv[4])};
-    if (argc >= 7)
-        d.schedule = (tl_flash_attn_schedule){.block_m = 128, .block_n = atoi(argv[5]), .stages = atoi(argv[6]),
-                                              .threads = 256, .warp_specialize = 1, .pingpong = 1,
-                                              .persistent = argc == 8 ? atoi(argv[7]) : 0};
-    const tl_program *cp;
-    if (tl_op_flash_attn_program(ctx, &d, &cp) != TL_OK) { fprintf(stderr, "%s\n", tl_ctx_error(ctx)); return 1; }
-    tl_program *p = (tl_program *)cp;
+    tl_program *p = NULL;
+    if (strcmp(argv[3], "gemm") == 0) { /* tl_op_gemm's default program, bf16, as bench_gemm_small builds it */
+        long long m, n, kk;
+        char layout[3] = "nt";
+        if (sscanf(argv[4], "%lldx%lldx%lld:%2s", &m, &n, &kk, layout) < 3) return 2;
+        tl_gemm_desc g = {.m = m, .n = n, .k = kk, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                          .trans_b = strcmp(layout, "nn") != 0};
+        tl_compile_options co = {.target = "sm_90a"};
+        tl_kernel *kern = NULL;
+        if (tl_op_gemm_build(ctx, &g, &kern) != TL_OK || tl_compile(kern, &co, &p) != TL_OK) {
+            fprintf(stderr, "%s\n", tl_ctx_error(ctx));
+            return 1;
+        }
+    } else {
+        tl_flash_attn_desc d = {.batch = 1, .heads = 16, .kv_heads = 16, .seq_q = 4096, .seq_kv = 4096,
+                                .head_dim = atoi(argv[3]), .dtype = TL_BF16, .causal = atoi(argv[4])};
+        if (argc >= 7)
+            d.schedule = (tl_flash_attn_schedule){.block_m = 128, .block_n = atoi(argv[5]), .stages = atoi(argv[6]),
+                                                  .threads = 256, .warp_specialize = 1, .pingpong = 1,
+                                                  .persistent = argc == 8 ? atoi(argv[7]) : 0};
+        const tl_program *cp;
+        if (tl_op_flash_attn_program(ctx, &d, &cp) != TL_OK) { fprintf(stderr, "%s\n", tl_ctx_error(ctx)); return 1; }
+        p = (tl_program *)cp;
+    }
     uint8_t key[32];
     tli_program_cache_key(p, &p->opt, key);
     if (strcmp(argv[2], "-") == 0) { fputs(p->source, stdout); return 0; }

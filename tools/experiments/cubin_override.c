@@ -8,6 +8,7 @@
  *   cubin_override DIR EDITED.cu D CAUSAL [BN STAGES [PERSISTENT]]  compile EDITED.cu, store it
  *   cubin_override DIR BUILT.cubin D CAUSAL [...]   store a cubin built elsewhere (e.g. nvcc's
  *       of the printed source: is NVRTC's code the slower one? bench/NOTES.md, session 24)
+ *   D may be D@S: the default at S keys for bench_attention's batch and heads (the grid's).
  *   cubin_override DIR -|EDITED.cu|BUILT.cubin gemm MxNxK[:nt|:nn]   the same for tl_op_gemm's
  *       default bf16 program (one program: not the split-K decode shapes)
  * (BN STAGES: the schedule 128 x BN, STAGES stages, 256 threads, a producer
@@ -51,8 +52,16 @@ int main(int argc, char **argv)
             return 1;
         }
     } else {
-        tl_flash_attn_desc d = {.batch = 1, .heads = 16, .kv_heads = 16, .seq_q = 4096, .seq_kv = 4096,
-                                .head_dim = atoi(argv[3]), .dtype = TL_BF16, .causal = atoi(argv[4])};
+        /* D, or D@S: the op's default at S keys with bench_attention's batch and heads (B = 16k / S,
+         * H = 2048 / D), as the grid runs it; plain D is B 1, H 16, S 4096 */
+        int hd = atoi(argv[3]), seq = 4096;
+        const char *at = strchr(argv[3], '@');
+        if (at)
+            seq = atoi(at + 1);
+        if (hd <= 0 || seq <= 0) return 2;
+        tl_flash_attn_desc d = {.batch = at ? (16384 / seq ? 16384 / seq : 1) : 1, .heads = at ? 2048 / hd : 16,
+                                .kv_heads = at ? 2048 / hd : 16, .seq_q = seq, .seq_kv = seq,
+                                .head_dim = hd, .dtype = TL_BF16, .causal = atoi(argv[4])};
         if (argc >= 7)
             d.schedule = (tl_flash_attn_schedule){.block_m = 128, .block_n = atoi(argv[5]), .stages = atoi(argv[6]),
                                                   .threads = 256, .warp_specialize = 1, .pingpong = 1,

@@ -77,18 +77,17 @@ int main(int argc, char **argv)
     if (!f) return 1;
     fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
     char *src = calloc(1, n + 1); if (fread(src, 1, n, f) != (size_t)n) return 1; fclose(f);
+    /* an edited source or a ready cubin (its symbol table) must name the program's kernel */
+    if (!memmem(src, (size_t)n, p->kname, strlen(p->kname))) {
+        fprintf(stderr, "kernel %s not in %s\n", p->kname, argv[2]);
+        return 1;
+    }
     size_t len = strlen(argv[2]);
     if (len > 6 && strcmp(argv[2] + len - 6, ".cubin") == 0) { /* a ready cubin: store it as it is */
-        if (!memmem(src, (size_t)n, p->kname, strlen(p->kname))) { /* its symbol table names the kernel */
-            fprintf(stderr, "kernel %s not in %s\n", p->kname, argv[2]);
-            return 1;
-        }
         tl_status put = tli_cache_put(ctx->cache, key, src, (size_t)n, "override (cubin file)");
         printf("override %s with %s: %ld bytes, put %d\n", p->kname, argv[2], n, (int)put);
         return put != TL_OK;
     }
-    /* the edited file holds the whole generated source: keep the program's name */
-    if (!strstr(src, p->kname)) { fprintf(stderr, "kernel %s not in %s\n", p->kname, argv[2]); return 1; }
     char *orig = p->source;
     p->source = src;
     free(p->cubin); p->cubin = NULL;

@@ -7,7 +7,7 @@ import attention_grid as ag
 import torch_bench as tb
 args = ag.parse_args(["--rounds", "2"])
 pts = [(4, 16, 4096), (2, 33, 4096), (2, 31, 4096), (2, 16, 8192), (1, 33, 8192), (1, 31, 8192)]
-with tb.session("waves.py", args) as (tl, csv):
+with tb.session("attention_waves.py", args) as (tl, csv):
     tb.warm_up()
     for r in range(2):
         for b, h, s in pts:

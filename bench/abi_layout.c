@@ -133,6 +133,7 @@ static void flash_attn_structs(void)
     FIELD(tl_flash_attn_schedule, warp_specialize);
     FIELD(tl_flash_attn_schedule, pingpong);
     FIELD(tl_flash_attn_schedule, persistent);
+    FIELD(tl_flash_attn_schedule, split_kv);
 
     STRUCT(tl_flash_attn_desc);
     FIELD(tl_flash_attn_desc, batch);

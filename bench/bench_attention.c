@@ -5,16 +5,21 @@
  * when causal. The ratio printed is to ANCHORS.md's cuDNN figure (another
  * day's measurement: a lead, not a bar); bench/torch_compare.py times
  * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
- * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent]]]
+ * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent [split_kv]]]]
  *        bench_attention --persistent
  *        bench_attention --mma-sync [block_m block_n stages threads]
+ *        bench_attention --decode
  * (default: the whole grid, then on an sm_90a device the --mma-sync rows;
  * a schedule's zero fields keep the op's choice; --persistent: each
  * point, causal and not, with the op's schedule in each persistent mode
  * (0, 1, 2), timed interleaved; --mma-sync: the grid from 2048 keys compiled
  * for the device's architecture without its arch-specific features (sm_90
  * on an H200: mma.sync and cp.async, the sm_80 path), against ANCHORS.md's
- * FlashAttention-2, which runs on mma.sync too)
+ * FlashAttention-2, which runs on mma.sync too; --decode: a few query
+ * rows against many keys, grouped-query heads, where the query blocks
+ * alone leave most SMs idle: the op's choice (keys split over blocks) and
+ * the keys unsplit (split_kv = 1) timed interleaved, with the bytes of Q,
+ * K, V and O over the time against a device copy of as many bytes)
  */
 #include "bench.h"
 
@@ -90,8 +95,8 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor, co
     snprintf(impl, sizeof impl, "tilec %s", tl_ctx_target(ctx));
     bench_csv("flash_attn", shape, "bf16", impl, t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
     tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w.d);
-    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d]", shape, t.median_ms, tf, e.block_m,
-           e.block_n, e.stages, e.threads, e.warp_specialize, e.pingpong, e.persistent);
+    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d kv%d]", shape, t.median_ms, tf, e.block_m,
+           e.block_n, e.stages, e.threads, e.warp_specialize, e.pingpong, e.persistent, e.split_kv);
     if (anchor)
         printf("   %.2fx ANCHORS %s (%.0f)", tf / anchor, anchor_name, anchor);
     printf("\n");
@@ -122,6 +127,77 @@ static void persistent_modes(tl_ctx *ctx, int s, int d, int causal)
         printf("s%-6d d%-4d %-6s ps%d  %8.3f ms %6.0f TFLOP/s%s\n", s, d, causal ? "causal" : "none", j,
                t[j].median_ms, point_flop(&w[j].d) / t[j].median_ms * 1e-9, j == mine ? "  (the op's choice)" : "");
     point_free(&w[0]);
+}
+
+typedef struct copy_work {
+    tl_ctx *ctx;
+    uint64_t src, dst;
+    size_t bytes;
+} copy_work;
+
+static tl_status run_copy(void *user, void *stream)
+{
+    copy_work *c = user;
+    return tl_memcpy_dtod(c->ctx, c->dst, c->src, c->bytes, stream);
+}
+
+/* Decoding shapes: batch x heads (kv_heads) x seq_q against seq_kv keys at
+ * head_dim 128, bf16, non-causal and causal (bottom-right: the last query
+ * row sees every key). */
+static void decode_rows(tl_ctx *ctx)
+{
+    static const struct { int64_t b, h, hkv, sq, skv; } shapes[] = {
+        {1, 32, 8, 1, 8192}, {4, 32, 8, 1, 8192}, {1, 32, 8, 1, 32768}, {8, 32, 8, 1, 4096}, {1, 32, 32, 1, 16384},
+        {2, 32, 8, 16, 16384},
+    };
+    printf("# decode: ms, GB/s of Q, K, V and O, x a device copy of the same bytes; op's choice / keys unsplit\n");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            work w[2];
+            for (int j = 0; j < 2; j++) {
+                w[j] = (work){ctx, {.batch = shapes[i].b, .heads = shapes[i].h, .kv_heads = shapes[i].hkv,
+                                    .seq_q = shapes[i].sq, .seq_kv = shapes[i].skv, .head_dim = 128, .dtype = TL_BF16,
+                                    .causal = causal, .schedule.split_kv = j ? 1 : 0}, 0, 0, 0, 0};
+                int64_t nq = w[j].d.batch * w[j].d.heads * w[j].d.seq_q * 128,
+                        nk = w[j].d.batch * w[j].d.kv_heads * w[j].d.seq_kv * 128;
+                int64_t n[4] = {nq, nk, nk, nq};
+                uint64_t *bufs[] = {&w[j].q, &w[j].k, &w[j].v, &w[j].o};
+                for (int t = 0; t < 4; t++) {
+                    BENCH_CHECK(tl_malloc(ctx, (size_t)n[t] * 2, bufs[t]));
+                    BENCH_CHECK(tl_random_fill(ctx, *bufs[t], TL_BF16, n[t], 20 + t, -1, 1, NULL));
+                }
+            }
+            double bytes = 2.0 * 2 * (double)(w[0].d.batch * w[0].d.heads * w[0].d.seq_q * 128 +
+                                              w[0].d.batch * w[0].d.kv_heads * w[0].d.seq_kv * 128);
+            copy_work cw = {ctx, 0, 0, (size_t)(bytes / 2)}; /* read and written: as many bytes as the op's */
+            BENCH_CHECK(tl_malloc(ctx, cw.bytes, &cw.src));
+            BENCH_CHECK(tl_malloc(ctx, cw.bytes, &cw.dst));
+            tl_work_fn fns[3] = {run, run, run_copy};
+            void *users[3] = {&w[0], &w[1], &cw};
+            tl_timing t[3];
+            tl_timing_options opt = {.warmup = 5, .reps = 30};
+            BENCH_CHECK(tl_time_interleaved(ctx, NULL, 3, fns, users, &opt, t));
+            double copy = bytes / t[2].median_ms * 1e-6;
+            tl_free(ctx, cw.src);
+            tl_free(ctx, cw.dst);
+            tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w[0].d);
+            char shape[80];
+            snprintf(shape, sizeof shape, "b%lld_h%lld_kv%lld_sq%lld_skv%lld%s", (long long)w[0].d.batch,
+                     (long long)w[0].d.heads, (long long)w[0].d.kv_heads, (long long)w[0].d.seq_q,
+                     (long long)w[0].d.seq_kv, causal ? "_causal" : "");
+            for (int j = 0; j < 2; j++) {
+                double gbs = bytes / t[j].median_ms * 1e-6;
+                printf("%-36s %s %8.4f ms %7.0f GB/s %5.3fx copy", shape, j ? "unsplit" : "op     ", t[j].median_ms,
+                       gbs, gbs / copy);
+                if (!j)
+                    printf("  [split_kv %d]  %.2fx unsplit", e.split_kv, t[1].median_ms / t[0].median_ms);
+                printf("\n");
+                bench_csv("flash_attn_decode", shape, "bf16", j ? "tilec unsplit" : "tilec", t[j].median_ms, gbs,
+                          "GB/s", gbs / copy, 0);
+            }
+            point_free(&w[0]);
+            point_free(&w[1]);
+        }
 }
 
 /* The grid from 2048 keys on mma.sync: a second context for the device's
@@ -158,8 +234,13 @@ int main(int argc, char **argv)
     tl_ctx *ctx = bench_open("bench_attention");
     if ((argc == 2 || argc == 6) && strcmp(argv[1], "--mma-sync") == 0) {
         if (argc == 6)
-            sched = (tl_flash_attn_schedule){atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), 0, 0, 0};
+            sched = (tl_flash_attn_schedule){atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), 0, 0, 0, 0};
         mma_sync_rows(ctx);
+        tl_ctx_destroy(ctx);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--decode") == 0) {
+        decode_rows(ctx);
         tl_ctx_destroy(ctx);
         return 0;
     }
@@ -170,10 +251,10 @@ int main(int argc, char **argv)
         tl_ctx_destroy(ctx);
         return 0;
     }
-    if (argc == 10 || argc == 11)
+    if (argc >= 10 && argc <= 12)
         sched = (tl_flash_attn_schedule){atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]), atoi(argv[8]),
-                                         atoi(argv[9]), argc == 11 ? atoi(argv[10]) : 0};
-    if (argc == 4 || argc == 10 || argc == 11) {
+                                         atoi(argv[9]), argc >= 11 ? atoi(argv[10]) : 0, argc == 12 ? atoi(argv[11]) : 0};
+    if (argc == 4 || (argc >= 10 && argc <= 12)) {
         bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0, "");
     } else {
         for (int causal = 0; causal < 2; causal++)

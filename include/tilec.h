@@ -1522,6 +1522,19 @@ typedef struct tl_flash_attn_schedule {
                               (tl_use_persistent(k, 2); the sm_90a default
                               for causal attention, and at head_dim 256 up
                               to 4096 keys) */
+    int split_kv;          /* 0: the op's choice; 1: each block walks all the
+                              keys of its query rows; 2..64: the keys of each
+                              query block split over split_kv blocks (in
+                              contiguous runs of whole key tiles), each writing
+                              its normalised part of O and its base-2
+                              log-sum-exp to a workspace on the stream, then a
+                              second kernel (tl_op_flash_attn_combine_build)
+                              merging the parts into O and the log-sum-exp.
+                              The op's choice splits where the query blocks
+                              fill less than half of the GPU's SMs (decoding:
+                              a few query rows against many keys): into about
+                              one wave of blocks, each of at least four key
+                              tiles. batch x split_kv is at most 65535. */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {
@@ -1543,19 +1556,40 @@ typedef struct tl_flash_attn_desc {
 /* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device
  * pointers aligned to their elements (TMA and 16-byte copies are used when
  * the strides and pointers allow them, a slower safe path otherwise).
+ * A schedule that splits the keys (split_kv) takes a workspace of
+ * 4 B split_kv H seq_q (head_dim + 1) bytes from the stream-ordered
+ * allocator for the two kernels (given back on the stream after them).
  * Errors: TL_ERR_INVALID_ARG (sizes, strides, heads not a multiple of
  * kv_heads, pointers, which one), TL_ERR_DTYPE, TL_ERR_UNSUPPORTED
- * (head_dim), those of tl_compile and tl_launch. */
+ * (head_dim), TL_ERR_OUT_OF_MEMORY (the workspace), those of tl_compile
+ * and tl_launch. */
 TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
                                   uint64_t o, uint64_t lse, void *stream);
 /* The schedule tl_op_flash_attn runs for d (zeros for an invalid d). */
 TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d);
 /* The compiled program for d (owned by the context); its launch arguments:
  * B, H, HKV, SQ, SKV (dims), the strides of Q, K, V, O (4 x 3 dims), Q, K,
- * V, O, [LSE] (pointers), scale_log2 (a float: scale * log2(e)). */
+ * V, O, [LSE] (pointers), scale_log2 (a float: scale * log2(e)).
+ * Where the schedule splits the keys (split_kv >= 2) it is the first of the
+ * two kernels, with the arguments B, H, HKV, SQ, SKV, NSPLIT (dims), the
+ * strides of Q, K, V (3 x 3 dims), Q, K, V, WO, WL (pointers), scale_log2:
+ * block z = b NSPLIT + s of the grid's third axis takes the s-th of NSPLIT
+ * runs of each query block's key tiles and writes its part of O, f32,
+ * normalised by its own sum, to WO [B NSPLIT, H, SQ, head_dim] and the
+ * base-2 log-sum-exp of its scaled scores to WL [B NSPLIT, H, SQ] (both
+ * contiguous; -inf and zeros for a run with no key to attend). */
 TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_program **out);
-/* The kernel of d, for inspection; the caller destroys it. */
+/* The kernel of d, for inspection; the caller destroys it (the first of the
+ * two kernels where the schedule splits the keys). */
 TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
+/* The second kernel of a split schedule: for each row, O = the sum over
+ * the NSPLIT parts of WO weighted by 2^(WL - lse2), lse2 = log2 of the sum
+ * of 2^WL (zeros, and -inf, for a row no part attended), stored to O in
+ * d->dtype; [LSE] = lse2 ln 2. Launch arguments: B, H, SQ, NSPLIT, the
+ * strides of O (3 dims), WO, WL, O, [LSE]. It depends on d's dtype,
+ * head_dim and lse only. The caller destroys *out. Errors: those of
+ * tl_op_flash_attn_build. */
+TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
 
 /* Builds the kernel of a prebuilt op by name ("vadd") with its default
  * schedule for `dtype` (for "gemm", the target's schedule for large

@@ -535,6 +535,11 @@ static tl_status p_tl_op_flash_attn_build(void)
     tl_kernel *k;
     return tl_op_flash_attn_build(ctx, &bad_attn, &k);
 }
+static tl_status p_tl_op_flash_attn_combine_build(void)
+{
+    tl_kernel *k;
+    return tl_op_flash_attn_combine_build(ctx, &bad_attn, &k);
+}
 static tl_status p_tl_compile_many(void) { return tl_compile_many(ctx, NULL, 1, NULL, 1); }
 static tl_status p_tl_autotune(void)
 {
@@ -619,6 +624,7 @@ static const api_entry entries[] = {
     P(tl_op_softmax), P(tl_op_softmax_schedule), P(tl_op_softmax_program), P(tl_op_softmax_build),
     P(tl_op_rmsnorm), P(tl_op_rmsnorm_schedule), P(tl_op_rmsnorm_program), P(tl_op_rmsnorm_build),
     P(tl_op_flash_attn), P(tl_op_flash_attn_schedule), P(tl_op_flash_attn_program), P(tl_op_flash_attn_build),
+    P(tl_op_flash_attn_combine_build),
     P(tl_compile_many), P(tl_autotune), P(tl_tune_db_list), PMSG(tl_tune_db_clear),
     WHY(tl_use_warp_specialize, "documented to have no errors; tl_compile checks its requirements"),
     WHY(tl_use_persistent, "documented to have no errors; tl_compile checks its requirements"),

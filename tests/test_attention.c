@@ -9,24 +9,35 @@
 
 #include "attn_ref.h"
 
-/* The launch arguments of the op's program for case c on host buffers. */
-static int host_args(const attn_case *c, void *q, void *k, void *v, void *o, float *lse, tl_arg *args)
+/* The strides of Q, K, V and O of case c. */
+static void case_strides(const attn_case *c, int64_t st[4][3])
 {
-    tl_flash_attn_desc d = attn_desc(c, lse != NULL);
-    int64_t st[4][3];
     attn_strides(c, c->h, c->sq, st[0]);
     attn_strides(c, c->hkv, c->skv, st[1]);
     attn_strides(c, c->hkv, c->skv, st[2]);
     attn_strides(c, c->h, c->sq, st[3]);
+}
+
+/* The leading launch arguments of the op's kernel for case c: B, H, HKV,
+ * SQ, SKV, [NSPLIT,] the strides of the first nt of Q, K, V, O. */
+static int size_args(const attn_case *c, int nsplit, int nt, tl_arg *args)
+{
+    int64_t st[4][3];
+    case_strides(c, st);
     int n = 0;
-    args[n++] = tl_arg_int(d.batch);
-    args[n++] = tl_arg_int(d.heads);
-    args[n++] = tl_arg_int(d.kv_heads);
-    args[n++] = tl_arg_int(d.seq_q);
-    args[n++] = tl_arg_int(d.seq_kv);
-    for (int t = 0; t < 4; t++)
+    int64_t dims[] = {c->b, c->h, c->hkv, c->sq, c->skv, nsplit};
+    for (int i = 0; i < (nsplit >= 2 ? 6 : 5); i++)
+        args[n++] = tl_arg_int(dims[i]);
+    for (int t = 0; t < nt; t++)
         for (int j = 0; j < 3; j++)
             args[n++] = tl_arg_int(st[t][j]);
+    return n;
+}
+
+/* The launch arguments of the op's program for case c on host buffers. */
+static int host_args(const attn_case *c, void *q, void *k, void *v, void *o, float *lse, tl_arg *args)
+{
+    int n = size_args(c, 0, 4, args);
     args[n++] = tl_arg_hptr(q);
     args[n++] = tl_arg_hptr(k);
     args[n++] = tl_arg_hptr(v);
@@ -45,6 +56,30 @@ static void *random_tensor(const attn_case *c, int64_t heads, int64_t seq, uint6
     return p;
 }
 
+/* O (and the log-sum-exp, when lse) of case c against the float64
+ * reference; split: the parts the keys were cut into (0: not split). */
+static void check_case(const attn_case *c, const void *q, const void *k, const void *v, const void *o,
+                       const float *lse, int split)
+{
+    int64_t rows = c->b * c->h * c->sq;
+    double *ref = malloc(sizeof(double) * (size_t)(attn_elems(c, c->h, c->sq) + 1));
+    double *ref_lse = malloc(sizeof(double) * (size_t)(rows + 1));
+    attn_reference(c, q, k, v, ref, ref_lse);
+    int64_t bad;
+    double err = attn_rel_err(c, o, ref, &bad);
+    if (bad || err > 1e-2)
+        fail_msg("split %d: b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d: rel err %.3g, %lld non-finite", split,
+                 (long long)c->b, (long long)c->h, (long long)c->hkv, (long long)c->sq, (long long)c->skv,
+                 (long long)c->d, c->causal, err, (long long)bad);
+    for (int64_t r = 0; lse && r < rows; r++) {
+        double want = ref_lse[r], got = lse[r];
+        bool ok = isinf(want) ? isinf(got) && got < 0 : fabs(got - want) <= 1e-2 * (1 + fabs(want));
+        if (!ok)
+            fail_msg("split %d: lse[%lld] = %g, want %g", split, (long long)r, got, want);
+    }
+    free(ref), free(ref_lse);
+}
+
 static void interpret_case_with(const attn_case *c, int with_lse, const tl_flash_attn_schedule *s)
 {
     void *q = random_tensor(c, c->h, c->sq, 1), *k = random_tensor(c, c->hkv, c->skv, 2);
@@ -59,26 +94,111 @@ static void interpret_case_with(const attn_case *c, int with_lse, const tl_flash
     tl_arg args[24];
     int n = host_args(c, q, k, v, o, lse, args);
     assert_status(tl_interpret(kern, n, args), TL_OK);
-    double *ref = malloc(sizeof(double) * (size_t)(attn_elems(c, c->h, c->sq) + 1));
-    double *ref_lse = malloc(sizeof(double) * (size_t)(rows + 1));
-    attn_reference(c, q, k, v, ref, ref_lse);
-    int64_t bad;
-    double err = attn_rel_err(c, o, ref, &bad);
-    if (bad || err > 1e-2)
-        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d: rel err %.3g, %lld non-finite", (long long)c->b,
-                 (long long)c->h, (long long)c->hkv, (long long)c->sq, (long long)c->skv, (long long)c->d, c->causal,
-                 err, (long long)bad);
-    for (int64_t r = 0; with_lse && r < rows; r++) {
-        double want = ref_lse[r], got = lse[r];
-        bool ok = isinf(want) ? isinf(got) && got < 0 : fabs(got - want) <= 1e-2 * (1 + fabs(want));
-        if (!ok)
-            fail_msg("lse[%lld] = %g, want %g", (long long)r, got, want);
-    }
+    check_case(c, q, k, v, o, lse, 0);
     tl_kernel_destroy(kern);
-    free(q), free(k), free(v), free(o), free(lse), free(ref), free(ref_lse);
+    free(q), free(k), free(v), free(o), free(lse);
 }
 
 static void interpret_case(const attn_case *c, int with_lse) { interpret_case_with(c, with_lse, NULL); }
+
+/* A schedule that splits the keys over nsplit blocks: the op's two kernels
+ * run by the interpreter, the parts in a host workspace poisoned with NaN
+ * first (every element the combine reads must have been written), then
+ * compared with the float64 reference as above. */
+static void interpret_split_case(const attn_case *c, int with_lse, tl_flash_attn_schedule s)
+{
+    void *q = random_tensor(c, c->h, c->sq, 1), *k = random_tensor(c, c->hkv, c->skv, 2);
+    void *v = random_tensor(c, c->hkv, c->skv, 3), *o = random_tensor(c, c->h, c->sq, 4);
+    int64_t rows = c->b * c->h * c->sq, parts = rows * s.split_kv;
+    float *lse = with_lse ? malloc(sizeof(float) * (size_t)(rows ? rows : 1)) : NULL;
+    float *wo = malloc(sizeof(float) * (size_t)(parts * c->d + 1)), *wl = malloc(sizeof(float) * (size_t)(parts + 1));
+    for (int64_t i = 0; i < parts * c->d; i++)
+        wo[i] = NAN;
+    for (int64_t i = 0; i < parts; i++)
+        wl[i] = NAN;
+    tl_flash_attn_desc d = attn_desc(c, with_lse);
+    d.schedule = s;
+    tl_kernel *kern, *comb;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &kern), TL_OK);
+    assert_status(tl_op_flash_attn_combine_build(ctx, &d, &comb), TL_OK);
+    int64_t st[4][3];
+    case_strides(c, st);
+    tl_arg args[24];
+    int n = size_args(c, s.split_kv, 3, args);
+    args[n++] = tl_arg_hptr(q);
+    args[n++] = tl_arg_hptr(k);
+    args[n++] = tl_arg_hptr(v);
+    args[n++] = tl_arg_hptr(wo);
+    args[n++] = tl_arg_hptr(wl);
+    args[n++] = tl_arg_float(attn_scale(c) * 1.4426950408889634);
+    assert_status(tl_interpret(kern, n, args), TL_OK);
+    n = 0;
+    int64_t cdims[] = {c->b, c->h, c->sq, s.split_kv, st[3][0], st[3][1], st[3][2]};
+    for (size_t i = 0; i < 7; i++)
+        args[n++] = tl_arg_int(cdims[i]);
+    args[n++] = tl_arg_hptr(wo);
+    args[n++] = tl_arg_hptr(wl);
+    args[n++] = tl_arg_hptr(o);
+    if (lse)
+        args[n++] = tl_arg_hptr(lse);
+    assert_status(tl_interpret(comb, n, args), TL_OK);
+    check_case(c, q, k, v, o, lse, s.split_kv);
+    tl_kernel_destroy(kern);
+    tl_kernel_destroy(comb);
+    free(q), free(k), free(v), free(o), free(lse), free(wo), free(wl);
+}
+
+/* The keys split over blocks (split_kv): more parts than some blocks have
+ * tiles (empty parts), causal rows whose parts see no key, grouped-query
+ * heads, [B, S, H, D] strides, the log-sum-exp, a negative scale, the
+ * wgmma schedule with a producer and persistent CTAs, and head_dim 256. */
+static void test_split_keys(void **state)
+{
+    (void)state;
+    tl_flash_attn_schedule plain = {.block_m = 64, .block_n = 32, .stages = 2, .threads = 128};
+    tl_flash_attn_schedule ws = {.block_m = 128, .block_n = 64, .stages = 3, .threads = 256, .warp_specialize = 1,
+                                 .pingpong = 1, .persistent = 1};
+    const struct { attn_case c; int lse, split; const tl_flash_attn_schedule *s; } cases[] = {
+        {{1, 4, 2, 3, 200, 64, 0, 0, 0, TL_BF16}, 1, 3, &plain},    /* decoding-like: 7 tiles in 3 runs */
+        {{2, 2, 1, 1, 100, 64, 0, 0, 1, TL_F16}, 0, 2, &plain},     /* one query row, MQA, [B, S, H, D] */
+        {{1, 2, 2, 37, 70, 64, 1, 0, 0, TL_BF16}, 1, 4, &plain},    /* causal: parts without keys, -inf rows */
+        {{1, 1, 1, 70, 37, 64, 1, 0, 0, TL_BF16}, 1, 2, &plain},    /* causal, more queries than keys */
+        {{1, 2, 2, 20, 150, 64, 0, -0.3, 0, TL_BF16}, 1, 5, &plain}, /* a negative scale (the row minimum) */
+        {{1, 2, 1, 50, 300, 128, 1, 0, 0, TL_BF16}, 0, 3, &ws},     /* producer, ping-pong, persistent */
+        {{1, 1, 1, 16, 90, 256, 0, 0, 0, TL_BF16}, 1, 2, &plain},   /* head_dim 256 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tl_flash_attn_schedule s = *cases[i].s;
+        s.split_kv = cases[i].split;
+        interpret_split_case(&cases[i].c, cases[i].lse, s);
+    }
+}
+
+/* The op's choice of split: none where the query blocks fill the GPU, none
+ * where the keys are few, about one wave of blocks for a decoding step;
+ * and the schedule's errors. */
+static void test_split_choice(void **state)
+{
+    (void)state;
+    tl_flash_attn_desc d = {.batch = 1, .heads = 32, .kv_heads = 8, .seq_q = 1, .seq_kv = 8192, .head_dim = 128,
+                            .dtype = TL_BF16};
+    tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
+    assert_int_equal(s.split_kv, 132 / 32); /* the offline context counts an H200's 132 SMs */
+    d.seq_kv = 256; /* too few key tiles for two runs of four */
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_kv, 1);
+    d.seq_kv = 8192, d.seq_q = 4096; /* 1024 query blocks */
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_kv, 1);
+    d.seq_q = 1, d.schedule.split_kv = 65;
+    tl_kernel *k;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "split_kv = 65"));
+    d.schedule.split_kv = 64, d.batch = 2000;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "65535"));
+    d.schedule.split_kv = 1, d.batch = 1;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_OK);
+    tl_kernel_destroy(k);
+}
 
 static void test_interpreter_matches_reference(void **state)
 {
@@ -513,6 +633,8 @@ int main(void)
         cmocka_unit_test(test_ring_layout),
         cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_descriptor_errors),
+        cmocka_unit_test(test_split_keys),
+        cmocka_unit_test(test_split_choice),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
 }

@@ -66,11 +66,11 @@ static void run_case(const attn_case *c, const tl_flash_attn_schedule *s, uint64
     double err = attn_rel_err(c, o, ref, &bad);
     tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &d);
     if (bad || err > 1e-2)
-        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d bshd %d %s (schedule %dx%d s%d t%d ws%d pp%d ps%d): "
-                 "rel err %.3g, %lld non-finite",
+        fail_msg("b%lld h%lld/%lld sq%lld skv%lld d%lld causal %d bshd %d %s (schedule %dx%d s%d t%d ws%d pp%d ps%d "
+                 "split %d): rel err %.3g, %lld non-finite",
                  (long long)c->b, (long long)c->h, (long long)c->hkv, (long long)c->sq, (long long)c->skv,
                  (long long)c->d, c->causal, c->bshd, tl_dtype_name(c->dt), e.block_m, e.block_n, e.stages, e.threads,
-                 e.warp_specialize, e.pingpong, e.persistent, err, (long long)bad);
+                 e.warp_specialize, e.pingpong, e.persistent, e.split_kv, err, (long long)bad);
     for (int64_t r = 0; r < rows; r++) {
         bool ok = isinf(ref_lse[r]) ? isinf(lse[r]) && lse[r] < 0 : fabs(lse[r] - ref_lse[r]) <= 2e-2 * (1 + fabs(ref_lse[r]));
         if (!ok)
@@ -381,6 +381,38 @@ static int attention_teardown(void **state)
     return ctx_teardown(state);
 }
 
+/* The keys split over blocks and merged by the second kernel: the op's
+ * choice for decoding shapes (a few query rows, many keys, grouped-query
+ * heads; causal rows at the bottom-right), and given splits on the
+ * target's default block schedule, including more parts than a causal
+ * block has tiles (parts with no key); outputs poisoned as above, the
+ * workspace taken from the stream-ordered allocator each call. */
+static void test_split_keys(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const attn_case dec[] = {
+        {1, 8, 2, 1, 4096, 128, 0, 0, 0, TL_BF16},  {2, 4, 1, 3, 2500, 64, 1, 0, 0, TL_BF16},
+        {1, 4, 4, 16, 3000, 128, 1, 0, 1, TL_F16},  {1, 2, 2, 1, 1700, 256, 0, 0, 0, TL_BF16},
+    };
+    size_t n = small ? 2 : sizeof dec / sizeof dec[0];
+    for (size_t i = 0; i < n; i++) {
+        tl_flash_attn_desc d = attn_desc(&dec[i], 0);
+        tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &d);
+        if (e.split_kv < 2)
+            fail_msg("case %zu: the op's choice does not split the keys (split_kv %d)", i, e.split_kv);
+        run_case(&dec[i], NULL, 1300 + 10 * i);
+        e.split_kv = 7; /* more parts than the causal blocks near the top have tiles */
+        run_case(&dec[i], &e, 1400 + 10 * i);
+    }
+    for (size_t i = 0; i < (small ? 2 : sizeof cases / sizeof cases[0]); i++) {
+        tl_flash_attn_desc d = attn_desc(&cases[i], 0);
+        tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &d);
+        e.split_kv = 3;
+        run_case(&cases[i], &e, 1500 + 10 * i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_against_unfused),
         cmocka_unit_test(test_mma_sync_path),
         cmocka_unit_test(test_o_alignment),
+        cmocka_unit_test(test_split_keys),
     };
     return cmocka_run_group_tests(tests, attention_setup, attention_teardown);
 }

@@ -126,23 +126,55 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
                                     .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
 }
 
+#define MAX_SPLIT 64
+#define MIN_SPLIT_TILES 4 /* key tiles a split block walks at least */
+
+/* The op's split of the keys: none where the query blocks fill half of the
+ * GPU's SMs; else about one wave of blocks, each walking at least
+ * MIN_SPLIT_TILES key tiles (decoding: 32 heads of one query row against
+ * 8k keys ran 32 blocks of 47 tiles on 132 SMs). The SMs of the context's
+ * GPU; an H200's 132 without one (offline). */
+static int default_split(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
+{
+    tl_device_info info;
+    int64_t sms = tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
+    int64_t blocks = (d->seq_q + s->block_m - 1) / s->block_m * d->heads * d->batch;
+    int64_t tiles = (d->seq_kv + s->block_n - 1) / s->block_n;
+    if (blocks == 0 || 2 * blocks > sms || d->batch * 2 > 65535)
+        return 1;
+    int64_t n = sms / blocks, most = tiles / MIN_SPLIT_TILES;
+    n = n < most ? n : most;
+    n = n < MAX_SPLIT ? n : MAX_SPLIT;
+    n = n * d->batch <= 65535 ? n : 65535 / d->batch;
+    return n >= 2 ? (int)n : 1;
+}
+
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tl_flash_attn_schedule s = d->schedule, def = default_schedule(ctx, d);
     bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong &&
                 !s.persistent;
-    if (zero)
-        return def;
-    if (!s.block_m)
-        s.block_m = def.block_m;
-    if (!s.block_n)
-        s.block_n = def.block_n;
-    if (!s.stages)
-        s.stages = def.stages;
-    if (!s.threads)
-        s.threads = def.threads;
+    if (zero) {
+        s = (tl_flash_attn_schedule){.block_m = def.block_m, .block_n = def.block_n, .stages = def.stages,
+                                     .threads = def.threads, .warp_specialize = def.warp_specialize,
+                                     .pingpong = def.pingpong, .persistent = def.persistent,
+                                     .split_kv = d->schedule.split_kv};
+    } else {
+        if (!s.block_m)
+            s.block_m = def.block_m;
+        if (!s.block_n)
+            s.block_n = def.block_n;
+        if (!s.stages)
+            s.stages = def.stages;
+        if (!s.threads)
+            s.threads = def.threads;
+    }
+    if (!s.split_kv)
+        s.split_kv = default_split(ctx, d, &s);
     return s;
 }
+
+static bool splits(const tl_flash_attn_schedule *s) { return s->split_kv >= 2; }
 
 static bool strides_given(const int64_t *s) { return s[0] || s[1] || s[2]; }
 
@@ -175,6 +207,12 @@ static tl_status check_desc(tl_ctx *ctx, const tl_flash_attn_desc *d, const char
         s.stages < 1 || s.stages > 8 || s.threads < 32 || s.threads > 1024 || s.threads % 32)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule %dx%d, %d stages, %d threads is out of range", api,
                         s.block_m, s.block_n, s.stages, s.threads);
+    if (s.split_kv < 0 || s.split_kv > MAX_SPLIT)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.split_kv = %d is outside 0..%d", api, s.split_kv,
+                        MAX_SPLIT);
+    if (splits(&s) && d->batch * s.split_kv > 65535)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: batch %lld x split_kv %d is more than 65535 (the grid's third "
+                        "axis)", api, (long long)d->batch, s.split_kv);
     return TL_OK;
 }
 
@@ -194,7 +232,8 @@ typedef struct attn {
     bool min_mode;                  /* negative scale: track the row minimum */
     tl_expr SQ, SKV, c;             /* lengths; c = scale log2 e */
     tl_expr b, h, hk, qi;           /* batch, head, K/V head, query block */
-    tl_buf Q, K, V, O, LSE;
+    tl_expr z, kv0;                 /* split: block z = b NSPLIT + part, its first key tile */
+    tl_buf Q, K, V, O, LSE;         /* split: O is WO, LSE is WL (the parts, f32) */
     tl_buf Qs, Ks, Vs, S, P, acc, m, m_prev, l, alpha, rowsum;
 } attn;
 
@@ -211,6 +250,10 @@ static tl_buf shared(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, cons
     tl_name(k, s, name);
     return s;
 }
+
+/* The key tile of the pipelined loop's iteration kv: a split block's run
+ * starts at its first tile kv0. */
+static tl_expr key_tile(attn *A, tl_expr kv) { return splits(&A->s) ? tl_add(A->k, A->kv0, kv) : kv; }
 
 /* The extreme a row starts from and pads with: -inf, or +inf in min mode. */
 static tl_expr far(attn *A) { return tl_f32(A->k, A->min_mode ? INFINITY : -INFINITY); }
@@ -235,7 +278,7 @@ static void mask(attn *A, tl_expr kv)
 {
     tl_kernel *k = A->k;
     int64_t BM = A->s.block_m, BN = A->s.block_n;
-    tl_expr col0 = tl_mul(k, kv, tl_int(k, BN)), row0 = tl_mul(k, A->qi, tl_int(k, BM));
+    tl_expr col0 = tl_mul(k, key_tile(A, kv), tl_int(k, BN)), row0 = tl_mul(k, A->qi, tl_int(k, BM));
     tl_expr shift = tl_sub(k, A->SKV, A->SQ); /* key j is visible to query i when j <= i + shift */
     tl_expr end = tl_add(k, col0, tl_int(k, BN));
     tl_expr need = tl_gt(k, end, A->SKV);
@@ -295,63 +338,82 @@ static void online_softmax(attn *A)
 }
 
 /* O = acc / l (0 for a row with nothing to attend), and the log-sum-exp
- * m scale + ln l = (m c + log2 l) ln 2 (-inf for such a row). */
+ * m scale + ln l = (m c + log2 l) ln 2 (-inf for such a row). A split
+ * block writes its part the same way, f32, with the base-2 log-sum-exp
+ * m c + log2 l that the combine weighs the parts by. */
 static void epilogue(attn *A)
 {
     tl_kernel *k = A->k;
     int64_t BM = A->s.block_m, D = A->d->head_dim;
+    bool split = splits(&A->s);
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){BM, D}, v);
     tl_expr inv = tl_div(k, tl_f32(k, 1.0f), tl_max(k, tl_load(k, A->l, &v[0]), tl_f32(k, FLT_MIN)));
     tl_store(k, A->acc, v, tl_mul(k, tl_load(k, A->acc, v), inv));
     tl_end(k);
-    tl_copy(k, tl_all(A->acc), tl_tile(k, A->O, A->b, A->h, A->qi, tl_int(k, 0)));
-    if (!A->d->lse)
+    tl_expr bz = split ? A->z : A->b;
+    tl_copy(k, tl_all(A->acc), tl_tile(k, A->O, bz, A->h, A->qi, tl_int(k, 0)));
+    if (!A->d->lse && !split)
         return;
     tl_expr i = tl_parallel1(k, BM);
-    tl_expr l = tl_load(k, A->l, &i);
-    tl_expr lse = tl_add(k, tl_mul(k, tl_mul(k, tl_load(k, A->m, &i), A->c), tl_f32(k, (float)M_LN2)), tl_log(k, l));
+    tl_expr l = tl_load(k, A->l, &i), mc = tl_mul(k, tl_load(k, A->m, &i), A->c);
+    tl_expr lse = split ? tl_add(k, mc, tl_mul(k, tl_log(k, l), tl_f32(k, (float)LOG2E)))
+                        : tl_add(k, tl_mul(k, mc, tl_f32(k, (float)M_LN2)), tl_log(k, l));
     lse = tl_select(k, tl_gt(k, l, tl_f32(k, 0.0f)), lse, tl_f32(k, -INFINITY));
     tl_expr row = tl_add(k, tl_mul(k, A->qi, tl_int(k, BM)), i);
-    tl_store(k, A->LSE, (tl_expr[]){A->b, A->h, row}, lse);
+    tl_store(k, A->LSE, (tl_expr[]){bz, A->h, row}, lse);
     tl_end(k);
+}
+
+/* The arguments of a build checked, *out cleared. */
+static tl_status begin_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out, const char *api)
+{
+    if (!ctx || !out)
+        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
+    *out = NULL;
+    return check_desc(ctx, d, api);
 }
 
 TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out)
 {
     static const char api[] = "tl_op_flash_attn_build";
-    if (!ctx || !out)
-        return ctx ? tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL argument", api) : TL_ERR_INVALID_ARG;
-    *out = NULL;
-    tl_status st = check_desc(ctx, d, api);
+    tl_status st = begin_build(ctx, d, out, api);
     if (st != TL_OK)
         return st;
     attn A = {.d = d, .s = effective_schedule(ctx, d), .min_mode = d->scale < 0};
     int64_t BM = A.s.block_m, BN = A.s.block_n, D = d->head_dim;
     char name[64];
     tli_fmt(name, sizeof name, "flash_attn_%s_d%lld%s%s", tl_dtype_name(d->dtype), (long long)D,
-            d->causal ? "_causal" : "", d->lse ? "_lse" : "");
+            d->causal ? "_causal" : "", splits(&A.s) ? "_split" : d->lse ? "_lse" : "");
     tl_kernel *k = A.k = tl_kernel_new(ctx, name);
     if (!k)
         return TL_ERR_OUT_OF_MEMORY;
+    bool split = splits(&A.s);
     tl_expr B = tl_dim(k, "B"), H = tl_dim(k, "H"), HKV = tl_dim(k, "HKV");
     A.SQ = tl_dim(k, "SQ");
     A.SKV = tl_dim(k, "SKV");
+    tl_expr NSPLIT = split ? tl_dim(k, "NSPLIT") : TL_NONE_EXPR;
     static const char *const sn[4][3] = {{"q_sb", "q_sh", "q_ss"}, {"k_sb", "k_sh", "k_ss"}, {"v_sb", "v_sh", "v_ss"},
                                          {"o_sb", "o_sh", "o_ss"}};
+    int nt = split ? 3 : 4; /* a split writes its parts to contiguous workspaces, not to O */
     tl_expr strides[4][4];
-    for (int t = 0; t < 4; t++) {
+    for (int t = 0; t < nt; t++) {
         for (int j = 0; j < 3; j++)
             strides[t][j] = tl_dim(k, sn[t][j]);
         strides[t][3] = tl_int(k, 1);
     }
-    tl_expr Dx = tl_int(k, D);
+    tl_expr Dx = tl_int(k, D), BZ = split ? tl_mul(k, B, NSPLIT) : B;
     A.Q = tl_param_tensor(k, "Q", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[0]);
     A.K = tl_param_tensor(k, "K", d->dtype, 4, (tl_expr[]){B, HKV, A.SKV, Dx}, strides[1]);
     A.V = tl_param_tensor(k, "V", d->dtype, 4, (tl_expr[]){B, HKV, A.SKV, Dx}, strides[2]);
-    A.O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[3]);
-    if (d->lse)
-        A.LSE = tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, A.SQ}, NULL);
+    if (split) {
+        A.O = tl_param_tensor(k, "WO", TL_F32, 4, (tl_expr[]){BZ, H, A.SQ, Dx}, NULL);
+        A.LSE = tl_param_tensor(k, "WL", TL_F32, 3, (tl_expr[]){BZ, H, A.SQ}, NULL);
+    } else {
+        A.O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[3]);
+        if (d->lse)
+            A.LSE = tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, A.SQ}, NULL);
+    }
     A.c = tl_param_scalar(k, "scale_log2", TL_F32);
     /* causal in persistent CTAs: the query blocks are the grid's slowest axis. CTAs are dealt
      * blocks in turn (block p G + c to CTA c), so with the query blocks fastest a CTA's blocks
@@ -362,9 +424,9 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     bool q_slowest = d->causal && A.s.persistent == 1;
     tl_expr QB = tl_ceildiv(k, A.SQ, tl_int(k, BM));
     if (q_slowest)
-        tl_grid(k, H, B, QB, A.s.threads);
+        tl_grid(k, H, BZ, QB, A.s.threads);
     else
-        tl_grid(k, QB, H, B, A.s.threads);
+        tl_grid(k, QB, H, BZ, A.s.threads);
     tl_use_fast_math(k, 1); /* exp2 on the hardware unit, as every FlashAttention does */
     tl_use_warp_specialize(k, A.s.warp_specialize);
     tl_use_pingpong(k, A.s.pingpong);
@@ -376,7 +438,8 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     if (d->causal)
         A.qi = tl_sub(k, tl_sub(k, QB, tl_int(k, 1)), A.qi);
     A.h = tl_block_idx(k, q_slowest ? 0 : 1);
-    A.b = tl_block_idx(k, q_slowest ? 1 : 2);
+    A.z = tl_block_idx(k, q_slowest ? 1 : 2);
+    A.b = split ? tl_div(k, A.z, NSPLIT) : A.z;
     A.hk = tl_div(k, A.h, tl_div(k, H, HKV)); /* grouped-query attention */
     A.Qs = shared(k, d->dtype, BM, D, "Qs");
     A.Ks = shared(k, d->dtype, BN, D, "Ks");
@@ -401,9 +464,14 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
         tl_expr last = tl_add(k, tl_mul(k, tl_add(k, A.qi, tl_int(k, 1)), tl_int(k, BM)), tl_sub(k, A.SKV, A.SQ));
         tiles = tl_min(k, tiles, tl_max(k, tl_ceildiv(k, last, tl_int(k, BN)), zero));
     }
+    if (split) { /* part z mod NSPLIT of the block's tiles, in runs of ceil(tiles / NSPLIT) */
+        tl_expr per = tl_ceildiv(k, tiles, NSPLIT);
+        A.kv0 = tl_mul(k, tl_mod(k, A.z, NSPLIT), per);
+        tiles = tl_max(k, tl_min(k, per, tl_sub(k, tiles, A.kv0)), zero);
+    }
     tl_expr kv = tl_pipelined(k, tiles, A.s.stages);
-    tl_copy(k, tl_tile(k, A.K, A.b, A.hk, kv, zero), tl_all(A.Ks));
-    tl_copy(k, tl_tile(k, A.V, A.b, A.hk, kv, zero), tl_all(A.Vs));
+    tl_copy(k, tl_tile(k, A.K, A.b, A.hk, key_tile(&A, kv), zero), tl_all(A.Ks));
+    tl_copy(k, tl_tile(k, A.V, A.b, A.hk, key_tile(&A, kv), zero), tl_all(A.Vs));
     tl_clear(k, A.S);
     tl_gemm(k, A.Qs, A.Ks, A.S, TL_GEMM_TRANS_B | TL_GEMM_WARP_ROWS);
     mask(&A, kv);
@@ -430,9 +498,11 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
     /* what the code depends on: never the sizes, strides or the scale */
     tl_flash_attn_schedule s = effective_schedule(ctx, d);
     char key[128];
-    tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d.%d", tl_dtype_name(d->dtype),
-            (long long)d->head_dim, d->causal != 0, d->lse != 0, d->scale < 0, s.block_m, s.block_n, s.stages,
-            s.threads, s.warp_specialize, s.pingpong, s.persistent);
+    /* a split's kernel writes parts and their log-sum-exp whatever d->lse says; the number of parts is
+     * a launch argument */
+    tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d.%d%s", tl_dtype_name(d->dtype),
+            (long long)d->head_dim, d->causal != 0, d->lse != 0 && !splits(&s), d->scale < 0, s.block_m, s.block_n,
+            s.stages, s.threads, s.warp_specialize, s.pingpong, s.persistent, splits(&s) ? ":split" : "");
     unsigned since = tli_fail_count();
     return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
 }
@@ -447,6 +517,155 @@ static void strides_of(const int64_t *given, int64_t heads, int64_t seq, int64_t
     out[2] = D;
     out[1] = seq * D;
     out[0] = heads * seq * D;
+}
+
+/* The combine of a split schedule, written with the builder like the rest:
+ * a block of COMBINE_ROWS query rows of one (batch, head) folds the NSPLIT
+ * parts in order with a running maximum of their base-2 log-sum-exps
+ * (FlashDecoding's merge): for part s, mx' = max(mx, lse_s), the sum so far
+ * and O so far scaled by 2^(mx - mx'), part s added with weight
+ * 2^(lse_s - mx'). Parts with no key (lse -inf) weigh 0; the maximum is
+ * clamped to a finite value so that two of them never give inf - inf. */
+#define COMBINE_ROWS 64
+#define COMBINE_THREADS 256
+
+TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out)
+{
+    static const char api[] = "tl_op_flash_attn_combine_build";
+    tl_status st = begin_build(ctx, d, out, api);
+    if (st != TL_OK)
+        return st;
+    int64_t R = COMBINE_ROWS, D = d->head_dim;
+    char name[64];
+    tli_fmt(name, sizeof name, "flash_attn_combine_%s_d%lld%s", tl_dtype_name(d->dtype), (long long)D,
+            d->lse ? "_lse" : "");
+    tl_kernel *k = tl_kernel_new(ctx, name);
+    if (!k)
+        return TL_ERR_OUT_OF_MEMORY;
+    tl_expr B = tl_dim(k, "B"), H = tl_dim(k, "H"), SQ = tl_dim(k, "SQ"), NSPLIT = tl_dim(k, "NSPLIT");
+    tl_expr so[4] = {tl_dim(k, "o_sb"), tl_dim(k, "o_sh"), tl_dim(k, "o_ss"), tl_int(k, 1)};
+    tl_expr Dx = tl_int(k, D), BZ = tl_mul(k, B, NSPLIT), zero = tl_int(k, 0);
+    tl_buf WO = tl_param_tensor(k, "WO", TL_F32, 4, (tl_expr[]){BZ, H, SQ, Dx}, NULL);
+    tl_buf WL = tl_param_tensor(k, "WL", TL_F32, 3, (tl_expr[]){BZ, H, SQ}, NULL);
+    tl_buf O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, SQ, Dx}, so);
+    tl_buf LSE = d->lse ? tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, SQ}, NULL) : TL_NONE_BUF;
+    tl_grid(k, tl_ceildiv(k, SQ, tl_int(k, R)), H, B, COMBINE_THREADS);
+    tl_use_fast_math(k, 1);
+    tl_expr qi = tl_block_idx(k, 0), h = tl_block_idx(k, 1), b = tl_block_idx(k, 2);
+    tl_buf acc = fragment(k, TL_F32, R, D, "acc"), part = fragment(k, TL_F32, R, D, "part");
+    tl_buf mx = fragment(k, TL_F32, R, 0, "mx"), sum = fragment(k, TL_F32, R, 0, "sum");
+    tl_buf lp = fragment(k, TL_F32, R, 0, "lse_part"), alpha = fragment(k, TL_F32, R, 0, "alpha");
+    tl_buf w = fragment(k, TL_F32, R, 0, "weight");
+    tl_clear(k, acc);
+    tl_clear(k, sum);
+    tl_fill(k, mx, tl_f32(k, -INFINITY));
+    tl_expr sp = tl_serial(k, NSPLIT);
+    tl_expr z = tl_add(k, tl_mul(k, b, NSPLIT), sp);
+    tl_copy(k, tl_tile(k, WL, z, h, qi), tl_all(lp));
+    tl_copy(k, tl_tile(k, WO, z, h, qi, zero), tl_all(part));
+    tl_expr i = tl_parallel1(k, R);
+    tl_expr now = tl_max(k, tl_load(k, mx, &i), tl_load(k, lp, &i));
+    tl_expr fin = tl_max(k, now, tl_f32(k, -FLT_MAX));
+    tl_store(k, alpha, &i, tl_exp2(k, tl_sub(k, tl_load(k, mx, &i), fin)));
+    tl_store(k, w, &i, tl_exp2(k, tl_sub(k, tl_load(k, lp, &i), fin)));
+    tl_store(k, sum, &i, tl_add(k, tl_mul(k, tl_load(k, sum, &i), tl_load(k, alpha, &i)), tl_load(k, w, &i)));
+    tl_store(k, mx, &i, now);
+    tl_end(k);
+    tl_expr v[2];
+    tl_parallel(k, 2, (int64_t[]){R, D}, v);
+    tl_store(k, acc, v, tl_add(k, tl_mul(k, tl_load(k, acc, v), tl_load(k, alpha, &v[0])),
+                               tl_mul(k, tl_load(k, part, v), tl_load(k, w, &v[0]))));
+    tl_end(k);
+    tl_end(k);
+    tl_parallel(k, 2, (int64_t[]){R, D}, v);
+    tl_expr inv = tl_div(k, tl_f32(k, 1.0f), tl_max(k, tl_load(k, sum, &v[0]), tl_f32(k, FLT_MIN)));
+    tl_store(k, acc, v, tl_mul(k, tl_load(k, acc, v), inv));
+    tl_end(k);
+    tl_copy(k, tl_all(acc), tl_tile(k, O, b, h, qi, zero));
+    if (d->lse) { /* (mx + log2 sum) ln 2 = mx ln 2 + ln sum */
+        i = tl_parallel1(k, R);
+        tl_expr l = tl_load(k, sum, &i);
+        tl_expr lse = tl_add(k, tl_mul(k, tl_load(k, mx, &i), tl_f32(k, (float)M_LN2)), tl_log(k, l));
+        lse = tl_select(k, tl_gt(k, l, tl_f32(k, 0.0f)), lse, tl_f32(k, -INFINITY));
+        tl_store(k, LSE, (tl_expr[]){b, h, tl_add(k, tl_mul(k, qi, tl_int(k, R)), i)}, lse);
+        tl_end(k);
+    }
+    return tli_op_kernel_done(ctx, api, k, out);
+}
+
+static tl_status build_combine(tl_ctx *ctx, const void *user, tl_kernel **out)
+{
+    return tl_op_flash_attn_combine_build(ctx, (const tl_flash_attn_desc *)user, out);
+}
+
+/* The kernel's leading launch arguments: B, H, HKV, SQ, SKV, [NSPLIT (a
+ * split's kernel, nsplit >= 2),] then the strides of the first nt of Q, K,
+ * V, O. Returns their number. */
+static int size_args(const tl_flash_attn_desc *d, int nsplit, const int64_t st[][3], int nt, tl_arg *args)
+{
+    int n = 0;
+    args[n++] = tl_arg_int(d->batch);
+    args[n++] = tl_arg_int(d->heads);
+    args[n++] = tl_arg_int(d->kv_heads);
+    args[n++] = tl_arg_int(d->seq_q);
+    args[n++] = tl_arg_int(d->seq_kv);
+    if (nsplit >= 2)
+        args[n++] = tl_arg_int(nsplit);
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < 3; j++)
+            args[n++] = tl_arg_int(st[t][j]);
+    return n;
+}
+
+/* The split schedule's two kernels on a workspace from the stream-ordered
+ * allocator; TL_ERR_UNSUPPORTED (without touching the stream) where the
+ * driver has no such allocator. */
+static tl_status run_split(tl_ctx *ctx, const tl_flash_attn_desc *d, int nsplit, const int64_t st[4][3], uint64_t q,
+                           uint64_t k, uint64_t v, uint64_t o, uint64_t lse, double scale, void *stream,
+                           const char *api)
+{
+    const tl_program *parts, *combine;
+    char key[64];
+    tli_fmt(key, sizeof key, "flash_attn_combine:%s:%lld:%d", tl_dtype_name(d->dtype), (long long)d->head_dim,
+            d->lse != 0);
+    tl_status s = tl_op_flash_attn_program(ctx, d, &parts);
+    if (s == TL_OK)
+        s = tli_op_program(ctx, key, build_combine, d, &combine);
+    if (s != TL_OK)
+        return s;
+    size_t rows = (size_t)d->batch * (size_t)nsplit * (size_t)d->heads * (size_t)d->seq_q;
+    if (!rows)
+        return TL_OK;
+    uint64_t w;
+    if ((s = tli_malloc_async(ctx, rows * (size_t)(d->head_dim + 1) * sizeof(float), stream, &w, api)) != TL_OK)
+        return s;
+    uint64_t wl = w + rows * (size_t)d->head_dim * sizeof(float);
+    tl_arg args[24];
+    int n = size_args(d, nsplit, st, 3, args);
+    args[n++] = tl_arg_dptr(q);
+    args[n++] = tl_arg_dptr(k);
+    args[n++] = tl_arg_dptr(v);
+    args[n++] = tl_arg_dptr(w);
+    args[n++] = tl_arg_dptr(wl);
+    args[n++] = tl_arg_float(scale * LOG2E);
+    s = tl_launch(parts, stream, n, args);
+    if (s == TL_OK) {
+        n = 0;
+        args[n++] = tl_arg_int(d->batch);
+        args[n++] = tl_arg_int(d->heads);
+        args[n++] = tl_arg_int(d->seq_q);
+        args[n++] = tl_arg_int(nsplit);
+        for (int j = 0; j < 3; j++)
+            args[n++] = tl_arg_int(st[3][j]);
+        args[n++] = tl_arg_dptr(w);
+        args[n++] = tl_arg_dptr(wl);
+        args[n++] = tl_arg_dptr(o);
+        if (d->lse)
+            args[n++] = tl_arg_dptr(lse);
+        s = tl_launch(combine, stream, n, args);
+    }
+    tl_status fr = tli_free_async(ctx, w, stream);
+    return s != TL_OK ? s : fr;
 }
 
 TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
@@ -471,27 +690,28 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
             return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s = 0x%llx is not aligned to its %zu-byte elements", api,
                             ptrs[i].name, (unsigned long long)ptrs[i].p, align);
     }
-    const tl_program *p;
-    unsigned since = tli_fail_count();
-    if ((st = tl_op_flash_attn_program(ctx, d, &p)) != TL_OK)
-        return tli_fail_as(ctx, st, api, since);
     double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
-    int64_t sq[3], sk[3], sv[3], so[3];
-    strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, sq);
-    strides_of(d->k_stride, d->kv_heads, d->seq_kv, d->head_dim, sk);
-    strides_of(d->v_stride, d->kv_heads, d->seq_kv, d->head_dim, sv);
-    strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, so);
+    int64_t st4[4][3];
+    strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, st4[0]);
+    strides_of(d->k_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[1]);
+    strides_of(d->v_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[2]);
+    strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, st4[3]);
+    unsigned since = tli_fail_count();
+    tl_flash_attn_schedule s = effective_schedule(ctx, d);
+    tl_flash_attn_desc whole = *d;
+    if (splits(&s)) {
+        st = run_split(ctx, d, s.split_kv, (const int64_t(*)[3])st4, q, k, v, o, lse, scale, stream, api);
+        if (st != TL_ERR_UNSUPPORTED)
+            return tli_fail_as(ctx, st, api, since);
+        tli_log(ctx, TL_LOG_WARN, "%s: %s; the keys are not split", api, tl_ctx_error(ctx));
+        whole.schedule = s;
+        whole.schedule.split_kv = 1;
+    }
+    const tl_program *p;
+    if ((st = tl_op_flash_attn_program(ctx, &whole, &p)) != TL_OK)
+        return tli_fail_as(ctx, st, api, since);
     tl_arg args[24];
-    int n = 0;
-    args[n++] = tl_arg_int(d->batch);
-    args[n++] = tl_arg_int(d->heads);
-    args[n++] = tl_arg_int(d->kv_heads);
-    args[n++] = tl_arg_int(d->seq_q);
-    args[n++] = tl_arg_int(d->seq_kv);
-    const int64_t *all[4] = {sq, sk, sv, so};
-    for (int t = 0; t < 4; t++)
-        for (int j = 0; j < 3; j++)
-            args[n++] = tl_arg_int(all[t][j]);
+    int n = size_args(d, 0, (const int64_t(*)[3])st4, 4, args);
     args[n++] = tl_arg_dptr(q);
     args[n++] = tl_arg_dptr(k);
     args[n++] = tl_arg_dptr(v);

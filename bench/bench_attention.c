@@ -17,9 +17,11 @@
  * on an H200: mma.sync and cp.async, the sm_80 path), against ANCHORS.md's
  * FlashAttention-2, which runs on mma.sync too; --decode: a few query
  * rows against many keys, grouped-query heads, where the query blocks
- * alone leave most SMs idle: the op's choice (keys split over blocks) and
- * the keys unsplit (split_kv = 1) timed interleaved, with the bytes of Q,
- * K, V and O over the time against a device copy of as many bytes)
+ * alone leave most SMs idle: the op's choice (grouped-query heads stacked
+ * as rows, keys split over blocks), the keys unsplit (split_kv = 1) and
+ * 128-row blocks of two groups taking turns, timed interleaved, with the
+ * bytes of Q, K, V and O over the time against a device copy of as many
+ * bytes)
  */
 #include "bench.h"
 
@@ -153,11 +155,14 @@ static void decode_rows(tl_ctx *ctx)
     printf("# decode: ms, GB/s of Q, K, V and O, x a device copy of the same bytes; op's choice / keys unsplit\n");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int causal = 0; causal < 2; causal++) {
-            work w[2];
-            for (int j = 0; j < 2; j++) {
+            work w[3]; /* the op's choice; the keys unsplit; 128-row blocks in two groups taking turns */
+            for (int j = 0; j < 3; j++) {
                 w[j] = (work){ctx, {.batch = shapes[i].b, .heads = shapes[i].h, .kv_heads = shapes[i].hkv,
                                     .seq_q = shapes[i].sq, .seq_kv = shapes[i].skv, .head_dim = 128, .dtype = TL_BF16,
-                                    .causal = causal, .schedule.split_kv = j ? 1 : 0}, 0, 0, 0, 0};
+                                    .causal = causal, .schedule.split_kv = j == 1 ? 1 : 0}, 0, 0, 0, 0};
+                if (j == 2)
+                    w[j].d.schedule = (tl_flash_attn_schedule){.block_m = 128, .threads = 256, .warp_specialize = 1,
+                                                               .pingpong = 1};
                 int64_t nq = w[j].d.batch * w[j].d.heads * w[j].d.seq_q * 128,
                         nk = w[j].d.batch * w[j].d.kv_heads * w[j].d.seq_kv * 128;
                 int64_t n[4] = {nq, nk, nk, nq};
@@ -172,12 +177,12 @@ static void decode_rows(tl_ctx *ctx)
             copy_work cw = {ctx, 0, 0, (size_t)(bytes / 2)}; /* read and written: as many bytes as the op's */
             BENCH_CHECK(tl_malloc(ctx, cw.bytes, &cw.src));
             BENCH_CHECK(tl_malloc(ctx, cw.bytes, &cw.dst));
-            tl_work_fn fns[3] = {run, run, run_copy};
-            void *users[3] = {&w[0], &w[1], &cw};
-            tl_timing t[3];
+            tl_work_fn fns[4] = {run, run, run, run_copy};
+            void *users[4] = {&w[0], &w[1], &w[2], &cw};
+            tl_timing t[4];
             tl_timing_options opt = {.warmup = 5, .reps = 30};
-            BENCH_CHECK(tl_time_interleaved(ctx, NULL, 3, fns, users, &opt, t));
-            double copy = bytes / t[2].median_ms * 1e-6;
+            BENCH_CHECK(tl_time_interleaved(ctx, NULL, 4, fns, users, &opt, t));
+            double copy = bytes / t[3].median_ms * 1e-6;
             tl_free(ctx, cw.src);
             tl_free(ctx, cw.dst);
             tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w[0].d);
@@ -185,18 +190,19 @@ static void decode_rows(tl_ctx *ctx)
             snprintf(shape, sizeof shape, "b%lld_h%lld_kv%lld_sq%lld_skv%lld%s", (long long)w[0].d.batch,
                      (long long)w[0].d.heads, (long long)w[0].d.kv_heads, (long long)w[0].d.seq_q,
                      (long long)w[0].d.seq_kv, causal ? "_causal" : "");
-            for (int j = 0; j < 2; j++) {
+            static const char *const names[3] = {"op     ", "unsplit", "128rows"};
+            for (int j = 0; j < 3; j++) {
                 double gbs = bytes / t[j].median_ms * 1e-6;
-                printf("%-36s %s %8.4f ms %7.0f GB/s %5.3fx copy", shape, j ? "unsplit" : "op     ", t[j].median_ms,
-                       gbs, gbs / copy);
+                printf("%-36s %s %8.4f ms %7.0f GB/s %5.3fx copy", shape, names[j], t[j].median_ms, gbs, gbs / copy);
                 if (!j)
-                    printf("  [split_kv %d]  %.2fx unsplit", e.split_kv, t[1].median_ms / t[0].median_ms);
+                    printf("  [%dx%d t%d kv%d]  %.2fx unsplit, %.2fx 128 rows", e.block_m, e.block_n, e.threads,
+                           e.split_kv, t[1].median_ms / t[0].median_ms, t[2].median_ms / t[0].median_ms);
                 printf("\n");
-                bench_csv("flash_attn_decode", shape, "bf16", j ? "tilec unsplit" : "tilec", t[j].median_ms, gbs,
-                          "GB/s", gbs / copy, 0);
+                bench_csv("flash_attn_decode", shape, "bf16", j == 0 ? "tilec" : j == 1 ? "tilec unsplit" : "tilec 128 rows",
+                          t[j].median_ms, gbs, "GB/s", gbs / copy, 0);
             }
-            point_free(&w[0]);
-            point_free(&w[1]);
+            for (int j = 0; j < 3; j++)
+                point_free(&w[j]);
         }
 }
 

@@ -1534,7 +1534,9 @@ typedef struct tl_flash_attn_schedule {
                               fill less than half of the GPU's SMs (decoding:
                               a few query rows against many keys): into about
                               one wave of blocks, each of at least four key
-                              tiles. batch x split_kv is at most 65535. */
+                              tiles. batch x split_kv is at most 65535. (On
+                              sm_90a the default for at most 64 query rows
+                              is one consumer warpgroup of 64 rows.) */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {
@@ -1556,16 +1558,26 @@ typedef struct tl_flash_attn_desc {
 /* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device
  * pointers aligned to their elements (TMA and 16-byte copies are used when
  * the strides and pointers allow them, a slower safe path otherwise).
- * A schedule that splits the keys (split_kv) takes a workspace of
- * 4 B split_kv H seq_q (head_dim + 1) bytes from the stream-ordered
- * allocator for the two kernels (given back on the stream after them).
+ * Grouped-query heads with at most 64 query rows each (decoding) run as
+ * the problem with each K/V head's heads / kv_heads query heads stacked as
+ * the rows of one head (kv_heads heads of heads / kv_heads x seq_q rows),
+ * so that their rows fill blocks and each K/V tile is read once for the
+ * group: where seq_q is 1 (causal too: its one row sees every key), or
+ * non-causal where each head's rows of Q and of O are contiguous (head
+ * stride = seq_q x sequence stride); tl_op_flash_attn_schedule reports
+ * the schedule of the stacked problem, and tl_op_flash_attn_program and
+ * _build give the kernel of d as it is. A schedule that splits the keys
+ * (split_kv) takes a workspace of 4 B split_kv H seq_q (head_dim + 1)
+ * bytes from the stream-ordered allocator for the two kernels (given back
+ * on the stream after them).
  * Errors: TL_ERR_INVALID_ARG (sizes, strides, heads not a multiple of
  * kv_heads, pointers, which one), TL_ERR_DTYPE, TL_ERR_UNSUPPORTED
  * (head_dim), TL_ERR_OUT_OF_MEMORY (the workspace), those of tl_compile
  * and tl_launch. */
 TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint64_t q, uint64_t k, uint64_t v,
                                   uint64_t o, uint64_t lse, void *stream);
-/* The schedule tl_op_flash_attn runs for d (zeros for an invalid d). */
+/* The schedule tl_op_flash_attn runs for d, that of the stacked problem
+ * where it stacks grouped-query heads (zeros for an invalid d). */
 TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d);
 /* The compiled program for d (owned by the context); its launch arguments:
  * B, H, HKV, SQ, SKV (dims), the strides of Q, K, V, O (4 x 3 dims), Q, K,

@@ -182,12 +182,18 @@ static void test_split_choice(void **state)
     (void)state;
     tl_flash_attn_desc d = {.batch = 1, .heads = 32, .kv_heads = 8, .seq_q = 1, .seq_kv = 8192, .head_dim = 128,
                             .dtype = TL_BF16};
+    /* grouped-query heads stacked as rows: 8 blocks of 4 rows, 47 tiles of 176 keys -> 11 runs (at least
+     * four tiles each) where 16 would fill the offline context's 132 SMs (an H200's) */
     tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
-    assert_int_equal(s.split_kv, 132 / 32); /* the offline context counts an H200's 132 SMs */
+    assert_int_equal(s.split_kv, 47 / 4);
+    assert_int_equal(s.block_m, 64); /* one consumer warpgroup for a few rows */
+    d.kv_heads = 32; /* no stacking: 32 blocks of one row */
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_kv, 132 / 32);
     d.seq_kv = 256; /* too few key tiles for two runs of four */
     assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_kv, 1);
     d.seq_kv = 8192, d.seq_q = 4096; /* 1024 query blocks */
     assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_kv, 1);
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).block_m, 128);
     d.seq_q = 1, d.schedule.split_kv = 65;
     tl_kernel *k;
     assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
@@ -254,7 +260,7 @@ static void test_cubins_sm80_sm90a(void **state)
         for (int i = 0; i < 3; i++)
             for (int causal = 0; causal < 2; causal++)
                 for (int plain = 0; plain < 2; plain++) {
-                    tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
+                    tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 128, .seq_kv = 1,
                                             .head_dim = dims[i], .dtype = TL_BF16, .causal = causal,
                                             .lse = causal};
                     if (plain)
@@ -288,7 +294,7 @@ static void test_three_consumer_groups(void **state)
     for (int causal = 0; causal < 2; causal++)
         for (int persistent = 0; persistent <= 2; persistent++)
         for (int pingpong = 0; pingpong < 2; pingpong++) {
-            tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1,
+            tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 128, .seq_kv = 1,
                                     .head_dim = 64, .dtype = TL_BF16, .causal = causal};
             d.schedule = (tl_flash_attn_schedule){.block_m = 192, .block_n = 128, .stages = 3, .threads = 384,
                                                   .warp_specialize = 1, .pingpong = pingpong,
@@ -362,7 +368,7 @@ static void test_sm80_default(void **state)
 static void test_sm90a_lowering(void **state)
 {
     (void)state;
-    tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = 128,
+    tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 128, .seq_kv = 1, .head_dim = 128,
                             .dtype = TL_BF16, .causal = 1};
     tl_kernel *k;
     assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_OK);
@@ -499,7 +505,7 @@ static void test_overlap_lowering(void **state)
     tl_ctx *tctx = test_offline_ctx("sm_90a");
     for (int64_t dim = 64; dim <= 128; dim *= 2)
         for (int causal = 0; causal < 2; causal++) {
-            tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = dim,
+            tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 128, .seq_kv = 1, .head_dim = dim,
                                     .dtype = TL_BF16, .causal = causal};
             d.schedule = tl_op_flash_attn_schedule(tctx, &d);
             d.schedule.pingpong = 2;
@@ -542,7 +548,7 @@ static void test_persistent_lowering(void **state)
     (void)state;
     tl_ctx *tctx = test_offline_ctx("sm_90a");
     for (int64_t dim = 64; dim <= 128; dim *= 2) {
-        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = dim,
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 128, .seq_kv = 1, .head_dim = dim,
                                 .dtype = TL_BF16};
         d.schedule = tl_op_flash_attn_schedule(tctx, &d);
         d.schedule.persistent = 1;

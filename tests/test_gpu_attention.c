@@ -383,7 +383,8 @@ static int attention_teardown(void **state)
 
 /* The keys split over blocks and merged by the second kernel: the op's
  * choice for decoding shapes (a few query rows, many keys, grouped-query
- * heads; causal rows at the bottom-right), and given splits on the
+ * heads, stacked as the rows of one head where they can be; causal rows
+ * at the bottom-right), and given splits on the
  * target's default block schedule, including more parts than a causal
  * block has tiles (parts with no key); outputs poisoned as above, the
  * workspace taken from the stream-ordered allocator each call. */
@@ -391,9 +392,10 @@ static void test_split_keys(void **state)
 {
     (void)state;
     NEED_GPU();
-    const attn_case dec[] = {
+    const attn_case dec[] = { /* the first, fifth and sixth stack their grouped-query heads as rows */
         {1, 8, 2, 1, 4096, 128, 0, 0, 0, TL_BF16},  {2, 4, 1, 3, 2500, 64, 1, 0, 0, TL_BF16},
         {1, 4, 4, 16, 3000, 128, 1, 0, 1, TL_F16},  {1, 2, 2, 1, 1700, 256, 0, 0, 0, TL_BF16},
+        {1, 8, 2, 1, 3500, 128, 1, 0, 1, TL_BF16},  {2, 6, 2, 5, 2000, 64, 0, 0, 0, TL_F16},
     };
     size_t n = small ? 2 : sizeof dec / sizeof dec[0];
     for (size_t i = 0; i < n; i++) {

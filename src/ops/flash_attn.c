@@ -94,6 +94,15 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * against 128 x 192 in turns at three stages (bench/NOTES.md session 22): 4k 411 / 404, 8k 475 / 438,
      * 16k 511 / 444 TFLOP/s; 2k lost (350 / 361). With four stages the turns win at 4k (426 / 426 against
      * 413 / 414) and still lose at 8k (463 / 463 against 476 / 475; session 23). */
+    /* A few query rows (decoding, grouped-query heads stacked as rows: packed_desc): one consumer
+     * warpgroup of 64 rows, its producer, the key tile as below; the block's turns would only pad more
+     * rows, and the keys' split (default_split) fills the GPU instead of persistent CTAs. */
+    if (wgmma && d->seq_q <= 64) {
+        int bn = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : d64_block_n(d->seq_kv);
+        return (tl_flash_attn_schedule){.block_m = 64, .block_n = bn,
+                                        .stages = d->head_dim > 128 || wide ? 2 : bn == 192 ? 4 : 3,
+                                        .threads = 128, .warp_specialize = 1};
+    }
     if (wgmma && d->head_dim == 64 && (!d->causal || d->seq_kv >= 8192)) {
         bool long_kv = d->seq_kv >= 8192;
         return (tl_flash_attn_schedule){.block_m = 192, .block_n = long_kv ? 192 : 128, .stages = long_kv ? 2 : 3,
@@ -216,12 +225,59 @@ static tl_status check_desc(tl_ctx *ctx, const tl_flash_attn_desc *d, const char
     return TL_OK;
 }
 
+/* The strides of a [B, heads, S, D] tensor: given, or contiguous. */
+static void strides_of(const int64_t *given, int64_t heads, int64_t seq, int64_t D, int64_t out[3])
+{
+    if (strides_given(given)) {
+        memcpy(out, given, 3 * sizeof *out);
+        return;
+    }
+    out[2] = D;
+    out[1] = seq * D;
+    out[0] = heads * seq * D;
+}
+
+#define PACK_MAX_SEQ_Q 64 /* query rows of a head that leave most of a block's rows empty */
+
+/* Grouped-query attention with few query rows (decoding) as the problem
+ * with the heads of each K/V head stacked as rows: heads / kv_heads query
+ * heads of seq_q rows each become one head of G seq_q rows, which fill the
+ * blocks the lone rows left padded (32 heads of one row against 8 K/V
+ * heads: 8 blocks of 4 rows instead of 32 of one, each K/V tile read once
+ * for four heads). Row g seq_q + i of the stacked head is row i of head
+ * hk G + g: one stride when seq_q = 1 (the head stride) or when each
+ * head's rows are contiguous in Q and O (head stride seq_q x row stride).
+ * Causal only at seq_q = 1, where the one row sees every key. The
+ * log-sum-exp [B, H, seq_q] is [B, kv_heads, G seq_q] as it is. */
+static bool packed_desc(const tl_flash_attn_desc *d, tl_flash_attn_desc *out)
+{
+    int64_t G = d->heads / d->kv_heads, sq[3], so[3];
+    if (G < 2 || d->seq_q < 1 || d->seq_q > PACK_MAX_SEQ_Q || (d->causal && d->seq_q > 1))
+        return false;
+    strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, sq);
+    strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, so);
+    if (d->seq_q > 1 && (sq[1] != d->seq_q * sq[2] || so[1] != d->seq_q * so[2]))
+        return false;
+    int64_t rq = d->seq_q == 1 ? sq[1] : sq[2], ro = d->seq_q == 1 ? so[1] : so[2];
+    if (rq < d->head_dim || ro < d->head_dim)
+        return false;
+    *out = *d;
+    out->heads = d->kv_heads;
+    out->seq_q = G * d->seq_q;
+    out->causal = 0;
+    int64_t q3[3] = {sq[0], G * sq[1], rq}, o3[3] = {so[0], G * so[1], ro};
+    memcpy(out->q_stride, q3, sizeof q3);
+    memcpy(out->o_stride, o3, sizeof o3);
+    return true;
+}
+
 TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tl_flash_attn_schedule zero = {0};
     if (!ctx || check_desc(ctx, d, "tl_op_flash_attn_schedule") != TL_OK)
         return zero;
-    return effective_schedule(ctx, d);
+    tl_flash_attn_desc packed;
+    return effective_schedule(ctx, packed_desc(d, &packed) ? &packed : d);
 }
 
 /* The kernel under construction: its parameters and the tiles of a block. */
@@ -507,17 +563,6 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
     return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
 }
 
-/* The strides of a [B, heads, S, D] tensor: given, or contiguous. */
-static void strides_of(const int64_t *given, int64_t heads, int64_t seq, int64_t D, int64_t out[3])
-{
-    if (strides_given(given)) {
-        memcpy(out, given, 3 * sizeof *out);
-        return;
-    }
-    out[2] = D;
-    out[1] = seq * D;
-    out[0] = heads * seq * D;
-}
 
 /* The combine of a split schedule, written with the builder like the rest:
  * a block of COMBINE_ROWS query rows of one (batch, head) folds the NSPLIT
@@ -690,6 +735,9 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
             return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %s = 0x%llx is not aligned to its %zu-byte elements", api,
                             ptrs[i].name, (unsigned long long)ptrs[i].p, align);
     }
+    tl_flash_attn_desc packed;
+    if (packed_desc(d, &packed))
+        d = &packed;
     double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
     int64_t st4[4][3];
     strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, st4[0]);

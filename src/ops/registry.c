@@ -44,7 +44,7 @@ TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_ker
         if (dtype != TL_F16 && dtype != TL_BF16)
             return tli_fail(ctx, TL_ERR_DTYPE, "tl_op_build: flash_attn takes bf16 or f16, not %s",
                             tl_dtype_name(dtype));
-        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 1, .seq_kv = 1, .head_dim = 128,
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 128, .seq_kv = 1, .head_dim = 128,
                                 .dtype = dtype};
         return tl_op_flash_attn_build(ctx, &d, out);
     }

@@ -175,7 +175,7 @@ static void test_persistent_schedule(void **state)
         skip();
     static const attn_case many[] = {
         {2, 34, 17, 300, 170, 128, 0, 0, 0, TL_BF16}, /* 204 blocks */
-        {1, 140, 70, 64, 200, 64, 0, 0, 1, TL_F16},   /* 140 blocks */
+        {1, 140, 70, 65, 200, 64, 0, 0, 1, TL_F16},   /* 140 blocks (65 rows: the two-group default) */
         {2, 34, 17, 300, 300, 128, 1, 0, 0, TL_BF16}, /* 204 causal blocks of 1 to 3 (or 2) K/V tiles */
         {1, 140, 70, 200, 64, 64, 1, 0, 1, TL_F16},   /* 280 causal blocks, half of them with no key */
     };

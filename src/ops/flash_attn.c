@@ -563,7 +563,6 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
     return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
 }
 
-
 /* The combine of a split schedule, written with the builder like the rest:
  * a block of COMBINE_ROWS query rows of one (batch, head) folds the NSPLIT
  * parts in order with a running maximum of their base-2 log-sum-exps

@@ -60,7 +60,7 @@ GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 # test test_py_abi compares them (bench/torch_compare.py --check-abi).
 ABI_LAYOUT  := $(BUILD)/bench/abi_layout
 
-.PHONY: all lib test test-build demo bench asan tsan fuzz install uninstall clean check-cmocka
+.PHONY: all lib test test-build demo bench asan tsan fuzz install uninstall clean check-cmocka plan-check
 
 all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
 
@@ -145,6 +145,19 @@ test: test-build
 	fi; \
 	TEST_JOBS=$$jobs TILEC_BIN=$(TOOL) TILEC_LIB=$(STATIC_LIB) TILEC_SANITIZE=$(SANITIZE) TILEC_ABI_LAYOUT=$(ABI_LAYOUT) \
 		sh tests/run.sh $(TEST_BIN)
+
+# The kernels the GPU tests launch, built and compiled for PLAN_TARGET on an
+# offline context (no GPU needed): a schedule a GPU test asks for that the
+# lowering refuses fails here instead of on the GPU machine (session 26).
+PLAN_TARGET ?= sm_90a
+PLAN_TESTS  := test_gpu_attention test_gpu_gemm test_gpu_softmax
+plan-check: test-build
+	@for t in $(PLAN_TESTS); do \
+	    echo "=== $$t ($(PLAN_TARGET), offline)"; \
+	    TILEC_TEST_PLAN_ONLY=$(PLAN_TARGET) $(BUILD)/tests/$$t > $(BUILD)/tests/$$t.plan.log 2>&1 || \
+	        { grep -h "precompiled" $(BUILD)/tests/$$t.plan.log; echo "FAIL $$t"; exit 1; }; \
+	    grep -h "precompiled" $(BUILD)/tests/$$t.plan.log; \
+	done
 
 # Sanitized build in its own tree, so lib/ and bin/ stay the plain build.
 # The driver maps memory where ASan's shadow gap is: protect_shadow_gap=0.

@@ -21,11 +21,26 @@ static inline int offline_setup(void **state)
     return 0;
 }
 
+/* TILEC_TEST_PLAN_ONLY=target (make plan-check): a GPU test program
+ * builds and compiles the kernels its tests would launch (precompile.h)
+ * for that target on an offline context, fails if any does not compile,
+ * and skips the tests: a schedule a test asks for that the lowering
+ * refuses shows without a GPU. */
+static inline const char *test_plan_only(void)
+{
+    const char *t = getenv("TILEC_TEST_PLAN_ONLY");
+    return t && *t ? t : NULL;
+}
+
 static inline int gpu_setup(void **state)
 {
     (void)state;
     const char *s = getenv("TILEC_TEST_SMALL");
     small = s && strcmp(s, "1") == 0;
+    if (test_plan_only()) {
+        ctx = test_offline_ctx(test_plan_only());
+        return 0;
+    }
     char msg[400];
     tl_status st = tl_ctx_create(NULL, &ctx, msg, sizeof msg);
     if (st != TL_OK) {
@@ -55,6 +70,8 @@ static inline tl_ctx *test_plain_ctx(void)
     tl_ctx_options o = tl_ctx_default_options();
     char plain[16], msg[256];
     snprintf(plain, sizeof plain, "%.*s", (int)(n - 1), t);
+    if (test_plan_only())
+        return test_offline_ctx(plain);
     o.target = plain;
     tl_ctx *c = NULL;
     if (tl_ctx_create(&o, &c, msg, sizeof msg) != TL_OK)
@@ -69,6 +86,17 @@ static inline void test_apply_filter(void)
     const char *f = getenv("TILEC_TEST_FILTER");
     if (f && *f)
         cmocka_set_test_filter(f);
+}
+
+/* The end of a GPU test program's setup: with TILEC_TEST_PLAN_ONLY the
+ * offline context goes and the tests skip (their kernels were compiled). */
+static inline void test_plan_only_end(void)
+{
+    if (!test_plan_only())
+        return;
+    tl_ctx_destroy(ctx);
+    ctx = NULL;
+    snprintf(skip_reason, sizeof skip_reason, "planned and compiled only (TILEC_TEST_PLAN_ONLY)");
 }
 
 #define NEED_GPU()                                                                                 \

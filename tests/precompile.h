@@ -57,6 +57,9 @@ static inline void precompile_run(tl_ctx *c, const char *what)
            st == TL_OK ? "" : ": ", st == TL_OK ? "" : tl_ctx_error(c));
     free(plan.jobs);
     plan = (precompile){0};
+    const char *only = getenv("TILEC_TEST_PLAN_ONLY");
+    if (failed && only && *only)
+        exit(1); /* make plan-check: a kernel a test would launch does not compile */
 }
 
 #endif

@@ -371,6 +371,7 @@ static int attention_setup(void **state)
         plan.planning = false;
         precompile_run(plain_ctx, "mma.sync attention");
     }
+    test_plan_only_end();
     return 0;
 }
 

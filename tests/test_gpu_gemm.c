@@ -1395,6 +1395,7 @@ static int gemm_setup(void **state)
         }
     }
     precompile_run(ctx, "GEMM");
+    test_plan_only_end();
     return 0;
 }
 

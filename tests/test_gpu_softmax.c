@@ -261,6 +261,7 @@ static int softmax_setup(void **state)
         walk[i](state);
     plan.planning = false;
     precompile_run(ctx, "row op");
+    test_plan_only_end();
     return 0;
 }
 

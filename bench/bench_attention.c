@@ -193,6 +193,7 @@ static void decode_rows(tl_ctx *ctx)
             snprintf(shape, sizeof shape, "b%lld_h%lld_kv%lld_sq%lld_skv%lld%s", (long long)w[0].d.batch,
                      (long long)w[0].d.heads, (long long)w[0].d.kv_heads, (long long)w[0].d.seq_q,
                      (long long)w[0].d.seq_kv, causal ? "_causal" : "");
+            bench_csv("copy", shape, "bf16", "cuMemcpyDtoD", tc.median_ms, copy, "GB/s", 1.0, 0);
             static const char *const names[3] = {"op     ", "unsplit", "128rows"};
             for (int j = 0; j < 3; j++) {
                 double gbs = bytes / t[j].median_ms * 1e-6;

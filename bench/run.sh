@@ -10,7 +10,8 @@
 #
 # A lent GPU gives at most 10 minutes a command, less than the whole run
 # takes (bench_tune alone tunes 18 shapes), so it can be run in parts:
-#   BENCHES="vadd gemm epilogue"   only these (bench_<name>, or the python
+#   BENCHES="vadd gemm epilogue"   only these (bench_<name>, attention_decode for
+#                                  bench_attention --decode, or the python
 #                                  scripts by name: torch_compare attention_grid)
 #   BENCH_APPEND=1                 add to today's log instead of starting it
 #                                  again; the CSV and the report are made
@@ -44,6 +45,11 @@ for b in "$B/bench/bench_compile" "$B/bench/bench_compile_many" "$B/bench/bench_
     # tee's status is the pipeline's: a failure is marked in the log
     { "$b" $args 2>&1 || echo "!!! $b: exit status $?"; } | tee -a "$stem.log"
 done
+# FlashAttention's decoding shapes (bench_attention --decode), beside its grid
+if wanted attention_decode; then
+    echo "==== $B/bench/bench_attention --decode" | tee -a "$stem.log"
+    { "$B/bench/bench_attention" --decode 2>&1 || echo "!!! bench_attention --decode: exit status $?"; } | tee -a "$stem.log"
+fi
 grep -q '^!!! ' "$stem.log" && status=1
 if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' > /dev/null 2>&1; then
     for py in bench/torch_compare.py bench/attention_grid.py; do

@@ -163,11 +163,9 @@ static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_att
     tl_flash_attn_schedule s = d->schedule, def = default_schedule(ctx, d);
     bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong &&
                 !s.persistent;
-    if (zero) {
-        s = (tl_flash_attn_schedule){.block_m = def.block_m, .block_n = def.block_n, .stages = def.stages,
-                                     .threads = def.threads, .warp_specialize = def.warp_specialize,
-                                     .pingpong = def.pingpong, .persistent = def.persistent,
-                                     .split_kv = d->schedule.split_kv};
+    if (zero) { /* the default, with the caller's split_kv (the default's is 0: the op's choice below) */
+        s = def;
+        s.split_kv = d->schedule.split_kv;
     } else {
         if (!s.block_m)
             s.block_m = def.block_m;

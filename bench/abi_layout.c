@@ -134,6 +134,7 @@ static void flash_attn_structs(void)
     FIELD(tl_flash_attn_schedule, pingpong);
     FIELD(tl_flash_attn_schedule, persistent);
     FIELD(tl_flash_attn_schedule, split_kv);
+    FIELD(tl_flash_attn_schedule, split_tail);
 
     STRUCT(tl_flash_attn_desc);
     FIELD(tl_flash_attn_desc, batch);

@@ -5,7 +5,8 @@
  * when causal. The ratio printed is to ANCHORS.md's cuDNN figure (another
  * day's measurement: a lead, not a bar); bench/torch_compare.py times
  * cuDNN and FlashAttention-2 in the same process where PyTorch is there.
- * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent [split_kv]]]]
+ * Usage: bench_attention [S D causal [block_m block_n stages threads ws pingpong [persistent [split_kv
+ *        [split_tail]]]]]
  *        bench_attention --persistent
  *        bench_attention --mma-sync [block_m block_n stages threads]
  *        bench_attention --decode
@@ -18,7 +19,8 @@
  * FlashAttention-2, which runs on mma.sync too; --decode: a few query
  * rows against many keys, grouped-query heads, where the query blocks
  * alone leave most SMs idle: the op's choice (grouped-query heads stacked
- * as rows, keys split over blocks), the keys unsplit (split_kv = 1) and
+ * as rows, keys split over blocks), the keys unsplit (split_kv = split_tail
+ * = 1) and
  * 128-row blocks of two groups taking turns, timed interleaved, with the
  * bytes of Q, K, V and O over the time against a device copy of as many
  * bytes)
@@ -97,8 +99,9 @@ static void bench_point(tl_ctx *ctx, int s, int d, int causal, double anchor, co
     snprintf(impl, sizeof impl, "tilec %s", tl_ctx_target(ctx));
     bench_csv("flash_attn", shape, "bf16", impl, t.median_ms, tf, "TFLOP/s", anchor ? tf / anchor : 0, 0);
     tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &w.d);
-    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d kv%d]", shape, t.median_ms, tf, e.block_m,
-           e.block_n, e.stages, e.threads, e.warp_specialize, e.pingpong, e.persistent, e.split_kv);
+    printf("%-28s %8.3f ms %6.0f TFLOP/s  [%dx%d st%d th%d ws%d pp%d ps%d kv%d tail%d]", shape, t.median_ms, tf,
+           e.block_m, e.block_n, e.stages, e.threads, e.warp_specialize, e.pingpong, e.persistent, e.split_kv,
+           e.split_tail);
     if (anchor)
         printf("   %.2fx ANCHORS %s (%.0f)", tf / anchor, anchor_name, anchor);
     printf("\n");
@@ -159,7 +162,8 @@ static void decode_rows(tl_ctx *ctx)
             for (int j = 0; j < 3; j++) {
                 w[j] = (work){ctx, {.batch = shapes[i].b, .heads = shapes[i].h, .kv_heads = shapes[i].hkv,
                                     .seq_q = shapes[i].sq, .seq_kv = shapes[i].skv, .head_dim = 128, .dtype = TL_BF16,
-                                    .causal = causal, .schedule.split_kv = j == 1 ? 1 : 0}, 0, 0, 0, 0};
+                                    .causal = causal, .schedule = {.split_kv = j == 1, .split_tail = j == 1}},
+                        0, 0, 0, 0};
                 if (j == 2)
                     w[j].d.schedule = (tl_flash_attn_schedule){.block_m = 128, .threads = 256, .warp_specialize = 1,
                                                                .pingpong = 1};
@@ -244,7 +248,7 @@ int main(int argc, char **argv)
     tl_ctx *ctx = bench_open("bench_attention");
     if ((argc == 2 || argc == 6) && strcmp(argv[1], "--mma-sync") == 0) {
         if (argc == 6)
-            sched = (tl_flash_attn_schedule){atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), 0, 0, 0, 0};
+            sched = (tl_flash_attn_schedule){atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), 0, 0, 0, 0, 0};
         mma_sync_rows(ctx);
         tl_ctx_destroy(ctx);
         return 0;
@@ -261,10 +265,11 @@ int main(int argc, char **argv)
         tl_ctx_destroy(ctx);
         return 0;
     }
-    if (argc >= 10 && argc <= 12)
+    if (argc >= 10 && argc <= 13)
         sched = (tl_flash_attn_schedule){atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]), atoi(argv[8]),
-                                         atoi(argv[9]), argc >= 11 ? atoi(argv[10]) : 0, argc == 12 ? atoi(argv[11]) : 0};
-    if (argc == 4 || (argc >= 10 && argc <= 12)) {
+                                         atoi(argv[9]), argc >= 11 ? atoi(argv[10]) : 0, argc >= 12 ? atoi(argv[11]) : 0,
+                                         argc == 13 ? atoi(argv[12]) : 0};
+    if (argc == 4 || (argc >= 10 && argc <= 13)) {
         bench_point(ctx, atoi(argv[1]), atoi(argv[2]), atoi(argv[3]), 0, "");
     } else {
         for (int causal = 0; causal < 2; causal++)

@@ -82,7 +82,8 @@ class TlSoftmaxDesc(ctypes.Structure):
 
 class TlFlashAttnSchedule(ctypes.Structure):
     _fields_ = [("block_m", c_int), ("block_n", c_int), ("stages", c_int), ("threads", c_int),
-                ("warp_specialize", c_int), ("pingpong", c_int), ("persistent", c_int), ("split_kv", c_int)]
+                ("warp_specialize", c_int), ("pingpong", c_int), ("persistent", c_int), ("split_kv", c_int),
+                ("split_tail", c_int)]
 
 
 class TlFlashAttnDesc(ctypes.Structure):
@@ -227,7 +228,7 @@ _SCHEDULE_FORMATS = {
     "softmax": "w={width} r={rows} t={threads} s={stages} c={cluster}",
     "gemm": "{block_m}x{block_n}x{block_k} s{stages} t{threads} sw{swizzle} pp{pingpong}",
     "flash_attn": "{block_m}x{block_n} s{stages} t{threads} ws{warp_specialize} pp{pingpong} ps{persistent} "
-                  "kv{split_kv}",
+                  "kv{split_kv} tail{split_tail}",
 }
 
 

@@ -378,6 +378,15 @@ TL_API tl_expr tl_or(tl_kernel *k, tl_expr a, tl_expr b);
 TL_API tl_expr tl_not(tl_kernel *k, tl_expr a);
 /* cond ? a : b; cond is TL_BOOL, a and b of one dtype. */
 TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b);
+/* v, computed once for each block (each block a persistent CTA runs),
+ * where the block's indices are known, instead of wherever it is used:
+ * a kernel's own mapping of its block index (divisions by run-time
+ * values), which would otherwise be computed again at every use, inside
+ * loops too. v may use constants, parameters (dims and scalars) and
+ * tl_block_idx only. Returns v itself where it is a constant, a parameter
+ * or a block index. Errors: TL_ERR_INVALID_ARG (a loop variable or a load
+ * in v). */
+TL_API tl_expr tl_block_value(tl_kernel *k, tl_expr v);
 /* Converts among f32, f16, bf16, f8e4m3, f8e5m2, f64, i32, i64 (floats to
  * ints truncate; to f16/bf16 rounds to nearest even, to the 8-bit floats
  * too, saturating as tl_f32_to_f8e4m3 does). */
@@ -1534,9 +1543,25 @@ typedef struct tl_flash_attn_schedule {
                               fill less than half of the GPU's SMs (decoding:
                               a few query rows against many keys): into about
                               one wave of blocks, each of at least four key
-                              tiles. batch x split_kv is at most 65535. (On
-                              sm_90a the default for at most 64 query rows
-                              is one consumer warpgroup of 64 rows.) */
+                              tiles. (On sm_90a the default for at most 64
+                              query rows is one consumer warpgroup of 64
+                              rows.) */
+    int split_tail;        /* 0: the op's choice; 1: none; 2..16: a balanced
+                              last wave: with the grid's N query blocks on W
+                              CTAs at once (the SMs, one block each), the
+                              last N mod W blocks split their keys into
+                              split_tail parts each, as split_kv does (the
+                              same two kernels: parts to the workspace, then
+                              the combine), so that the last wave's work
+                              spreads over all the CTAs; the first blocks
+                              write O as usual. Ignored where split_kv >= 2.
+                              The op's choice: up to 3 parts, for
+                              non-causal blocks of one a SM (shared memory
+                              past half of an SM's) unless persistent CTAs
+                              dealt blocks in turn take turns (measured no
+                              gain), where a model of the waves (each part
+                              paying two key tiles more, the combine three)
+                              gains. */
 } tl_flash_attn_schedule;
 
 typedef struct tl_flash_attn_desc {
@@ -1567,9 +1592,10 @@ typedef struct tl_flash_attn_desc {
  * stride = seq_q x sequence stride); tl_op_flash_attn_schedule reports
  * the schedule of the stacked problem, and tl_op_flash_attn_program and
  * _build give the kernel of d as it is. A schedule that splits the keys
- * (split_kv) takes a workspace of 4 B split_kv H seq_q (head_dim + 1)
- * bytes from the stream-ordered allocator for the two kernels (given back
- * on the stream after them).
+ * (split_kv, split_tail) takes a workspace of 4 P R (head_dim + 1) bytes
+ * from the stream-ordered allocator for the two kernels (given back on the
+ * stream after them), P the parts (the split blocks times their parts) and
+ * R = min(seq_q, block_m).
  * Errors: TL_ERR_INVALID_ARG (sizes, strides, heads not a multiple of
  * kv_heads, pointers, which one), TL_ERR_DTYPE, TL_ERR_UNSUPPORTED
  * (head_dim), TL_ERR_OUT_OF_MEMORY (the workspace), those of tl_compile
@@ -1582,24 +1608,31 @@ TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_fl
 /* The compiled program for d (owned by the context); its launch arguments:
  * B, H, HKV, SQ, SKV (dims), the strides of Q, K, V, O (4 x 3 dims), Q, K,
  * V, O, [LSE] (pointers), scale_log2 (a float: scale * log2(e)).
- * Where the schedule splits the keys (split_kv >= 2) it is the first of the
- * two kernels, with the arguments B, H, HKV, SQ, SKV, NSPLIT (dims), the
- * strides of Q, K, V (3 x 3 dims), Q, K, V, WO, WL (pointers), scale_log2:
- * block z = b NSPLIT + s of the grid's third axis takes the s-th of NSPLIT
- * runs of each query block's key tiles and writes its part of O, f32,
- * normalised by its own sum, to WO [B NSPLIT, H, SQ, head_dim] and the
- * base-2 log-sum-exp of its scaled scores to WL [B NSPLIT, H, SQ] (both
- * contiguous; -inf and zeros for a run with no key to attend). */
+ * Where the schedule splits the keys (split_kv >= 2, or split_tail >= 2
+ * with blocks past the last whole wave) it is the first of the two kernels,
+ * with the arguments B, H, HKV, SQ, SKV, NFULL, NSPLIT (dims), the strides
+ * of Q, K, V, O (4 x 3 dims), Q, K, V, O, [LSE], WO, WL (pointers),
+ * scale_log2. Its grid is one axis of NFULL + (N - NFULL) NSPLIT items, N
+ * = ceil(SQ / block_m) H B the query blocks, in the order query block
+ * fastest (last first when causal), then head, then batch: item i < NFULL
+ * is block i, written to O (and LSE) as above; item NFULL + j is part j mod
+ * NSPLIT of block NFULL + j / NSPLIT: its run of the block's key tiles (in
+ * runs of ceil(tiles / NSPLIT)), its part of O, f32, normalised by its own
+ * sum, written to WO [(N - NFULL) NSPLIT, R, head_dim] at j and the base-2
+ * log-sum-exp of its scaled scores to WL [(N - NFULL) NSPLIT, R] (both
+ * contiguous; R = min(SQ, block_m); -inf and zeros for a run with no key
+ * to attend). split_kv takes NFULL = 0. */
 TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_program **out);
 /* The kernel of d, for inspection; the caller destroys it (the first of the
  * two kernels where the schedule splits the keys). */
 TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
-/* The second kernel of a split schedule: for each row, O = the sum over
- * the NSPLIT parts of WO weighted by 2^(WL - lse2), lse2 = log2 of the sum
- * of 2^WL (zeros, and -inf, for a row no part attended), stored to O in
- * d->dtype; [LSE] = lse2 ln 2. Launch arguments: B, H, SQ, NSPLIT, the
- * strides of O (3 dims), WO, WL, O, [LSE]. It depends on d's dtype,
- * head_dim and lse only. The caller destroys *out. Errors: those of
+/* The second kernel of a split schedule: for each row of the split blocks
+ * (NFULL to N - 1), O = the sum over its NSPLIT parts of WO weighted by
+ * 2^(WL - lse2), lse2 = log2 of the sum of 2^WL (zeros, and -inf, for a row
+ * no part attended), stored to O in d->dtype; [LSE] = lse2 ln 2. Launch
+ * arguments: B, H, SQ, NFULL, NSPLIT, the strides of O (3 dims), WO, WL,
+ * O, [LSE]. It depends on d's dtype, head_dim, causal and lse and on the
+ * schedule's block_m only. The caller destroys *out. Errors: those of
  * tl_op_flash_attn_build. */
 TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out);
 

@@ -6,6 +6,7 @@
 #include "checked.h"
 #include "ctx.h"
 #include "kernel.h"
+#include "lower.h"
 #include "names.h"
 
 #include <stdio.h>
@@ -771,6 +772,50 @@ TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b)
     }
     tli_enode n = {.op = E_SELECT, .dtype = na->dtype, .a = {ic, ia, ib}};
     n.scope = tli_kinner_scope(k, tli_kinner_scope(k, nc->scope, na->scope), nb->scope);
+    return push_expr(k, &n, api);
+}
+
+/* A value of the block: its leaves are constants, parameters and block
+ * indices (no loop variable, load or thread), checked over the DAG once a
+ * node. */
+TL_API tl_expr tl_block_value(tl_kernel *k, tl_expr v)
+{
+    static const char api[] = "tl_block_value";
+    if (!tli_klive(k))
+        return TL_NONE_EXPR;
+    int32_t iv = tli_kexpr(k, v, api, "value");
+    if (!iv)
+        return TL_NONE_EXPR;
+    const tli_enode *nv = tli_E(&k->ir, iv);
+    if (nv->scope) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "the value depends on a loop variable (a block's value may use "
+                  "constants, parameters and tl_block_idx only)");
+        return TL_NONE_EXPR;
+    }
+    tli_marks m = {0};
+    bool ok = tli_marks_begin(&m, &k->ir), load = false;
+    if (ok) {
+        tli_marks_push(&m, iv);
+        for (int32_t e; (e = tli_marks_next(&m));) {
+            load |= tli_E(&k->ir, e)->op == E_LOAD;
+            tli_marks_push_operands(&m, &k->ir, e);
+        }
+        ok = !m.oom;
+    }
+    tli_marks_free(&m);
+    if (!ok) {
+        tli_kfail(k, TL_ERR_OUT_OF_MEMORY, api, "out of host memory");
+        return TL_NONE_EXPR;
+    }
+    if (load) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "the value reads a buffer (a block's value may use constants, "
+                  "parameters and tl_block_idx only)");
+        return TL_NONE_EXPR;
+    }
+    if (nv->op == E_CONST_INT || nv->op == E_CONST_FLOAT || nv->op == E_PARAM || nv->op == E_BLOCK_IDX ||
+        nv->op == E_BLOCK_VALUE)
+        return mk_handle(k, iv); /* already a name or a constant */
+    tli_enode n = {.op = E_BLOCK_VALUE, .dtype = nv->dtype, .a = {iv}};
     return push_expr(k, &n, api);
 }
 

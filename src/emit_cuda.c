@@ -388,6 +388,7 @@ static char *expr_text(emitter *E, int32_t id)
     case E_BLOCK_IDX: return tli_e_fmt(E, "tl_b%c", "xyz"[n->ival]);
     case E_LOOP_VAR: return E->var_text[id] ? E->var_text[id] : (char *)loop_var_name(E, n);
     case E_LET: return (char *)let_name(E, n->loop);
+    case E_BLOCK_VALUE: return (char *)tli_e_expr(E, n->a[0]); /* not made a let: the value itself */
     case E_THREAD: /* blockIdx and gridDim are unsigned: products of them in 64 bits */
         return n->dtype == TL_I64 && n->ival < TH_TILE ? tli_e_fmt(E, "(long long)%s", thread_name((int)n->ival))
                                                        : (char *)thread_name((int)n->ival);

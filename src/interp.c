@@ -369,6 +369,7 @@ static tli_value compute(interp *I, int32_t e)
     case E_LOAD: return load(I, n);
     case E_SELECT: return val[n->a[0]].i ? val[n->a[1]] : val[n->a[2]];
     case E_CAST: return cast(ir, n, val[n->a[0]]);
+    case E_BLOCK_VALUE: return val[n->a[0]];
     case E_NOT: r.i = !val[n->a[0]].i; return r;
     default: break;
     }

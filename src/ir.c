@@ -123,6 +123,8 @@ int tli_eop_arity(tli_eop op)
         return 1;
     if (op == E_SELECT)
         return 3;
+    if (op == E_BLOCK_VALUE)
+        return 1;
     return 0;
 }
 
@@ -137,7 +139,7 @@ const char *tli_eop_name(tli_eop op)
         [E_NE] = "ne", [E_AND] = "and", [E_OR] = "or", [E_NEG] = "neg", [E_ABS] = "abs",
         [E_NOT] = "not", [E_CAST] = "cast", [E_EXP] = "exp", [E_EXP2] = "exp2",
         [E_LOG] = "log", [E_SQRT] = "sqrt", [E_RSQRT] = "rsqrt", [E_TANH] = "tanh",
-        [E_ERF] = "erf", [E_SELECT] = "select", [E_LOAD] = "load",
+        [E_ERF] = "erf", [E_SELECT] = "select", [E_LOAD] = "load", [E_BLOCK_VALUE] = "block_value",
         [E_LET] = "let", [E_THREAD] = "thread",
     };
     return (op < E_COUNT && names[op]) ? names[op] : "?";

@@ -31,6 +31,7 @@ typedef enum tli_eop {
     /* others */
     E_SELECT,      /* a[0] ? a[1] : a[2] */
     E_LOAD,        /* buf[pool[idx] ... pool[idx + rank - 1]] */
+    E_BLOCK_VALUE, /* a[0], computed once a block (tl_block_value; pass_launch makes it a let) */
     /* leaves of lowered kernels (made by the passes, never by the builder) */
     E_LET,         /* the value of S_LET statement `loop` */
     E_THREAD,      /* ival: tli_thread_value */

@@ -13,14 +13,16 @@
  *
  * The statements every thread starts with: tl_tid (its thread in the
  * block, or in its consumer group), tl_warp and tl_lane where fragments or
- * reductions need them, tl_wg in a warp-specialised CTA; and the block
- * indices tl_bx, tl_by, tl_bz: blockIdx, remapped by tl_use_swizzle so
- * that consecutive blocks walk down panels of block rows and share the
- * tiles of A and B in L2, or, in a persistent CTA, those of the tile each
- * iteration of its tile loop is at.
+ * reductions need them, tl_wg in a warp-specialised CTA; the block indices
+ * tl_bx, tl_by, tl_bz: blockIdx, remapped by tl_use_swizzle so that
+ * consecutive blocks walk down panels of block rows and share the tiles of
+ * A and B in L2, or, in a persistent CTA, those of the tile each iteration
+ * of its tile loop is at; then the block values (tl_block_value), each
+ * computed once there.
  */
 #include "lower.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int32_t I(tli_lowered *L, int64_t v) { return tli_low_int(L, v, TL_I64); }
@@ -141,21 +143,84 @@ static void add_array_bases(tli_lowered *L, tli_list *l, const array_bases *ab)
         tli_list_add(L, l, tli_low_stmt(L, &(tli_snode){.op = S_ARRAY_BASE, .buf = ab->buf[i], .a0 = ab->idx[i]}));
 }
 
-/* Block indices (and tensors of arrays) at the top of every persistent
- * tile loop. */
-static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy, const array_bases *ab)
+/* The kernel's tl_block_value nodes: each is computed by a let of its own
+ * name at the head of every block, after the block's indices (in each
+ * persistent tile loop, or once at the top), and then read from it. */
+typedef struct block_values {
+    int32_t n, *node, *let; /* the nodes, in the order they were made; a let of each */
+} block_values;
+
+static bool find_block_values(tli_lowered *L, block_values *bv)
+{
+    const tli_ir *ir = &L->ir;
+    *bv = (block_values){0};
+    for (int32_t i = 1; i < ir->e.n; i++)
+        bv->n += ir->e.v[i].op == E_BLOCK_VALUE;
+    if (!bv->n)
+        return true;
+    bv->node = calloc((size_t)bv->n, sizeof *bv->node);
+    bv->let = calloc((size_t)bv->n, sizeof *bv->let);
+    if (!bv->node || !bv->let) {
+        free(bv->node);
+        free(bv->let);
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return false;
+    }
+    int32_t j = 0;
+    for (int32_t i = 1; i < ir->e.n; i++)
+        if (ir->e.v[i].op == E_BLOCK_VALUE)
+            bv->node[j++] = i;
+    return true;
+}
+
+/* The lets of the block values at the end of list l (a value made from
+ * others follows them: nodes are made after their operands). */
+static void add_block_values(tli_lowered *L, tli_list *l, block_values *bv)
+{
+    for (int32_t j = 0; j < bv->n && L->st == TL_OK; j++) {
+        char name[32];
+        tli_fmt(name, sizeof name, "tl_bv%d", bv->node[j]);
+        int32_t let = tli_low_let(L, name, L->ir.e.v[bv->node[j]].a[0]);
+        tli_list_add(L, l, let);
+        if (!bv->let[j])
+            bv->let[j] = let;
+    }
+}
+
+/* Each block value node becomes a read of its let (of one name in every
+ * tile loop). */
+static void read_block_values(tli_lowered *L, block_values *bv)
+{
+    for (int32_t j = 0; j < bv->n; j++) {
+        tli_enode *n = &L->ir.e.v[bv->node[j]];
+        if (bv->let[j]) {
+            n->op = E_LET;
+            n->loop = bv->let[j];
+            n->a[0] = 0;
+        }
+    }
+    free(bv->node);
+    free(bv->let);
+    *bv = (block_values){0};
+}
+
+/* Block indices (and tensors of arrays, block values) at the top of every
+ * persistent tile loop. */
+static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy, const array_bases *ab,
+                           block_values *bv)
 {
     for (int32_t s = first; s; s = L->ir.s.v[s].next) {
         if (L->ir.s.v[s].op == S_TILE_LOOP) {
             tli_list l = {0};
             block_lets(L, &l, th(L, TH_TILE), gx, gy, true);
+            add_block_values(L, &l, bv);
             add_array_bases(L, &l, ab);
             tli_list_add(L, &l, L->ir.s.v[s].body);
             L->ir.s.v[s].body = l.first;
             tli_set_parent(L, l.first, s);
         }
-        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy, ab);
-        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy, ab);
+        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy, ab, bv);
+        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy, ab, bv);
     }
 }
 
@@ -268,6 +333,9 @@ void tli_pass_launch(tli_lowered *L)
     alignment(L, ir->body);
     array_bases ab;
     find_arrays(L, &ab);
+    block_values bv;
+    if (!find_block_values(L, &bv))
+        return;
     /* who am I: the statements every thread starts with */
     tli_list top = {0};
     if (L->warp_specialized) {
@@ -297,7 +365,7 @@ void tli_pass_launch(tli_lowered *L)
         tli_list_add(L, &top, gy_let);
         int32_t gx = tli_low_let_ref(L, gx_let), gy = tli_low_let_ref(L, gy_let);
         add_let(L, &top, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
-        tile_loop_lets(L, ir->body, gx, gy, &ab);
+        tile_loop_lets(L, ir->body, gx, gy, &ab, &bv);
     } else if (ir->swizzle && ir->grid[1]) {
         int32_t gx = th(L, TH_GRID_X), gy = th(L, TH_GRID_Y), bx = th(L, TH_RAW_BX), by = th(L, TH_RAW_BY);
         if (tli_cluster_size(ir) > 1) { /* in units of clusters */
@@ -317,8 +385,11 @@ void tli_pass_launch(tli_lowered *L)
             if (uses_block_axis(ir, a))
                 add_let(L, &top, names[a], th(L, raw[a]));
     }
-    if (!lp->persistent)
+    if (!lp->persistent) {
+        add_block_values(L, &top, &bv);
         add_array_bases(L, &top, &ab);
+    }
+    read_block_values(L, &bv);
     tli_list_add(L, &top, ir->body);
     ir->body = top.first;
     tli_set_parent(L, ir->body, 0);

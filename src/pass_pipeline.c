@@ -1589,19 +1589,62 @@ static bool staging_fits(piper *P, int32_t s)
     return tli_smem_need(P->L) + bytes <= P->L->smem_limit;
 }
 
+/* Whether expression e has one value in the whole block: made of
+ * constants, parameters, the block's indices and lets of such (no thread,
+ * loop variable or load). */
+static bool block_uniform(const tli_ir *ir, int32_t e)
+{
+    const tli_enode *n = tli_E(ir, e);
+    switch (n->op) {
+    case E_LOOP_VAR:
+    case E_LOAD: return false;
+    case E_LET: return block_uniform(ir, tli_S(ir, n->loop)->a0);
+    case E_THREAD: return n->ival >= TH_RAW_BX; /* the block's and the grid's, not the thread's */
+    default:
+        for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
+            if (n->a[i] && !block_uniform(ir, n->a[i]))
+                return false;
+        return true;
+    }
+}
+
+/* Copy s of list `first` through TMA, where it can (tma_storable) and
+ * nothing else in the list races with it; whether it did. */
+static bool tma_store_in(piper *P, int32_t first, int32_t s)
+{
+    if (!tma_storable(P, s) || shares_target(P, first, s, tli_copy_buf(P->ir, P->ir->s.v[s].a1)) ||
+        !staging_fits(P, s))
+        return false;
+    tma_store_rounds(P, s);
+    return true;
+}
+
 /* The accumulator stores of the consumers' top level (body: the block body
- * with the pipelined loop lowered) that go through TMA; whether any did. */
+ * with the pipelined loop lowered) that go through TMA, and those one
+ * level down in an if whose condition is the same for the whole block (its
+ * block barriers then meet): a kernel whose blocks end in one of two ways
+ * (FlashAttention's whole blocks and parts of the keys). Whether any did. */
 static bool epilogue_tma_stores(piper *P, int32_t body)
 {
     if (P->L->safe || !tli_target_has_copy(&P->L->target, COPY_ENGINE_TMA))
         return false;
+    tli_ir *ir = P->ir;
     bool any = false;
     for (int32_t s = body; s && P->L->st == TL_OK;) {
-        int32_t next = P->ir->s.v[s].next;
-        if (tma_storable(P, s) && !shares_target(P, body, s, tli_copy_buf(P->ir, P->ir->s.v[s].a1)) &&
-            staging_fits(P, s)) {
-            tma_store_rounds(P, s);
-            any = true;
+        int32_t next = ir->s.v[s].next;
+        any |= tma_store_in(P, body, s);
+        if (ir->s.v[s].op == S_IF && block_uniform(ir, ir->s.v[s].a0)) {
+            int32_t br[2] = {ir->s.v[s].body, ir->s.v[s].orelse};
+            for (int i = 0; i < 2; i++)
+                for (int32_t x = br[i]; x && P->L->st == TL_OK;) {
+                    int32_t xn = ir->s.v[x].next;
+                    /* the rest of the block (the if as one statement) and the other branch
+                     * (written before: it runs in other blocks) leave the target alone */
+                    int32_t b = ir->s.v[x].op == S_COPY && ir->s.v[x].a1 > 0 ? tli_copy_buf(ir, ir->s.v[x].a1) : 0;
+                    if (b && !shares_target(P, body, s, b) && !shares_target(P, br[1 - i], 0, b))
+                        any |= tma_store_in(P, br[i], x);
+                    x = xn;
+                }
         }
         s = next;
     }

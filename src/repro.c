@@ -95,7 +95,7 @@ static const char *expr_call(tli_eop op)
         [E_EQ] = "tl_eq", [E_NE] = "tl_ne", [E_AND] = "tl_and", [E_OR] = "tl_or",
         [E_NEG] = "tl_neg", [E_ABS] = "tl_abs", [E_NOT] = "tl_not", [E_EXP] = "tl_exp",
         [E_EXP2] = "tl_exp2", [E_LOG] = "tl_log", [E_SQRT] = "tl_sqrt", [E_RSQRT] = "tl_rsqrt",
-        [E_TANH] = "tl_tanh", [E_ERF] = "tl_erf",
+        [E_TANH] = "tl_tanh", [E_ERF] = "tl_erf", [E_BLOCK_VALUE] = "tl_block_value",
     };
     return op < E_COUNT ? calls[op] : NULL;
 }

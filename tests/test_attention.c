@@ -19,16 +19,17 @@ static void case_strides(const attn_case *c, int64_t st[4][3])
 }
 
 /* The leading launch arguments of the op's kernel for case c: B, H, HKV,
- * SQ, SKV, [NSPLIT,] the strides of the first nt of Q, K, V, O. */
-static int size_args(const attn_case *c, int nsplit, int nt, tl_arg *args)
+ * SQ, SKV, [NFULL, NSPLIT (the split kernel: nsplit >= 2),] the strides of
+ * Q, K, V, O. */
+static int size_args(const attn_case *c, int64_t nfull, int nsplit, tl_arg *args)
 {
     int64_t st[4][3];
     case_strides(c, st);
     int n = 0;
-    int64_t dims[] = {c->b, c->h, c->hkv, c->sq, c->skv, nsplit};
-    for (int i = 0; i < (nsplit >= 2 ? 6 : 5); i++)
+    int64_t dims[] = {c->b, c->h, c->hkv, c->sq, c->skv, nfull, nsplit};
+    for (int i = 0; i < (nsplit >= 2 ? 7 : 5); i++)
         args[n++] = tl_arg_int(dims[i]);
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < 4; t++)
         for (int j = 0; j < 3; j++)
             args[n++] = tl_arg_int(st[t][j]);
     return n;
@@ -37,7 +38,7 @@ static int size_args(const attn_case *c, int nsplit, int nt, tl_arg *args)
 /* The launch arguments of the op's program for case c on host buffers. */
 static int host_args(const attn_case *c, void *q, void *k, void *v, void *o, float *lse, tl_arg *args)
 {
-    int n = size_args(c, 0, 4, args);
+    int n = size_args(c, 0, 1, args);
     args[n++] = tl_arg_hptr(q);
     args[n++] = tl_arg_hptr(k);
     args[n++] = tl_arg_hptr(v);
@@ -101,21 +102,35 @@ static void interpret_case_with(const attn_case *c, int with_lse, const tl_flash
 
 static void interpret_case(const attn_case *c, int with_lse) { interpret_case_with(c, with_lse, NULL); }
 
-/* A schedule that splits the keys over nsplit blocks: the op's two kernels
- * run by the interpreter, the parts in a host workspace poisoned with NaN
- * first (every element the combine reads must have been written), then
- * compared with the float64 reference as above. */
+/* Fills a [B, heads, seq, D] tensor of case c with NaN. */
+static void poison(const attn_case *c, void *t, int64_t heads, int64_t seq)
+{
+    uint16_t nan16 = c->dt == TL_BF16 ? 0x7fc0 : 0x7e00;
+    for (int64_t i = 0; i < attn_elems(c, heads, seq); i++)
+        ((uint16_t *)t)[i] = nan16;
+}
+
+/* A schedule that splits the keys (split_kv, or split_tail past the last
+ * whole wave of the offline context's 132 SMs): the op's two kernels run by
+ * the interpreter, O and the parts' host workspace poisoned with NaN first
+ * (every element of O must be written, by a whole block or the combine,
+ * and every element the combine reads by a part), then compared with the
+ * float64 reference as above. */
 static void interpret_split_case(const attn_case *c, int with_lse, tl_flash_attn_schedule s)
 {
     void *q = random_tensor(c, c->h, c->sq, 1), *k = random_tensor(c, c->hkv, c->skv, 2);
     void *v = random_tensor(c, c->hkv, c->skv, 3), *o = random_tensor(c, c->h, c->sq, 4);
-    int64_t rows = c->b * c->h * c->sq, parts = rows * s.split_kv;
+    int64_t blocks = (c->sq + s.block_m - 1) / s.block_m * c->h * c->b, rows = c->b * c->h * c->sq;
+    int64_t nfull = s.split_kv >= 2 ? 0 : blocks / 132 * 132, nsplit = s.split_kv >= 2 ? s.split_kv : s.split_tail;
+    int64_t prow = c->sq < s.block_m ? c->sq : s.block_m, parts = (blocks - nfull) * nsplit * prow;
+    assert_true(nsplit >= 2 && blocks > nfull);
     float *lse = with_lse ? malloc(sizeof(float) * (size_t)(rows ? rows : 1)) : NULL;
     float *wo = malloc(sizeof(float) * (size_t)(parts * c->d + 1)), *wl = malloc(sizeof(float) * (size_t)(parts + 1));
     for (int64_t i = 0; i < parts * c->d; i++)
         wo[i] = NAN;
     for (int64_t i = 0; i < parts; i++)
         wl[i] = NAN;
+    poison(c, o, c->h, c->sq);
     tl_flash_attn_desc d = attn_desc(c, with_lse);
     d.schedule = s;
     tl_kernel *kern, *comb;
@@ -123,18 +138,21 @@ static void interpret_split_case(const attn_case *c, int with_lse, tl_flash_attn
     assert_status(tl_op_flash_attn_combine_build(ctx, &d, &comb), TL_OK);
     int64_t st[4][3];
     case_strides(c, st);
-    tl_arg args[24];
-    int n = size_args(c, s.split_kv, 3, args);
+    tl_arg args[32];
+    int n = size_args(c, nfull, (int)nsplit, args);
     args[n++] = tl_arg_hptr(q);
     args[n++] = tl_arg_hptr(k);
     args[n++] = tl_arg_hptr(v);
+    args[n++] = tl_arg_hptr(o);
+    if (lse)
+        args[n++] = tl_arg_hptr(lse);
     args[n++] = tl_arg_hptr(wo);
     args[n++] = tl_arg_hptr(wl);
     args[n++] = tl_arg_float(attn_scale(c) * 1.4426950408889634);
     assert_status(tl_interpret(kern, n, args), TL_OK);
     n = 0;
-    int64_t cdims[] = {c->b, c->h, c->sq, s.split_kv, st[3][0], st[3][1], st[3][2]};
-    for (size_t i = 0; i < 7; i++)
+    int64_t cdims[] = {c->b, c->h, c->sq, nfull, nsplit, st[3][0], st[3][1], st[3][2]};
+    for (size_t i = 0; i < 8; i++)
         args[n++] = tl_arg_int(cdims[i]);
     args[n++] = tl_arg_hptr(wo);
     args[n++] = tl_arg_hptr(wl);
@@ -142,7 +160,7 @@ static void interpret_split_case(const attn_case *c, int with_lse, tl_flash_attn
     if (lse)
         args[n++] = tl_arg_hptr(lse);
     assert_status(tl_interpret(comb, n, args), TL_OK);
-    check_case(c, q, k, v, o, lse, s.split_kv);
+    check_case(c, q, k, v, o, lse, (int)nsplit);
     tl_kernel_destroy(kern);
     tl_kernel_destroy(comb);
     free(q), free(k), free(v), free(o), free(lse), free(wo), free(wl);
@@ -151,25 +169,38 @@ static void interpret_split_case(const attn_case *c, int with_lse, tl_flash_attn
 /* The keys split over blocks (split_kv): more parts than some blocks have
  * tiles (empty parts), causal rows whose parts see no key, grouped-query
  * heads, [B, S, H, D] strides, the log-sum-exp, a negative scale, the
- * wgmma schedule with a producer and persistent CTAs, and head_dim 256. */
+ * wgmma schedule with a producer and persistent CTAs, and head_dim 256.
+ * Then the last wave's blocks split (split_tail): past 132 blocks, causal
+ * (its blocks last first), ragged rows in the last query block, with the
+ * log-sum-exp written by whole blocks and the combine alike. */
 static void test_split_keys(void **state)
 {
     (void)state;
     tl_flash_attn_schedule plain = {.block_m = 64, .block_n = 32, .stages = 2, .threads = 128};
     tl_flash_attn_schedule ws = {.block_m = 128, .block_n = 64, .stages = 3, .threads = 256, .warp_specialize = 1,
                                  .pingpong = 1, .persistent = 1};
-    const struct { attn_case c; int lse, split; const tl_flash_attn_schedule *s; } cases[] = {
-        {{1, 4, 2, 3, 200, 64, 0, 0, 0, TL_BF16}, 1, 3, &plain},    /* decoding-like: 7 tiles in 3 runs */
-        {{2, 2, 1, 1, 100, 64, 0, 0, 1, TL_F16}, 0, 2, &plain},     /* one query row, MQA, [B, S, H, D] */
-        {{1, 2, 2, 37, 70, 64, 1, 0, 0, TL_BF16}, 1, 4, &plain},    /* causal: parts without keys, -inf rows */
-        {{1, 1, 1, 70, 37, 64, 1, 0, 0, TL_BF16}, 1, 2, &plain},    /* causal, more queries than keys */
-        {{1, 2, 2, 20, 150, 64, 0, -0.3, 0, TL_BF16}, 1, 5, &plain}, /* a negative scale (the row minimum) */
-        {{1, 2, 1, 50, 300, 128, 1, 0, 0, TL_BF16}, 0, 3, &ws},     /* producer, ping-pong, persistent */
-        {{1, 1, 1, 16, 90, 256, 0, 0, 0, TL_BF16}, 1, 2, &plain},   /* head_dim 256 */
+    tl_flash_attn_schedule tiny = {.block_m = 16, .block_n = 16, .stages = 2, .threads = 32, .split_kv = 1};
+    const struct { attn_case c; int lse, split, tail; const tl_flash_attn_schedule *s; } cases[] = {
+        {{1, 4, 2, 3, 200, 64, 0, 0, 0, TL_BF16}, 1, 3, 0, &plain},    /* decoding-like: 7 tiles in 3 runs */
+        {{2, 2, 1, 1, 100, 64, 0, 0, 1, TL_F16}, 0, 2, 0, &plain},     /* one query row, MQA, [B, S, H, D] */
+        {{1, 2, 2, 37, 70, 64, 1, 0, 0, TL_BF16}, 1, 4, 0, &plain},    /* causal: parts without keys, -inf rows */
+        {{1, 1, 1, 70, 37, 64, 1, 0, 0, TL_BF16}, 1, 2, 0, &plain},    /* causal, more queries than keys */
+        {{1, 2, 2, 20, 150, 64, 0, -0.3, 0, TL_BF16}, 1, 5, 0, &plain}, /* a negative scale (the row minimum) */
+        {{1, 2, 1, 50, 300, 128, 1, 0, 0, TL_BF16}, 0, 3, 0, &ws},     /* producer, ping-pong, persistent */
+        {{1, 1, 1, 16, 90, 256, 0, 0, 0, TL_BF16}, 1, 2, 0, &plain},   /* head_dim 256 */
+        /* split_tail: 140 blocks of 16 rows (the last ragged), the last 8 in 4 parts of 2, 2, 1 and 0 of
+         * their 5 key tiles */
+        {{1, 2, 2, 1115, 70, 64, 0, 0, 0, TL_BF16}, 1, 0, 4, &tiny},
+        /* causal, GQA, [B, S, H, D]: 150 blocks, the 18 past the wave the shortest (parts without keys,
+         * rows with none) */
+        {{5, 3, 1, 150, 140, 64, 1, 0, 1, TL_F16}, 1, 0, 3, &tiny},
+        /* less than a wave: every block split, the wgmma schedule */
+        {{1, 2, 1, 50, 300, 128, 0, 0, 0, TL_BF16}, 0, 0, 4, &ws},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_flash_attn_schedule s = *cases[i].s;
-        s.split_kv = cases[i].split;
+        s.split_kv = cases[i].split ? cases[i].split : 1;
+        s.split_tail = cases[i].tail ? cases[i].tail : 1;
         interpret_split_case(&cases[i].c, cases[i].lse, s);
     }
 }
@@ -198,12 +229,69 @@ static void test_split_choice(void **state)
     tl_kernel *k;
     assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
     assert_non_null(strstr(tl_ctx_error(ctx), "split_kv = 65"));
-    d.schedule.split_kv = 64, d.batch = 2000;
+    d.schedule.split_kv = 64, d.batch = 40000000; /* 1.28e9 blocks of one row, 64 parts each */
     assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
-    assert_non_null(strstr(tl_ctx_error(ctx), "65535"));
+    assert_non_null(strstr(tl_ctx_error(ctx), "2^31"));
     d.schedule.split_kv = 1, d.batch = 1;
     assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_OK);
     tl_kernel_destroy(k);
+    d.schedule.split_tail = 17;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "split_tail = 17"));
+}
+
+/* Whether d's kernel is the split one (it has the dim NFULL). */
+static bool is_split_kernel(const tl_flash_attn_desc *d)
+{
+    tl_kernel *k;
+    char *text;
+    assert_status(tl_op_flash_attn_build(ctx, d, &k), TL_OK);
+    assert_status(tl_kernel_dump(k, &text), TL_OK);
+    bool split = strstr(text, "NFULL") != NULL;
+    free(text);
+    tl_kernel_destroy(k);
+    return split;
+}
+
+/* The op's balanced last wave. The grid's D 128 point at 16k keys has 2048
+ * blocks of 128 rows (one a CTA), 15 waves of 132 and 68 blocks; its 94
+ * key tiles of 176 in thirds run as two rounds of 32 tiles and a part's
+ * and the combine's costs, 71 tiles' time against 94 (halves: 97). D 64 at
+ * 4k keys: 2816 blocks of 192 rows, 44 past 21 waves, one round of thirds
+ * of 32 tiles. None at D 128 4k (persistent CTAs taking turns: measured no
+ * gain), where the waves are whole, for causal blocks or for blocks two of
+ * which fit an SM; and asked for where no block is past the waves, the
+ * plain kernel. */
+static void test_tail_choice(void **state)
+{
+    (void)state;
+    tl_flash_attn_desc d = {.batch = 1, .heads = 16, .kv_heads = 16, .seq_q = 16384, .seq_kv = 16384, .head_dim = 128,
+                            .dtype = TL_BF16};
+    tl_flash_attn_schedule s = tl_op_flash_attn_schedule(ctx, &d);
+    assert_int_equal(s.block_m, 128);
+    assert_int_equal(s.block_n, 176);
+    assert_int_equal(s.persistent, 0);
+    assert_int_equal(s.split_kv, 1);
+    assert_int_equal(s.split_tail, 3);
+    assert_true(is_split_kernel(&d));
+    d.batch = 4, d.heads = d.kv_heads = 32, d.head_dim = 64, d.seq_q = d.seq_kv = 4096;
+    s = tl_op_flash_attn_schedule(ctx, &d);
+    assert_int_equal(s.block_m, 192);
+    assert_int_equal(s.split_tail, 3);
+    d.heads = d.kv_heads = 16, d.head_dim = 128; /* persistent, taking turns */
+    s = tl_op_flash_attn_schedule(ctx, &d);
+    assert_true(s.persistent == 1 && s.pingpong == 1);
+    assert_int_equal(s.split_tail, 1);
+    d.heads = d.kv_heads = 33, d.batch = 1, d.seq_q = d.seq_kv = 16384; /* 4224 blocks: 32 whole waves */
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_tail, 1);
+    d.schedule.split_tail = 3; /* asked for, but no block is past the waves: the plain kernel */
+    assert_false(is_split_kernel(&d));
+    d.schedule.split_tail = 0, d.heads = d.kv_heads = 16, d.causal = 1;
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_tail, 1);
+    d.causal = 0, d.schedule = (tl_flash_attn_schedule){.block_m = 64, .block_n = 64, .stages = 2, .threads = 128};
+    assert_int_equal(tl_op_flash_attn_schedule(ctx, &d).split_tail, 1); /* 48 KB of shared memory */
+    d.schedule.split_tail = 2; /* asked for: the split kernel */
+    assert_true(is_split_kernel(&d));
 }
 
 static void test_interpreter_matches_reference(void **state)
@@ -641,6 +729,8 @@ int main(void)
         cmocka_unit_test(test_descriptor_errors),
         cmocka_unit_test(test_split_keys),
         cmocka_unit_test(test_split_choice),
+        cmocka_unit_test(test_tail_choice),
     };
+    test_apply_filter();
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
 }

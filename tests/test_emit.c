@@ -140,6 +140,45 @@ static void test_barriers_in_serial_loops(void **state)
     tl_kernel_destroy(k);
 }
 
+/* tl_block_value: a block's own mapping of its index, computed once where
+ * the block indices are (a let), read wherever it is used (here inside a
+ * serial loop, whose body no longer divides); the interpreter gives the
+ * same values; a value of a loop variable or a load is refused. */
+static void test_block_values(void **state)
+{
+    (void)state;
+    tl_kernel *k = tl_kernel_new(ctx, "block_values");
+    tl_expr NB = tl_dim(k, "NB"), G = tl_dim(k, "G");
+    tl_buf Y = tl_param_tensor(k, "Y", TL_I64, 2, (tl_expr[]){NB, tl_int(k, 4)}, NULL);
+    tl_grid(k, NB, TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    tl_expr b = tl_block_idx(k, 0);
+    tl_expr q = tl_block_value(k, tl_div(k, b, G)), r = tl_block_value(k, tl_mod(k, b, G));
+    assert_true(tl_block_value(k, G).id == G.id); /* a parameter is its own value */
+    tl_expr s = tl_serial(k, tl_int(k, 4));
+    tl_store(k, Y, (tl_expr[]){b, s}, tl_add(k, tl_mul(k, tl_add(k, tl_mul(k, q, tl_int(k, 1000)), r), tl_int(k, 10)), s));
+    tl_end(k);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *let = strstr(src, "const long long tl_bv"), *loop = strstr(src, "for (long long");
+    assert_true(let && loop && let < loop);
+    assert_null(strstr(loop, "/ G")); /* the loop reads the lets */
+    assert_null(strstr(loop, "% G"));
+    tl_free_host(src);
+    int64_t y[7 * 4];
+    tl_arg args[] = {tl_arg_int(7), tl_arg_int(3), tl_arg_hptr(y)};
+    assert_status(tl_interpret(k, 3, args), TL_OK);
+    for (int i = 0; i < 7 * 4; i++)
+        assert_int_equal(y[i], ((i / 4 / 3) * 1000 + (i / 4 % 3)) * 10 + i % 4);
+    tl_kernel_destroy(k);
+    k = tl_kernel_new(ctx, "block_value_errors");
+    tl_buf X = tl_param_tensor(k, "X", TL_I64, 1, (tl_expr[]){tl_int(k, 4)}, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    tl_block_value(k, tl_load(k, X, (tl_expr[]){tl_int(k, 0)}));
+    assert_int_equal(tl_kernel_status(k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_kernel_error(k), "reads a buffer"));
+    tl_kernel_destroy(k);
+}
+
 /* tl_use_fast_math swaps the f32 functions for the approximate ones (and
  * leaves f64 alone); without it the precise library functions stay. */
 static void test_fast_math_source(void **state)
@@ -404,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_prebuilt_cubins_sm80_sm90a),
         cmocka_unit_test(test_zoo_cubins_sm80_sm90a),
         cmocka_unit_test(test_barriers_in_serial_loops),
+        cmocka_unit_test(test_block_values),
         cmocka_unit_test(test_fast_math_source),
         cmocka_unit_test(test_deferred_copy_and_bounds),
         cmocka_unit_test(test_clear_folds_into_wgmma),

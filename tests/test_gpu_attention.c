@@ -416,6 +416,40 @@ static void test_split_keys(void **state)
     }
 }
 
+/* The last wave's blocks split (split_tail) on the target's default
+ * schedule: heads enough for one block past a whole wave of the GPU's SMs
+ * up to a head's worth, the op's choice, and given parts (2, 3, 5):
+ * ragged query rows, multi-query heads, [B, S, H, D], causal (the blocks
+ * longest first, so the split ones are the shortest, rows with no key),
+ * outputs poisoned as above. */
+static void test_split_tail(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tl_device_info info;
+    int64_t sms = tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
+    const attn_case base[] = {
+        {2, 1, 1, 1870, 300, 64, 0, 0, 0, TL_BF16},  {1, 1, 1, 1000, 700, 128, 0, 0, 1, TL_F16},
+        {1, 1, 1, 2048, 300, 128, 1, 0, 0, TL_BF16},
+    };
+    static const int parts[] = {0, 2, 3, 5};
+    for (size_t i = 0; i < (small ? 1 : sizeof base / sizeof base[0]); i++) {
+        attn_case c = base[i];
+        tl_flash_attn_desc d = attn_desc(&c, 0);
+        tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &d);
+        int64_t per_head = (c.sq + e.block_m - 1) / e.block_m * c.b;
+        c.h = sms / per_head + 1; /* past the wave by 1 to per_head blocks */
+        c.hkv = i == 1 ? 1 : c.h;
+        assert_true((c.h * per_head) % sms != 0);
+        for (size_t j = 0; j < (small ? 2 : sizeof parts / sizeof parts[0]); j++) {
+            d = attn_desc(&c, 0);
+            e = tl_op_flash_attn_schedule(ctx, &d);
+            e.split_tail = parts[j] ? parts[j] : e.split_tail;
+            run_case(&c, parts[j] ? &e : NULL, 1600 + 10 * i + j);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +460,8 @@ int main(void)
         cmocka_unit_test(test_mma_sync_path),
         cmocka_unit_test(test_o_alignment),
         cmocka_unit_test(test_split_keys),
+        cmocka_unit_test(test_split_tail),
     };
+    test_apply_filter();
     return cmocka_run_group_tests(tests, attention_setup, attention_teardown);
 }

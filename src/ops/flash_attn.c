@@ -136,26 +136,72 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
 }
 
 #define MAX_SPLIT 64
+#define MAX_TAIL 16
 #define MIN_SPLIT_TILES 4 /* key tiles a split block walks at least */
+
+/* The SMs of the context's GPU; an H200's 132 without one (offline). */
+static int64_t sm_count(tl_ctx *ctx)
+{
+    tl_device_info info;
+    return tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
+}
+
+static int64_t query_blocks(const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
+{
+    return (d->seq_q + s->block_m - 1) / s->block_m * d->heads * d->batch;
+}
 
 /* The op's split of the keys: none where the query blocks fill half of the
  * GPU's SMs; else about one wave of blocks, each walking at least
  * MIN_SPLIT_TILES key tiles (decoding: 32 heads of one query row against
- * 8k keys ran 32 blocks of 47 tiles on 132 SMs). The SMs of the context's
- * GPU; an H200's 132 without one (offline). */
+ * 8k keys ran 32 blocks of 47 tiles on 132 SMs). */
 static int default_split(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
 {
-    tl_device_info info;
-    int64_t sms = tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
-    int64_t blocks = (d->seq_q + s->block_m - 1) / s->block_m * d->heads * d->batch;
+    int64_t sms = sm_count(ctx), blocks = query_blocks(d, s);
     int64_t tiles = (d->seq_kv + s->block_n - 1) / s->block_n;
-    if (blocks == 0 || 2 * blocks > sms || d->batch * 2 > 65535)
+    if (blocks == 0 || 2 * blocks > sms)
         return 1;
     int64_t n = sms / blocks, most = tiles / MIN_SPLIT_TILES;
     n = n < most ? n : most;
     n = n < MAX_SPLIT ? n : MAX_SPLIT;
-    n = n * d->batch <= 65535 ? n : 65535 / d->batch;
     return n >= 2 ? (int)n : 1;
+}
+
+/* What a part of a split block pays on top of its run of key tiles, and
+ * what the combine's launch costs, in key tiles' time (a model). */
+#define TAIL_PART_TILES 2
+#define TAIL_COMBINE_TILES 3
+#define TAIL_MOST_PARTS 3 /* the op's choice: more parts measured no better */
+
+/* The op's balanced last wave (split_tail): N query blocks of one a SM on W
+ * SMs leave the last N mod W = R blocks to run on R SMs while the others
+ * idle. Cut into k parts each, they run as ceil(R k / W) rounds of parts
+ * of ceil(tiles / k) tiles; the k up to three with the fewest tiles' time,
+ * counting the parts' and the combine's costs, where that beats the whole
+ * blocks. Only non-causal blocks (causal ones come from the counter longest
+ * first, which already ends on short ones) whose shared memory keeps them
+ * one an SM (so that W is the SMs), and not where persistent CTAs dealt
+ * blocks in turn take turns on the tensor cores. H200, same run, bench/NOTES.md
+ * session 27, TFLOP/s whole / 3 parts / 5 parts: D 64 4k (three groups,
+ * persistent) 476-480 / 500-504 / 498, 2k 0.984 -> 1.014 of cuDNN; D 128
+ * 16k (one block a CTA) 703 / 715-717 / 648-673; but D 128 4k and 8k
+ * (persistent, turns) 684-686 / 681-682 / 678-679 and 706-708 / 706-708 /
+ * 707-708: nothing to gain there. */
+static int default_tail(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
+{
+    int64_t esz = (int64_t)tl_dtype_size(d->dtype);
+    int64_t smem = ((int64_t)s->block_m + 2 * (int64_t)s->stages * s->block_n) * d->head_dim * esz;
+    if (d->causal || s->split_kv >= 2 || smem <= 114 * 1024 || (s->persistent == 1 && s->pingpong))
+        return 1;
+    int64_t w = sm_count(ctx), n = query_blocks(d, s), r = n % w;
+    int64_t tiles = (d->seq_kv + s->block_n - 1) / s->block_n, best = tiles;
+    int parts = 1;
+    for (int k = 2; k <= TAIL_MOST_PARTS && r; k++) {
+        int64_t cost = (r * k + w - 1) / w * ((tiles + k - 1) / k + TAIL_PART_TILES) + TAIL_COMBINE_TILES;
+        if (cost < best)
+            best = cost, parts = k;
+    }
+    return parts;
 }
 
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
@@ -163,9 +209,10 @@ static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_att
     tl_flash_attn_schedule s = d->schedule, def = default_schedule(ctx, d);
     bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong &&
                 !s.persistent;
-    if (zero) { /* the default, with the caller's split_kv (the default's is 0: the op's choice below) */
+    if (zero) { /* the default, with the caller's splits (the default's are 0: the op's choice below) */
         s = def;
         s.split_kv = d->schedule.split_kv;
+        s.split_tail = d->schedule.split_tail;
     } else {
         if (!s.block_m)
             s.block_m = def.block_m;
@@ -178,10 +225,27 @@ static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_att
     }
     if (!s.split_kv)
         s.split_kv = default_split(ctx, d, &s);
+    if (!s.split_tail)
+        s.split_tail = default_tail(ctx, d, &s);
     return s;
 }
 
-static bool splits(const tl_flash_attn_schedule *s) { return s->split_kv >= 2; }
+/* How schedule s splits d's keys: the number of parts of each split block
+ * (1: none, the plain kernel) and, in *nfull, the blocks before the first
+ * split one. split_kv splits them all; split_tail those past the last
+ * whole wave of one block a SM (all of them when there is less than a
+ * wave; none when the waves are whole). */
+static int split_plan(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s, int64_t *nfull)
+{
+    *nfull = 0;
+    if (s->split_kv >= 2)
+        return s->split_kv;
+    int64_t n = query_blocks(d, s), w = sm_count(ctx);
+    if (s->split_tail < 2 || n % w == 0)
+        return 1;
+    *nfull = n / w * w;
+    return s->split_tail;
+}
 
 static bool strides_given(const int64_t *s) { return s[0] || s[1] || s[2]; }
 
@@ -217,9 +281,13 @@ static tl_status check_desc(tl_ctx *ctx, const tl_flash_attn_desc *d, const char
     if (s.split_kv < 0 || s.split_kv > MAX_SPLIT)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.split_kv = %d is outside 0..%d", api, s.split_kv,
                         MAX_SPLIT);
-    if (splits(&s) && d->batch * s.split_kv > 65535)
-        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: batch %lld x split_kv %d is more than 65535 (the grid's third "
-                        "axis)", api, (long long)d->batch, s.split_kv);
+    if (s.split_tail < 0 || s.split_tail > MAX_TAIL)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.split_tail = %d is outside 0..%d", api, s.split_tail,
+                        MAX_TAIL);
+    int64_t nfull, nsplit = split_plan(ctx, d, &s, &nfull), blocks = query_blocks(d, &s);
+    if (nsplit >= 2 && blocks > (INT32_MAX - nfull) / nsplit + nfull)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: %lld query blocks split %lld ways are more than the grid's "
+                        "2^31 - 1 blocks", api, (long long)blocks, (long long)nsplit);
     return TL_OK;
 }
 
@@ -285,9 +353,10 @@ typedef struct attn {
     tl_flash_attn_schedule s;
     bool min_mode;                  /* negative scale: track the row minimum */
     tl_expr SQ, SKV, c;             /* lengths; c = scale log2 e */
+    bool parts;                     /* the split kernel: some blocks cut into parts (split_plan) */
     tl_expr b, h, hk, qi;           /* batch, head, K/V head, query block */
-    tl_expr z, kv0;                 /* split: block z = b NSPLIT + part, its first key tile */
-    tl_buf Q, K, V, O, LSE;         /* split: O is WO, LSE is WL (the parts, f32) */
+    tl_expr whole, j, kv0;          /* parts: the item is a whole block; else part j; its first key tile */
+    tl_buf Q, K, V, O, LSE, WO, WL; /* WO, WL: the parts, f32 */
     tl_buf Qs, Ks, Vs, S, P, acc, m, m_prev, l, alpha, rowsum;
 } attn;
 
@@ -305,9 +374,9 @@ static tl_buf shared(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, cons
     return s;
 }
 
-/* The key tile of the pipelined loop's iteration kv: a split block's run
- * starts at its first tile kv0. */
-static tl_expr key_tile(attn *A, tl_expr kv) { return splits(&A->s) ? tl_add(A->k, A->kv0, kv) : kv; }
+/* The key tile of the pipelined loop's iteration kv: a part's run starts
+ * at its first tile kv0. */
+static tl_expr key_tile(attn *A, tl_expr kv) { return A->parts ? tl_add(A->k, A->kv0, kv) : kv; }
 
 /* The extreme a row starts from and pads with: -inf, or +inf in min mode. */
 static tl_expr far(attn *A) { return tl_f32(A->k, A->min_mode ? INFINITY : -INFINITY); }
@@ -391,31 +460,48 @@ static void online_softmax(attn *A)
     tl_copy(k, tl_all(A->S), tl_all(A->P));
 }
 
-/* O = acc / l (0 for a row with nothing to attend), and the log-sum-exp
- * m scale + ln l = (m c + log2 l) ln 2 (-inf for such a row). A split
- * block writes its part the same way, f32, with the base-2 log-sum-exp
- * m c + log2 l that the combine weighs the parts by. */
+/* The rows' log-sum-exp from m and l: natural, m scale + ln l = (m c +
+ * log2 l) ln 2, or (base2) m c + log2 l; -inf for a row with nothing to
+ * attend (l = 0). */
+static tl_expr row_lse(attn *A, tl_expr i, bool base2)
+{
+    tl_kernel *k = A->k;
+    tl_expr l = tl_load(k, A->l, &i), mc = tl_mul(k, tl_load(k, A->m, &i), A->c);
+    tl_expr lse = base2 ? tl_add(k, mc, tl_mul(k, tl_log(k, l), tl_f32(k, (float)LOG2E)))
+                        : tl_add(k, tl_mul(k, mc, tl_f32(k, (float)M_LN2)), tl_log(k, l));
+    return tl_select(k, tl_gt(k, l, tl_f32(k, 0.0f)), lse, tl_f32(k, -INFINITY));
+}
+
+/* O = acc / l (0 for a row with nothing to attend), and the log-sum-exp.
+ * In the split kernel a part writes its O the same way, f32, to its rows
+ * of WO, with the base-2 log-sum-exp that the combine weighs the parts by
+ * to WL. */
 static void epilogue(attn *A)
 {
     tl_kernel *k = A->k;
     int64_t BM = A->s.block_m, D = A->d->head_dim;
-    bool split = splits(&A->s);
-    tl_expr v[2];
+    tl_expr v[2], zero = tl_int(k, 0);
     tl_parallel(k, 2, (int64_t[]){BM, D}, v);
     tl_expr inv = tl_div(k, tl_f32(k, 1.0f), tl_max(k, tl_load(k, A->l, &v[0]), tl_f32(k, FLT_MIN)));
     tl_store(k, A->acc, v, tl_mul(k, tl_load(k, A->acc, v), inv));
     tl_end(k);
-    tl_expr bz = split ? A->z : A->b;
-    tl_copy(k, tl_all(A->acc), tl_tile(k, A->O, bz, A->h, A->qi, tl_int(k, 0)));
-    if (!A->d->lse && !split)
+    if (A->parts)
+        tl_if(k, A->whole);
+    tl_copy(k, tl_all(A->acc), tl_tile(k, A->O, A->b, A->h, A->qi, zero));
+    if (A->d->lse) {
+        tl_expr i = tl_parallel1(k, BM);
+        tl_expr lse = row_lse(A, i, false), row = tl_add(k, tl_mul(k, A->qi, tl_int(k, BM)), i);
+        tl_store(k, A->LSE, (tl_expr[]){A->b, A->h, row}, lse);
+        tl_end(k);
+    }
+    if (!A->parts)
         return;
+    tl_else(k);
+    tl_copy(k, tl_all(A->acc), tl_tile(k, A->WO, A->j, zero, zero));
     tl_expr i = tl_parallel1(k, BM);
-    tl_expr l = tl_load(k, A->l, &i), mc = tl_mul(k, tl_load(k, A->m, &i), A->c);
-    tl_expr lse = split ? tl_add(k, mc, tl_mul(k, tl_log(k, l), tl_f32(k, (float)LOG2E)))
-                        : tl_add(k, tl_mul(k, mc, tl_f32(k, (float)M_LN2)), tl_log(k, l));
-    lse = tl_select(k, tl_gt(k, l, tl_f32(k, 0.0f)), lse, tl_f32(k, -INFINITY));
-    tl_expr row = tl_add(k, tl_mul(k, A->qi, tl_int(k, BM)), i);
-    tl_store(k, A->LSE, (tl_expr[]){bz, A->h, row}, lse);
+    tl_expr lse = row_lse(A, i, true);
+    tl_store(k, A->WL, (tl_expr[]){A->j, i}, lse);
+    tl_end(k);
     tl_end(k);
 }
 
@@ -428,6 +514,20 @@ static tl_status begin_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel
     return check_desc(ctx, d, api);
 }
 
+/* The linear query block blk of the split kernel and its combine as (qi,
+ * h, b): query block fastest, the last first when causal (longest first),
+ * then head, then batch. Each a block value: the divisions by run-time
+ * sizes once a block, not at every tile's address (the producer's loop
+ * ran 1.8 times as long with them there, bench/NOTES.md session 27). */
+static void block_at(tl_kernel *k, tl_expr blk, tl_expr QB, tl_expr H, bool causal, tl_expr *qi, tl_expr *h,
+                     tl_expr *b)
+{
+    tl_expr q = tl_mod(k, blk, QB), rest = tl_block_value(k, tl_div(k, blk, QB));
+    *qi = tl_block_value(k, causal ? tl_sub(k, tl_sub(k, QB, tl_int(k, 1)), q) : q);
+    *h = tl_block_value(k, tl_mod(k, rest, H));
+    *b = tl_block_value(k, tl_div(k, rest, H));
+}
+
 TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out)
 {
     static const char api[] = "tl_op_flash_attn_build";
@@ -435,38 +535,40 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     if (st != TL_OK)
         return st;
     attn A = {.d = d, .s = effective_schedule(ctx, d), .min_mode = d->scale < 0};
-    int64_t BM = A.s.block_m, BN = A.s.block_n, D = d->head_dim;
+    int64_t BM = A.s.block_m, BN = A.s.block_n, D = d->head_dim, nfull;
+    A.parts = split_plan(ctx, d, &A.s, &nfull) >= 2;
     char name[64];
-    tli_fmt(name, sizeof name, "flash_attn_%s_d%lld%s%s", tl_dtype_name(d->dtype), (long long)D,
-            d->causal ? "_causal" : "", splits(&A.s) ? "_split" : d->lse ? "_lse" : "");
+    tli_fmt(name, sizeof name, "flash_attn_%s_d%lld%s%s%s", tl_dtype_name(d->dtype), (long long)D,
+            d->causal ? "_causal" : "", A.parts ? "_split" : "", d->lse ? "_lse" : "");
     tl_kernel *k = A.k = tl_kernel_new(ctx, name);
     if (!k)
         return TL_ERR_OUT_OF_MEMORY;
-    bool split = splits(&A.s);
     tl_expr B = tl_dim(k, "B"), H = tl_dim(k, "H"), HKV = tl_dim(k, "HKV");
     A.SQ = tl_dim(k, "SQ");
     A.SKV = tl_dim(k, "SKV");
-    tl_expr NSPLIT = split ? tl_dim(k, "NSPLIT") : TL_NONE_EXPR;
+    tl_expr NFULL = A.parts ? tl_dim(k, "NFULL") : TL_NONE_EXPR, NSPLIT = A.parts ? tl_dim(k, "NSPLIT") : TL_NONE_EXPR;
     static const char *const sn[4][3] = {{"q_sb", "q_sh", "q_ss"}, {"k_sb", "k_sh", "k_ss"}, {"v_sb", "v_sh", "v_ss"},
                                          {"o_sb", "o_sh", "o_ss"}};
-    int nt = split ? 3 : 4; /* a split writes its parts to contiguous workspaces, not to O */
     tl_expr strides[4][4];
-    for (int t = 0; t < nt; t++) {
+    for (int t = 0; t < 4; t++) {
         for (int j = 0; j < 3; j++)
             strides[t][j] = tl_dim(k, sn[t][j]);
         strides[t][3] = tl_int(k, 1);
     }
-    tl_expr Dx = tl_int(k, D), BZ = split ? tl_mul(k, B, NSPLIT) : B;
+    tl_expr Dx = tl_int(k, D), zero = tl_int(k, 0), one = tl_int(k, 1);
     A.Q = tl_param_tensor(k, "Q", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[0]);
     A.K = tl_param_tensor(k, "K", d->dtype, 4, (tl_expr[]){B, HKV, A.SKV, Dx}, strides[1]);
     A.V = tl_param_tensor(k, "V", d->dtype, 4, (tl_expr[]){B, HKV, A.SKV, Dx}, strides[2]);
-    if (split) {
-        A.O = tl_param_tensor(k, "WO", TL_F32, 4, (tl_expr[]){BZ, H, A.SQ, Dx}, NULL);
-        A.LSE = tl_param_tensor(k, "WL", TL_F32, 3, (tl_expr[]){BZ, H, A.SQ}, NULL);
-    } else {
-        A.O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[3]);
-        if (d->lse)
-            A.LSE = tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, A.SQ}, NULL);
+    A.O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, A.SQ, Dx}, strides[3]);
+    if (d->lse)
+        A.LSE = tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, A.SQ}, NULL);
+    tl_expr QB = tl_ceildiv(k, A.SQ, tl_int(k, BM)), items = TL_NONE_EXPR;
+    if (A.parts) { /* (N - NFULL) NSPLIT parts of min(SQ, BM) rows each */
+        tl_expr nw = tl_mul(k, tl_sub(k, tl_mul(k, tl_mul(k, QB, H), B), NFULL), NSPLIT);
+        tl_expr rows = tl_min(k, A.SQ, tl_int(k, BM));
+        A.WO = tl_param_tensor(k, "WO", TL_F32, 3, (tl_expr[]){nw, rows, Dx}, NULL);
+        A.WL = tl_param_tensor(k, "WL", TL_F32, 2, (tl_expr[]){nw, rows}, NULL);
+        items = tl_add(k, NFULL, nw);
     }
     A.c = tl_param_scalar(k, "scale_log2", TL_F32);
     /* causal in persistent CTAs: the query blocks are the grid's slowest axis. CTAs are dealt
@@ -474,27 +576,42 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
      * sit at a few fixed query positions (G mod their count apart) and the CTAs' loads differ by
      * up to half (a model of the default tiles: the longest share 1.08-1.57 times the mean at
      * 2k-16k keys); slowest, every CTA gets blocks of each length in turn (1.03-1.06). Blocks taken
-     * from a counter (persistent = 2) keep the grid's order: a CTA that finishes early takes more */
-    bool q_slowest = d->causal && A.s.persistent == 1;
-    tl_expr QB = tl_ceildiv(k, A.SQ, tl_int(k, BM));
-    if (q_slowest)
-        tl_grid(k, H, BZ, QB, A.s.threads);
+     * from a counter (persistent = 2) keep the grid's order: a CTA that finishes early takes more.
+     * The split kernel keeps the order of block_at. */
+    bool q_slowest = d->causal && A.s.persistent == 1 && !A.parts;
+    if (A.parts)
+        tl_grid(k, items, TL_NONE_EXPR, TL_NONE_EXPR, A.s.threads);
+    else if (q_slowest)
+        tl_grid(k, H, B, QB, A.s.threads);
     else
-        tl_grid(k, QB, H, BZ, A.s.threads);
+        tl_grid(k, QB, H, B, A.s.threads);
     tl_use_fast_math(k, 1); /* exp2 on the hardware unit, as every FlashAttention does */
     tl_use_warp_specialize(k, A.s.warp_specialize);
     tl_use_pingpong(k, A.s.pingpong);
     tl_use_persistent(k, A.s.persistent);
-    /* causal: the query blocks in reverse, so that the longest (those with the most keys below the
-     * diagonal) start first and the last wave holds the short ones (longest-first order, as
-     * FlashAttention-3 schedules it) */
-    A.qi = tl_block_idx(k, q_slowest ? 2 : 0);
-    if (d->causal)
-        A.qi = tl_sub(k, tl_sub(k, QB, tl_int(k, 1)), A.qi);
-    A.h = tl_block_idx(k, q_slowest ? 0 : 1);
-    A.z = tl_block_idx(k, q_slowest ? 1 : 2);
-    A.b = split ? tl_div(k, A.z, NSPLIT) : A.z;
+    tl_expr nparts = TL_NONE_EXPR;
+    if (A.parts) { /* item i: block i while i < NFULL, then part j = i - NFULL: part j mod NSPLIT of
+                    * block NFULL + j / NSPLIT */
+        tl_expr it = tl_block_idx(k, 0);
+        A.whole = tl_block_value(k, tl_lt(k, it, NFULL));
+        A.j = tl_sub(k, it, NFULL);
+        tl_expr blk = tl_block_value(k, tl_select(k, A.whole, it, tl_add(k, NFULL, tl_div(k, A.j, NSPLIT))));
+        nparts = tl_select(k, A.whole, one, NSPLIT);
+        A.kv0 = tl_select(k, A.whole, zero, tl_mod(k, A.j, NSPLIT)); /* the part; its first tile below */
+        block_at(k, blk, QB, H, d->causal != 0, &A.qi, &A.h, &A.b);
+    } else {
+        /* causal: the query blocks in reverse, so that the longest (those with the most keys below the
+         * diagonal) start first and the last wave holds the short ones (longest-first order, as
+         * FlashAttention-3 schedules it) */
+        A.qi = tl_block_idx(k, q_slowest ? 2 : 0);
+        if (d->causal)
+            A.qi = tl_sub(k, tl_sub(k, QB, one), A.qi);
+        A.h = tl_block_idx(k, q_slowest ? 0 : 1);
+        A.b = tl_block_idx(k, q_slowest ? 1 : 2);
+    }
     A.hk = tl_div(k, A.h, tl_div(k, H, HKV)); /* grouped-query attention */
+    if (A.parts)
+        A.hk = tl_block_value(k, A.hk);
     A.Qs = shared(k, d->dtype, BM, D, "Qs");
     A.Ks = shared(k, d->dtype, BN, D, "Ks");
     A.Vs = shared(k, d->dtype, BN, D, "Vs");
@@ -506,7 +623,6 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     A.l = fragment(k, TL_F32, BM, 0, "l");
     A.alpha = fragment(k, TL_F32, BM, 0, "alpha");
     A.rowsum = fragment(k, TL_F32, BM, 0, "rowsum");
-    tl_expr zero = tl_int(k, 0);
     tl_copy(k, tl_tile(k, A.Q, A.b, A.h, A.qi, zero), tl_all(A.Qs));
     tl_clear(k, A.acc);
     tl_fill(k, A.m, far(&A));
@@ -515,13 +631,13 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
      * last row: key j <= (qi + 1) BM - 1 + seq_kv - seq_q */
     tl_expr tiles = tl_ceildiv(k, A.SKV, tl_int(k, BN));
     if (d->causal) {
-        tl_expr last = tl_add(k, tl_mul(k, tl_add(k, A.qi, tl_int(k, 1)), tl_int(k, BM)), tl_sub(k, A.SKV, A.SQ));
+        tl_expr last = tl_add(k, tl_mul(k, tl_add(k, A.qi, one), tl_int(k, BM)), tl_sub(k, A.SKV, A.SQ));
         tiles = tl_min(k, tiles, tl_max(k, tl_ceildiv(k, last, tl_int(k, BN)), zero));
     }
-    if (split) { /* part z mod NSPLIT of the block's tiles, in runs of ceil(tiles / NSPLIT) */
-        tl_expr per = tl_ceildiv(k, tiles, NSPLIT);
-        A.kv0 = tl_mul(k, tl_mod(k, A.z, NSPLIT), per);
-        tiles = tl_max(k, tl_min(k, per, tl_sub(k, tiles, A.kv0)), zero);
+    if (A.parts) { /* a part's run of ceil(tiles / parts) tiles */
+        tl_expr per = tl_block_value(k, tl_ceildiv(k, tiles, nparts));
+        A.kv0 = tl_block_value(k, tl_mul(k, A.kv0, per));
+        tiles = tl_block_value(k, tl_max(k, tl_min(k, per, tl_sub(k, tiles, A.kv0)), zero));
     }
     tl_expr kv = tl_pipelined(k, tiles, A.s.stages);
     tl_copy(k, tl_tile(k, A.K, A.b, A.hk, key_tile(&A, kv), zero), tl_all(A.Ks));
@@ -552,23 +668,24 @@ TL_API tl_status tl_op_flash_attn_program(tl_ctx *ctx, const tl_flash_attn_desc 
     /* what the code depends on: never the sizes, strides or the scale */
     tl_flash_attn_schedule s = effective_schedule(ctx, d);
     char key[128];
-    /* a split's kernel writes parts and their log-sum-exp whatever d->lse says; the number of parts is
-     * a launch argument */
+    /* the split kernel's blocks before the first split one and the number of parts are launch
+     * arguments */
+    int64_t nfull;
+    bool parts = split_plan(ctx, d, &s, &nfull) >= 2;
     tli_fmt(key, sizeof key, "flash_attn:%s:%lld:%d:%d:%d:%d.%d.%d.%d.%d.%d.%d%s", tl_dtype_name(d->dtype),
-            (long long)d->head_dim, d->causal != 0, d->lse != 0 && !splits(&s), d->scale < 0, s.block_m, s.block_n,
-            s.stages, s.threads, s.warp_specialize, s.pingpong, s.persistent, splits(&s) ? ":split" : "");
+            (long long)d->head_dim, d->causal != 0, d->lse != 0, d->scale < 0, s.block_m, s.block_n, s.stages,
+            s.threads, s.warp_specialize, s.pingpong, s.persistent, parts ? ":split" : "");
     unsigned since = tli_fail_count();
     return tli_fail_as(ctx, tli_op_program(ctx, key, build_for_op, d, out), api, since);
 }
 
 /* The combine of a split schedule, written with the builder like the rest:
- * a block of COMBINE_ROWS query rows of one (batch, head) folds the NSPLIT
- * parts in order with a running maximum of their base-2 log-sum-exps
+ * a block of up to 64 query rows of a split block folds its NSPLIT parts
+ * in order with a running maximum of their base-2 log-sum-exps
  * (FlashDecoding's merge): for part s, mx' = max(mx, lse_s), the sum so far
  * and O so far scaled by 2^(mx - mx'), part s added with weight
  * 2^(lse_s - mx'). Parts with no key (lse -inf) weigh 0; the maximum is
  * clamped to a finite value so that two of them never give inf - inf. */
-#define COMBINE_ROWS 64
 #define COMBINE_THREADS 256
 
 TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_kernel **out)
@@ -577,23 +694,30 @@ TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn
     tl_status st = begin_build(ctx, d, out, api);
     if (st != TL_OK)
         return st;
-    int64_t R = COMBINE_ROWS, D = d->head_dim;
+    int64_t BM = effective_schedule(ctx, d).block_m, D = d->head_dim;
+    int64_t R = BM % 64 == 0 ? 64 : BM % 32 == 0 ? 32 : 16; /* rows a block: a divisor of BM */
     char name[64];
-    tli_fmt(name, sizeof name, "flash_attn_combine_%s_d%lld%s", tl_dtype_name(d->dtype), (long long)D,
-            d->lse ? "_lse" : "");
+    tli_fmt(name, sizeof name, "flash_attn_combine_%s_d%lld%s%s", tl_dtype_name(d->dtype), (long long)D,
+            d->causal ? "_causal" : "", d->lse ? "_lse" : "");
     tl_kernel *k = tl_kernel_new(ctx, name);
     if (!k)
         return TL_ERR_OUT_OF_MEMORY;
-    tl_expr B = tl_dim(k, "B"), H = tl_dim(k, "H"), SQ = tl_dim(k, "SQ"), NSPLIT = tl_dim(k, "NSPLIT");
+    tl_expr B = tl_dim(k, "B"), H = tl_dim(k, "H"), SQ = tl_dim(k, "SQ"), NFULL = tl_dim(k, "NFULL");
+    tl_expr NSPLIT = tl_dim(k, "NSPLIT");
     tl_expr so[4] = {tl_dim(k, "o_sb"), tl_dim(k, "o_sh"), tl_dim(k, "o_ss"), tl_int(k, 1)};
-    tl_expr Dx = tl_int(k, D), BZ = tl_mul(k, B, NSPLIT), zero = tl_int(k, 0);
-    tl_buf WO = tl_param_tensor(k, "WO", TL_F32, 4, (tl_expr[]){BZ, H, SQ, Dx}, NULL);
-    tl_buf WL = tl_param_tensor(k, "WL", TL_F32, 3, (tl_expr[]){BZ, H, SQ}, NULL);
+    tl_expr Dx = tl_int(k, D), zero = tl_int(k, 0), BMx = tl_int(k, BM);
+    tl_expr QB = tl_ceildiv(k, SQ, BMx), rows = tl_min(k, SQ, BMx);
+    tl_expr split = tl_sub(k, tl_mul(k, tl_mul(k, QB, H), B), NFULL); /* the split blocks */
+    tl_expr nw = tl_mul(k, split, NSPLIT);
+    tl_buf WO = tl_param_tensor(k, "WO", TL_F32, 3, (tl_expr[]){nw, rows, Dx}, NULL);
+    tl_buf WL = tl_param_tensor(k, "WL", TL_F32, 2, (tl_expr[]){nw, rows}, NULL);
     tl_buf O = tl_param_tensor(k, "O", d->dtype, 4, (tl_expr[]){B, H, SQ, Dx}, so);
     tl_buf LSE = d->lse ? tl_param_tensor(k, "LSE", TL_F32, 3, (tl_expr[]){B, H, SQ}, NULL) : TL_NONE_BUF;
-    tl_grid(k, tl_ceildiv(k, SQ, tl_int(k, R)), H, B, COMBINE_THREADS);
+    tl_grid(k, split, tl_ceildiv(k, rows, tl_int(k, R)), TL_NONE_EXPR, COMBINE_THREADS);
     tl_use_fast_math(k, 1);
-    tl_expr qi = tl_block_idx(k, 0), h = tl_block_idx(k, 1), b = tl_block_idx(k, 2);
+    tl_expr r = tl_block_idx(k, 0), sub = tl_block_idx(k, 1), qi, h, b;
+    block_at(k, tl_add(k, NFULL, r), QB, H, d->causal != 0, &qi, &h, &b);
+    tl_expr ot = tl_add(k, tl_mul(k, qi, tl_int(k, BM / R)), sub); /* O's tile of R rows */
     tl_buf acc = fragment(k, TL_F32, R, D, "acc"), part = fragment(k, TL_F32, R, D, "part");
     tl_buf mx = fragment(k, TL_F32, R, 0, "mx"), sum = fragment(k, TL_F32, R, 0, "sum");
     tl_buf lp = fragment(k, TL_F32, R, 0, "lse_part"), alpha = fragment(k, TL_F32, R, 0, "alpha");
@@ -602,9 +726,9 @@ TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn
     tl_clear(k, sum);
     tl_fill(k, mx, tl_f32(k, -INFINITY));
     tl_expr sp = tl_serial(k, NSPLIT);
-    tl_expr z = tl_add(k, tl_mul(k, b, NSPLIT), sp);
-    tl_copy(k, tl_tile(k, WL, z, h, qi), tl_all(lp));
-    tl_copy(k, tl_tile(k, WO, z, h, qi, zero), tl_all(part));
+    tl_expr z = tl_add(k, tl_mul(k, r, NSPLIT), sp);
+    tl_copy(k, tl_tile(k, WL, z, sub), tl_all(lp));
+    tl_copy(k, tl_tile(k, WO, z, sub, zero), tl_all(part));
     tl_expr i = tl_parallel1(k, R);
     tl_expr now = tl_max(k, tl_load(k, mx, &i), tl_load(k, lp, &i));
     tl_expr fin = tl_max(k, now, tl_f32(k, -FLT_MAX));
@@ -623,13 +747,13 @@ TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn
     tl_expr inv = tl_div(k, tl_f32(k, 1.0f), tl_max(k, tl_load(k, sum, &v[0]), tl_f32(k, FLT_MIN)));
     tl_store(k, acc, v, tl_mul(k, tl_load(k, acc, v), inv));
     tl_end(k);
-    tl_copy(k, tl_all(acc), tl_tile(k, O, b, h, qi, zero));
+    tl_copy(k, tl_all(acc), tl_tile(k, O, b, h, ot, zero));
     if (d->lse) { /* (mx + log2 sum) ln 2 = mx ln 2 + ln sum */
         i = tl_parallel1(k, R);
         tl_expr l = tl_load(k, sum, &i);
         tl_expr lse = tl_add(k, tl_mul(k, tl_load(k, mx, &i), tl_f32(k, (float)M_LN2)), tl_log(k, l));
         lse = tl_select(k, tl_gt(k, l, tl_f32(k, 0.0f)), lse, tl_f32(k, -INFINITY));
-        tl_store(k, LSE, (tl_expr[]){b, h, tl_add(k, tl_mul(k, qi, tl_int(k, R)), i)}, lse);
+        tl_store(k, LSE, (tl_expr[]){b, h, tl_add(k, tl_mul(k, ot, tl_int(k, R)), i)}, lse);
         tl_end(k);
     }
     return tli_op_kernel_done(ctx, api, k, out);
@@ -640,10 +764,10 @@ static tl_status build_combine(tl_ctx *ctx, const void *user, tl_kernel **out)
     return tl_op_flash_attn_combine_build(ctx, (const tl_flash_attn_desc *)user, out);
 }
 
-/* The kernel's leading launch arguments: B, H, HKV, SQ, SKV, [NSPLIT (a
- * split's kernel, nsplit >= 2),] then the strides of the first nt of Q, K,
- * V, O. Returns their number. */
-static int size_args(const tl_flash_attn_desc *d, int nsplit, const int64_t st[][3], int nt, tl_arg *args)
+/* The kernel's leading launch arguments: B, H, HKV, SQ, SKV, [NFULL,
+ * NSPLIT (the split kernel, nsplit >= 2),] then the strides of Q, K, V, O.
+ * Returns their number. */
+static int size_args(const tl_flash_attn_desc *d, int64_t nfull, int nsplit, const int64_t st[4][3], tl_arg *args)
 {
     int n = 0;
     args[n++] = tl_arg_int(d->batch);
@@ -651,9 +775,11 @@ static int size_args(const tl_flash_attn_desc *d, int nsplit, const int64_t st[]
     args[n++] = tl_arg_int(d->kv_heads);
     args[n++] = tl_arg_int(d->seq_q);
     args[n++] = tl_arg_int(d->seq_kv);
-    if (nsplit >= 2)
+    if (nsplit >= 2) {
+        args[n++] = tl_arg_int(nfull);
         args[n++] = tl_arg_int(nsplit);
-    for (int t = 0; t < nt; t++)
+    }
+    for (int t = 0; t < 4; t++)
         for (int j = 0; j < 3; j++)
             args[n++] = tl_arg_int(st[t][j]);
     return n;
@@ -662,48 +788,46 @@ static int size_args(const tl_flash_attn_desc *d, int nsplit, const int64_t st[]
 /* The split schedule's two kernels on a workspace from the stream-ordered
  * allocator; TL_ERR_UNSUPPORTED (without touching the stream) where the
  * driver has no such allocator. */
-static tl_status run_split(tl_ctx *ctx, const tl_flash_attn_desc *d, int nsplit, const int64_t st[4][3], uint64_t q,
-                           uint64_t k, uint64_t v, uint64_t o, uint64_t lse, double scale, void *stream,
-                           const char *api)
+static tl_status run_split(tl_ctx *ctx, const tl_flash_attn_desc *d, int64_t nfull, int nsplit,
+                           const int64_t st[4][3], const uint64_t ptr[5], double scale, void *stream, const char *api)
 {
     const tl_program *parts, *combine;
-    char key[64];
-    tli_fmt(key, sizeof key, "flash_attn_combine:%s:%lld:%d", tl_dtype_name(d->dtype), (long long)d->head_dim,
-            d->lse != 0);
+    int64_t BM = effective_schedule(ctx, d).block_m;
+    char key[80];
+    tli_fmt(key, sizeof key, "flash_attn_combine:%s:%lld:%d:%d:%lld", tl_dtype_name(d->dtype),
+            (long long)d->head_dim, d->causal != 0, d->lse != 0, (long long)BM);
     tl_status s = tl_op_flash_attn_program(ctx, d, &parts);
     if (s == TL_OK)
         s = tli_op_program(ctx, key, build_combine, d, &combine);
     if (s != TL_OK)
         return s;
-    size_t rows = (size_t)d->batch * (size_t)nsplit * (size_t)d->heads * (size_t)d->seq_q;
-    if (!rows)
+    int64_t rows = d->seq_q < BM ? d->seq_q : BM;
+    size_t items = (size_t)(query_blocks(d, &(tl_flash_attn_schedule){.block_m = (int)BM}) - nfull) * (size_t)nsplit;
+    if (!items || !rows)
         return TL_OK;
     uint64_t w;
-    if ((s = tli_malloc_async(ctx, rows * (size_t)(d->head_dim + 1) * sizeof(float), stream, &w, api)) != TL_OK)
+    if ((s = tli_malloc_async(ctx, items * (size_t)rows * (size_t)(d->head_dim + 1) * sizeof(float), stream, &w,
+                              api)) != TL_OK)
         return s;
-    uint64_t wl = w + rows * (size_t)d->head_dim * sizeof(float);
-    tl_arg args[24];
-    int n = size_args(d, nsplit, st, 3, args);
-    args[n++] = tl_arg_dptr(q);
-    args[n++] = tl_arg_dptr(k);
-    args[n++] = tl_arg_dptr(v);
+    uint64_t wl = w + items * (size_t)rows * (size_t)d->head_dim * sizeof(float);
+    tl_arg args[32];
+    int n = size_args(d, nfull, nsplit, st, args);
+    for (int i = 0; i < 4 + (d->lse != 0); i++)
+        args[n++] = tl_arg_dptr(ptr[i]);
     args[n++] = tl_arg_dptr(w);
     args[n++] = tl_arg_dptr(wl);
     args[n++] = tl_arg_float(scale * LOG2E);
     s = tl_launch(parts, stream, n, args);
     if (s == TL_OK) {
         n = 0;
-        args[n++] = tl_arg_int(d->batch);
-        args[n++] = tl_arg_int(d->heads);
-        args[n++] = tl_arg_int(d->seq_q);
-        args[n++] = tl_arg_int(nsplit);
-        for (int j = 0; j < 3; j++)
-            args[n++] = tl_arg_int(st[3][j]);
+        int64_t dims[] = {d->batch, d->heads, d->seq_q, nfull, nsplit, st[3][0], st[3][1], st[3][2]};
+        for (int i = 0; i < 8; i++)
+            args[n++] = tl_arg_int(dims[i]);
         args[n++] = tl_arg_dptr(w);
         args[n++] = tl_arg_dptr(wl);
-        args[n++] = tl_arg_dptr(o);
+        args[n++] = tl_arg_dptr(ptr[3]);
         if (d->lse)
-            args[n++] = tl_arg_dptr(lse);
+            args[n++] = tl_arg_dptr(ptr[4]);
         s = tl_launch(combine, stream, n, args);
     }
     tl_status fr = tli_free_async(ctx, w, stream);
@@ -744,25 +868,24 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
     unsigned since = tli_fail_count();
     tl_flash_attn_schedule s = effective_schedule(ctx, d);
     tl_flash_attn_desc whole = *d;
-    if (splits(&s)) {
-        st = run_split(ctx, d, s.split_kv, (const int64_t(*)[3])st4, q, k, v, o, lse, scale, stream, api);
+    const uint64_t ptr[5] = {q, k, v, o, lse};
+    int64_t nfull;
+    int nsplit = split_plan(ctx, d, &s, &nfull);
+    if (nsplit >= 2) {
+        st = run_split(ctx, d, nfull, nsplit, (const int64_t(*)[3])st4, ptr, scale, stream, api);
         if (st != TL_ERR_UNSUPPORTED)
             return tli_fail_as(ctx, st, api, since);
         tli_log(ctx, TL_LOG_WARN, "%s: %s; the keys are not split", api, tl_ctx_error(ctx));
         whole.schedule = s;
-        whole.schedule.split_kv = 1;
+        whole.schedule.split_kv = whole.schedule.split_tail = 1;
     }
     const tl_program *p;
     if ((st = tl_op_flash_attn_program(ctx, &whole, &p)) != TL_OK)
         return tli_fail_as(ctx, st, api, since);
-    tl_arg args[24];
-    int n = size_args(d, 0, (const int64_t(*)[3])st4, 4, args);
-    args[n++] = tl_arg_dptr(q);
-    args[n++] = tl_arg_dptr(k);
-    args[n++] = tl_arg_dptr(v);
-    args[n++] = tl_arg_dptr(o);
-    if (d->lse)
-        args[n++] = tl_arg_dptr(lse);
+    tl_arg args[32];
+    int n = size_args(d, 0, 1, (const int64_t(*)[3])st4, args);
+    for (int i = 0; i < 4 + (d->lse != 0); i++)
+        args[n++] = tl_arg_dptr(ptr[i]);
     args[n++] = tl_arg_float(scale * LOG2E);
     return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);
 }

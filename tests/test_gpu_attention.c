@@ -429,7 +429,7 @@ static void test_split_tail(void **state)
     tl_device_info info;
     int64_t sms = tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
     const attn_case base[] = {
-        {2, 1, 1, 1870, 300, 64, 0, 0, 0, TL_BF16},  {1, 1, 1, 1000, 700, 128, 0, 0, 1, TL_F16},
+        {2, 1, 1, 1870, 300, 64, 0, 0, 0, TL_BF16},  {1, 1, 1, 1000, 400, 128, 0, 0, 1, TL_F16},
         {1, 1, 1, 2048, 300, 128, 1, 0, 0, TL_BF16},
     };
     static const int parts[] = {0, 2, 3, 5};

@@ -241,6 +241,7 @@ static void op_tiles(fuzz *f, unsigned op)
         tl_use_min_blocks(f->k, (int)(int8_t)byte(f));
         break;
     }
+    case OP_BLOCK_VALUE: push(f, tl_block_value(f->k, expr(f))); break;
     case OP_CLUSTER_REDUCE: {
         static void (*const fns[4])(tl_kernel *, tl_buf) = {tl_cluster_reduce_max, tl_cluster_reduce_sum,
                                                             tl_cluster_reduce_min, tl_cluster_reduce_absmax};

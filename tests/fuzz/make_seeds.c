@@ -326,6 +326,28 @@ static void seed_staged(fuzz_writer *w)
     w_args(w, 1, (int[]){100});
 }
 
+/* The staged kernel's block index through block values (tl_block_value):
+ * (b / G) G + b % G, each part a let of the block. */
+static void seed_block_value(fuzz_writer *w)
+{
+    int n = w_dim(w, "N"), g = w_dim(w, "G");
+    int x = w_tensor(w, "X", D_F32, 1, &n, NULL), y = w_tensor(w, "Y", D_F32, 1, &n, NULL);
+    int sixty4 = w_int(w, 64);
+    w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), -1, -1, 64);
+    int b = w_block(w, 0);
+    fw_byte(w, OP_BLOCK_VALUE);
+    fw_e(w, w_bin(w, BIN_DIV, b, g));
+    int q = w->nexpr++;
+    fw_byte(w, OP_BLOCK_VALUE);
+    fw_e(w, w_bin(w, BIN_MOD, b, g));
+    int r = w->nexpr++;
+    int i = w_parallel(w, 1, (int[]){64});
+    int at = w_bin(w, BIN_ADD, w_bin(w, BIN_MUL, w_bin(w, BIN_ADD, w_bin(w, BIN_MUL, q, g), r), sixty4), i);
+    w_store(w, y, 1, &at, w_bin(w, BIN_ADD, w_load(w, x, 1, &at), w_load(w, y, 1, &at)));
+    w_op(w, OP_END);
+    w_args(w, 2, (int[]){100, 3});
+}
+
 /* A GEMM as src/ops/gemm.c builds it, at 64 x 64 x 32 with 128 threads:
  * shared tiles fed by a pipelined loop, tl_gemm, the fragment stored. */
 static void seed_gemm(fuzz_writer *w)
@@ -587,10 +609,12 @@ int main(int argc, char **argv)
     static void (*const seeds[])(fuzz_writer *) = {seed_vadd,  seed_rowsum,  seed_mixed,    seed_staged, seed_gemm,
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
-                                                   seed_stream_k, seed_rings, seed_pre, seed_run, seed_counter};
+                                                   seed_stream_k, seed_rings, seed_pre, seed_run, seed_counter,
+                                                   seed_block_value};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
-                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run", "counter"};
+                                        "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run", "counter",
+                                        "block_value"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -1591,21 +1591,26 @@ static bool staging_fits(piper *P, int32_t s)
 
 /* Whether expression e has one value in the whole block: made of
  * constants, parameters, the block's indices and lets of such (no thread,
- * loop variable or load). */
+ * loop variable or load). Each node of the DAG is looked at once; false
+ * when out of memory (the stores then stay as they are). */
 static bool block_uniform(const tli_ir *ir, int32_t e)
 {
-    const tli_enode *n = tli_E(ir, e);
-    switch (n->op) {
-    case E_LOOP_VAR:
-    case E_LOAD: return false;
-    case E_LET: return block_uniform(ir, tli_S(ir, n->loop)->a0);
-    case E_THREAD: return n->ival >= TH_RAW_BX; /* the block's and the grid's, not the thread's */
-    default:
-        for (int i = 0; i < tli_eop_arity((tli_eop)n->op); i++)
-            if (n->a[i] && !block_uniform(ir, n->a[i]))
-                return false;
-        return true;
+    tli_marks m = {0};
+    bool ok = tli_marks_begin(&m, ir);
+    if (ok)
+        tli_marks_push(&m, e);
+    for (int32_t x; ok && (x = tli_marks_next(&m));) {
+        const tli_enode *n = tli_E(ir, x);
+        if (n->op == E_LOOP_VAR || n->op == E_LOAD || (n->op == E_THREAD && n->ival < TH_RAW_BX))
+            ok = false; /* the thread's own, a loop's or memory's */
+        else if (n->op == E_LET)
+            tli_marks_push(&m, tli_S(ir, n->loop)->a0);
+        else
+            tli_marks_push_operands(&m, ir, x);
     }
+    ok = ok && !m.oom;
+    tli_marks_free(&m);
+    return ok;
 }
 
 /* Copy s of list `first` through TMA, where it can (tma_storable) and

@@ -151,6 +151,11 @@ static int64_t query_blocks(const tl_flash_attn_desc *d, const tl_flash_attn_sch
     return (d->seq_q + s->block_m - 1) / s->block_m * d->heads * d->batch;
 }
 
+static int64_t key_tiles(const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
+{
+    return (d->seq_kv + s->block_n - 1) / s->block_n;
+}
+
 /* The op's split of the keys: none where the query blocks fill half of the
  * GPU's SMs; else about one wave of blocks, each walking at least
  * MIN_SPLIT_TILES key tiles (decoding: 32 heads of one query row against
@@ -158,7 +163,7 @@ static int64_t query_blocks(const tl_flash_attn_desc *d, const tl_flash_attn_sch
 static int default_split(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
 {
     int64_t sms = sm_count(ctx), blocks = query_blocks(d, s);
-    int64_t tiles = (d->seq_kv + s->block_n - 1) / s->block_n;
+    int64_t tiles = key_tiles(d, s);
     if (blocks == 0 || 2 * blocks > sms)
         return 1;
     int64_t n = sms / blocks, most = tiles / MIN_SPLIT_TILES;
@@ -194,7 +199,7 @@ static int default_tail(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash
     if (d->causal || s->split_kv >= 2 || smem <= 114 * 1024 || (s->persistent == 1 && s->pingpong))
         return 1;
     int64_t w = sm_count(ctx), n = query_blocks(d, s), r = n % w;
-    int64_t tiles = (d->seq_kv + s->block_n - 1) / s->block_n, best = tiles;
+    int64_t tiles = key_tiles(d, s), best = tiles;
     int parts = 1;
     for (int k = 2; k <= TAIL_MOST_PARTS && r; k++) {
         int64_t cost = (r * k + w - 1) / w * ((tiles + k - 1) / k + TAIL_PART_TILES) + TAIL_COMBINE_TILES;
@@ -785,14 +790,15 @@ static int size_args(const tl_flash_attn_desc *d, int64_t nfull, int nsplit, con
     return n;
 }
 
-/* The split schedule's two kernels on a workspace from the stream-ordered
- * allocator; TL_ERR_UNSUPPORTED (without touching the stream) where the
- * driver has no such allocator. */
-static tl_status run_split(tl_ctx *ctx, const tl_flash_attn_desc *d, int64_t nfull, int nsplit,
-                           const int64_t st[4][3], const uint64_t ptr[5], double scale, void *stream, const char *api)
+/* The split schedule's two kernels (sch: d's effective schedule) on a
+ * workspace from the stream-ordered allocator; TL_ERR_UNSUPPORTED (without
+ * touching the stream) where the driver has no such allocator. */
+static tl_status run_split(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *sch, int64_t nfull,
+                           int nsplit, const int64_t st[4][3], const uint64_t ptr[5], double scale, void *stream,
+                           const char *api)
 {
     const tl_program *parts, *combine;
-    int64_t BM = effective_schedule(ctx, d).block_m;
+    int64_t BM = sch->block_m;
     char key[80];
     tli_fmt(key, sizeof key, "flash_attn_combine:%s:%lld:%d:%d:%lld", tl_dtype_name(d->dtype),
             (long long)d->head_dim, d->causal != 0, d->lse != 0, (long long)BM);
@@ -802,7 +808,7 @@ static tl_status run_split(tl_ctx *ctx, const tl_flash_attn_desc *d, int64_t nfu
     if (s != TL_OK)
         return s;
     int64_t rows = d->seq_q < BM ? d->seq_q : BM;
-    size_t items = (size_t)(query_blocks(d, &(tl_flash_attn_schedule){.block_m = (int)BM}) - nfull) * (size_t)nsplit;
+    size_t items = (size_t)(query_blocks(d, sch) - nfull) * (size_t)nsplit;
     if (!items || !rows)
         return TL_OK;
     uint64_t w;
@@ -872,7 +878,7 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
     int64_t nfull;
     int nsplit = split_plan(ctx, d, &s, &nfull);
     if (nsplit >= 2) {
-        st = run_split(ctx, d, nfull, nsplit, (const int64_t(*)[3])st4, ptr, scale, stream, api);
+        st = run_split(ctx, d, &s, nfull, nsplit, (const int64_t(*)[3])st4, ptr, scale, stream, api);
         if (st != TL_ERR_UNSUPPORTED)
             return tli_fail_as(ctx, st, api, since);
         tli_log(ctx, TL_LOG_WARN, "%s: %s; the keys are not split", api, tl_ctx_error(ctx));

@@ -597,13 +597,17 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     tl_expr nparts = TL_NONE_EXPR;
     if (A.parts) { /* item i: block i while i < NFULL, then part j = i - NFULL: part j mod NSPLIT of
                     * block NFULL + j / NSPLIT */
-        tl_expr it = tl_block_idx(k, 0);
-        A.whole = tl_block_value(k, tl_lt(k, it, NFULL));
-        A.j = tl_sub(k, it, NFULL);
-        tl_expr blk = tl_block_value(k, tl_select(k, A.whole, it, tl_add(k, NFULL, tl_div(k, A.j, NSPLIT))));
-        nparts = tl_select(k, A.whole, one, NSPLIT);
-        A.kv0 = tl_select(k, A.whole, zero, tl_mod(k, A.j, NSPLIT)); /* the part; its first tile below */
-        block_at(k, blk, QB, H, d->causal != 0, &A.qi, &A.h, &A.b);
+        /* in 32 bits (the items are below 2^31): a 64-bit division by a run-time value is a
+         * software sequence several times as long, and a block's prologue runs these before its
+         * first load */
+        tl_expr it = tl_cast(k, tl_block_idx(k, 0), TL_I32), nf = tl_cast(k, NFULL, TL_I32);
+        tl_expr ns = tl_cast(k, NSPLIT, TL_I32);
+        A.whole = tl_block_value(k, tl_lt(k, it, nf));
+        A.j = tl_sub(k, it, nf);
+        tl_expr blk = tl_block_value(k, tl_select(k, A.whole, it, tl_add(k, nf, tl_div(k, A.j, ns))));
+        nparts = tl_select(k, A.whole, tl_i32(k, 1), ns);
+        A.kv0 = tl_select(k, A.whole, tl_i32(k, 0), tl_mod(k, A.j, ns)); /* the part; its first tile below */
+        block_at(k, blk, tl_cast(k, QB, TL_I32), tl_cast(k, H, TL_I32), d->causal != 0, &A.qi, &A.h, &A.b);
     } else {
         /* causal: the query blocks in reverse, so that the longest (those with the most keys below the
          * diagonal) start first and the last wave holds the short ones (longest-first order, as
@@ -616,7 +620,7 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     }
     A.hk = tl_div(k, A.h, tl_div(k, H, HKV)); /* grouped-query attention */
     if (A.parts)
-        A.hk = tl_block_value(k, A.hk);
+        A.hk = tl_block_value(k, tl_div(k, A.h, tl_cast(k, tl_div(k, H, HKV), TL_I32)));
     A.Qs = shared(k, d->dtype, BM, D, "Qs");
     A.Ks = shared(k, d->dtype, BN, D, "Ks");
     A.Vs = shared(k, d->dtype, BN, D, "Vs");
@@ -640,6 +644,8 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
         tiles = tl_min(k, tiles, tl_max(k, tl_ceildiv(k, last, tl_int(k, BN)), zero));
     }
     if (A.parts) { /* a part's run of ceil(tiles / parts) tiles */
+        tiles = tl_cast(k, tiles, TL_I32);
+        zero = tl_i32(k, 0);
         tl_expr per = tl_block_value(k, tl_ceildiv(k, tiles, nparts));
         A.kv0 = tl_block_value(k, tl_mul(k, A.kv0, per));
         tiles = tl_block_value(k, tl_max(k, tl_min(k, per, tl_sub(k, tiles, A.kv0)), zero));

@@ -329,6 +329,26 @@ TL_API tl_buf tl_param_tensor(tl_kernel *k, const char *name, tl_dtype dtype, in
 TL_API tl_buf tl_param_tensor_array(tl_kernel *k, const char *name, tl_dtype dtype, int rank,
                                     const tl_expr *shape, const tl_expr *strides, tl_expr count, int axis);
 
+/* How the L2 cache should treat a global tensor's lines (tl_use_cache_policy). */
+typedef enum tl_cache_policy {
+    TL_CACHE_DEFAULT = 0,     /* the hardware's normal replacement                          */
+    TL_CACHE_EVICT_FIRST = 1  /* read (or written) once by the whole kernel: its lines are
+                                 the first the L2 replaces, so that streaming it through
+                                 neither writes back nor displaces what the L2 holds for
+                                 others (tensors reused across blocks, the data of the
+                                 kernels around this one) */
+} tl_cache_policy;
+/* Sets the L2 policy of the global tensor buf's accesses: its 16-byte
+ * vector loads and stores, its cp.async copies and its TMA loads (not TMA
+ * multicast loads or TMA stores, which keep the default; nor element-wise
+ * accesses at a tensor's ragged edges). A hint only: results are the same
+ * either way, and the interpreter ignores it. Worth it for an operand the
+ * kernel streams through once (a decode GEMM's weights); harmful for one
+ * that other blocks read again soon after. Errors: TL_ERR_INVALID_ARG (buf
+ * null, of another kernel or not a global tensor; policy not one of
+ * tl_cache_policy). */
+TL_API void tl_use_cache_policy(tl_kernel *k, tl_buf buf, tl_cache_policy policy);
+
 /* --- launch shape --- */
 
 /* Sets the grid (integer expressions of dims and scalars; a null handle

@@ -716,6 +716,26 @@ TL_API void tl_use_min_blocks(tl_kernel *k, int blocks)
     k->ir.min_blocks = blocks;
 }
 
+TL_API void tl_use_cache_policy(tl_kernel *k, tl_buf buf, tl_cache_policy policy)
+{
+    static const char api[] = "tl_use_cache_policy";
+    if (!tli_klive(k))
+        return;
+    int32_t b = tli_kbuf(k, buf, api);
+    if (!b)
+        return;
+    tli_bnode *n = &k->ir.b.v[b];
+    if (n->scope != B_GLOBAL) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s' is not a global tensor (a tl_param_tensor)", n->name);
+        return;
+    }
+    if (policy != TL_CACHE_DEFAULT && policy != TL_CACHE_EVICT_FIRST) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "policy %d is not a tl_cache_policy", (int)policy);
+        return;
+    }
+    n->cache = (uint8_t)policy;
+}
+
 TL_API void tl_use_fast_math(tl_kernel *k, int on)
 {
     if (tli_klive(k))

@@ -164,6 +164,12 @@ const char *tli_e_stride(emitter *E, int32_t buf, int d)
     return tli_e_fmt(E, "tl_%s_s%d", tli_e_buf(E, buf), d);
 }
 
+const char *tli_e_policy(emitter *E, int32_t buf)
+{
+    const tli_bnode *b = tli_B(E->ir, buf);
+    return b->scope == B_GLOBAL && b->cache == TL_CACHE_EVICT_FIRST ? "_ef" : "";
+}
+
 /* The name of let statement s: its own, with the statement's id for names
  * that end in '#' (lets made once per pipeline or block). */
 static const char *let_name(emitter *E, int32_t s)
@@ -846,7 +852,7 @@ static void emit_chunk_loads(emitter *E, int32_t sid, int u, const int32_t *load
         const char *idx[TL_MAX_RANK];
         single_indices(E, n->buf, n->idx, idx);
         tli_e_line(E, "tl_vec<%s, %d> %s;", tli_dtype_ctype((tl_dtype)tli_B(E->ir, n->buf)->dtype), lanes, vname);
-        tli_e_line(E, "tl_ld_chunk(%s, %s);", vname, chunk_args(E, n->buf, idx, live));
+        tli_e_line(E, "tl_ld_chunk%s(%s, %s);", tli_e_policy(E, n->buf), vname, chunk_args(E, n->buf, idx, live));
     }
 }
 
@@ -878,7 +884,7 @@ static void emit_chunk_store(emitter *E, int32_t sid, int u, int32_t stid, int l
     if (st->x[TLI_X_STORE_VEC]) {
         set_lane_vars(E, sid, u, 0);
         single_indices(E, st->buf, st->idx, idx);
-        tli_e_line(E, "tl_st_chunk(%s, %s);", chunk_args(E, st->buf, idx, NULL), sname);
+        tli_e_line(E, "tl_st_chunk%s(%s, %s);", tli_e_policy(E, st->buf), chunk_args(E, st->buf, idx, NULL), sname);
         return;
     }
     for (int v = 0; v < lanes; v++) {
@@ -1067,7 +1073,8 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
                     tli_e_smem_access(E, n->buf, li, NULL, &off, &ok);
                     tli_e_line(E, "tl_ld_vec(tl_L%d[tl_q][%d], %s + (%s));", loads[i], c, tli_e_buf(E, n->buf), off);
                 } else {
-                    tli_e_line(E, "tl_ld_chunk(tl_L%d[tl_q][%d], %s);", loads[i], c, chunk_args(E, n->buf, li, live));
+                    tli_e_line(E, "tl_ld_chunk%s(tl_L%d[tl_q][%d], %s);", tli_e_policy(E, n->buf), loads[i], c,
+                               chunk_args(E, n->buf, li, live));
                 }
             }
         }
@@ -1116,7 +1123,8 @@ void tli_e_frag_runs(emitter *E, int32_t sid)
             single_indices(E, x->buf, x->idx, si);
             if (x->x[TLI_X_STORE_PACKED])
                 tli_e_line(E, "tl_pack(tl_S%d[%d], tl_F%d + %d);", st, c, st, c * ln);
-            tli_e_line(E, "tl_st_chunk(%s, tl_S%d[%d]);", chunk_args(E, x->buf, si, live), st, c);
+            tli_e_line(E, "tl_st_chunk%s(%s, tl_S%d[%d]);", tli_e_policy(E, x->buf), chunk_args(E, x->buf, si, live), st,
+                       c);
         }
     }
     E->var_text[s->vars[last]] = NULL;

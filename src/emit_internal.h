@@ -81,6 +81,9 @@ const char *tli_e_dim(emitter *E, int32_t buf, int d);
 const char *tli_e_stride(emitter *E, int32_t buf, int d);
 /* The name a buffer, parameter or loop variable has in the source. */
 const char *tli_e_buf(emitter *E, int32_t buf);
+/* The suffix of the device functions that access global tensor buf with
+ * its L2 policy (tl_use_cache_policy): "_ef" (evict first) or "". */
+const char *tli_e_policy(emitter *E, int32_t buf);
 
 /* Offset and in-bounds test of an access to a global tensor, given the
  * texts of its indices. */

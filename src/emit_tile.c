@@ -560,7 +560,7 @@ static void emit_copy_async16_rows(emitter *E, int32_t gb, int32_t sb, const cha
     } else {
         tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
     }
-    tli_e_line(E, "tl_cp_async16(%s + (%s), tl_g + tl_c * tl_gstep, %s);", t->name, soff, gok);
+    tli_e_line(E, "tl_cp_async16%s(%s + (%s), tl_g + tl_c * tl_gstep, %s);", tli_e_policy(E, gb), t->name, soff, gok);
     close_block(E);
 }
 
@@ -610,7 +610,7 @@ static void emit_copy_async16(emitter *E, const tli_snode *s)
     char *goff, *gok, *soff, *sok;
     tli_e_global_access(E, gb, gi, &goff, &gok);
     tli_e_smem_access(E, sb, loc, NULL, &soff, &sok);
-    tli_e_line(E, "tl_cp_async16(%s + (%s), %s + (%s), %s);", t->name, soff, g->name, goff, gok);
+    tli_e_line(E, "tl_cp_async16%s(%s + (%s), %s + (%s), %s);", tli_e_policy(E, gb), t->name, soff, g->name, goff, gok);
     close_block(E);
     close_block(E);
 }
@@ -651,7 +651,8 @@ static void emit_copy_tma(emitter *E, const tli_snode *s)
         for (int d = g->rank - 2; d >= 0; d--)
             tli_str_appendf(&c, ", (int)(%s)", origin[d]);
         const char *dst = tli_e_add(E, base, tli_e_fmt(E, "%lld", (long long)(j * inner * t->cshape[0])));
-        tli_e_line(E, "tl_tma_load_%dd%s(%s + %s, &tl_map%d, %s, %s%s);", g->rank, group > 1 ? "_mc" : "", t->name, dst,
+        tli_e_line(E, "tl_tma_load_%dd%s(%s + %s, &tl_map%d, %s, %s%s);", g->rank, group > 1 ? "_mc" : tli_e_policy(E, gb),
+                   t->name, dst,
                    s->x[TLI_X_COPY_MAP], tli_e_take(E, &c), bar, group > 1 ? ", tl_mask" : "");
     }
     if (group > 1) {
@@ -890,7 +891,8 @@ static void emit_copy_frag(emitter *E, const tli_snode *s)
             tli_str_appendf(&rows, "%stl_in(%s, %s)", d ? " && " : "", oi[d], tli_e_dim(E, ob, d));
         const char *in_rows = tli_e_take(E, &rows);
         emit_pair_vec(E, f, o);
-        tli_e_line(E, "tl_st_chunk(%s + (%s), %s, %s, %s, %s, tl_v);", o->name, off, tli_e_stride(E, ob, last), oi[last],
+        tli_e_line(E, "tl_st_chunk%s(%s + (%s), %s, %s, %s, %s, tl_v);", tli_e_policy(E, ob), o->name, off,
+                   tli_e_stride(E, ob, last), oi[last],
                    tli_e_dim(E, ob, last), *in_rows ? in_rows : "true");
     } else if (from_frag) {
         const char *v = convert(E, tli_e_fmt(E, "%s[tl_r]", f->name), (tl_dtype)f->dtype, (tl_dtype)o->dtype);
@@ -951,9 +953,9 @@ static void emit_copy_frag_rows(emitter *E, const tli_snode *s)
         for (int e = 0; e < x->v; e++)
             tli_e_line(E, "tl_v.e[%d] = %s;", e,
                        convert(E, tli_e_fmt(E, "%s[tl_r + %d]", f->name, e), (tl_dtype)f->dtype, (tl_dtype)g->dtype));
-        tli_e_line(E, "tl_st_chunk(%s, tl_v);", args);
+        tli_e_line(E, "tl_st_chunk%s(%s, tl_v);", tli_e_policy(E, gb), args);
     } else {
-        tli_e_line(E, "tl_ld_chunk(tl_v[tl_r / %d], %s);", x->v, args);
+        tli_e_line(E, "tl_ld_chunk%s(tl_v[tl_r / %d], %s);", tli_e_policy(E, gb), x->v, args);
     }
     close_block(E);
     if (!from_frag) { /* the conversions, once every load is in flight */

@@ -170,6 +170,7 @@ typedef struct tli_bnode {
     int32_t array_axis;  /* ... and the block axis whose index picks one */
     int64_t cshape[TL_MAX_RANK]; /* constant shape (B_SHARED, B_FRAGMENT, B_LOCAL) */
     bool written, read;
+    uint8_t cache;   /* B_GLOBAL: tl_cache_policy (tl_use_cache_policy) */
     int32_t at;      /* expressions the kernel had when the buffer was made:
                         where a replay of the builder calls makes it (repro.c) */
 } tli_bnode;

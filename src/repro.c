@@ -444,6 +444,12 @@ static void declare_tensor(repro *R, const tli_param *p)
         tli_str_appendf(R->out, ", %d", b->array_axis);
     }
     tli_str_append(R->out, ");\n");
+    if (b->cache == TL_CACHE_EVICT_FIRST) {
+        indent(R);
+        tli_str_append(R->out, "tl_use_cache_policy(k, ");
+        put_buf(R, p->buf);
+        tli_str_append(R->out, ", TL_CACHE_EVICT_FIRST);\n");
+    }
 }
 
 static void declare_scalar(repro *R, const tli_param *p)

@@ -179,6 +179,76 @@ static void test_block_values(void **state)
     tl_kernel_destroy(k);
 }
 
+/* tl_use_cache_policy: the marked tensor's 16-byte accesses take the
+ * evict-first variants, the others keep the plain ones; the results are
+ * the same (the interpreter ignores the hint); bad uses are refused. */
+static tl_kernel *scale_rows(int mark_x, int mark_y)
+{
+    tl_kernel *k = tl_kernel_new(ctx, "scale_rows");
+    tl_expr M = tl_dim(k, "M"), W = tl_int(k, 256);
+    tl_buf X = tl_param_tensor(k, "X", TL_F16, 2, (tl_expr[]){M, W}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F16, 2, (tl_expr[]){M, W}, NULL);
+    if (mark_x)
+        tl_use_cache_policy(k, X, TL_CACHE_EVICT_FIRST);
+    if (mark_y)
+        tl_use_cache_policy(k, Y, TL_CACHE_EVICT_FIRST);
+    tl_grid(k, M, TL_NONE_EXPR, TL_NONE_EXPR, 32);
+    tl_expr r = tl_block_idx(k, 0);
+    tl_expr c = tl_parallel1(k, 256);
+    tl_expr x = tl_load(k, X, (tl_expr[]){r, c});
+    tl_store(k, Y, (tl_expr[]){r, c}, tl_cast(k, tl_mul(k, tl_cast(k, x, TL_F32), tl_f32(k, 2.0f)), TL_F16));
+    tl_end(k);
+    return k;
+}
+
+static void test_cache_policy(void **state)
+{
+    (void)state;
+    for (int mark = 0; mark < 3; mark++) { /* none, X, X and Y */
+        tl_kernel *k = scale_rows(mark >= 1, mark >= 2);
+        assert_status(tl_kernel_status(k), TL_OK);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        if ((strstr(src, "tl_ld_chunk_ef(") != NULL) != (mark >= 1) || (strstr(src, "tl_st_chunk_ef(") != NULL) != (mark >= 2))
+            fail_msg("marks %d: the evict-first accesses do not follow the marks:\n%s", mark, src);
+        assert_non_null(strstr(src, mark >= 2 ? "tl_st_chunk_ef(" : "tl_st_chunk("));
+        tl_free_host(src);
+        char *ptx = NULL;
+        tl_status st = tl_kernel_ptx(k, "sm_90a", &ptx);
+        if (st != TL_ERR_NO_NVRTC) {
+            assert_status(st, TL_OK);
+            assert_int_equal(strstr(ptx, "L2::cache_hint") != NULL, mark >= 1);
+        }
+        tl_free_host(ptx);
+        enum { R = 3, C = 256 };
+        uint16_t x[R * C], y[R * C];
+        for (int i = 0; i < R * C; i++)
+            x[i] = tl_f32_to_f16((float)(i % 97) - 48.0f), y[i] = 0x7e00; /* NaN */
+        tl_arg args[] = {tl_arg_int(R), tl_arg_hptr(x), tl_arg_hptr(y)};
+        assert_status(tl_interpret(k, 3, args), TL_OK);
+        for (int i = 0; i < R * C; i++)
+            assert_true(tl_f16_to_f32(y[i]) == 2.0f * ((float)(i % 97) - 48.0f));
+        tl_kernel_destroy(k);
+    }
+    tl_kernel *k = tl_kernel_new(ctx, "cache_policy_errors");
+    tl_buf S = tl_alloc_shared(k, TL_F16, 1, (int64_t[]){64});
+    tl_use_cache_policy(k, S, TL_CACHE_EVICT_FIRST);
+    assert_int_equal(tl_kernel_status(k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_kernel_error(k), "not a global tensor"));
+    tl_kernel_destroy(k);
+    k = tl_kernel_new(ctx, "cache_policy_errors");
+    tl_buf X = tl_param_tensor(k, "X", TL_F16, 1, (tl_expr[]){tl_int(k, 4)}, NULL);
+    tl_use_cache_policy(k, X, (tl_cache_policy)7);
+    assert_int_equal(tl_kernel_status(k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_kernel_error(k), "policy 7"));
+    tl_kernel_destroy(k);
+    k = tl_kernel_new(ctx, "cache_policy_errors");
+    tl_use_cache_policy(k, TL_NONE_BUF, TL_CACHE_EVICT_FIRST);
+    assert_int_equal(tl_kernel_status(k), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_kernel_error(k), "tl_use_cache_policy"));
+    tl_kernel_destroy(k);
+}
+
 /* tl_use_fast_math swaps the f32 functions for the approximate ones (and
  * leaves f64 alone); without it the precise library functions stay. */
 static void test_fast_math_source(void **state)
@@ -444,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_zoo_cubins_sm80_sm90a),
         cmocka_unit_test(test_barriers_in_serial_loops),
         cmocka_unit_test(test_block_values),
+        cmocka_unit_test(test_cache_policy),
         cmocka_unit_test(test_fast_math_source),
         cmocka_unit_test(test_deferred_copy_and_bounds),
         cmocka_unit_test(test_clear_folds_into_wgmma),

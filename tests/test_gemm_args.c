@@ -649,6 +649,8 @@ static void test_split_k(void **state)
             assert_status(tl_kernel_source(slices, t ? "sm_80" : "sm_90a", &src), TL_OK);
             const char *kind = cluster ? "_cluster_split" : workspace ? "_slices" : "_swapped";
             test_expect_text(src, "the split kernel", &kind, 1, NULL, 0);
+            /* one or two tiles of C's rows: B is streamed (tl_use_cache_policy) */
+            test_expect_text(src, "the split kernel", (const char *[]){"_ef("}, 1, NULL, 0);
             tl_free_host(src);
             if (workspace) {
                 tl_arg a1[6] = {tl_arg_int(M), tl_arg_int(N), tl_arg_int(d.k), tl_arg_hptr(h.a), tl_arg_hptr(h.b),

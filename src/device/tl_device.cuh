@@ -339,6 +339,43 @@ __device__ __forceinline__ void tl_st_chunk(T *base, tl_i64 stride, tl_i64 i, tl
             base[v * stride] = r.e[v];
 }
 
+// The L2 evict-first policy (tl_use_cache_policy's TL_CACHE_EVICT_FIRST):
+// a tensor read or written once, whose lines should be the first the L2
+// replaces. Not volatile, so that the compiler makes it once.
+__device__ __forceinline__ unsigned long long tl_policy_evict_first()
+{
+    unsigned long long p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+
+// tl_ld_chunk / tl_st_chunk with the evict-first policy on the 16-byte
+// vector access (the lane-by-lane edge keeps the default).
+template <typename T, int V>
+__device__ __forceinline__ void tl_ld_chunk_ef(tl_vec<T, V> &r, const T *base, tl_i64 stride, tl_i64 i, tl_i64 n,
+                                               bool ok)
+{
+    if (sizeof(T) * V == 16 && ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<16>(base)) {
+        asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                     : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
+                     : "l"(base), "l"(tl_policy_evict_first()));
+        return;
+    }
+    tl_ld_chunk(r, base, stride, i, n, ok);
+}
+template <typename T, int V>
+__device__ __forceinline__ void tl_st_chunk_ef(T *base, tl_i64 stride, tl_i64 i, tl_i64 n, bool ok,
+                                               const tl_vec<T, V> &r)
+{
+    if (sizeof(T) * V == 16 && ok && stride == 1 && tl_in_span(i, V, n) && tl_aligned<16>(base)) {
+        asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n"
+                     :: "l"(base), "r"(r.w[0]), "r"(r.w[1]), "r"(r.w[2]), "r"(r.w[3]),
+                        "l"(tl_policy_evict_first()) : "memory");
+        return;
+    }
+    tl_st_chunk(base, stride, i, n, ok, r);
+}
+
 // ---------------------------------------------------------------- tiles
 // Shared tiles are row-major with their 16-byte chunks XOR-swizzled within
 // each 128-byte line group, so that the 8 rows an ldmatrix reads at one
@@ -402,6 +439,12 @@ __device__ __forceinline__ void tl_cp_async16(void *smem, const void *gmem, bool
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void tl_cp_async16_ef(void *smem, const void *gmem, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n"
+                 :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0), "l"(tl_policy_evict_first())
+                 : "memory");
 }
 __device__ __forceinline__ void tl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void tl_cp_async_wait()
@@ -682,6 +725,30 @@ __device__ __forceinline__ void tl_tma_load_4d(void *dst, const tl_tmap *map, in
 {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
                  :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(tl_smem_addr(bar)) : "memory");
+}
+// The same with the evict-first policy.
+__device__ __forceinline__ void tl_tma_load_2d_ef(void *dst, const tl_tmap *map, int c0, int c1, unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(tl_smem_addr(bar)),
+                    "l"(tl_policy_evict_first()) : "memory");
+}
+__device__ __forceinline__ void tl_tma_load_3d_ef(void *dst, const tl_tmap *map, int c0, int c1, int c2,
+                                                  unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(tl_smem_addr(bar)),
+                    "l"(tl_policy_evict_first()) : "memory");
+}
+__device__ __forceinline__ void tl_tma_load_4d_ef(void *dst, const tl_tmap *map, int c0, int c1, int c2, int c3,
+                                                  unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n"
+                 :: "r"(tl_smem_addr(dst)), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(tl_smem_addr(bar)),
+                    "l"(tl_policy_evict_first()) : "memory");
 }
 // TMA multicast: the box lands at dst's offset in the shared memory of
 // every block of the cluster whose rank's bit is set in mask, completing on

@@ -242,6 +242,11 @@ static void op_tiles(fuzz *f, unsigned op)
         break;
     }
     case OP_BLOCK_VALUE: push(f, tl_block_value(f->k, expr(f))); break;
+    case OP_CACHE_POLICY: {
+        tl_buf b = buf(f);
+        tl_use_cache_policy(f->k, b, (tl_cache_policy)(byte(f) % 3));
+        break;
+    }
     case OP_CLUSTER_REDUCE: {
         static void (*const fns[4])(tl_kernel *, tl_buf) = {tl_cluster_reduce_max, tl_cluster_reduce_sum,
                                                             tl_cluster_reduce_min, tl_cluster_reduce_absmax};

@@ -58,6 +58,7 @@ enum fuzz_op {
     OP_CLUSTER = 0xe0, /* cx cy cz (each byte % 9), then min blocks (signed byte) */
     OP_CLUSTER_REDUCE, /* which buf [root: which 4 is tl_cluster_reduce_sum_to]  */
     OP_BLOCK_VALUE,    /* a                                          -> 1 expr   */
+    OP_CACHE_POLICY,   /* buf policy (byte % 3: 2 is out of range)                */
     OP_LAST
 };
 

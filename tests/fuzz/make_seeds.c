@@ -5,6 +5,7 @@
  * Usage: make_seeds DIR */
 #include "fuzz_ops.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /* Dtype codes: positions in the decoder's table. */
@@ -349,12 +350,18 @@ static void seed_block_value(fuzz_writer *w)
 }
 
 /* A GEMM as src/ops/gemm.c builds it, at 64 x 64 x 32 with 128 threads:
- * shared tiles fed by a pipelined loop, tl_gemm, the fragment stored. */
-static void seed_gemm(fuzz_writer *w)
+ * shared tiles fed by a pipelined loop, tl_gemm, the fragment stored; with
+ * stream_b, B marked evict-first (tl_use_cache_policy) as a decode GEMM's. */
+static void gemm_seed(fuzz_writer *w, bool stream_b)
 {
     int m = w_dim(w, "M"), n = w_dim(w, "N"), k = w_dim(w, "K");
     int a = w_tensor(w, "A", D_BF16, 2, (int[]){m, k}, NULL), b = w_tensor(w, "B", D_BF16, 2, (int[]){k, n}, NULL);
     int c = w_tensor(w, "C", D_F32, 2, (int[]){m, n}, NULL);
+    if (stream_b) {
+        fw_byte(w, OP_CACHE_POLICY);
+        fw_b(w, b);
+        fw_byte(w, 1); /* TL_CACHE_EVICT_FIRST */
+    }
     int sixty4 = w_int(w, 64), thirty2 = w_int(w, 32);
     w_grid(w, w_bin(w, BIN_CEILDIV, n, sixty4), w_bin(w, BIN_CEILDIV, m, sixty4), -1, 128);
     int bx = w_block(w, 0), by = w_block(w, 1);
@@ -369,6 +376,9 @@ static void seed_gemm(fuzz_writer *w)
     w_copy(w, w_all(w, cf), w_tile(w, c, 2, (int[]){by, bx}));
     w_args(w, 3, (int[]){8, 8, 8});
 }
+
+static void seed_gemm(fuzz_writer *w) { gemm_seed(w, false); }
+static void seed_streamed_gemm(fuzz_writer *w) { gemm_seed(w, true); }
 
 /* How the warp-specialised seeds begin: M, N, K; A [M, K] of dtype ta, B
  * [N, K] of tb, C [M, N] f32; a grid of 128 x 64 tiles of C, 256 threads;
@@ -610,11 +620,11 @@ int main(int argc, char **argv)
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
                                                    seed_stream_k, seed_rings, seed_pre, seed_run, seed_counter,
-                                                   seed_block_value};
+                                                   seed_block_value, seed_streamed_gemm};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
                                         "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run", "counter",
-                                        "block_value"};
+                                        "block_value", "streamed_gemm"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -440,11 +440,17 @@ __device__ __forceinline__ void tl_cp_async16(void *smem, const void *gmem, bool
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
+// The same with the evict-first policy; a chunk outside the tensor (zero
+// fill, no read) takes the plain form: with the policy operand a cp.async
+// of source size 0 stopped an sm_90a kernel with an illegal instruction
+// (test_gpu_gemm's ragged 200x264x136, session 28).
 __device__ __forceinline__ void tl_cp_async16_ef(void *smem, const void *gmem, bool valid)
 {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n"
-                 :: "r"(tl_smem_addr(smem)), "l"(gmem), "r"(valid ? 16 : 0), "l"(tl_policy_evict_first())
-                 : "memory");
+    if (valid)
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n"
+                     :: "r"(tl_smem_addr(smem)), "l"(gmem), "l"(tl_policy_evict_first()) : "memory");
+    else
+        tl_cp_async16(smem, gmem, false);
 }
 __device__ __forceinline__ void tl_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void tl_cp_async_wait()

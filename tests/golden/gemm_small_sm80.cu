@@ -5,7 +5,7 @@
 #include "tl_device.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_nnbf16_bf16_d24e0338(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
+gemm_nnbf16_bf16_7358314b(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
 {
     const long long tl_A_d0 = M;
     const long long tl_A_s0 = K;
@@ -59,7 +59,7 @@ gemm_nnbf16_bf16_d24e0338(long long M, long long N, long long K, const tl_bf16 *
                     const int tl_q = tl_tid;
                     const int tl_l0 = tl_q / 4;
                     const int tl_l1 = tl_q % 4 * 8;
-                    tl_cp_async16(tl_smem6 + ((tl_i12) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + ((tl_o0 + tl_l0) * tl_B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, tl_B_d0) && tl_in(tl_o1 + tl_l1, tl_B_d1));
+                    tl_cp_async16_ef(tl_smem6 + ((tl_i12) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + ((tl_o0 + tl_l0) * tl_B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, tl_B_d0) && tl_in(tl_o1 + tl_l1, tl_B_d1));
                 }
             }
         }
@@ -88,7 +88,7 @@ gemm_nnbf16_bf16_d24e0338(long long M, long long N, long long K, const tl_bf16 *
                     const int tl_q = tl_tid;
                     const int tl_l0 = tl_q / 4;
                     const int tl_l1 = tl_q % 4 * 8;
-                    tl_cp_async16(tl_smem6 + (((tl_next20 % 2LL)) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + ((tl_o0 + tl_l0) * tl_B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, tl_B_d0) && tl_in(tl_o1 + tl_l1, tl_B_d1));
+                    tl_cp_async16_ef(tl_smem6 + (((tl_next20 % 2LL)) * 512 + tl_swz_off<32, 2>((int)(tl_l0), (int)(tl_l1))), B + ((tl_o0 + tl_l0) * tl_B_s0 + tl_o1 + tl_l1), tl_in(tl_o0 + tl_l0, tl_B_d0) && tl_in(tl_o1 + tl_l1, tl_B_d1));
                 }
             }
         }

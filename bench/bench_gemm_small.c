@@ -143,7 +143,7 @@ static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, ui
         if (!res.pass)
             printf("  MISMATCH: schedule %d, rel err %.1e\n", i, res.rel_err);
     }
-    tl_timing t[9];
+    tl_timing t[17]; /* the sweep's schedules (at most 16) and cuBLAS */
     tl_timing_options opt = {.warmup = 5, .reps = 50, .flush_l2 = 1};
     BENCH_CHECK(tl_time_interleaved(ctx, NULL, n + 1, fns, users, &opt, t));
     for (int i = 0; i < n; i++) {

@@ -32,13 +32,36 @@ static inline const char *test_plan_only(void)
     return t && *t ? t : NULL;
 }
 
+/* The plan's offline context: memory cache only, or, with
+ * TILEC_TEST_PLAN_CACHE=dir, the disk cache in dir too, so that a machine
+ * without a GPU fills the cache a GPU machine's tier then finds warm (the
+ * key is the source, target, flags and NVRTC version, never the device). */
+static inline tl_ctx *test_plan_ctx(const char *target)
+{
+    const char *dir = getenv("TILEC_TEST_PLAN_CACHE");
+    if (!dir || !*dir)
+        return test_offline_ctx(target);
+    tl_ctx_options o = tl_ctx_default_options();
+    o.device = TL_NO_DEVICE;
+    o.disk_cache = 1;
+    o.cache_dir = dir;
+    o.target = target;
+    tl_ctx *c = NULL;
+    char msg[256];
+    if (tl_ctx_create(&o, &c, msg, sizeof msg) != TL_OK) {
+        fprintf(stderr, "plan context with the cache in %s: %s\n", dir, msg);
+        exit(1);
+    }
+    return c;
+}
+
 static inline int gpu_setup(void **state)
 {
     (void)state;
     const char *s = getenv("TILEC_TEST_SMALL");
     small = s && strcmp(s, "1") == 0;
     if (test_plan_only()) {
-        ctx = test_offline_ctx(test_plan_only());
+        ctx = test_plan_ctx(test_plan_only());
         return 0;
     }
     char msg[400];
@@ -71,7 +94,7 @@ static inline tl_ctx *test_plain_ctx(void)
     char plain[16], msg[256];
     snprintf(plain, sizeof plain, "%.*s", (int)(n - 1), t);
     if (test_plan_only())
-        return test_offline_ctx(plain);
+        return test_plan_ctx(plain);
     o.target = plain;
     tl_ctx *c = NULL;
     if (tl_ctx_create(&o, &c, msg, sizeof msg) != TL_OK)

@@ -594,6 +594,10 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     tl_use_warp_specialize(k, A.s.warp_specialize);
     tl_use_pingpong(k, A.s.pingpong);
     tl_use_persistent(k, A.s.persistent);
+    if (d->seq_q <= BM) { /* one query block a head: every key and value row is read once */
+        tl_use_cache_policy(k, A.K, TL_CACHE_EVICT_FIRST);
+        tl_use_cache_policy(k, A.V, TL_CACHE_EVICT_FIRST);
+    }
     tl_expr nparts = TL_NONE_EXPR;
     if (A.parts) { /* item i: block i while i < NFULL, then part j = i - NFULL: part j mod NSPLIT of
                     * block NFULL + j / NSPLIT */

@@ -1096,14 +1096,17 @@ typedef enum tl_epilogue {
  * swizzle panel. An all-zero schedule leaves the choice to the op: the
  * tuning database's record for the context's GPU and this problem's class
  * (see tl_autotune), else a heuristic table chosen from measurements
- * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for decode shapes
- * with M <= 16 (K >= 1024, operands TMA can read) C^T = B^T A^T (swap_ab)
- * on 64x16x64 blocks, 8 stages (fewer where a split over clusters would
- * need more than half the GPU's slots), 128 threads, K split for about
+ * (src/ops/gemm_schedule.c, bench/NOTES.md). On sm_90a: for M = 1 with
+ * B as [N, K] and 16-bit inputs the matrix-vector kernel (gemv), unless
+ * N / 64 tiles alone give every SM a CTA (then as M <= 16 below); for
+ * decode shapes with M <= 16 (K >= 1024, operands TMA can read) C^T =
+ * B^T A^T (swap_ab) on 64x16x64 blocks, 8 stages (fewer where a split over
+ * clusters would need more than half the GPU's slots; 4 for B as [K, N]
+ * when the CTAs are at least the SMs), 128 threads, K split for about
  * two CTAs an SM in slices of at least 32 K steps; with M <= 32 the same
  * on 64x32x64 blocks, 4 stages;
  * for other decode shapes (32 < M <= 64) 64x128x64 blocks on 128
- * threads: with at least 64 such tiles, 6 stages, a producer warpgroup
+ * threads: with at least 64 such tiles, 8 stages, a producer warpgroup
  * and C stored by TMA (persistent = 1), else 4 stages and K split into as
  * many slices as give each SM about one CTA (split_k);
  * for 97 to 132 tiles of 128x128 (about one wave of them) that TMA can

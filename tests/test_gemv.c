@@ -55,6 +55,38 @@ static void test_op_choice(void **state)
     assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 0);
     d.trans_b = 1, d.in_dtype = TL_F8E4M3;
     assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 0);
+    /* N / 64 tiles at least the SMs (132 offline): the swapped tensor-core tiles, unsplit */
+    d.in_dtype = TL_BF16, d.n = 14336;
+    s = tl_op_gemm_schedule(ctx, &d);
+    assert_int_equal(s.gemv, 0);
+    assert_true(s.swap_ab == 1 && s.block_m == 64 && s.block_n == 16 && s.split_k <= 1);
+    d.n = 64 * 131; /* one tile short of the SMs: still the GEMV */
+    assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 1);
+    d.n = 4096, d.k = 512; /* K too short for the decode rows: the GEMV at any N */
+    assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 1);
+    d.n = 14336;
+    assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 1);
+}
+
+/* The swapped kernel's stages for B as [K, N]: 4 once its CTAs are at least
+ * the SMs, else the row's 8; B as [N, K] keeps the row's (or the fitted) */
+static void test_swapped_stages(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 16, .n = 4096, .k = 14336, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    tl_gemm_schedule s = tl_op_gemm_schedule(ctx, &d); /* 64 tiles in 4 slices: 256 CTAs */
+    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 4);
+    d.trans_b = 1;
+    s = tl_op_gemm_schedule(ctx, &d);
+    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 5);
+    d = (tl_gemm_desc){.m = 8, .n = 14336, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    s = tl_op_gemm_schedule(ctx, &d); /* 224 tiles, no split */
+    assert_true(s.swap_ab == 1 && s.split_k <= 1 && s.stages == 4);
+    d.trans_b = 1;
+    assert_int_equal(tl_op_gemm_schedule(ctx, &d).stages, 8);
+    d = (tl_gemm_desc){.m = 1, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    s = tl_op_gemm_schedule(ctx, &d); /* 64 tiles in 2 slices: 128 CTAs on 132 SMs */
+    assert_true(s.swap_ab == 1 && s.split_k == 2 && s.stages == 8);
 }
 
 static void refused(tl_gemm_desc d, const char *needle)
@@ -117,6 +149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interp_numerics),
         cmocka_unit_test(test_op_choice),
+        cmocka_unit_test(test_swapped_stages),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cubins),
     };

@@ -100,7 +100,8 @@ typedef struct heuristic_row {
  * schedule sweeps against cuBLAS in the same run, v6):
  *   00. a matrix-vector product (M = 1, B as [N, K]): the CUDA cores'
  *      kernel, one row of B a block of 64 threads, K in chunks of 2048
- *      (session 12);
+ *      (session 12), unless row 0's tiles fill the GPU without a split
+ *      (session 29);
  *   0. narrow decode (M <= 16, B as [N, K]): C^T = B A^T on 64x16 tiles
  *      (64 rows of B, 16 of A: no empty M rows), 8 stages of 10 KiB, split
  *      as below (session 7);
@@ -174,7 +175,7 @@ static bool hopper_gemm(const char *target)
     return tli_target_get(target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16) && t.setmaxnreg;
 }
 
-static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
+static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma, int sms)
 {
     unsigned c = 0;
     if (hopper_gemm(target))
@@ -198,7 +199,13 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma)
         c |= H_WAVE128;
     if (d->k * (int64_t)tl_dtype_size(d->in_dtype) <= 1024)
         c |= H_SHORT_K;
-    if (d->m == 1 && d->trans_b && !tli_dtype_is_f8(d->in_dtype))
+    /* the matrix-vector kernel unless the swapped tensor-core tiles (64 rows of B) alone give
+     * every SM a CTA: 1x14336x4096 read B at 0.94 of the copy that way (no split) against 0.86
+     * for the GEMV, whose 14336 blocks of 64 threads run in three ragged waves; 1x4096x4096
+     * and 1x4096x14336 (64 tiles, a split) stay faster on the GEMV (session 29) */
+    unsigned swapped_fills = H_SM90A | H_TMA | H_DECODE;
+    if (d->m == 1 && d->trans_b && !tli_dtype_is_f8(d->in_dtype) &&
+        !((c & swapped_fills) == swapped_fills && (d->n + 63) / 64 >= sms))
         c |= H_GEMV;
     return c;
 }
@@ -269,6 +276,18 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
         if (d && tli_gemm_cluster_split(target, &s))
             s.stages = fit_stages(d, &s, sms);
     }
+    /* Swapped tiles of B as [K, N] with at least a CTA an SM: 4 stages. Measured after B's
+     * evict-first policy (bench_gemm_small --sweep, two rounds, x cuBLAS): 16x4096x14336 1.085
+     * against 1.013-1.018 at 5 stages, 1x4096x14336 1.088 against 1.054-1.062, 8x14336x4096
+     * 1.072-1.092 against 1.057-1.062 at 8, 1x14336x4096 1.096-1.102 against 1.087; with fewer
+     * CTAs than SMs 8 stages stay ahead (1x4096x4096, 128 CTAs: 1.050-1.060 against 1.006-1.019).
+     * B as [N, K] keeps its stages: 8x14336x4096 1.063-1.066 at 8 against 1.043-1.049 at 4,
+     * 16x4096x14336 level at 4 and 5 (session 29). */
+    if (d && s.swap_ab && !d->trans_b && s.stages > 4) {
+        int64_t tiles = ((d->n + s.block_m - 1) / s.block_m) * ((d->m + s.block_n - 1) / s.block_n);
+        if (tiles * (s.split_k > 1 ? s.split_k : 1) >= sms)
+            s.stages = 4;
+    }
     return s;
 }
 
@@ -279,9 +298,9 @@ static int sm_count(tl_ctx *ctx)
     return ctx && tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
 }
 
-static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc *d, bool tma)
+static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc *d, bool tma, int sms)
 {
-    unsigned have = conditions(target, d, tma);
+    unsigned have = conditions(target, d, tma, sms);
     for (int i = 0; i < N_HEURISTIC; i++)
         if ((heuristic[i].when & have) == heuristic[i].when)
             return heuristic[i].s;
@@ -290,8 +309,8 @@ static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc
 
 tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
 {
-    return resolved(for_inputs(heuristic_row_for(tl_ctx_target(ctx), d, tma), d), d, sm_count(ctx),
-                    tl_ctx_target(ctx));
+    int sms = sm_count(ctx);
+    return resolved(for_inputs(heuristic_row_for(tl_ctx_target(ctx), d, tma, sms), d), d, sms, tl_ctx_target(ctx));
 }
 
 tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d)
@@ -302,7 +321,7 @@ tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d)
 tl_gemm_schedule tli_gemm_generic_schedule(const char *target, tl_dtype in)
 {
     tl_gemm_desc d = {.in_dtype = in}; /* for_inputs reads only the type */
-    return for_inputs(resolved(heuristic_row_for(target, NULL, true), NULL, 0, target), &d);
+    return for_inputs(resolved(heuristic_row_for(target, NULL, true, 0), NULL, 0, target), &d);
 }
 
 /* ------------------------------------------------------------------------ */

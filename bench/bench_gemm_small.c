@@ -53,30 +53,40 @@ static tl_status run(void *user, void *stream)
 }
 
 /* The schedules --sweep tries: the op's choice o and its neighbours (for
- * a swapped one: 4 and 6 stages, 32-wide tiles of A; for the others: 6
- * stages (8 for a persistent one of 6, and half its stages of twice its
- * block_k: the same bytes in longer boxes), N tiles of 256, and swapped 64x32 and 64x64 tiles in 0 or 2
- * slices), the persistent 64x128 tile in stream-K shares for M <= 64, with
- * half, twice and four times its slices. */
+ * M = 1 with B as [N, K]: the matrix-vector kernel's shapes and the
+ * tensor cores' swapped 64x16 tiles at 4 and 8 stages, split in 2 or not;
+ * for a swapped one: 4, 6 and 8 stages, 32-wide tiles of A, twice the
+ * block_k at half and all the stages; for the
+ * others: 6 stages (8 for a persistent one of 6, and half its stages of
+ * twice its block_k: the same bytes in longer boxes), N tiles of 256, and
+ * swapped 64x32 and 64x64 tiles in 0 or 2 slices), the persistent 64x128
+ * tile in stream-K shares for M <= 64, with half, twice and four times its
+ * slices. At most 16. */
 static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_schedule *out)
 {
     int n = 0;
     out[n++] = *o;
     tl_gemm_schedule x = *o;
-    if (d->trans_b && d->m <= 8) { /* the matrix-vector kernel: rows of B a block x K chunk / threads */
+    if (d->trans_b && d->m == 1) { /* the matrix-vector kernel: rows of B a block x K chunk / threads */
         static const int gv[][3] = {{1, 2048, 128}, {1, 1024, 64},  {1, 4096, 256}, {1, 2048, 64},
                                     {2, 1024, 128}, {2, 2048, 256}, {4, 1024, 256}, {1, 4096, 128}};
         for (int i = 0; i < 8; i++)
             if (!(o->gemv && o->block_n == gv[i][0] && o->block_k == gv[i][1] && o->threads == gv[i][2]))
                 out[n++] = (tl_gemm_schedule){.block_n = gv[i][0], .block_k = gv[i][1], .threads = gv[i][2], .gemv = 1};
-        if (o->gemv) /* and the tensor cores' swapped tiles, in 2 slices */
-            out[n++] = (tl_gemm_schedule){64, 16, 64, 8, 128, 8, 0, 0, 2, 1, 0, 0, 0, 0, 0};
+        for (int st = 4; st <= 8; st += 4) /* and the tensor cores' swapped tiles */
+            for (int sk = 0; sk <= 2; sk += 2)
+                out[n++] = (tl_gemm_schedule){64, 16, 64, st, 128, 8, 0, 0, sk, 1, 0, 0, 0, 0, 0};
         return n;
     }
     if (o->swap_ab) {
-        x.stages = 4, out[n++] = x;
-        x = *o, x.stages = 6, out[n++] = x;
-        x = *o, x.block_n = 32, out[n++] = x;
+        for (int st = 4; st <= 8; st += 2)
+            if (st != o->stages)
+                x = *o, x.stages = st, out[n++] = x;
+        if (o->block_n != 32)
+            x = *o, x.block_n = 32, out[n++] = x;
+        /* the same bytes in rows twice as long (two 128-byte boxes a row of a stage) */
+        x = *o, x.block_k = 2 * o->block_k, x.stages = o->stages / 2 > 2 ? o->stages / 2 : 2, out[n++] = x;
+        x.stages = o->stages > 2 ? o->stages : 2, out[n++] = x;
     } else {
         /* a deeper ring (8 stages where the op takes 6: more of B in flight on each SM, as cuBLAS's
          * decode kernel keeps, bench/NOTES.md session 19), and the same bytes in boxes twice as long */

@@ -1104,7 +1104,9 @@ typedef enum tl_epilogue {
  * clusters would need more than half the GPU's slots; 4 for B as [K, N]
  * when the CTAs are at least the SMs), 128 threads, K split for about
  * two CTAs an SM in slices of at least 32 K steps; with M <= 32 the same
- * on 64x32x64 blocks, 4 stages;
+ * on 64x32x64 blocks, 4 stages; 16-bit inputs whose tiles give every SM a
+ * CTA unsplit, or 64x32 tiles of B as [N, K] in two slices that do, take
+ * K steps of 128 at 4 stages;
  * for other decode shapes (32 < M <= 64) 64x128x64 blocks on 128
  * threads: with at least 64 such tiles, 8 stages, a producer warpgroup
  * and C stored by TMA (persistent = 1), else 4 stages and K split into as

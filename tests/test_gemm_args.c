@@ -730,7 +730,8 @@ static void test_split_k_choice(void **state)
                      (long long)d.k, s.split_k, s.swap_ab, want[i].split, want[i].swap);
         if (want[i].split || want[i].swap)
             assert_true(s.block_m == 64 && s.block_n == (want[i].swap ? (d.m <= 16 ? 16 : 32) : 128) &&
-                        s.block_k == 64 && s.threads == 128 && !s.pingpong);
+                        s.block_k == (want[i].swap && !want[i].split ? 128 : 64) && s.threads == 128 &&
+                        !s.pingpong); /* unsplit swapped tiles with a CTA an SM: K steps of 128 */
         if (d.m > 32 && d.m <= 64 && !want[i].split) /* wide decode: the producer warpgroup, no split */
             assert_true(s.block_m == 64 && s.block_n == 128 && s.stages == 8 && s.persistent == 1);
     }

@@ -68,25 +68,37 @@ static void test_op_choice(void **state)
     assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 1);
 }
 
-/* The swapped kernel's stages for B as [K, N]: 4 once its CTAs are at least
- * the SMs, else the row's 8; B as [N, K] keeps the row's (or the fitted) */
+/* The swapped kernel's K step and stages: B as [K, N] split, 4 stages of
+ * 64 once its CTAs are at least the SMs, else the row's 8; unsplit with a
+ * CTA an SM, 4 stages of 128 either way; 64x32 tiles of B as [N, K] in two
+ * slices, 4 stages of 128 where the CTAs fit one wave; split in 4, B as
+ * [N, K] keeps the fitted stages of 64 */
 static void test_swapped_stages(void **state)
 {
     (void)state;
     tl_gemm_desc d = {.m = 16, .n = 4096, .k = 14336, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     tl_gemm_schedule s = tl_op_gemm_schedule(ctx, &d); /* 64 tiles in 4 slices: 256 CTAs */
-    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 4);
+    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 4 && s.block_k == 64);
     d.trans_b = 1;
     s = tl_op_gemm_schedule(ctx, &d);
-    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 5);
-    d = (tl_gemm_desc){.m = 8, .n = 14336, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
-    s = tl_op_gemm_schedule(ctx, &d); /* 224 tiles, no split */
-    assert_true(s.swap_ab == 1 && s.split_k <= 1 && s.stages == 4);
-    d.trans_b = 1;
-    assert_int_equal(tl_op_gemm_schedule(ctx, &d).stages, 8);
+    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 5 && s.block_k == 64);
+    for (int tb = 0; tb <= 1; tb++) {
+        d = (tl_gemm_desc){.m = 8, .n = 14336, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = tb};
+        s = tl_op_gemm_schedule(ctx, &d); /* 224 tiles, no split */
+        assert_true(s.swap_ab == 1 && s.split_k <= 1 && s.stages == 4 && s.block_k == 128);
+        d.in_dtype = TL_F8E4M3, d.trans_b = 1; /* 8-bit: rows of 128 bytes as before */
+        s = tl_op_gemm_schedule(ctx, &d);
+        assert_true(s.swap_ab == 1 && s.block_k == 128 && s.stages == 8);
+    }
     d = (tl_gemm_desc){.m = 1, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     s = tl_op_gemm_schedule(ctx, &d); /* 64 tiles in 2 slices: 128 CTAs on 132 SMs */
-    assert_true(s.swap_ab == 1 && s.split_k == 2 && s.stages == 8);
+    assert_true(s.swap_ab == 1 && s.split_k == 2 && s.stages == 8 && s.block_k == 64);
+    d = (tl_gemm_desc){.m = 32, .n = 8192, .k = 8192, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
+    s = tl_op_gemm_schedule(ctx, &d); /* 128 tiles of 64x32 in 2 slices, two CTAs an SM */
+    assert_true(s.swap_ab == 1 && s.block_n == 32 && s.split_k == 2 && s.stages == 4 && s.block_k == 128);
+    d.trans_b = 0;
+    s = tl_op_gemm_schedule(ctx, &d);
+    assert_true(s.swap_ab == 1 && s.split_k == 2 && s.stages == 4 && s.block_k == 64);
 }
 
 static void refused(tl_gemm_desc d, const char *needle)

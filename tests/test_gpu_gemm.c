@@ -469,18 +469,23 @@ static void test_decode_split(void **state)
     NEED_GPU();
     const struct {
         int64_t m, n, k;
-        int off, split, swap;
+        int off, split, swap, bk, bn; /* bk, bn: 0 for 64 and 16 (swapped) or 128 */
     } cases[] = {
-        {1, 4096, 4096, 0, 0, 0}, {16, 1000, 2056, 0, 0, 0}, {64, 520, 3000, 0, 0, 0}, {7, 300, 1030, 1, 5, 0},
-        {7, 300, 1030, 1, 5, 1}, /* C^T, split, on the safe variant (K % 8) */
-        {13, 200, 1100, 0, 0, 1}, /* C^T in one pass */
-        {30, 700, 2104, 0, 0, 0}, /* the op's choice for M <= 32: C^T on 64x32 tiles */
+        {1, 4096, 4096, 0, 0, 0, 0, 0}, {16, 1000, 2056, 0, 0, 0, 0, 0}, {64, 520, 3000, 0, 0, 0, 0, 0},
+        {7, 300, 1030, 1, 5, 0, 0, 0},
+        {7, 300, 1030, 1, 5, 1, 0, 0}, /* C^T, split, on the safe variant (K % 8) */
+        {13, 200, 1100, 0, 0, 1, 0, 0}, /* C^T in one pass */
+        {30, 700, 2104, 0, 0, 0, 0, 0}, /* the op's choice for M <= 32: C^T on 64x32 tiles */
+        {8, 9000, 1040, 0, 0, 0, 0, 0}, /* the op's choice: 141 tiles unsplit, K steps of 128 */
+        {9, 700, 1100, 0, 0, 1, 128, 0}, /* C^T, K steps of 128 (two boxes a row), K ragged */
+        {30, 1000, 2104, 0, 2, 1, 128, 32}, /* C^T on 64x32x128 tiles in two slices (a cluster pair) */
     };
-    int ncases = small ? 2 : 7;
+    int ncases = small ? 2 : 10;
     for (int i = 0; i < ncases; i++) {
         problem p;
         problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
-        tl_gemm_schedule s = {64, cases[i].swap ? 16 : 128, 64, cases[i].swap ? 8 : 4, 128, 8, 0, 0, cases[i].split,
+        int bk = cases[i].bk ? cases[i].bk : 64, bn = cases[i].bn ? cases[i].bn : cases[i].swap ? 16 : 128;
+        tl_gemm_schedule s = {64, bn, bk, cases[i].swap && bk == 64 ? 8 : 4, 128, 8, 0, 0, cases[i].split,
                               cases[i].swap, 0, 0, 0, 0, 0};
         const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};

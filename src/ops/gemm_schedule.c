@@ -283,11 +283,29 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
      * CTAs than SMs 8 stages stay ahead (1x4096x4096, 128 CTAs: 1.050-1.060 against 1.006-1.019).
      * B as [N, K] keeps its stages: 8x14336x4096 1.063-1.066 at 8 against 1.043-1.049 at 4,
      * 16x4096x14336 level at 4 and 5 (session 29). */
-    if (d && s.swap_ab && !d->trans_b && s.stages > 4) {
-        int64_t tiles = ((d->n + s.block_m - 1) / s.block_m) * ((d->m + s.block_n - 1) / s.block_n);
-        if (tiles * (s.split_k > 1 ? s.split_k : 1) >= sms)
-            s.stages = 4;
-    }
+    if (!d || !s.swap_ab)
+        return s;
+    int64_t tiles = ((d->n + s.block_m - 1) / s.block_m) * ((d->m + s.block_n - 1) / s.block_n);
+    int64_t ctas = tiles * (s.split_k > 1 ? s.split_k : 1);
+    if (!d->trans_b && s.stages > 4 && ctas >= sms)
+        s.stages = 4;
+    /* K steps of 128 (rows of 256 bytes, two TMA boxes of 128 a row of a stage) at 4 stages,
+     * 16-bit inputs: unsplit with at least a CTA an SM, 8x14336x4096 NT 1.091-1.092 x cuBLAS
+     * against 1.049-1.053 for 8 stages of 64 (the same bytes a CTA), NN 1.088-1.099 against
+     * 1.079, 1x14336x4096 NN 1.104-1.109 against 1.090-1.104; 64x32 tiles of B as [N, K] in
+     * pairs of slices with at least a CTA an SM, 32x8192x8192 NT 1.052-1.054 against
+     * 1.000-1.003 (NN 0.94-0.96: not there), its 256 CTAs two an SM where every CTA fits the
+     * one wave (the fit above, for clusters of any size, is not needed for pairs). Split in 4, 16x4096x14336 lost at 2 and 4 stages of 128 (1.01 / 0.81 against
+     * 1.05-1.09; bench_gemm_small --sweep, two rounds, session 29). */
+    if (tl_dtype_size(d->in_dtype) != 2 || s.block_k != 64)
+        return s;
+    int64_t stage = (int64_t)(s.block_m + s.block_n) * 128 * 2;
+    int64_t smem = 4 * stage + (int64_t)s.block_m * s.block_n * 4 + 1024;
+    bool unsplit = s.split_k <= 1 && ctas >= sms;
+    bool pair = s.split_k == 2 && d->trans_b && s.block_n == 32 && ctas >= sms &&
+                ctas <= (228 * 1024 / smem) * sms;
+    if (unsplit || pair)
+        s.block_k = 128, s.stages = 4;
     return s;
 }
 

@@ -458,6 +458,30 @@ static void test_cluster_multicast(void **state)
     problem_free(&p);
 }
 
+/* The cases of test_decode_split (and of the precompile plan) */
+static const struct decode_case {
+    int64_t m, n, k;
+    int off, split, swap, bk, bn; /* bk, bn: 0 for 64 and 16 (swapped) or 128 */
+} decode_cases[] = {
+    {1, 4096, 4096, 0, 0, 0, 0, 0}, {16, 1000, 2056, 0, 0, 0, 0, 0}, {64, 520, 3000, 0, 0, 0, 0, 0},
+    {7, 300, 1030, 1, 5, 0, 0, 0},
+    {7, 300, 1030, 1, 5, 1, 0, 0}, /* C^T, split, on the safe variant (K % 8) */
+    {13, 200, 1100, 0, 0, 1, 0, 0}, /* C^T in one pass */
+    {30, 700, 2104, 0, 0, 0, 0, 0}, /* the op's choice for M <= 32: C^T on 64x32 tiles */
+    {8, 9000, 1040, 0, 0, 0, 0, 0}, /* the op's choice: 141 tiles unsplit, K steps of 128 */
+    {9, 700, 1100, 0, 0, 1, 128, 0}, /* C^T, K steps of 128 (two boxes a row), K ragged */
+    {30, 1000, 2104, 0, 2, 1, 128, 32}, /* C^T on 64x32x128 tiles in two slices (a cluster pair) */
+};
+#define N_DECODE_CASES (int)(sizeof decode_cases / sizeof decode_cases[0])
+
+/* Case c's explicit schedule in *s, or 0 for the op's choice. */
+static int decode_schedule(const struct decode_case *c, tl_gemm_schedule *s)
+{
+    int bk = c->bk ? c->bk : 64, bn = c->bn ? c->bn : c->swap ? 16 : 128;
+    *s = (tl_gemm_schedule){64, bn, bk, c->swap && bk == 64 ? 8 : 4, 128, 8, 0, 0, c->split, c->swap, 0, 0, 0, 0, 0};
+    return c->split || c->swap;
+}
+
 /* Decode shapes, where the op splits K or swaps A and B (M <= 64, K >=
  * 1024): its own choice at aligned and ragged sizes, with bias and GELU,
  * and explicit splits, swapped or not, of a K that TMA cannot read (the
@@ -467,27 +491,13 @@ static void test_decode_split(void **state)
 {
     (void)state;
     NEED_GPU();
-    const struct {
-        int64_t m, n, k;
-        int off, split, swap, bk, bn; /* bk, bn: 0 for 64 and 16 (swapped) or 128 */
-    } cases[] = {
-        {1, 4096, 4096, 0, 0, 0, 0, 0}, {16, 1000, 2056, 0, 0, 0, 0, 0}, {64, 520, 3000, 0, 0, 0, 0, 0},
-        {7, 300, 1030, 1, 5, 0, 0, 0},
-        {7, 300, 1030, 1, 5, 1, 0, 0}, /* C^T, split, on the safe variant (K % 8) */
-        {13, 200, 1100, 0, 0, 1, 0, 0}, /* C^T in one pass */
-        {30, 700, 2104, 0, 0, 0, 0, 0}, /* the op's choice for M <= 32: C^T on 64x32 tiles */
-        {8, 9000, 1040, 0, 0, 0, 0, 0}, /* the op's choice: 141 tiles unsplit, K steps of 128 */
-        {9, 700, 1100, 0, 0, 1, 128, 0}, /* C^T, K steps of 128 (two boxes a row), K ragged */
-        {30, 1000, 2104, 0, 2, 1, 128, 32}, /* C^T on 64x32x128 tiles in two slices (a cluster pair) */
-    };
-    int ncases = small ? 2 : 10;
+    int ncases = small ? 2 : N_DECODE_CASES;
     for (int i = 0; i < ncases; i++) {
+        const struct decode_case *c = &decode_cases[i];
         problem p;
-        problem_init(&p, cases[i].m, cases[i].n, cases[i].k, TL_BF16, cases[i].off, 7900 + 10 * (uint64_t)i);
-        int bk = cases[i].bk ? cases[i].bk : 64, bn = cases[i].bn ? cases[i].bn : cases[i].swap ? 16 : 128;
-        tl_gemm_schedule s = {64, bn, bk, cases[i].swap && bk == 64 ? 8 : 4, 128, 8, 0, 0, cases[i].split,
-                              cases[i].swap, 0, 0, 0, 0, 0};
-        const tl_gemm_schedule *sched = cases[i].split || cases[i].swap ? &s : NULL;
+        problem_init(&p, c->m, c->n, c->k, TL_BF16, c->off, 7900 + 10 * (uint64_t)i);
+        tl_gemm_schedule s;
+        const tl_gemm_schedule *sched = decode_schedule(c, &s) ? &s : NULL;
         tl_gemm_desc d = {.m = p.m, .n = p.n, .k = p.k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
         if (!sched && !strcmp(tl_ctx_target(ctx), "sm_90a")) { /* the Hopper heuristic's decode rows */
             tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
@@ -495,7 +505,7 @@ static void test_decode_split(void **state)
         }
         /* a swapped schedule with B as [K, N] reads B^T as a transposed A: wgmma's (sm_90a) only */
         bool wgmma = !strcmp(tl_ctx_target(ctx), "sm_90a");
-        for (int t = cases[i].swap && !wgmma ? 1 : 0; t < 2; t++)
+        for (int t = c->swap && !wgmma ? 1 : 0; t < 2; t++)
             check_plain_and_fused(&p, t, sched);
         /* the same call twice: the same bytes */
         d.schedule = sched ? s : (tl_gemm_schedule){0};
@@ -1239,6 +1249,16 @@ static const tl_gemm_schedule f8_schedules[] = {
     {.block_m = 128, .block_n = 128, .block_k = 128, .stages = 5, .threads = 256, .swizzle = 8, .persistent = 1},
 };
 
+#define N_F8_SCHEDULES (sizeof f8_schedules / sizeof f8_schedules[0])
+static const int64_t f8_sizes[][3] = {{1090, 1300, 272}, {333, 517, 263}};
+static const int64_t f8_own[][3] = {{16, 4096, 4096}, {64, 2048, 2048}};
+
+/* The output type test_f8_inputs gives f8_schedules[i]. */
+static tl_dtype f8_out(size_t i)
+{
+    return i % 3 == 0 ? TL_BF16 : i % 3 == 1 ? TL_F16 : TL_F32;
+}
+
 /* Both formats, every schedule kind, ragged sizes (partial tiles and
  * clusters; K through TMA and K off 16 bytes, element by element), every
  * output type, bias + GELU, scales; twice (a race shows as a moving
@@ -1249,22 +1269,20 @@ static void test_f8_inputs(void **state)
     NEED_GPU();
     if (strcmp(tl_ctx_target(ctx), "sm_90a") != 0)
         skip();
-    static const int64_t sizes[][3] = {{1090, 1300, 272}, {333, 517, 263}};
     for (size_t z = 0; z < 2; z++)
         for (int f = 0; f < 2; f++) {
             problem p;
-            problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], f ? TL_F8E5M2 : TL_F8E4M3, 0, 9100 + 10 * z + f);
+            problem_init(&p, f8_sizes[z][0], f8_sizes[z][1], f8_sizes[z][2], f ? TL_F8E5M2 : TL_F8E4M3, 0,
+                         9100 + 10 * z + f);
             for (int rep = 0; rep < 2; rep++)
-                for (size_t i = 0; i < sizeof f8_schedules / sizeof f8_schedules[0]; i++)
-                    check_f8(&p, i % 3 == 0 ? TL_BF16 : i % 3 == 1 ? TL_F16 : TL_F32, (int)((i + z + rep) % 2),
-                             (int)((i + z) % 2), &f8_schedules[i], 9200 + i);
+                for (size_t i = 0; i < N_F8_SCHEDULES; i++)
+                    check_f8(&p, f8_out(i), (int)((i + z + rep) % 2), (int)((i + z) % 2), &f8_schedules[i], 9200 + i);
             problem_free(&p);
         }
     /* the op's own choice at a decode shape and a few-tile one */
-    static const int64_t own[][3] = {{16, 4096, 4096}, {64, 2048, 2048}};
     for (size_t z = 0; z < 2; z++) {
         problem p;
-        problem_init(&p, own[z][0], own[z][1], own[z][2], TL_F8E4M3, 0, 9400 + z);
+        problem_init(&p, f8_own[z][0], f8_own[z][1], f8_own[z][2], TL_F8E4M3, 0, 9400 + z);
         check_f8(&p, TL_BF16, (int)z, (int)z, NULL, 9500 + z);
         problem_free(&p);
     }
@@ -1340,42 +1358,136 @@ static void test_f8_conversions(void **state)
     free(x);
 }
 
+static const tl_gemm_schedule mma_scheds[] = {
+    {32, 32, 16, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {128, 128, 64, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+#define N_MMA_SCHEDS (sizeof mma_scheds / sizeof mma_scheds[0])
+static const int64_t mma_sizes[][4] = {{257, 129, 72, 0}, {200, 264, 136, 0}, {127, 255, 40, 1}}; /* M N K off */
+
+static tl_ctx *plain_ctx; /* test_plain_ctx (fixture.h), made by the setup */
+
 /* The mma.sync path (sm_80's: ldmatrix + mma.sync, cp.async copies) on an
  * sm_90a device, through a context for the plain target (sm_90, no wgmma):
  * tiles whose shared rows are 32 to 128 bytes (each swizzle width the
  * ldmatrix addressing handles), 128 and 256 threads, ragged and unaligned
- * sizes, both layouts of B, with and without the fused epilogue. Kernels
- * compile at their first launch (a handful). */
+ * sizes, both layouts of B, with and without the fused epilogue (the
+ * kernels precompiled by the setup on a context of the plain target). */
 static void test_mma_sync_path(void **state)
 {
     (void)state;
     NEED_GPU();
-    tl_ctx *main_ctx = ctx, *pctx = test_plain_ctx();
+    tl_ctx *main_ctx = ctx, *pctx = plain_ctx;
     if (!pctx) {
         printf("  skip: the context's target %s has no wgmma (the tests above ran mma.sync)\n", tl_ctx_target(ctx));
         skip();
     }
     ctx = pctx; /* the helpers allocate and launch on `ctx` */
-    static const tl_gemm_schedule ms[] = {
-        {32, 32, 16, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {64, 64, 32, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {128, 128, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {128, 128, 64, 3, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    };
-    const int64_t sizes[][4] = {{257, 129, 72, 0}, {200, 264, 136, 0}, {127, 255, 40, 1}};
     for (int z = 0; z < 3; z++) {
         problem p;
-        problem_init(&p, sizes[z][0], sizes[z][1], sizes[z][2], z == 1 ? TL_F16 : TL_BF16, (int)sizes[z][3],
-                     8800 + 10 * (uint64_t)z);
+        problem_init(&p, mma_sizes[z][0], mma_sizes[z][1], mma_sizes[z][2], z == 1 ? TL_F16 : TL_BF16,
+                     (int)mma_sizes[z][3], 8800 + 10 * (uint64_t)z);
         for (int b = 0; b < 2; b++) {
             check_plain_and_fused(&p, b, NULL);
-            for (size_t c = 0; c < sizeof ms / sizeof ms[0] && (z < 2 || !small); c++)
-                check_plain_and_fused(&p, b, &ms[c]);
+            for (size_t c = 0; c < N_MMA_SCHEDS && (z < 2 || !small); c++)
+                check_plain_and_fused(&p, b, &mma_scheds[c]);
         }
         problem_free(&p);
     }
     ctx = main_ctx;
-    tl_ctx_destroy(pctx);
+}
+
+/* test_decode_split's kernels: each case's schedule (or the op's), both
+ * layouts where the target runs them, plain, f32 (the repeat check) and
+ * fused. */
+static void plan_decode(gemm_plan *pc)
+{
+    bool wgmma = !strcmp(tl_ctx_target(ctx), "sm_90a");
+    for (int i = 0; i < N_DECODE_CASES; i++) {
+        const struct decode_case *c = &decode_cases[i];
+        tl_gemm_schedule s;
+        int explicit = decode_schedule(c, &s);
+        for (int t = c->swap && !wgmma ? 1 : 0; t < 2; t++) {
+            tl_gemm_desc d = {.m = c->m, .n = c->n, .k = c->k, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = t};
+            if (explicit)
+                d.schedule = s;
+            plan_add(pc, d, c->off);
+            d.out_dtype = TL_F32;
+            plan_add(pc, d, c->off);
+            d.has_bias = 1, d.epilogue = TL_EPI_GELU_TANH;
+            plan_add(pc, d, c->off);
+        }
+    }
+}
+
+/* test_f8_inputs's kernels (sm_90a): tl_op_gemm_ex's, scaled or not. */
+static void plan_f8(void)
+{
+    tl_kernel *k;
+    for (size_t z = 0; z < 2; z++)
+        for (int f = 0; f < 2; f++)
+            for (int rep = 0; rep < 2; rep++)
+                for (size_t i = 0; i < N_F8_SCHEDULES; i++) {
+                    int epi = (int)((i + z + rep) % 2), scaled = (int)((i + z) % 2);
+                    tl_gemm_desc d = {.m = f8_sizes[z][0], .n = f8_sizes[z][1], .k = f8_sizes[z][2],
+                                      .in_dtype = f ? TL_F8E5M2 : TL_F8E4M3, .out_dtype = f8_out(i), .trans_b = 1,
+                                      .has_bias = epi, .epilogue = epi ? TL_EPI_GELU_TANH : TL_EPI_NONE,
+                                      .schedule = f8_schedules[i]};
+                    tl_gemm_args g = tl_gemm_default_args();
+                    if (scaled)
+                        g.scale_a = 0.25, g.scale_b = 3.0;
+                    if (tl_op_gemm_ex_build(ctx, &d, &g, &k) == TL_OK)
+                        precompile_add(k, d.k % 16 || d.n % 16);
+                }
+    for (size_t z = 0; z < 2; z++) {
+        tl_gemm_desc d = {.m = f8_own[z][0], .n = f8_own[z][1], .k = f8_own[z][2], .in_dtype = TL_F8E4M3,
+                          .out_dtype = TL_BF16, .trans_b = 1, .has_bias = (int)z,
+                          .epilogue = z ? TL_EPI_GELU_TANH : TL_EPI_NONE};
+        tl_gemm_args g = tl_gemm_default_args();
+        if (z)
+            g.scale_a = 0.25, g.scale_b = 3.0;
+        if (tl_op_gemm_ex_build(ctx, &d, &g, &k) == TL_OK)
+            precompile_add(k, 0);
+    }
+}
+
+/* test_mma_sync_path's kernels, on a context of the plain target (none
+ * where ctx's is plain already: the tests above ran mma.sync). */
+static void plan_mma_sync(void)
+{
+    tl_ctx *main_ctx = ctx, *pctx = plain_ctx = test_plain_ctx();
+    if (!pctx)
+        return;
+    ctx = pctx; /* plan_add asks ctx for the schedule */
+    static gemm_plan pm;
+    pm.n = 0;
+    for (int z = 0; z < 3; z++)
+        for (int b = 0; b < 2; b++)
+            for (int c = -1; c < (int)N_MMA_SCHEDS; c++)
+                for (int fused = 0; fused < 2; fused++) {
+                    tl_gemm_desc d = {.m = mma_sizes[z][0], .n = mma_sizes[z][1], .k = mma_sizes[z][2],
+                                      .in_dtype = z == 1 ? TL_F16 : TL_BF16, .out_dtype = fused ? TL_F32 : TL_BF16,
+                                      .trans_b = b, .has_bias = fused,
+                                      .epilogue = fused ? TL_EPI_GELU_TANH : TL_EPI_NONE};
+                    if (c >= 0)
+                        d.schedule = mma_scheds[c];
+                    plan_add(&pm, d, (int)mma_sizes[z][3]);
+                }
+    tl_kernel *k;
+    for (int i = 0; i < pm.n; i++)
+        if (tl_op_gemm_build(pctx, &pm.d[i], &k) == TL_OK)
+            precompile_add(k, pm.safe[i]);
+    precompile_run(pctx, "mma.sync GEMM");
+    ctx = main_ctx;
+}
+
+static int gemm_teardown(void **state)
+{
+    tl_ctx_destroy(plain_ctx);
+    plain_ctx = NULL;
+    return ctx_teardown(state);
 }
 
 static int gemm_setup(void **state)
@@ -1385,6 +1497,7 @@ static int gemm_setup(void **state)
         return 0;
     static gemm_plan pc;
     plan_tests(&pc);
+    plan_decode(&pc);
     tl_kernel *k;
     for (int i = 0; i < pc.n; i++)
         if (tl_op_gemm_build(ctx, &pc.d[i], &k) == TL_OK)
@@ -1399,7 +1512,10 @@ static int gemm_setup(void **state)
             precompile_add(k, excases[i].off || c->lda % 8 || c->ldb % 8 || c->ldc % 8);
         }
     }
+    if (!strcmp(tl_ctx_target(ctx), "sm_90a"))
+        plan_f8();
     precompile_run(ctx, "GEMM");
+    plan_mma_sync();
     test_plan_only_end();
     return 0;
 }
@@ -1428,5 +1544,5 @@ int main(void)
         cmocka_unit_test(test_mma_sync_path),
     };
     test_apply_filter();
-    return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, ctx_teardown);
+    return cmocka_run_group_tests_name("gpu_gemm", tests, gemm_setup, gemm_teardown);
 }

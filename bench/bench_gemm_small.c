@@ -60,8 +60,8 @@ static tl_status run(void *user, void *stream)
  * others: 6 stages (8 for a persistent one of 6, and half its stages of
  * twice its block_k: the same bytes in longer boxes), N tiles of 256, and
  * swapped 64x32 and 64x64 tiles in 0 or 2 slices), the persistent 64x128
- * tile in stream-K shares for M <= 64, with half, twice and four times its
- * slices. At most 16. */
+ * tile in stream-K shares for M <= 64, with half, one fewer (from 4), twice
+ * and four times its slices. At most 16. */
 static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_schedule *out)
 {
     int n = 0;
@@ -105,11 +105,15 @@ static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_
         for (int st = 4; st <= 6; st += 2)
             out[n++] = (tl_gemm_schedule){.block_m = 64, .block_n = 128, .block_k = 64, .stages = st, .threads = 128,
                                           .swizzle = 8, .persistent = 1, .stream_k = 1};
-    int sk[3] = {o->split_k / 2 > 1 ? o->split_k / 2 : 0, o->split_k > 1 ? 2 * o->split_k : 2,
-                 o->split_k > 1 ? 4 * o->split_k : 4};
-    for (int i = 0; i < 3; i++)
-        if (sk[i] != o->split_k && sk[i] <= 16 && (i || o->split_k > 1))
+    int sk[4] = {o->split_k / 2 > 1 ? o->split_k / 2 : 0, o->split_k > 1 ? 2 * o->split_k : 2,
+                 o->split_k > 1 ? 4 * o->split_k : 4, o->split_k > 3 ? o->split_k - 1 : 0};
+    for (int i = 0; i < 4; i++)
+        if (sk[i] != o->split_k && sk[i] <= 16 && (i == 0 ? o->split_k > 1 : i < 3 || sk[i] > 1))
             x = *o, x.split_k = sk[i], out[n++] = x;
+    if (n > 16) { /* the callers' arrays hold 16 */
+        fprintf(stderr, "bench_gemm_small: the sweep list grew past 16 schedules\n");
+        exit(1);
+    }
     return n;
 }
 

@@ -149,6 +149,8 @@ test: test-build
 # The kernels the GPU tests launch, built and compiled for PLAN_TARGET on an
 # offline context (no GPU needed): a schedule a GPU test asks for that the
 # lowering refuses fails here instead of on the GPU machine (session 26).
+# TILEC_TEST_PLAN_CACHE=dir keeps the cubins in dir's disk cache as well:
+# the GPU machine's tier then finds them (TILEC_CACHE_DIR=dir, same NVRTC).
 PLAN_TARGET ?= sm_90a
 PLAN_TESTS  := test_gpu_attention test_gpu_gemm test_gpu_softmax
 plan-check: test-build

@@ -295,8 +295,9 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
      * 1.079, 1x14336x4096 NN 1.104-1.109 against 1.090-1.104; 64x32 tiles of B as [N, K] in
      * pairs of slices with at least a CTA an SM, 32x8192x8192 NT 1.052-1.054 against
      * 1.000-1.003 (NN 0.94-0.96: not there), its 256 CTAs two an SM where every CTA fits the
-     * one wave (the fit above, for clusters of any size, is not needed for pairs). Split in 4, 16x4096x14336 lost at 2 and 4 stages of 128 (1.01 / 0.81 against
-     * 1.05-1.09; bench_gemm_small --sweep, two rounds, session 29). */
+     * one wave (the fit above, for clusters of any size, is not needed for pairs). Split in 4,
+     * 16x4096x14336 lost at 2 and 4 stages of 128 (1.01 / 0.81 against 1.05-1.09;
+     * bench_gemm_small --sweep, two rounds, session 29). */
     if (tl_dtype_size(d->in_dtype) != 2 || s.block_k != 64)
         return s;
     int64_t stage = (int64_t)(s.block_m + s.block_n) * 128 * 2;

@@ -42,6 +42,9 @@ static void run_case(const attn_case *c, const tl_flash_attn_schedule *s, uint64
         tl_kernel *k = NULL;
         if (tl_op_flash_attn_build(ctx, &d, &k) == TL_OK)
             precompile_add(k, 0); /* tl_malloc'd tensors: aligned */
+        tl_flash_attn_schedule e = tl_op_flash_attn_schedule(ctx, &d);
+        if ((e.split_kv >= 2 || e.split_tail >= 2) && tl_op_flash_attn_combine_build(ctx, &d, &k) == TL_OK)
+            precompile_add(k, 0); /* the split's second kernel */
         return;
     }
     int64_t nq = attn_elems(c, c->h, c->sq), nk = attn_elems(c, c->hkv, c->skv), rows = c->b * c->h * c->sq;
@@ -351,7 +354,11 @@ static void test_o_alignment(void **state)
     ctx = main_ctx;
 }
 
-/* Every kernel the float64 tests launch, compiled at once (precompile.h). */
+static void test_split_keys(void **state);
+static void test_split_tail(void **state);
+
+/* Every kernel the float64 and split tests launch (the splits' second
+ * kernels included), compiled at once (precompile.h). */
 static int attention_setup(void **state)
 {
     gpu_setup(state);
@@ -362,6 +369,8 @@ static int attention_setup(void **state)
     test_plain_schedule(state);
     if (ctx && strcmp(tl_ctx_target(ctx), "sm_90a") == 0)
         test_persistent_schedule(state);
+    test_split_keys(state);
+    test_split_tail(state);
     plan.planning = false;
     precompile_run(ctx, "attention");
     plain_ctx = test_plain_ctx();

@@ -1190,6 +1190,21 @@ static void plan_tests(gemm_plan *pc)
 /* 8-bit inputs (sm_90a)                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* The description and arguments of test_f8_inputs's call of m x n x k
+ * (B as [N, K]): bias of the output's type with GELU when epi, per-tensor
+ * scales when scaled; the caller adds the pointers. */
+static void f8_call(int64_t m, int64_t n, int64_t k, tl_dtype in, tl_dtype out, int epi, int scaled,
+                    const tl_gemm_schedule *s, tl_gemm_desc *d, tl_gemm_args *g)
+{
+    *d = (tl_gemm_desc){.m = m, .n = n, .k = k, .in_dtype = in, .out_dtype = out, .trans_b = 1, .has_bias = epi,
+                        .epilogue = epi ? TL_EPI_GELU_TANH : TL_EPI_NONE};
+    if (s)
+        d->schedule = *s;
+    *g = tl_gemm_default_args();
+    if (scaled)
+        g->scale_a = 0.25, g->scale_b = 3.0;
+}
+
 /* Runs the 8-bit GEMM of p (a problem of 8-bit inputs, B as [N, K]) into
  * a poisoned C with poison around it and checks it against float64 of the
  * decoded codes (product(), computed once for every run on p): bias of the output's type with GELU when
@@ -1208,14 +1223,10 @@ static void check_f8(problem *p, tl_dtype out, int epi, int scaled, const tl_gem
     uint64_t bias = dalloc((size_t)n * osz), cbuf = dalloc((size_t)(mn + 2 * PAD) * osz), c = cbuf + PAD * osz;
     assert_status(tl_memcpy_htod(ctx, bias, hbias, (size_t)n * osz), TL_OK);
     assert_status(tl_memset_u8(ctx, cbuf, 0xFF, (size_t)(mn + 2 * PAD) * osz, NULL), TL_OK);
-    tl_gemm_desc d = {.m = m, .n = n, .k = p->k, .in_dtype = p->in, .out_dtype = out, .trans_b = 1, .has_bias = epi,
-                      .epilogue = epi ? TL_EPI_GELU_TANH : TL_EPI_NONE};
-    if (s)
-        d.schedule = *s;
-    tl_gemm_args g = tl_gemm_default_args();
+    tl_gemm_desc d;
+    tl_gemm_args g;
+    f8_call(m, n, p->k, p->in, out, epi, scaled, s, &d, &g);
     g.a = p->a, g.b = p->b, g.c = c, g.bias = epi ? bias : 0;
-    if (scaled)
-        g.scale_a = 0.25, g.scale_b = 3.0;
     char what[200];
     snprintf(what, sizeof what, "f8 gemm %lldx%lldx%lld %s->%s%s%s sched %dx%dx%d/%d/%d p%d c%dx%d", (long long)m,
              (long long)n, (long long)p->k, tl_dtype_name(p->in), tl_dtype_name(out), epi ? " +bias+gelu" : "",
@@ -1430,24 +1441,17 @@ static void plan_f8(void)
         for (int f = 0; f < 2; f++)
             for (int rep = 0; rep < 2; rep++)
                 for (size_t i = 0; i < N_F8_SCHEDULES; i++) {
-                    int epi = (int)((i + z + rep) % 2), scaled = (int)((i + z) % 2);
-                    tl_gemm_desc d = {.m = f8_sizes[z][0], .n = f8_sizes[z][1], .k = f8_sizes[z][2],
-                                      .in_dtype = f ? TL_F8E5M2 : TL_F8E4M3, .out_dtype = f8_out(i), .trans_b = 1,
-                                      .has_bias = epi, .epilogue = epi ? TL_EPI_GELU_TANH : TL_EPI_NONE,
-                                      .schedule = f8_schedules[i]};
-                    tl_gemm_args g = tl_gemm_default_args();
-                    if (scaled)
-                        g.scale_a = 0.25, g.scale_b = 3.0;
+                    tl_gemm_desc d;
+                    tl_gemm_args g;
+                    f8_call(f8_sizes[z][0], f8_sizes[z][1], f8_sizes[z][2], f ? TL_F8E5M2 : TL_F8E4M3, f8_out(i),
+                            (int)((i + z + rep) % 2), (int)((i + z) % 2), &f8_schedules[i], &d, &g);
                     if (tl_op_gemm_ex_build(ctx, &d, &g, &k) == TL_OK)
                         precompile_add(k, d.k % 16 || d.n % 16);
                 }
     for (size_t z = 0; z < 2; z++) {
-        tl_gemm_desc d = {.m = f8_own[z][0], .n = f8_own[z][1], .k = f8_own[z][2], .in_dtype = TL_F8E4M3,
-                          .out_dtype = TL_BF16, .trans_b = 1, .has_bias = (int)z,
-                          .epilogue = z ? TL_EPI_GELU_TANH : TL_EPI_NONE};
-        tl_gemm_args g = tl_gemm_default_args();
-        if (z)
-            g.scale_a = 0.25, g.scale_b = 3.0;
+        tl_gemm_desc d;
+        tl_gemm_args g;
+        f8_call(f8_own[z][0], f8_own[z][1], f8_own[z][2], TL_F8E4M3, TL_BF16, (int)z, (int)z, NULL, &d, &g);
         if (tl_op_gemm_ex_build(ctx, &d, &g, &k) == TL_OK)
             precompile_add(k, 0);
     }

@@ -210,6 +210,21 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma, 
     return c;
 }
 
+/* The tiles of d under s (a swapped schedule tiles C^T: N rows by M). */
+static int64_t tile_count(const tl_gemm_desc *d, const tl_gemm_schedule *s)
+{
+    int64_t rows = s->swap_ab ? d->n : d->m, cols = s->swap_ab ? d->m : d->n;
+    return ((rows + s->block_m - 1) / s->block_m) * ((cols + s->block_n - 1) / s->block_n);
+}
+
+/* A CTA's shared memory under s: its stages, the f32 exchange tile of a
+ * split, a KiB of barriers. */
+static int64_t cta_smem(const tl_gemm_desc *d, const tl_gemm_schedule *s)
+{
+    int64_t stage = (int64_t)(s->block_m + s->block_n) * s->block_k * (int64_t)tl_dtype_size(d->in_dtype);
+    return s->stages * stage + (int64_t)s->block_m * s->block_n * 4 + 1024;
+}
+
 /* The slices of K for s's tiles on sms SMs: about one CTA an SM for the
  * 64x128 kernel, two for the swapped 64x16 one (stages of 10 KiB), at
  * most 16 slices of at least 4 K steps (32 swapped); 0 (no split) when
@@ -220,8 +235,7 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma, 
  * 4, 1x4096x4096 the same with 2 and 4 (16-step slices), 0.61 without. */
 static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
 {
-    int64_t rows = s->swap_ab ? d->n : d->m, cols = s->swap_ab ? d->m : d->n;
-    int64_t tiles = ((rows + s->block_m - 1) / s->block_m) * ((cols + s->block_n - 1) / s->block_n);
+    int64_t tiles = tile_count(d, s);
     int64_t steps = (d->k + s->block_k - 1) / s->block_k;
     /* 8-bit inputs: the same bytes a step, half the steps of a K; a
      * swapped slice of 16 of them is as long (in bytes) as 8 of 16-bit ones */
@@ -253,18 +267,16 @@ bool tli_gemm_cluster_split(const char *target, const tl_gemm_schedule *s)
  * stages 1.06, 4 stages 0.86. */
 static int fit_stages(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
 {
-    int64_t rows = s->swap_ab ? d->n : d->m, cols = s->swap_ab ? d->m : d->n;
-    int64_t ctas = ((rows + s->block_m - 1) / s->block_m) * ((cols + s->block_n - 1) / s->block_n) * s->split_k;
-    int64_t stage = (int64_t)(s->block_m + s->block_n) * s->block_k * (int64_t)tl_dtype_size(d->in_dtype);
-    int stages = s->stages;
-    for (; stages > 2; stages--) {
-        int64_t smem = stages * stage + (int64_t)s->block_m * s->block_n * 4 + 1024, per_sm = (228 * 1024) / smem;
+    int64_t ctas = tile_count(d, s) * s->split_k;
+    tl_gemm_schedule x = *s;
+    for (; x.stages > 2; x.stages--) {
+        int64_t per_sm = (228 * 1024) / cta_smem(d, &x);
         if (per_sm > 2048 / s->threads)
             per_sm = 2048 / s->threads;
         if (2 * ctas <= per_sm * sms)
             break;
     }
-    return stages;
+    return x.stages;
 }
 
 /* The heuristic's schedule with its automatic split resolved for sms SMs
@@ -285,8 +297,7 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
      * 16x4096x14336 level at 4 and 5 (session 29). */
     if (!d || !s.swap_ab)
         return s;
-    int64_t tiles = ((d->n + s.block_m - 1) / s.block_m) * ((d->m + s.block_n - 1) / s.block_n);
-    int64_t ctas = tiles * (s.split_k > 1 ? s.split_k : 1);
+    int64_t ctas = tile_count(d, &s) * (s.split_k > 1 ? s.split_k : 1);
     if (!d->trans_b && s.stages > 4 && ctas >= sms)
         s.stages = 4;
     /* K steps of 128 (rows of 256 bytes, two TMA boxes of 128 a row of a stage) at 4 stages,
@@ -300,14 +311,12 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
      * bench_gemm_small --sweep, two rounds, session 29). */
     if (tl_dtype_size(d->in_dtype) != 2 || s.block_k != 64)
         return s;
-    int64_t stage = (int64_t)(s.block_m + s.block_n) * 128 * 2;
-    int64_t smem = 4 * stage + (int64_t)s.block_m * s.block_n * 4 + 1024;
+    tl_gemm_schedule longer = s;
+    longer.block_k = 128, longer.stages = 4;
     bool unsplit = s.split_k <= 1 && ctas >= sms;
     bool pair = s.split_k == 2 && d->trans_b && s.block_n == 32 && ctas >= sms &&
-                ctas <= (228 * 1024 / smem) * sms;
-    if (unsplit || pair)
-        s.block_k = 128, s.stages = 4;
-    return s;
+                ctas <= (228 * 1024 / cta_smem(d, &longer)) * sms;
+    return unsplit || pair ? longer : s;
 }
 
 /* The SMs of the context's GPU; an H200's 132 without one (offline). */

@@ -348,6 +348,14 @@ static void test_default_schedules(void **state)
                 assert_true(e.stages >= 1 && e.stages <= 8);
                 if (e.stages > 1 && bytes > limit[t])
                     fail_msg("%s cols %lld: a default ring of %lld bytes", targets[t], (long long)cols, (long long)bytes);
+                tl_rmsnorm_desc g = {.rows = 10, .cols = cols, .in_dtype = f.in_dtype, .out_dtype = TL_F16};
+                tl_softmax_schedule q = tl_op_rmsnorm_schedule(c, &g);
+                if (q.stages > 1 && (int64_t)q.stages * q.rows * q.width * (dt ? 4 : 2) > limit[t])
+                    fail_msg("%s cols %lld: a default RMSNorm ring of %d stages", targets[t], (long long)cols, q.stages);
+                /* rows past 16384 columns: both ops on a ring of 2 (rows.c, session 30); narrower, none */
+                if (!dt && (e.stages != (cols > 16384 ? 2 : 1) || q.stages != e.stages))
+                    fail_msg("%s f16 cols %lld: stages %d (softmax) / %d (RMSNorm)", targets[t], (long long)cols,
+                             e.stages, q.stages);
             }
         tl_ctx_destroy(c);
     }

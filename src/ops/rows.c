@@ -25,15 +25,20 @@
  * The schedule's stages say how memory stays busy while a block reduces.
  * With 1 a block takes one tile and the overlap comes only from the other
  * blocks on its SM (as many as registers allow); its loads, reductions
- * and stores follow one another. With S >= 2 a block walks P consecutive
- * tiles, P = ceil(tiles / blocks) for the launch argument `blocks` (the
- * blocks the GPU runs at once: the grid is one wave), and the next S - 1
- * tiles are on their way while this one is reduced:
+ * and stores follow one another. With S >= 2 a block walks P tiles, P =
+ * ceil(tiles / blocks) for the launch argument `blocks` (the blocks the
+ * GPU runs at once: the grid is one wave), and the next S - 1 tiles are on
+ * their way while this one is reduced. The tiles are dealt in stride, G =
+ * ceil(tiles / P) blocks apart, so that the blocks at any moment work on
+ * neighbouring rows and memory is swept in order, as a copy sweeps it
+ * (consecutive runs of P tiles a block put the SMs' streams a run apart:
+ * 2048x32768 f16 softmax 0.850-0.855 of the copy against 0.896-0.903 in
+ * stride on the H200, bench/NOTES.md session 30):
  *   ring = shared [R, W] of X's type
  *   for t in tl_pipelined(P, S):                 the pipeline pass: a ring of S
- *       tl_copy(X tile (bx P + t) -> ring)       slots, cp.async S - 1 tiles ahead
+ *       tl_copy(X tile (bx + t G) -> ring)       slots, cp.async S - 1 tiles ahead
  *       x = ring in f32, padded past N           16-byte ld.shared (pass_threads)
- *       ... the op's reductions, and stores of rows (bx P + t) R + i ...
+ *       ... the op's reductions, and stores of rows (bx + t G) R + i ...
  * An ordinary builder program: what a user's kernel would write. (Tried
  * and dropped: the next tile loaded into a second register fragment of
  * X's type instead of shared memory; ptxas gave that 106 to 255 registers,
@@ -252,7 +257,9 @@ void tli_rows_open(tli_rows_kernel *rk)
         return;
     }
     /* the last launch argument: how many blocks the GPU runs at once; each
-     * block (cluster) takes P consecutive tiles, so that the grid is one wave */
+     * block (cluster) takes P tiles, so that the grid is one wave, dealt in
+     * stride: tile first + t used, the used blocks (clusters) sweeping the
+     * rows together (t < P and first < used cover each tile below used P once) */
     tl_expr wave = tl_dim(k, "blocks");
     tl_expr tiles = tl_ceildiv(k, rk->M, R);
     tl_expr clusters = rk->C > 1 ? tl_div(k, wave, C) : wave;
@@ -261,10 +268,10 @@ void tli_rows_open(tli_rows_kernel *rk)
     tl_grid(k, rk->C > 1 ? tl_mul(k, used, C) : used, TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
     rk->bx = tl_block_idx(k, 0);
     rk->part = rk->C > 1 ? tl_mod(k, rk->bx, C) : tl_int(k, 0);
-    tl_expr first = tl_mul(k, rk->C > 1 ? tl_div(k, rk->bx, C) : rk->bx, rk->P);
+    tl_expr first = rk->C > 1 ? tl_div(k, rk->bx, C) : rk->bx;
     rk->ring = tl_alloc_shared(k, rk->in, 2, shape);
     rk->t = tl_pipelined(k, rk->P, rk->stages);
-    rk->tile = tl_add(k, first, rk->t);
+    rk->tile = tl_add(k, first, tl_mul(k, rk->t, used));
     tl_copy(k, tl_tile(k, rk->X, rk->tile, rk->part), tl_all(rk->ring));
     rk->row0 = tl_mul(k, rk->tile, R);
 }

@@ -1425,8 +1425,8 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  * in src/ops/rows.c: width the smallest power of two >= cols, up to 32768
  * (one pass), else the online path in chunks of 16384 columns
  * (tl_op_rmsnorm: 32768); stages 1,
- * except tl_op_softmax's rows wider than 16384 columns, which take a ring
- * of 3 where shared memory holds it (measured, bench/NOTES.md). In any
+ * except rows wider than 16384 columns (both ops), which take a ring of 2
+ * where shared memory holds it (measured, bench/NOTES.md). In any
  * other schedule, zero fields take the default's values for that width.
  * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
  * threads a multiple of 32 in 32..1024. How many registers a thread may
@@ -1437,7 +1437,9 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  *         straight into registers;
  *   2..8  a block takes several tiles in turn, as many as make the grid
  *         one wave of the GPU (from its SM count and the program's blocks
- *         per SM, at launch), each arriving through a ring of `stages`
+ *         per SM, at launch), dealt in stride (block b takes tiles b,
+ *         b + G, b + 2G, ..., G the blocks launched, so that the blocks
+ *         read neighbouring rows at once), each arriving through a ring of `stages`
  *         shared-memory slots that cp.async fills stages - 1 tiles ahead
  *         (stages x rows x width input elements of shared memory).
  * With stages other than 1 the program takes one more launch argument,

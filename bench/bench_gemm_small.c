@@ -54,7 +54,9 @@ static tl_status run(void *user, void *stream)
 
 /* The schedules --sweep tries: the op's choice o and its neighbours (for
  * M = 1 with B as [N, K]: the matrix-vector kernel's shapes and the
- * tensor cores' swapped 64x16 tiles at 4 and 8 stages, split in 2 or not;
+ * tensor cores' swapped 64x16 tiles at 4 and 8 stages, split in 2 or not,
+ * and three with more of B in flight (K steps of 128 at 8 stages in 2
+ * slices, at 4 in 4; steps of 64 at 8 stages in 4);
  * for a swapped one: 4, 6 and 8 stages, 32-wide tiles of A, twice the
  * block_k at half and all the stages; for the
  * others: 6 stages (8 for a persistent one of 6, and half its stages of
@@ -76,6 +78,11 @@ static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_
         for (int st = 4; st <= 8; st += 4) /* and the tensor cores' swapped tiles */
             for (int sk = 0; sk <= 2; sk += 2)
                 out[n++] = (tl_gemm_schedule){64, 16, 64, st, 128, 8, 0, 0, sk, 1, 0, 0, 0, 0, 0};
+        /* more of B in flight on each SM (128-160 KiB: two CTAs of 8 stages, or stages of 128-long
+         * rows), for the short runs where the ramp is a large share (1x4096x4096: 17 us) */
+        out[n++] = (tl_gemm_schedule){64, 16, 128, 8, 128, 8, 0, 0, 2, 1, 0, 0, 0, 0, 0};
+        out[n++] = (tl_gemm_schedule){64, 16, 64, 8, 128, 8, 0, 0, 4, 1, 0, 0, 0, 0, 0};
+        out[n++] = (tl_gemm_schedule){64, 16, 128, 4, 128, 8, 0, 0, 4, 1, 0, 0, 0, 0, 0};
         return n;
     }
     if (o->swap_ab) {

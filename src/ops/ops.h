@@ -37,7 +37,6 @@ typedef struct tli_rows_desc {
     int64_t rows, cols, ld_in, ld_out;
     tl_dtype in_dtype, out_dtype;
     tl_softmax_schedule schedule;
-    int wide_stages;  /* the default stages past 16384 columns (0: the table's) */
     int online_width; /* the default chunk of rows past 32768 columns, 1024..32768
                          (0: rows.c's 8192) */
 } tli_rows_desc;

@@ -111,13 +111,10 @@ static void body(rms_kernel *r)
 static tli_rows_desc rows_of(const tl_rmsnorm_desc *d)
 {
     /* past 32768 columns, chunks of a whole 32768 on 1024 threads: at 1024x65536 f16 on the H200
-     * 0.697 x copy against 0.625 with 8192 on 256 (bench_softmax --variants, bench/NOTES.md).
-     * Rows wider than 16384: a ring of 2 shared tiles, since rows.c deals the tiles in stride (x copy,
-     * 2048x32768 / 4096x32768: 0.853 / 0.892 against 0.825-0.833 / 0.853 without a ring; a ring of
-     * 3 0.751 / 0.767, session 30) */
+     * 0.697 x copy against 0.625 with 8192 on 256 (bench_softmax --variants, bench/NOTES.md) */
     return (tli_rows_desc){.rows = d->rows, .cols = d->cols, .ld_in = d->ld_in, .ld_out = d->ld_out,
                            .in_dtype = d->in_dtype, .out_dtype = d->out_dtype, .schedule = d->schedule,
-                           .online_width = 32768, .wide_stages = 2};
+                           .online_width = 32768};
 }
 
 static tl_status check(tl_ctx *ctx, const tl_rmsnorm_desc *d, const char *api)

@@ -63,6 +63,12 @@
  * shrinks, down to no pipeline. Meant to be tuned: the autotuner measures
  * others through tl_softmax_schedule. */
 #define ONE_PASS_STAGES 1 /* the pipeline of the wide rows (1024 columns and more) */
+/* Rows of more than 16384 columns a block (cluster) by default, both ops: a ring of 2 shared tiles,
+ * the next row's loads under this one's reductions. H200, f16, bench_softmax --variants, x copy,
+ * 2048x32768 / 4096x32768 (session 30, tiles dealt in stride): softmax 0.876 / 0.906 against
+ * 0.866 / 0.902 for a ring of 3 and 0.701 / 0.733 without; RMSNorm 0.853 / 0.892 against 0.751 /
+ * 0.767 and 0.825-0.833 / 0.853. */
+#define WIDE_STAGES 2
 static const tl_softmax_schedule one_pass[] = {
     {.width = 1, .rows = 4096, .threads = 256, .stages = 1},
     {.width = 2, .rows = 2048, .threads = 256, .stages = 1},
@@ -131,7 +137,7 @@ tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
     if (!s.threads)
         s.threads = def->threads;
     if (!s.stages) {
-        s.stages = d->wide_stages && (int64_t)s.width * s.cluster > 16384 ? d->wide_stages : def->stages;
+        s.stages = (int64_t)s.width * s.cluster > 16384 ? WIDE_STAGES : def->stages;
         /* a default ring that the target's shared memory cannot hold shrinks */
         int64_t tile = (int64_t)s.rows * s.width * (int64_t)tl_dtype_size(d->in_dtype);
         int64_t room = smem_budget(ctx) - 1024; /* the reductions' scratch */

@@ -155,11 +155,6 @@ static tli_rows_desc rows_desc(tl_ctx *ctx, const tl_softmax_desc *d, bool use_d
     if (use_db && !r.schedule.width && !r.schedule.rows && !r.schedule.threads) {
         tli_softmax_pick(ctx, d, &r.schedule);
     }
-    /* rows wider than 16384 by default: a ring of shared tiles per block (rows.c), the next rows'
-     * loads under this one's reductions (0.665 -> 0.721 x copy at 2048x32768 on the H200, session 7);
-     * 2 slots since the tiles are dealt in stride: 0.876 against 0.866 for 3 at 2048x32768, 0.906
-     * against 0.902 at 4096x32768 (bench_softmax --variants, session 30) */
-    r.wide_stages = 2;
     /* past 32768 columns, chunks of 16384 on 512 threads: 0.636 x copy at 1024x65536 f16 on the
      * H200 against 0.551 with 8192 on 256 (bench_softmax --variants, bench/NOTES.md) */
     r.online_width = 16384;

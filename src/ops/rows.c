@@ -269,8 +269,11 @@ void tli_rows_open(tli_rows_kernel *rk)
     tl_expr wave = tl_dim(k, "blocks");
     tl_expr tiles = tl_ceildiv(k, rk->M, R);
     tl_expr clusters = rk->C > 1 ? tl_div(k, wave, C) : wave;
-    rk->P = tl_max(k, tl_ceildiv(k, tiles, tl_max(k, clusters, tl_int(k, 1))), tl_int(k, 1));
-    tl_expr used = tl_ceildiv(k, tiles, rk->P);
+    /* block values: computed once before the loop, not at each use in it
+     * (the stride is in every row's copy and store; as plain expressions
+     * the loop recomputed both 64-bit divisions at each) */
+    rk->P = tl_block_value(k, tl_max(k, tl_ceildiv(k, tiles, tl_max(k, clusters, tl_int(k, 1))), tl_int(k, 1)));
+    tl_expr used = tl_block_value(k, tl_ceildiv(k, tiles, rk->P));
     tl_grid(k, rk->C > 1 ? tl_mul(k, used, C) : used, TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
     rk->bx = tl_block_idx(k, 0);
     rk->part = rk->C > 1 ? tl_mod(k, rk->bx, C) : tl_int(k, 0);

@@ -1143,8 +1143,9 @@ typedef struct tl_gemm_schedule {
     int split_k;            /* 0 or 1: one pass over K. 2..16: split-K,
                                for problems with too few tiles to fill the
                                GPU (decode: M up to 64): K is cut into
-                               split_k slices of whole block_k steps, each
-                               slice's product goes to an f32 workspace
+                               split_k slices of whole block_k steps
+                               (slice z takes steps z, z + split_k, ...),
+                               each slice's product goes to an f32 workspace
                                (allocated on the stream, stream-ordered),
                                and a second kernel adds the slices in
                                order (the result does not depend on timing),

@@ -600,7 +600,7 @@ static void test_split_k(void **state)
         int split, trans_b, swap;
         tl_dtype out;
     } cases[] = {
-        {5, 70, 200, 3, 0, 0, TL_BF16}, /* 13 K steps of 16: slices of 5, 5 and 3 */
+        {5, 70, 200, 3, 0, 0, TL_BF16}, /* 13 K steps of 16: slices of 5, 4 and 4 (steps 0 3 6 9 12, ...) */
         {3, 33, 200, 3, 1, 0, TL_F32},
         {2, 40, 40, 16, 1, 0, TL_F16},  /* 3 K steps, 16 slices: 13 of them empty */
         {5, 70, 200, 3, 1, 1, TL_BF16}, /* C^T = B A^T, into the workspace through its transpose */

@@ -585,8 +585,10 @@ static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_ca
  * pointer-array one; B's and C's likewise (C's is always z).
  *
  * The slices' kernel of a split-K schedule (GEMM_SPLIT) has S = split_k
- * blocks along z; block z takes the K steps [z P, min((z + 1) P, steps))
- * of the steps = ceil(K / BK), P = ceil(steps / S), and writes its f32
+ * blocks along z; block z takes the K steps z, z + S, z + 2 S, ... below
+ * steps = ceil(K / BK) (interleaved: the S blocks of a tile read
+ * neighbouring pieces of each row of A and of B as [N, K] at once, where
+ * runs of consecutive steps put them K / S apart), and writes its f32
  * partial product, unscaled, to W[z] (slices_sum then adds them up). With
  * GEMM_CLUSTER the S blocks are a cluster (1, 1, S): after the loop
  *   tl_cluster_reduce_sum_to(Cf, 0)             block 0: the whole sum
@@ -667,14 +669,13 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
     }
     tl_clear(k, Cf);
     tl_expr steps = tl_ceildiv(k, K, tl_int(k, s.block_k)), first = TL_NONE_EXPR;
-    if (split) { /* this block's slice of the K steps */
-        tl_expr per = tl_ceildiv(k, steps, tl_int(k, s.split_k));
-        first = tl_mul(k, bz, per);
-        steps = tl_max(k, tl_min(k, per, tl_sub(k, steps, first)), tl_int(k, 0));
+    if (split) { /* this block's slice of the K steps: z, z + S, z + 2 S, ... */
+        first = bz;
+        steps = tl_ceildiv(k, tl_max(k, tl_sub(k, steps, first), tl_int(k, 0)), tl_int(k, s.split_k));
     }
     tl_expr ko = tl_pipelined(k, steps, s.stages);
     if (split)
-        ko = tl_add(k, first, ko);
+        ko = tl_add(k, first, tl_mul(k, ko, tl_int(k, s.split_k)));
     tl_expr bt[2] = {b_t ? bx : ko, b_t ? ko : bx};
     tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : a_t ? tl_tile(k, rows_src, ko, by) : tl_tile(k, rows_src, by, ko),
             tl_all(As));

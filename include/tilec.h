@@ -1120,7 +1120,12 @@ typedef enum tl_epilogue {
  * kernel with 4 stages; for a K of at most 1024 bytes that TMA can read,
  * 128x128x64 blocks, 4 stages, 256 threads, persistent; otherwise
  * 128x256x64 blocks, 4 stages, 256 threads,
- * persistent where TMA reads the operands, else classic. Elsewhere
+ * persistent where TMA reads the operands, else classic. Where B's rows
+ * (K of B as [N, K], N of B as [K, N], in bytes) are not whole 32-byte
+ * sectors, which makes the L2 serve each row in several requests, the
+ * 1024^3 row takes 128x128x64 blocks, 5 stages, 256 threads, persistent,
+ * and the last one its 128x256x64 blocks without persistence in clusters
+ * of two along M that TMA multicasts B to (bench/NOTES.md). Elsewhere
  * mma.sync with 128x256x32, 3 stages, 256 threads. 8-bit inputs: the same
  * with block_k doubled (the same bytes a stage). With or without an
  * epilogue alike. In any other schedule zero fields take the values of

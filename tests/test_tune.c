@@ -571,15 +571,26 @@ static void test_heuristic_table(void **state)
         {4096, 4096, 4096, 1, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}}, /* an epilogue too */
         {100, 64, 33, 1, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},      /* no TMA; few tiles */
         {8192, 8192, 1020, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}}, /* K % 8: no producer */
+        /* B's rows (K of B as [N, K]) off the 32-byte sectors: B multicast over clusters of 2 along M */
+        {4096, 4096, 4104, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0}},
+        {4096, 4104, 4096, 0, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}}, /* C's rows: no matter */
+        {1000, 1000, 1000, 0, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}}, /* few tiles: 128x128 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,
                           .out_dtype = TL_BF16, .trans_b = 1, .has_bias = cases[i].bias};
         tl_gemm_schedule got = tl_op_gemm_schedule(ctx, &d);
         if (memcmp(&got, &cases[i].want, sizeof got) != 0)
-            fail_msg("case %zu: got %dx%dx%d s%d th%d pp%d ps%d", i, got.block_m, got.block_n, got.block_k,
-                     got.stages, got.threads, got.pingpong, got.persistent);
+            fail_msg("case %zu: got %dx%dx%d s%d th%d pp%d ps%d cm%d", i, got.block_m, got.block_n, got.block_k,
+                     got.stages, got.threads, got.pingpong, got.persistent, got.cluster_m);
     }
+    /* B as [K, N]: its rows are N long */
+    tl_gemm_desc nn = {.m = 3000, .n = 5000, .k = 2000, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    tl_gemm_schedule off = tl_op_gemm_schedule(ctx, &nn);
+    assert_true(off.cluster_m == 2 && !off.persistent && off.block_m == 128 && off.block_n == 256);
+    nn.trans_b = 1; /* the same sizes as [N, K]: rows of 4000 bytes, whole sectors */
+    off = tl_op_gemm_schedule(ctx, &nn);
+    assert_true(off.cluster_m == 0 && off.persistent == 1);
     tl_ctx *c80 = test_offline_ctx("sm_80");
     tl_gemm_desc d = {.m = 1024, .n = 1024, .k = 1024, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     tl_gemm_schedule want80 = {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -593,10 +604,11 @@ static void test_shape_classes(void **state)
     (void)state;
     struct { int64_t m, n, k; int tb; const char *cls; } cases[] = {
         {4096, 4096, 4096, 1, "m4096,n4096,k4096"},  {4096, 14336, 4096, 1, "m4096,n16384,k4096"},
-        {2896, 2897, 3000, 1, "m2048,n4096,k4096"},  {17, 4096, 4096, 1, "m<=64,n4096,k4096"},
+        {2896, 2897, 3000, 1, "m2048,n4096,k4096,b-off-sectors"}, {2896, 2897, 3008, 1, "m2048,n4096,k4096"},
+        {2896, 2904, 3008, 0, "m2048,n4096,k4096,b-off-sectors"}, {17, 4096, 4096, 1, "m<=64,n4096,k4096"},
         {65, 96, 4096, 1, "m128,n128,k4096"},        {128, 128, 33, 1, "m128,n128,k<=64,unaligned"},
         {128, 127, 64, 0, "m128,n128,k<=64,unaligned"}, {128, 127, 64, 1, "m128,n128,k<=64"},
-        {(int64_t)1 << 40, 8, 8, 1, "m1099511627776,n<=64,k<=64"},
+        {(int64_t)1 << 40, 8, 8, 1, "m1099511627776,n<=64,k<=64,b-off-sectors"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tl_gemm_desc d = {.m = cases[i].m, .n = cases[i].n, .k = cases[i].k, .in_dtype = TL_BF16,

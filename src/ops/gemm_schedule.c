@@ -49,6 +49,18 @@ bool tli_gemm_tma_rows(const tl_gemm_desc *d)
     return d->k % per == 0 && (d->trans_b ? d->k : d->n) % per == 0;
 }
 
+/* Whether B's rows are not whole 32-byte sectors long (K of B as [N, K],
+ * N of B as [K, N]): each row of a tile then starts half a sector off, and
+ * its reads cost the L2 several requests each. ncu at 4096x4096x4104 NT
+ * (session 31): 3.6 times the L2 requests of 4096^3 for the same DRAM
+ * bytes, the L2 76 % busy, 0.64 x cuBLAS against 0.99. The same rows of A
+ * cost nothing measurable (4096x4096x4104 NN 0.99): B's tile is the taller
+ * one, read by more CTAs. */
+static bool b_rows_off_sectors(const tl_gemm_desc *d)
+{
+    return (d->trans_b ? d->k : d->n) * (int64_t)tl_dtype_size(d->in_dtype) % 32 != 0;
+}
+
 /* The tables below count block_k in 16-bit elements; 8-bit inputs take the
  * same bytes a stage, twice the columns (one 128-byte swizzled row is 128
  * of them, what wgmma reads them in). */
@@ -86,6 +98,8 @@ enum {
                             tile's main loop is short against its epilogue     */
     H_GEMV = 1 << 11,    /* M = 1, B as [N, K], 16-bit inputs: the matrix-vector
                             kernel on the CUDA cores (gemv.c)                   */
+    H_B_OFF = 1 << 12,   /* B's rows are not whole 32-byte sectors
+                            (b_rows_off_sectors)                                */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -118,7 +132,9 @@ typedef struct heuristic_row {
  *      blocks of 128x256: 0.751x / 0.722x cuBLAS NT / NN at 1024^3 against
  *      0.648x / 0.635x for 128x128 on two (session 7 sweep); with a producer
  *      warpgroup, 6 stages and C stored by TMA (persistent: one tile a CTA
- *      here) where TMA reads the rows, 1.008x / 0.955x (session 10);
+ *      here) where TMA reads the rows, 1.008x / 0.955x (session 10); where
+ *      B's rows are off the L2's 32-byte sectors, 128x128 tiles as in 1'
+ *      (session 31);
  *   1''. K of at most 1024 bytes (8-bit K <= 1024, 16-bit K <= 512): 128x128
  *      on two consumer warpgroups, 4 stages, persistent: the shorter tile
  *      keeps the epilogue's share down (session 11);
@@ -130,7 +146,10 @@ typedef struct heuristic_row {
  *      2048^3 up, NT and NN (session 9, bench_gemm), where the ping-pong
  *      kernel that rows 1 and 3 used to give short K and epilogues reached
  *      0.72x-0.85x; with bias + GELU 1.006x cuBLASLt's fused epilogue at
- *      4096^3 against 0.940x for the ping-pong kernel (same run);
+ *      4096^3 against 0.940x for the ping-pong kernel (same run); where
+ *      B's rows are off the L2's 32-byte sectors, the tile without
+ *      persistence in clusters of two along M that TMA multicasts B to
+ *      (session 31);
  *   3. rows TMA cannot read: the same tile one CTA a tile (a producer
  *      would copy element by element);
  *   4. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
@@ -156,11 +175,20 @@ static const heuristic_row heuristic[] = {
     {H_SM90A | H_WAVE128 | H_TMA, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     /* 1024^3, x cuBLAS NT / NN: 1.008 / 0.955 against 0.750 / 0.741 for the same tile one CTA a
      * tile with thread 0 feeding it (bench_gemm, session 10) */
+    /* B's rows off the sectors: 1000^3, x cuBLAS NT / NN: 0.876 / 0.862 against 0.816 / 0.822
+     * for the row below (tilec bench gemm, the tuner's 43 schedules, session 31): half the CTAs,
+     * each reading its tile of B for twice the work */
+    {H_SM90A | H_FEW_TILES | H_TMA | H_B_OFF, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     {H_SM90A | H_FEW_TILES | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
     /* 8-bit 4096x4096x1024 and 8192x8192x1024, x cuBLASLt: 1.016 and 0.975 against 0.981 and
      * 0.949 for 128x256; 16-bit 8192x8192x512 NT 0.953 against 0.943 (session 11) */
     {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    /* B's rows off the sectors: each tile of B read once for a cluster of two CTAs along M (TMA
+     * multicast), half its L2 requests. x cuBLAS (tilec bench gemm, session 31): 4096x4096x4104
+     * NT 0.907 against 0.640 for the row below; 3000x5000x2000 NN 0.845 against 0.710;
+     * 4096x4104x4096 NN 0.757 against 0.66 (there 256x128 tiles, persistent, reached 0.94) */
+    {H_SM90A | H_TMA | H_B_OFF, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0}},
     {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
     {0, {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
@@ -199,6 +227,8 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma, 
         c |= H_WAVE128;
     if (d->k * (int64_t)tl_dtype_size(d->in_dtype) <= 1024)
         c |= H_SHORT_K;
+    if (b_rows_off_sectors(d))
+        c |= H_B_OFF;
     /* the matrix-vector kernel unless the swapped tensor-core tiles (64 rows of B) alone give
      * every SM a CTA: 1x14336x4096 read B at 0.94 of the copy that way (no split) against 0.86
      * for the GEMV, whose 14336 blocks of 64 threads run in three ragged waves; 1x4096x4096
@@ -367,7 +397,8 @@ static const char *epilogue_name(tl_epilogue e)
 }
 
 /* Rows TMA cannot read take other kernels (no ping-pong), so they are a
- * class of their own. */
+ * class of their own; so are rows of B off the L2's sectors (other
+ * schedules win there). */
 static void tune_key(const tl_gemm_desc *d, bool tma, tli_tune_key *out)
 {
     memset(out, 0, sizeof *out);
@@ -380,7 +411,7 @@ static void tune_key(const tl_gemm_desc *d, bool tma, tli_tune_key *out)
     tli_tune_bucket('n', d->n, n, sizeof n);
     tli_tune_bucket('k', d->k, k, sizeof k);
     tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,%s%s", m, n, k,
-            tma && tli_gemm_tma_rows(d) ? "" : ",unaligned");
+            !(tma && tli_gemm_tma_rows(d)) ? ",unaligned" : b_rows_off_sectors(d) ? ",b-off-sectors" : "");
 }
 
 void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out) { tune_key(d, true, out); }

@@ -209,14 +209,23 @@ extern const char *const tli_gemm_param_names[];
 /* The schedule tl_op_gemm runs for an all-zero d->schedule: the database's
  * record for ctx's GPU, else the heuristic table. */
 tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d);
-/* The same, for a call whose operands TMA can read (tma) or not whatever
- * d's sizes (a row or batch stride not a multiple of 8, a pointer-array
- * batch): then no ping-pong, and the database's ",unaligned" class. */
-tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma);
+/* What a call's operand rows allow, beside d's sizes (tli_gemm_pick_for). */
+enum {
+    TLI_GEMM_TMA = 1,  /* TMA can read them (else, whatever d's sizes, a row or
+                          batch stride not a multiple of 16 bytes or a
+                          pointer-array batch: no ping-pong, and the database's
+                          ",unaligned" class) */
+    TLI_GEMM_B_OFF = 2 /* B's rows (ldb) are not whole 32-byte sectors: other
+                          schedules, the ",b-off-sectors" class */
+};
+/* The flags of d's operands stored dense (rows of K, and N for B as [K, N]). */
+unsigned tli_gemm_dense_rows(const tl_gemm_desc *d);
+/* The same as tli_gemm_pick, for a call whose rows are `rows` (TLI_GEMM_*). */
+tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned rows);
 /* The heuristic table alone (no database), for ctx's target; the GPU's
  * SMs size a split of K (132 without a GPU). */
 tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d);
-tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma);
+tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned rows);
 /* Its row for any shape, for inputs of type `in` (block_k in 128-byte
  * rows: doubled for 8-bit inputs): the default of a build without a
  * problem. */

@@ -290,6 +290,52 @@ static void test_leading_dims_alpha(void **state)
     check_both_layouts(d, h, 11200, "ldc 64");
 }
 
+/* B's rows off the L2's 32-byte sectors are a property of ldb, not of N
+ * or K: the op's choice for a call of 4096^3 takes clusters of two (TMA
+ * multicast of B) with ldb = 4104 (8208-byte rows), batched or not, and not
+ * with 4096 or 4112; the strided kernel with clusters compiles; and its
+ * numerics in the interpreter with such a schedule at ragged sizes, rows of
+ * B padded off the sectors, a batch and alpha. */
+static void test_b_rows_off_sectors(void **state)
+{
+    (void)state;
+    const int64_t ldbs[] = {4096, 4104, 4112};
+    for (int i = 0; i < 3; i++)
+        for (int batch = 1; batch <= 2; batch++) {
+            tl_gemm_desc d = {.m = 4096, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
+                              .trans_b = 1};
+            tl_gemm_args g = tl_gemm_default_args();
+            g.ldb = ldbs[i], g.batch = batch;
+            g.stride_a = 4096 * 4096, g.stride_b = 4096 * ldbs[i], g.stride_c = 4096 * 4096;
+            tl_kernel *k;
+            assert_status(tl_op_gemm_ex_build(ctx, &d, &g, &k), TL_OK);
+            char *src;
+            assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+            bool clustered = strstr(src, "__cluster_dims__") != NULL;
+            if (clustered != (ldbs[i] == 4104))
+                fail_msg("ldb %lld, batch %d: clusters %d", (long long)ldbs[i], batch, clustered);
+            tl_free_host(src);
+            if (i == 1 && batch == 2) {
+                tl_program *p;
+                if (tl_compile(k, NULL, &p) != TL_OK)
+                    fail_msg("the strided kernel in clusters: %s", tl_ctx_error(ctx));
+                tl_program_destroy(p);
+            }
+            tl_kernel_destroy(k);
+        }
+    tl_gemm_desc d = {.m = 130, .n = 140, .k = 72, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1,
+                      .has_bias = 1, .epilogue = TL_EPI_RELU,
+                      .schedule = {.block_m = 64, .block_n = 128, .block_k = 64, .stages = 4, .threads = 128,
+                                   .swizzle = 8, .cluster_m = 2}};
+    tl_gemm_args g = tl_gemm_default_args();
+    g.ldb = 76, g.batch = 2, g.alpha = 0.5; /* rows of 152 bytes: off the sectors */
+    g.stride_a = 130 * 72, g.stride_b = 140 * 76 + 8, g.stride_c = 130 * 140;
+    hgemm h;
+    hgemm_init(&h, &d, &g, 12500);
+    check_interp(&h, tol_of(d.out_dtype), "clusters of two, ldb 76, batch 2");
+    hgemm_free(&h);
+}
+
 /* A strided batch with gaps between the entries, and beta with C read. */
 static void test_strided_batch_beta(void **state)
 {
@@ -997,6 +1043,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leading_dims_alpha),
         cmocka_unit_test(test_strided_batch_beta),
+        cmocka_unit_test(test_b_rows_off_sectors),
         cmocka_unit_test(test_shared_operand),
         cmocka_unit_test(test_entries_side_by_side),
         cmocka_unit_test(test_pointer_arrays),

@@ -241,6 +241,7 @@ typedef struct gemm_call {
     int64_t batch_a, batch_b;   /* entries of A and B: 1 for a shared matrix      */
     float alpha, beta;
     bool tma;                   /* strides TMA could read (the schedule's choice) */
+    bool b_off;                 /* B's rows (ldb) not whole 32-byte sectors (the schedule's choice) */
     bool c_tma;                 /* C rows TMA could write (16-bit C; f32 C is stored from registers) */
 } gemm_call;
 
@@ -386,6 +387,7 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     int64_t per = 16 / (int64_t)tl_dtype_size(d->in_dtype); /* elements in 16 bytes */
     c->tma = !ptrs && c->lda % per == 0 && c->ldb % per == 0 && (c->batch_a == 1 || c->sa % per == 0) &&
              (c->batch_b == 1 || c->sb % per == 0);
+    c->b_off = c->ldb * (int64_t)tl_dtype_size(d->in_dtype) % 32 != 0;
     c->c_tma = d->out_dtype == TL_F32 ||
                (!ptrs && c->ldc % 8 == 0 && g->c % 16 == 0 && (c->batch == 1 || c->sc % 8 == 0));
     return TL_OK;
@@ -394,6 +396,12 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
 /* The schedule of a call: d's own when it sets one, else the op's choice
  * for the batch's rows (batch x M), with TMA only where the strides let it
  * read. A plain call chooses as tl_op_gemm_schedule does. */
+/* What the call's rows allow the schedule (tli_gemm_pick_for). */
+static unsigned call_rows(const gemm_call *c)
+{
+    return (c->tma ? TLI_GEMM_TMA : 0) | (c->b_off ? TLI_GEMM_B_OFF : 0);
+}
+
 static tl_gemm_desc choice_desc(const tl_gemm_desc *d, const gemm_call *c)
 {
     tl_gemm_desc rows = *d;
@@ -407,7 +415,7 @@ static tl_gemm_schedule call_schedule(tl_ctx *ctx, const tl_gemm_desc *d, const 
     if (!schedule_is_zero(&d->schedule))
         return effective_schedule(ctx, d);
     tl_gemm_desc rows = choice_desc(d, c);
-    return tli_gemm_pick_for(ctx, &rows, c->tma);
+    return tli_gemm_pick_for(ctx, &rows, call_rows(c));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -814,7 +822,7 @@ static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_cal
     if (st == TL_OK || !schedule_is_zero(&d->schedule))
         return st;
     tl_gemm_desc rows = choice_desc(d, c);
-    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, &rows, c->tma);
+    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, &rows, call_rows(c));
     *variant = kernel_variant(ctx, d, c, &h);
     if (memcmp(&h, &s, sizeof h) == 0)
         return st;

@@ -56,9 +56,14 @@ bool tli_gemm_tma_rows(const tl_gemm_desc *d)
  * bytes, the L2 76 % busy, 0.64 x cuBLAS against 0.99. The same rows of A
  * cost nothing measurable (4096x4096x4104 NN 0.99): B's tile is the taller
  * one, read by more CTAs. */
-static bool b_rows_off_sectors(const tl_gemm_desc *d)
+static bool b_rows_off_sectors(int64_t ldb, tl_dtype in)
 {
-    return (d->trans_b ? d->k : d->n) * (int64_t)tl_dtype_size(d->in_dtype) % 32 != 0;
+    return ldb * (int64_t)tl_dtype_size(in) % 32 != 0;
+}
+
+unsigned tli_gemm_dense_rows(const tl_gemm_desc *d)
+{
+    return TLI_GEMM_TMA | (b_rows_off_sectors(d->trans_b ? d->k : d->n, d->in_dtype) ? TLI_GEMM_B_OFF : 0);
 }
 
 /* The tables below count block_k in 16-bit elements; 8-bit inputs take the
@@ -99,7 +104,7 @@ enum {
     H_GEMV = 1 << 11,    /* M = 1, B as [N, K], 16-bit inputs: the matrix-vector
                             kernel on the CUDA cores (gemv.c)                   */
     H_B_OFF = 1 << 12,   /* B's rows are not whole 32-byte sectors
-                            (b_rows_off_sectors)                                */
+                            (TLI_GEMM_B_OFF: b_rows_off_sectors)                */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -203,14 +208,14 @@ static bool hopper_gemm(const char *target)
     return tli_target_get(target, &t) && tli_target_has_mma(&t, MMA_WGMMA_M64NNK16) && t.setmaxnreg;
 }
 
-static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma, int sms)
+static unsigned conditions(const char *target, const tl_gemm_desc *d, unsigned rows, int sms)
 {
     unsigned c = 0;
     if (hopper_gemm(target))
         c |= H_SM90A;
     if (!d)
         return c;
-    if (tma && tli_gemm_tma_rows(d))
+    if ((rows & TLI_GEMM_TMA) && tli_gemm_tma_rows(d))
         c |= H_TMA;
     if (((d->m + 127) / 128) * ((d->n + 255) / 256) <= 64)
         c |= H_FEW_TILES;
@@ -227,7 +232,7 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, bool tma, 
         c |= H_WAVE128;
     if (d->k * (int64_t)tl_dtype_size(d->in_dtype) <= 1024)
         c |= H_SHORT_K;
-    if (b_rows_off_sectors(d))
+    if (rows & TLI_GEMM_B_OFF)
         c |= H_B_OFF;
     /* the matrix-vector kernel unless the swapped tensor-core tiles (64 rows of B) alone give
      * every SM a CTA: 1x14336x4096 read B at 0.94 of the copy that way (no split) against 0.86
@@ -356,30 +361,30 @@ static int sm_count(tl_ctx *ctx)
     return ctx && tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
 }
 
-static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc *d, bool tma, int sms)
+static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc *d, unsigned rows, int sms)
 {
-    unsigned have = conditions(target, d, tma, sms);
+    unsigned have = conditions(target, d, rows, sms);
     for (int i = 0; i < N_HEURISTIC; i++)
         if ((heuristic[i].when & have) == heuristic[i].when)
             return heuristic[i].s;
     return heuristic[N_HEURISTIC - 1].s;
 }
 
-tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
+tl_gemm_schedule tli_gemm_heuristic_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned rows)
 {
     int sms = sm_count(ctx);
-    return resolved(for_inputs(heuristic_row_for(tl_ctx_target(ctx), d, tma, sms), d), d, sms, tl_ctx_target(ctx));
+    return resolved(for_inputs(heuristic_row_for(tl_ctx_target(ctx), d, rows, sms), d), d, sms, tl_ctx_target(ctx));
 }
 
 tl_gemm_schedule tli_gemm_heuristic(tl_ctx *ctx, const tl_gemm_desc *d)
 {
-    return tli_gemm_heuristic_for(ctx, d, true);
+    return tli_gemm_heuristic_for(ctx, d, tli_gemm_dense_rows(d));
 }
 
 tl_gemm_schedule tli_gemm_generic_schedule(const char *target, tl_dtype in)
 {
     tl_gemm_desc d = {.in_dtype = in}; /* for_inputs reads only the type */
-    return for_inputs(resolved(heuristic_row_for(target, NULL, true, 0), NULL, 0, target), &d);
+    return for_inputs(resolved(heuristic_row_for(target, NULL, TLI_GEMM_TMA, 0), NULL, 0, target), &d);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -399,7 +404,7 @@ static const char *epilogue_name(tl_epilogue e)
 /* Rows TMA cannot read take other kernels (no ping-pong), so they are a
  * class of their own; so are rows of B off the L2's sectors (other
  * schedules win there). */
-static void tune_key(const tl_gemm_desc *d, bool tma, tli_tune_key *out)
+static void tune_key(const tl_gemm_desc *d, unsigned rows, tli_tune_key *out)
 {
     memset(out, 0, sizeof *out);
     tli_fmt(out->op, sizeof out->op, "gemm");
@@ -411,10 +416,12 @@ static void tune_key(const tl_gemm_desc *d, bool tma, tli_tune_key *out)
     tli_tune_bucket('n', d->n, n, sizeof n);
     tli_tune_bucket('k', d->k, k, sizeof k);
     tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,%s%s", m, n, k,
-            !(tma && tli_gemm_tma_rows(d)) ? ",unaligned" : b_rows_off_sectors(d) ? ",b-off-sectors" : "");
+            !((rows & TLI_GEMM_TMA) && tli_gemm_tma_rows(d)) ? ",unaligned"
+            : rows & TLI_GEMM_B_OFF                         ? ",b-off-sectors"
+                                                            : "");
 }
 
-void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out) { tune_key(d, true, out); }
+void tli_gemm_tune_key(const tl_gemm_desc *d, tli_tune_key *out) { tune_key(d, tli_gemm_dense_rows(d), out); }
 
 /* A record's schedule is used only when it is one the op can build for
  * this problem: a database is a file, and files get edited; and a context
@@ -445,15 +452,16 @@ static bool plausible(const tl_gemm_schedule *s, const tl_gemm_desc *d, bool sm9
     return tile && rest && policy && (!s->pingpong || (sm90a && tma && tli_gemm_tma_rows(d)));
 }
 
-tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
+tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned rows)
 {
     /* The tuner does not measure split-K yet: where the heuristic splits,
      * a record (of a one-pass schedule) would be a step back. */
-    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, d, tma);
+    bool tma = rows & TLI_GEMM_TMA;
+    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, d, rows);
     if (h.split_k > 1)
         return h;
     tli_tune_key key;
-    tune_key(d, tma, &key);
+    tune_key(d, rows, &key);
     tl_tune_record rec;
     tl_tune_config c;
     bool sm90a = hopper_gemm(tl_ctx_target(ctx));
@@ -468,7 +476,10 @@ tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, bool tma)
     return h;
 }
 
-tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d) { return tli_gemm_pick_for(ctx, d, true); }
+tl_gemm_schedule tli_gemm_pick(tl_ctx *ctx, const tl_gemm_desc *d)
+{
+    return tli_gemm_pick_for(ctx, d, tli_gemm_dense_rows(d));
+}
 
 /* ------------------------------------------------------------------------ */
 /* The tuner's space                                                         */

@@ -1125,8 +1125,10 @@ typedef enum tl_epilogue {
  * for dense operands, tl_gemm_args.ldb otherwise) are not whole 32-byte
  * sectors, which makes the L2 serve each row in several requests, the
  * 1024^3 row takes 128x128x64 blocks, 5 stages, 256 threads, persistent,
- * and the last one its 128x256x64 blocks without persistence in clusters
- * of two along M that TMA multicasts B to (bench/NOTES.md). Elsewhere
+ * and the last one, for B as [N, K], its 128x256x64 blocks without
+ * persistence in clusters of two along M that TMA multicasts B to, for B
+ * as [K, N] 256x128x64 blocks, 4 stages, 256 threads, persistent
+ * (bench/NOTES.md). Elsewhere
  * mma.sync with 128x256x32, 3 stages, 256 threads. 8-bit inputs: the same
  * with block_k doubled (the same bytes a stage). With or without an
  * epilogue alike. In any other schedule zero fields take the values of

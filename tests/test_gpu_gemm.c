@@ -284,6 +284,7 @@ static const tl_gemm_schedule scheds[] = {
     {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* persistent, warp-specialised */
     {64, 128, 64, 3, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* persistent on two consumer warpgroups */
+    {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* the same, 128 rows each (B as [K, N] off the sectors) */
     {192, 128, 64, 4, 384, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0}, /* three consumer warpgroups taking turns */
 };
 
@@ -325,6 +326,7 @@ static void test_persistent_blocks(void **state)
         {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0},
         {128, 128, 64, 3, 256, 8, 0, 0, 0, 0, 2, 0, 0, 0, 0}, /* tiles from the counter, swizzled */
         {64, 128, 64, 4, 128, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
+        {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0},
     };
     problem p;
     problem_init(&p, 1100, 2100, 264, TL_BF16, 0, 8100);

@@ -584,13 +584,13 @@ static void test_heuristic_table(void **state)
             fail_msg("case %zu: got %dx%dx%d s%d th%d pp%d ps%d cm%d", i, got.block_m, got.block_n, got.block_k,
                      got.stages, got.threads, got.pingpong, got.persistent, got.cluster_m);
     }
-    /* B as [K, N]: its rows are N long */
+    /* B as [K, N]: its rows are N long; off the sectors, 256x128 persistent tiles */
     tl_gemm_desc nn = {.m = 3000, .n = 5000, .k = 2000, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     tl_gemm_schedule off = tl_op_gemm_schedule(ctx, &nn);
-    assert_true(off.cluster_m == 2 && !off.persistent && off.block_m == 128 && off.block_n == 256);
+    assert_true(off.cluster_m == 0 && off.persistent == 1 && off.block_m == 256 && off.block_n == 128);
     nn.trans_b = 1; /* the same sizes as [N, K]: rows of 4000 bytes, whole sectors */
     off = tl_op_gemm_schedule(ctx, &nn);
-    assert_true(off.cluster_m == 0 && off.persistent == 1);
+    assert_true(off.cluster_m == 0 && off.persistent == 1 && off.block_m == 128 && off.block_n == 256);
     tl_ctx *c80 = test_offline_ctx("sm_80");
     tl_gemm_desc d = {.m = 1024, .n = 1024, .k = 1024, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
     tl_gemm_schedule want80 = {128, 256, 32, 3, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0};

@@ -105,6 +105,7 @@ enum {
                             kernel on the CUDA cores (gemv.c)                   */
     H_B_OFF = 1 << 12,   /* B's rows are not whole 32-byte sectors
                             (TLI_GEMM_B_OFF: b_rows_off_sectors)                */
+    H_B_KN = 1 << 13,    /* B as [K, N] (not trans_b)                           */
 };
 
 #define SPLIT_AUTO (-1) /* split_k of a heuristic row: as many slices as fill the GPU (auto_split) */
@@ -152,9 +153,9 @@ typedef struct heuristic_row {
  *      kernel that rows 1 and 3 used to give short K and epilogues reached
  *      0.72x-0.85x; with bias + GELU 1.006x cuBLASLt's fused epilogue at
  *      4096^3 against 0.940x for the ping-pong kernel (same run); where
- *      B's rows are off the L2's 32-byte sectors, the tile without
- *      persistence in clusters of two along M that TMA multicasts B to
- *      (session 31);
+ *      B's rows are off the L2's 32-byte sectors, B as [N, K]: the tile
+ *      without persistence in clusters of two along M that TMA multicasts
+ *      B to; B as [K, N]: 256x128 tiles, persistent (session 31);
  *   3. rows TMA cannot read: the same tile one CTA a tile (a producer
  *      would copy element by element);
  *   4. other targets: mma.sync with a footprint an A100 holds (163 KiB). */
@@ -189,10 +190,15 @@ static const heuristic_row heuristic[] = {
     /* 8-bit 4096x4096x1024 and 8192x8192x1024, x cuBLASLt: 1.016 and 0.975 against 0.981 and
      * 0.949 for 128x256; 16-bit 8192x8192x512 NT 0.953 against 0.943 (session 11) */
     {H_SM90A | H_SHORT_K | H_TMA, {128, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
-    /* B's rows off the sectors: each tile of B read once for a cluster of two CTAs along M (TMA
-     * multicast), half its L2 requests. x cuBLAS (tilec bench gemm, session 31): 4096x4096x4104
-     * NT 0.907 against 0.640 for the row below; 3000x5000x2000 NN 0.845 against 0.710;
-     * 4096x4104x4096 NN 0.757 against 0.66 (there 256x128 tiles, persistent, reached 0.94) */
+    /* B's rows off the sectors, B as [K, N]: 256x128 tiles, persistent, each reading half the B
+     * of a 128x256 tile for the same work. x cuBLAS (tilec bench gemm, the tuner's 43 schedules,
+     * session 31): 8192x8200x8192 1.009, 4096x4104x4096 0.938-0.956, 2048x3000x2048 0.786
+     * against 0.920, 0.757-0.760 and under 0.74 for the clusters of the next row (0.66 or less
+     * for the default); 3000x5000x2000 0.783 against 0.845 there (the one loss) */
+    {H_SM90A | H_TMA | H_B_OFF | H_B_KN, {256, 128, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    /* B's rows off the sectors, B as [N, K]: each tile of B read once for a cluster of two CTAs
+     * along M (TMA multicast), half its L2 requests. x cuBLAS (same sweeps): 4096x4096x4104 0.907
+     * against 0.640 for the default, 2000x2000x1000 0.821 against 0.751 */
     {H_SM90A | H_TMA | H_B_OFF, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 2, 0, 0, 0}},
     {H_SM90A | H_TMA, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     {H_SM90A, {128, 256, 64, 4, 256, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
@@ -234,6 +240,8 @@ static unsigned conditions(const char *target, const tl_gemm_desc *d, unsigned r
         c |= H_SHORT_K;
     if (rows & TLI_GEMM_B_OFF)
         c |= H_B_OFF;
+    if (!d->trans_b)
+        c |= H_B_KN;
     /* the matrix-vector kernel unless the swapped tensor-core tiles (64 rows of B) alone give
      * every SM a CTA: 1x14336x4096 read B at 0.94 of the copy that way (no split) against 0.86
      * for the GEMV, whose 14336 blocks of 64 threads run in three ragged waves; 1x4096x4096

@@ -393,15 +393,15 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     return TL_OK;
 }
 
-/* The schedule of a call: d's own when it sets one, else the op's choice
- * for the batch's rows (batch x M), with TMA only where the strides let it
- * read. A plain call chooses as tl_op_gemm_schedule does. */
 /* What the call's rows allow the schedule (tli_gemm_pick_for). */
 static unsigned call_rows(const gemm_call *c)
 {
     return (c->tma ? TLI_GEMM_TMA : 0) | (c->b_off ? TLI_GEMM_B_OFF : 0);
 }
 
+/* The schedule of a call: d's own when it sets one, else the op's choice
+ * for the batch's rows (batch x M), with TMA only where the strides let it
+ * read. A plain call chooses as tl_op_gemm_schedule does. */
 static tl_gemm_desc choice_desc(const tl_gemm_desc *d, const gemm_call *c)
 {
     tl_gemm_desc rows = *d;

@@ -49,9 +49,10 @@ bool tli_gemm_tma_rows(const tl_gemm_desc *d)
     return d->k % per == 0 && (d->trans_b ? d->k : d->n) % per == 0;
 }
 
-/* Whether B's rows are not whole 32-byte sectors long (K of B as [N, K],
- * N of B as [K, N]): each row of a tile then starts half a sector off, and
- * its reads cost the L2 several requests each. ncu at 4096x4096x4104 NT
+/* Whether rows of B of ldb elements (K of B as [N, K], N of B as [K, N]
+ * when dense) are not whole 32-byte sectors long: each row of a tile then
+ * starts half a sector off, and its reads cost the L2 several requests
+ * each. ncu at 4096x4096x4104 NT
  * (session 31): 3.6 times the L2 requests of 4096^3 for the same DRAM
  * bytes, the L2 76 % busy, 0.64 x cuBLAS against 0.99. The same rows of A
  * cost nothing measurable (4096x4096x4104 NN 0.99): B's tile is the taller
@@ -179,12 +180,12 @@ static const heuristic_row heuristic[] = {
     /* 256x8192x8192, x cuBLAS NT / NN: 0.927 / 0.931 against 0.758 / 0.758 for 64x128 tiles
      * (256 of them: 1.94 waves); 8-bit inputs 0.925 of cuBLASLt against 0.802 (session 11) */
     {H_SM90A | H_WAVE128 | H_TMA, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
-    /* 1024^3, x cuBLAS NT / NN: 1.008 / 0.955 against 0.750 / 0.741 for the same tile one CTA a
-     * tile with thread 0 feeding it (bench_gemm, session 10) */
     /* B's rows off the sectors: 1000^3, x cuBLAS NT / NN: 0.876 / 0.862 against 0.816 / 0.822
      * for the row below (tilec bench gemm, the tuner's 43 schedules, session 31): half the CTAs,
      * each reading its tile of B for twice the work */
     {H_SM90A | H_FEW_TILES | H_TMA | H_B_OFF, {128, 128, 64, 5, 256, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+    /* 1024^3, x cuBLAS NT / NN: 1.008 / 0.955 against 0.750 / 0.741 for the same tile one CTA a
+     * tile with thread 0 feeding it (bench_gemm, session 10) */
     {H_SM90A | H_FEW_TILES | H_TMA, {64, 128, 64, 6, 128, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
     {H_SM90A | H_FEW_TILES, {64, 128, 64, 4, 128, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
     /* 8-bit 4096x4096x1024 and 8192x8192x1024, x cuBLASLt: 1.016 and 0.975 against 0.981 and

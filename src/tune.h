@@ -218,6 +218,9 @@ enum {
     TLI_GEMM_B_OFF = 2 /* B's rows (ldb) are not whole 32-byte sectors: other
                           schedules, the ",b-off-sectors" class */
 };
+/* Whether rows of B of ldb elements of type `in` take the TLI_GEMM_B_OFF
+ * schedules (16-bit inputs whose rows are not whole 32-byte sectors). */
+bool tli_gemm_b_rows_off_sectors(int64_t ldb, tl_dtype in);
 /* The flags of d's operands stored dense (rows of K, and N for B as [K, N]). */
 unsigned tli_gemm_dense_rows(const tl_gemm_desc *d);
 /* The same as tli_gemm_pick, for a call whose rows are `rows` (TLI_GEMM_*). */

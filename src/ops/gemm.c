@@ -387,7 +387,7 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     int64_t per = 16 / (int64_t)tl_dtype_size(d->in_dtype); /* elements in 16 bytes */
     c->tma = !ptrs && c->lda % per == 0 && c->ldb % per == 0 && (c->batch_a == 1 || c->sa % per == 0) &&
              (c->batch_b == 1 || c->sb % per == 0);
-    c->b_off = c->ldb * (int64_t)tl_dtype_size(d->in_dtype) % 32 != 0;
+    c->b_off = tli_gemm_b_rows_off_sectors(c->ldb, d->in_dtype);
     c->c_tma = d->out_dtype == TL_F32 ||
                (!ptrs && c->ldc % 8 == 0 && g->c % 16 == 0 && (c->batch == 1 || c->sc % 8 == 0));
     return TL_OK;

@@ -49,22 +49,23 @@ bool tli_gemm_tma_rows(const tl_gemm_desc *d)
     return d->k % per == 0 && (d->trans_b ? d->k : d->n) % per == 0;
 }
 
-/* Whether rows of B of ldb elements (K of B as [N, K], N of B as [K, N]
- * when dense) are not whole 32-byte sectors long: each row of a tile then
+/* Rows of B of ldb elements (K of B as [N, K], N of B as [K, N] when
+ * dense) that are not whole 32-byte sectors long: each row of a tile then
  * starts half a sector off, and its reads cost the L2 several requests
  * each. ncu at 4096x4096x4104 NT
  * (session 31): 3.6 times the L2 requests of 4096^3 for the same DRAM
  * bytes, the L2 76 % busy, 0.64 x cuBLAS against 0.99. The same rows of A
  * cost nothing measurable (4096x4096x4104 NN 0.99): B's tile is the taller
- * one, read by more CTAs. */
-static bool b_rows_off_sectors(int64_t ldb, tl_dtype in)
+ * one, read by more CTAs. Measured for 16-bit inputs only: 8-bit ones
+ * keep their rows (8-bit rows off the sectors: not yet swept). */
+bool tli_gemm_b_rows_off_sectors(int64_t ldb, tl_dtype in)
 {
-    return ldb * (int64_t)tl_dtype_size(in) % 32 != 0;
+    return tl_dtype_size(in) == 2 && ldb * 2 % 32 != 0;
 }
 
 unsigned tli_gemm_dense_rows(const tl_gemm_desc *d)
 {
-    return TLI_GEMM_TMA | (b_rows_off_sectors(d->trans_b ? d->k : d->n, d->in_dtype) ? TLI_GEMM_B_OFF : 0);
+    return TLI_GEMM_TMA | (tli_gemm_b_rows_off_sectors(d->trans_b ? d->k : d->n, d->in_dtype) ? TLI_GEMM_B_OFF : 0);
 }
 
 /* The tables below count block_k in 16-bit elements; 8-bit inputs take the
@@ -104,8 +105,8 @@ enum {
                             tile's main loop is short against its epilogue     */
     H_GEMV = 1 << 11,    /* M = 1, B as [N, K], 16-bit inputs: the matrix-vector
                             kernel on the CUDA cores (gemv.c)                   */
-    H_B_OFF = 1 << 12,   /* B's rows are not whole 32-byte sectors
-                            (TLI_GEMM_B_OFF: b_rows_off_sectors)                */
+    H_B_OFF = 1 << 12,   /* B's rows are not whole 32-byte sectors (16-bit
+                            inputs; TLI_GEMM_B_OFF)                             */
     H_B_KN = 1 << 13,    /* B as [K, N] (not trans_b)                           */
 };
 

@@ -1123,8 +1123,8 @@ typedef enum tl_epilogue {
  * persistent where TMA reads the operands, else classic. Where B's rows
  * of 16-bit inputs (its leading dimension in bytes: K of B as [N, K] or N
  * of B as [K, N] for dense operands, tl_gemm_args.ldb otherwise) are not
- * whole 32-byte sectors, which makes the L2 serve each row in several requests, the
- * 1024^3 row takes 128x128x64 blocks, 5 stages, 256 threads, persistent,
+ * whole 32-byte sectors, which makes the L2 serve each row in several
+ * requests, the 1024^3 row takes 128x128x64 blocks, 5 stages, 256 threads, persistent,
  * and the last one, for B as [N, K], its 128x256x64 blocks without
  * persistence in clusters of two along M that TMA multicasts B to, for B
  * as [K, N] 256x128x64 blocks, 4 stages, 256 threads, persistent

@@ -241,7 +241,6 @@ typedef struct gemm_call {
     int64_t batch_a, batch_b;   /* entries of A and B: 1 for a shared matrix      */
     float alpha, beta;
     bool tma;                   /* strides TMA could read (the schedule's choice) */
-    bool b_off;                 /* B's rows (ldb) not whole 32-byte sectors (the schedule's choice) */
     bool c_tma;                 /* C rows TMA could write (16-bit C; f32 C is stored from registers) */
 } gemm_call;
 
@@ -387,16 +386,15 @@ static tl_status check_call(tl_ctx *ctx, const tl_gemm_desc *d, const tl_gemm_ar
     int64_t per = 16 / (int64_t)tl_dtype_size(d->in_dtype); /* elements in 16 bytes */
     c->tma = !ptrs && c->lda % per == 0 && c->ldb % per == 0 && (c->batch_a == 1 || c->sa % per == 0) &&
              (c->batch_b == 1 || c->sb % per == 0);
-    c->b_off = tli_gemm_b_rows_off_sectors(c->ldb, d->in_dtype);
     c->c_tma = d->out_dtype == TL_F32 ||
                (!ptrs && c->ldc % 8 == 0 && g->c % 16 == 0 && (c->batch == 1 || c->sc % 8 == 0));
     return TL_OK;
 }
 
 /* What the call's rows allow the schedule (tli_gemm_pick_for). */
-static unsigned call_rows(const gemm_call *c)
+static unsigned call_rows(const tl_gemm_desc *d, const gemm_call *c)
 {
-    return (c->tma ? TLI_GEMM_TMA : 0) | (c->b_off ? TLI_GEMM_B_OFF : 0);
+    return (c->tma ? TLI_GEMM_TMA : 0) | (tli_gemm_b_rows_off_sectors(c->ldb, d->in_dtype) ? TLI_GEMM_B_OFF : 0);
 }
 
 /* The schedule of a call: d's own when it sets one, else the op's choice
@@ -415,7 +413,7 @@ static tl_gemm_schedule call_schedule(tl_ctx *ctx, const tl_gemm_desc *d, const 
     if (!schedule_is_zero(&d->schedule))
         return effective_schedule(ctx, d);
     tl_gemm_desc rows = choice_desc(d, c);
-    return tli_gemm_pick_for(ctx, &rows, call_rows(c));
+    return tli_gemm_pick_for(ctx, &rows, call_rows(d, c));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -676,14 +674,12 @@ static tl_status build_gemm(tl_ctx *ctx, const tl_gemm_desc *d, unsigned variant
         tl_copy(k, tl_tile(k, p.bias, swap ? by : bx), tl_all(bias_s));
     }
     tl_clear(k, Cf);
-    tl_expr steps = tl_ceildiv(k, K, tl_int(k, s.block_k)), first = TL_NONE_EXPR;
-    if (split) { /* this block's slice of the K steps: z, z + S, z + 2 S, ... */
-        first = bz;
-        steps = tl_ceildiv(k, tl_max(k, tl_sub(k, steps, first), tl_int(k, 0)), tl_int(k, s.split_k));
-    }
+    tl_expr steps = tl_ceildiv(k, K, tl_int(k, s.block_k));
+    if (split) /* this block's slice of the K steps: z, z + S, z + 2 S, ... */
+        steps = tl_ceildiv(k, tl_max(k, tl_sub(k, steps, bz), tl_int(k, 0)), tl_int(k, s.split_k));
     tl_expr ko = tl_pipelined(k, steps, s.stages);
     if (split)
-        ko = tl_add(k, first, tl_mul(k, ko, tl_int(k, s.split_k)));
+        ko = tl_add(k, bz, tl_mul(k, ko, tl_int(k, s.split_k)));
     tl_expr bt[2] = {b_t ? bx : ko, b_t ? ko : bx};
     tl_copy(k, p.strided ? tl_tile(k, p.A, az, by, ko) : a_t ? tl_tile(k, rows_src, ko, by) : tl_tile(k, rows_src, by, ko),
             tl_all(As));
@@ -822,7 +818,7 @@ static tl_status call_program(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_cal
     if (st == TL_OK || !schedule_is_zero(&d->schedule))
         return st;
     tl_gemm_desc rows = choice_desc(d, c);
-    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, &rows, call_rows(c));
+    tl_gemm_schedule h = tli_gemm_heuristic_for(ctx, &rows, call_rows(d, c));
     *variant = kernel_variant(ctx, d, c, &h);
     if (memcmp(&h, &s, sizeof h) == 0)
         return st;

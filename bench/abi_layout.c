@@ -112,6 +112,7 @@ static void softmax_structs(void)
     FIELD(tl_softmax_schedule, threads);
     FIELD(tl_softmax_schedule, stages);
     FIELD(tl_softmax_schedule, cluster);
+    FIELD(tl_softmax_schedule, loader);
 
     STRUCT(tl_softmax_desc);
     FIELD(tl_softmax_desc, rows);

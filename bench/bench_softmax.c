@@ -196,7 +196,8 @@ static void schedule_text(tl_softmax_schedule s, bool online, char *buf, size_t 
     char split[16] = "";
     if (s.cluster > 1)
         snprintf(split, sizeof split, " c=%d", s.cluster);
-    snprintf(buf, len, "w=%d r=%d t=%d s=%d%s%s", s.width, s.rows, s.threads, s.stages, split, online ? " online" : "");
+    snprintf(buf, len, "w=%d r=%d t=%d s=%d%s%s%s", s.width, s.rows, s.threads, s.stages,
+             s.stages > 1 && s.loader == 2 ? " producer" : "", split, online ? " online" : "");
 }
 
 /* ------------------------------------------------------------------ default */
@@ -236,12 +237,15 @@ static void bench_op(data *d, const shape *s, int kind, int reps)
 
 /* ----------------------------------------------------------------- variants */
 
-#define MAX_VARIANTS 64
+#define MAX_VARIANTS 96
 
 /* The schedules tried at a width: the default, then E = 32, 16, 8
  * elements per thread (256 threads, or W / E with one row when a row needs
- * more) with stages 1 to 4 where the ring fits 227 KiB, and E = 32 on 128
- * threads without a pipeline (smaller blocks: a shorter tail). */
+ * more) with stages 1 to 4 where the ring fits 227 KiB, a ring filled by
+ * the block's threads (loader 1) and, where E stays at most 64, by a
+ * producer warpgroup (loader 2, half the threads when the block has no
+ * room for it), and E = 32 on 128 threads without a pipeline (smaller
+ * blocks: a shorter tail). */
 static int variants_for(int64_t cols, tl_softmax_schedule *out)
 {
     int W = 1;
@@ -256,9 +260,14 @@ static int variants_for(int64_t cols, tl_softmax_schedule *out)
             R = 1, T = W / per_thread[e];
         if (T > 1024 || T < 32)
             continue;
-        for (int S = 1; S <= 4; S++)
-            if ((int64_t)S * R * W * 2 <= 227 * 1024 && n < MAX_VARIANTS)
-                out[n++] = (tl_softmax_schedule){.width = W, .rows = R, .threads = T, .stages = S};
+        for (int S = 1; S <= 4; S++) {
+            if ((int64_t)S * R * W * 2 > 227 * 1024 || n + 2 > MAX_VARIANTS)
+                continue;
+            out[n++] = (tl_softmax_schedule){.width = W, .rows = R, .threads = T, .stages = S, .loader = 1};
+            int t = T > 896 ? T / 2 : T; /* room for the producer's warpgroup */
+            if (S > 1 && t % 128 == 0 && (int64_t)R * W / t <= 64)
+                out[n++] = (tl_softmax_schedule){.width = W, .rows = R, .threads = t, .stages = S, .loader = 2};
+        }
     }
     if (32 * 128 / W >= 1 && n < MAX_VARIANTS)
         out[n++] = (tl_softmax_schedule){.width = W, .rows = 32 * 128 / W, .threads = 128, .stages = 1};

@@ -72,7 +72,8 @@ class TlGemmArgs(ctypes.Structure):
 
 
 class TlSoftmaxSchedule(ctypes.Structure):
-    _fields_ = [("width", c_int), ("rows", c_int), ("threads", c_int), ("stages", c_int), ("cluster", c_int)]
+    _fields_ = [("width", c_int), ("rows", c_int), ("threads", c_int), ("stages", c_int), ("cluster", c_int),
+                ("loader", c_int)]
 
 
 class TlSoftmaxDesc(ctypes.Structure):

@@ -1435,7 +1435,8 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  * (one pass), else the online path in chunks of 16384 columns
  * (tl_op_rmsnorm: 32768); stages 1,
  * except rows wider than 16384 columns (both ops), which take a ring of 2
- * where shared memory holds it (measured, bench/NOTES.md). In any
+ * where shared memory holds it, filled by a producer warpgroup (loader 2)
+ * beside 512 threads (measured, bench/NOTES.md). In any
  * other schedule, zero fields take the default's values for that width.
  * width: a power of two up to 2^20; rows >= 1 with rows * width <= 2^24;
  * threads a multiple of 32 in 32..1024. How many registers a thread may
@@ -1451,10 +1452,25 @@ TL_API tl_status tl_op_bias_act_build(tl_ctx *ctx, tl_dtype dtype, tl_epilogue e
  *         read neighbouring rows at once), each arriving through a ring of `stages`
  *         shared-memory slots that cp.async fills stages - 1 tiles ahead
  *         (stages x rows x width input elements of shared memory).
- * With stages other than 1 the program takes one more launch argument,
- * the last: how many blocks the GPU runs at once (tl_op_softmax and
- * tl_op_rmsnorm pass its SM count times the program's blocks_per_sm; any
- * value is correct, 0 counting as 1).
+ * loader, who fills the ring (stages 2..8; ignored otherwise):
+ *   0     the default: 2 where the default ring is (rows wider than 16384
+ *         columns, no cluster) and the block has room for the producer
+ *         (threads left 0 halve from 1024 to 512 for it), else 1;
+ *   1     the block's own threads, as described under stages;
+ *   2     a producer warpgroup of its own, 128 threads more than
+ *         `threads` (which then reduce), that issues the cp.async copies
+ *         S - 1 tiles ahead; the blocks are one tile each, run by
+ *         persistent CTAs that take their next tile from a counter as
+ *         they finish one (tl_use_warp_specialize and tl_use_persistent 2:
+ *         a CTA whose rows went fast takes more, so the CTAs end
+ *         together), and the consumers hand a slot back as soon as they
+ *         have read it. Needs threads a multiple of 128 up to 896, no
+ *         cluster, and mbarriers (sm_80 or later): TL_ERR_INVALID_ARG
+ *         otherwise, naming what is missing.
+ * With stages other than 1 and loader 1 the program takes one more launch
+ * argument, the last: how many blocks the GPU runs at once (tl_op_softmax
+ * and tl_op_rmsnorm pass its SM count times the program's blocks_per_sm;
+ * any value is correct, 0 counting as 1).
  * cluster, a row split over several blocks (sm_90 and later): 0 or 1, a
  * block holds whole rows; 2..8, a cluster of that many blocks holds each
  * tile of rows, block r of the cluster columns [r width, (r + 1) width),
@@ -1471,6 +1487,7 @@ typedef struct tl_softmax_schedule {
     int threads;
     int stages;
     int cluster;
+    int loader;
 } tl_softmax_schedule;
 
 /* Y[i, :] = softmax(X[i, :]) over the rows of X [rows, cols]:
@@ -1503,8 +1520,8 @@ TL_API tl_status tl_op_softmax(tl_ctx *ctx, const tl_softmax_desc *d, uint64_t x
 TL_API tl_softmax_schedule tl_op_softmax_schedule(tl_ctx *ctx, const tl_softmax_desc *d);
 /* The compiled program tl_op_softmax uses for d (owned by the context).
  * Launch arguments: M, N, ld_in, ld_out (integers), X, Y (pointers), and
- * for a schedule with stages other than 1 the blocks the GPU runs at once
- * (an integer). */
+ * for a schedule with stages other than 1 and loader 1 the blocks the GPU
+ * runs at once (an integer). */
 TL_API tl_status tl_op_softmax_program(tl_ctx *ctx, const tl_softmax_desc *d, const tl_program **out);
 /* Builds the softmax kernel of d (schedule included) for inspection, the
  * interpreter or a sweep. *out is a new kernel the caller destroys. */

@@ -280,6 +280,7 @@ static void stmt(dumper *D, int32_t s, int depth)
         }
         break;
     case S_SETMAXNREG: tli_str_appendf(o, "setmaxnreg.%s %d", n->a0 ? "inc" : "dec", n->a1); break;
+    case S_WARP_SYNC: tli_str_append(o, "syncwarp"); break;
     case S_ARRAY_BASE:
         tli_str_appendf(o, "%s = pointer ", tli_B(D->ir, n->buf)->name);
         line_expr(D, n->a0);

@@ -1394,6 +1394,7 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
         break;
     case S_MBAR_EXPECT: tli_e_line(E, "tl_mbar_expect(%s, %d);", tli_e_mbar(E, s->buf, s->a0), s->a1); break;
     case S_SETMAXNREG: tli_e_line(E, "tl_setmaxnreg_%s<%d>();", s->a0 ? "inc" : "dec", s->a1); break;
+    case S_WARP_SYNC: tli_e_line(E, "__syncwarp();"); break;
     case S_LET: emit_let(E, sid, s); break;
     case S_STAGE: emit_stage(E, s); break;
     case S_TILE_LOOP: emit_tile_loop(E, s); break;

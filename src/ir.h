@@ -120,6 +120,8 @@ typedef enum tli_sop {
                      that does not start a block's K steps hands its partial sum on and
                      skips the rest of the block; the one that starts them adds the
                      others' partial sums, in order (lowered.h) */
+    S_WARP_SYNC,  /* __syncwarp: the warp's lanes meet, their shared-memory reads
+                     ordered before what lane 0 does next (an mbarrier arrival) */
     S_SOP_COUNT
 } tli_sop;
 

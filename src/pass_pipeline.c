@@ -1371,9 +1371,43 @@ static int32_t pre_release_point(piper *P, const pipe_info *pi, const ws_plan *w
     return touched ? 0 : at;
 }
 
+/* Where the consumers may hand a slot back in its own iteration: after
+ * the last statement at the body's top level that reads a ring's tile,
+ * when every reader is a plain load into registers (no gemm reads the
+ * ring: a wgmma reads shared memory after its statement; mma.sync loops
+ * keep their release, unmeasured) and nothing writes the ring. The warps
+ * read the slot, meet (__syncwarp, so that lane 0's arrival comes after
+ * every lane's reads) and give it back before they work on what they
+ * read, so the producer refills it meanwhile: S slots keep S tiles on
+ * their way beside the one in registers (the row ops, which read their
+ * tile at the top of the body: bench/NOTES.md session 32). 0: none (the
+ * slot is released at the next iteration's end, as before). */
+static int32_t early_release_point(piper *P, const pipe_info *pi, const ws_plan *w)
+{
+    if (w->sp.G != 1 || w->turns || w->persistent == 2 || w->stream_k || pi->cluster_ring)
+        return 0;
+    probe q;
+    if (!probe_init(P, &q))
+        return 0;
+    int32_t last = 0;
+    bool bad = false;
+    for (int32_t s = pi->first_consumer; s && !bad; s = P->ir->s.v[s].next) {
+        probe_fill(P, &q, s);
+        for (int i = 0; i < pi->nprod; i++) {
+            bool reads = tli_bufset_has(&q.rd, pi->bufs[i]);
+            bad |= tli_bufset_has(&q.wr, pi->bufs[i]) || (reads && tli_S(P->ir, s)->op == S_GEMM);
+            if (reads)
+                last = s;
+        }
+    }
+    probe_free(&q);
+    return bad ? 0 : last;
+}
+
 /* The consumer side of the loop, in place of the pipelined statement: wait
- * for each slot, run the consumers on it, release the previous slot. p:
- * the persistent tile loop's variable (0: none). */
+ * for each slot, run the consumers on it, release the previous slot (or
+ * this one after its last reader, early_release_point). p: the persistent
+ * tile loop's variable (0: none). */
 static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, int32_t p)
 {
     tli_lowered *L = P->L;
@@ -1415,6 +1449,14 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     tli_list_add(L, &body, at);
     if (w->turns && at)
         add_turns(P, w, at, pi->var, n, p, S);
+    int32_t early = early_release_point(P, pi, w);
+    if (early) {
+        tli_list rel = {0};
+        tli_list_op(L, &rel, S_WARP_SYNC, 0, 0);
+        tli_list_add(L, &rel, release_if(P, pi, 0, w->r.empty, st));
+        splice_around(P, early, 0, rel.first);
+        tli_low_note(L, rel.first, "the slot read for the last time: handed back to the producer");
+    }
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, seq, I32(P, 1)), I32(P, S));
     int32_t pre_at = pre_release_point(P, pi, w);
     if (sp->G > 1 || pre_at) { /* the releases at the release point */
@@ -1435,7 +1477,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
             tli_low_note(L, rel.first, "the tiles loaded ahead of the loop read for the last time in the last iteration");
     }
     wgmma_wait(P, &body, pi->tail);
-    if (sp->G == 1)
+    if (sp->G == 1 && !early)
         tli_list_add(L, &body, release_if(P, pi, bin(P, E_GT, pi->var, I(P, 0)), w->r.empty, prev));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = n;
@@ -1448,7 +1490,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     if (w->pre.n && w->persistent) /* read for the last time (plan_pre_loads): the next block's may come */
         tli_list_add(L, &tail, release_if(P, pi, pre_at ? bin(P, E_EQ, n, I(P, 0)) : 0, w->pre.empty, I32(P, 0)));
     int32_t last = bin(P, E_MOD, ring_pos(P, p, n, bin(P, E_SUB, n, I(P, 1))), I32(P, S));
-    for (int g = 0; g < sp->G; g++) /* (early groups: released in the loop) */
+    for (int g = 0; g < sp->G && !early; g++) /* (early groups: released in the loop) */
         if (!sp->early[g])
             tli_list_add(L, &tail, release_if(P, pi, bin(P, E_GT, n, I(P, 0)), w->r.empty, ring_slot(P, last, g, S)));
     if (w->stream_k) { /* the unit's partial sum: handed on, or the others' added */

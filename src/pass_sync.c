@@ -476,6 +476,7 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
         case S_MBAR_ARRIVE:
         case S_MBAR_EXPECT:
         case S_SETMAXNREG:
+        case S_WARP_SYNC:
         case S_TMA_STORE: /* a staging tile's store: ordered by the pipeline's barriers and bulk waits */
         case S_BULK_WAIT:
         case S_SK_FIXUP: /* the accumulator is this thread's; the workspace, ordered by its flags */

@@ -176,6 +176,29 @@ static void test_ring_schedules(void **state)
     run_both(&c, 530, -6, 6, 0);
 }
 
+/* Rings filled by a producer warpgroup (schedule.loader 2) in persistent
+ * CTAs that take their tiles from a counter: many tiles a CTA, several
+ * rows a tile, the widest rows (the default there), fewer tiles than
+ * CTAs, a row past the ring's last full tile; the safe variant as above.
+ * Launches one after another reuse the counter (each leaves it zero). */
+static void test_producer_schedules(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const sched_case cases[] = {
+        {small ? 300 : 5000, 1024, {.width = 1024, .rows = 8, .threads = 256, .stages = 3, .loader = 2}},
+        {small ? 200 : 3001, 2000, {.width = 2048, .rows = 4, .threads = 256, .stages = 2, .loader = 2}},
+        {small ? 40 : 700, 4096, {.width = 4096, .rows = 1, .threads = 512, .stages = 4, .loader = 2}},
+        {small ? 9 : 2048, 32768, {0}},
+        {small ? 9 : 300, 30000, {.stages = 3, .loader = 2}},
+        {3, 32768, {0}},
+    };
+    run_sched_cases(cases, sizeof cases / sizeof cases[0], 540);
+    row_case c = row_case_make(small ? 50 : 999, 777, TL_BF16, TL_F32); /* rows of 1554 bytes: safe */
+    c.sched = (tl_softmax_schedule){.width = 1024, .rows = 4, .threads = 128, .stages = 2, .loader = 2};
+    run_both(&c, 570, -6, 6, 0);
+}
+
 /* Rows split over a cluster of 2 or 4 blocks (sm_90 and later): the
  * partial maxima and sums combined through distributed shared memory,
  * with and without the ring, one and several rows a tile, a row that ends
@@ -272,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_strided_and_misaligned),
         cmocka_unit_test(test_explicit_schedules),
         cmocka_unit_test(test_ring_schedules),
+        cmocka_unit_test(test_producer_schedules),
         cmocka_unit_test(test_cluster_schedules),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_pointer_errors),

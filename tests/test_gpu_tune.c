@@ -264,7 +264,7 @@ static void test_tune_softmax_then_use(void **state)
     assert_string_equal(r->unit, "GB/s");
     const int *v = r->entries[0].config.v;
     tl_softmax_schedule want = {.width = v[0], .rows = v[1], .threads = v[2], .stages = v[3],
-                                .cluster = v[4] > 1 ? v[4] : 1};
+                                .cluster = v[4] > 1 ? v[4] : 1, .loader = v[5]};
     tl_softmax_schedule got = tl_op_softmax_schedule(ctx, &d);
     assert_memory_equal(&got, &want, sizeof got);
     tl_tune_result_destroy(r);

@@ -4,8 +4,9 @@
  * the ping-pong GEMM with a fused epilogue, the persistent warp-specialised
  * GEMM (and its 8-bit form, and its stream-K form), the sm_80 GEMM, the dual
  * GEMM, the decode path's kernels (a split K over a cluster, swapped or
- * not; the slices of a split K into a workspace, and their sum), and a softmax whose rows are split over a
- * cluster of two blocks (the exchange of the partial maxima and sums). A change to a pass shows here as a diff of what it decided; review
+ * not; the slices of a split K into a workspace, and their sum), a softmax whose rows are split over a
+ * cluster of two blocks (the exchange of the partial maxima and sums), and
+ * an RMSNorm whose ring a producer warpgroup fills. A change to a pass shows here as a diff of what it decided; review
  * it like code, then rewrite the files with TILEC_UPDATE_GOLDEN=1 (from the
  * repo root). Needs no NVRTC and no GPU. */
 #include "fixture.h"
@@ -183,6 +184,20 @@ static void test_softmax_cluster_sm90a(void **state)
     check_dump(k, "sm_90a", "softmax_cluster2_ring3_sm90a");
 }
 
+/* RMSNorm's ring filled by a producer warpgroup (schedule.loader 2): the
+ * warp specialisation, persistent CTAs taking their blocks from a
+ * counter, and the slot handed back after the tile's one read (a
+ * __syncwarp, then lane 0's arrival), not at the next iteration's end. */
+static void test_rmsnorm_producer_sm90a(void **state)
+{
+    (void)state;
+    tl_rmsnorm_desc d = {.rows = 1, .cols = 1000, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .eps = 1e-6,
+                         .schedule = {.width = 1024, .rows = 4, .threads = 128, .stages = 2, .loader = 2}};
+    tl_kernel *k = NULL;
+    assert_status(tl_op_rmsnorm_build(ctx, &d, &k), TL_OK);
+    check_dump(k, "sm_90a", "rmsnorm_producer_ring2_sm90a");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_gemm_decode_sm90a),
         cmocka_unit_test(test_dual_gemm),
         cmocka_unit_test(test_softmax_cluster_sm90a),
+        cmocka_unit_test(test_rmsnorm_producer_sm90a),
     };
     return cmocka_run_group_tests(tests, offline_setup, ctx_teardown);
 }

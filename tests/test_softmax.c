@@ -10,6 +10,7 @@
 #include "rows_ref.h"
 
 /* The blocks-at-once argument a pipelined schedule's program takes last
+ * when its block's threads fill the ring (loader 1)
  * (any value is correct: a few, so that blocks take several tiles, the
  * last block fewer). */
 static int blocks_arg = 3;
@@ -25,7 +26,8 @@ static void check_softmax(const row_case *c, const void *x)
     void *y = row_alloc_poisoned(c->rows, c->ld_out, c->out);
     tl_arg args[7] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
                       tl_arg_hptr((void *)x), tl_arg_hptr(y), tl_arg_int(blocks_arg)};
-    int n = tl_op_softmax_schedule(ctx, &d).stages > 1 ? 7 : 6;
+    tl_softmax_schedule s = tl_op_softmax_schedule(ctx, &d);
+    int n = s.stages > 1 && s.loader == 1 ? 7 : 6;
     assert_status(tl_interpret(k, n, args), TL_OK);
     double *ref = row_softmax_ref(c, x);
     row_compare(c, "softmax", y, ref);
@@ -44,7 +46,8 @@ static void check_rmsnorm(const row_case *c, const void *x, double eps)
     tl_arg args[9] = {tl_arg_int(c->rows), tl_arg_int(c->cols), tl_arg_int(c->ld_in), tl_arg_int(c->ld_out),
                       tl_arg_hptr((void *)x), tl_arg_hptr(y), tl_arg_hptr(w), tl_arg_float(eps),
                       tl_arg_int(blocks_arg)};
-    int n = tl_op_rmsnorm_schedule(ctx, &d).stages > 1 ? 9 : 8;
+    tl_softmax_schedule s = tl_op_rmsnorm_schedule(ctx, &d);
+    int n = s.stages > 1 && s.loader == 1 ? 9 : 8;
     assert_status(tl_interpret(k, n, args), TL_OK);
     double *ref = row_rmsnorm_ref(c, x, w, eps);
     row_compare(c, "rmsnorm", y, ref);
@@ -187,6 +190,94 @@ static void test_ring_code_and_cubins(void **state)
         }
 }
 
+/* Rings filled by a producer warpgroup (schedule.loader 2): in the
+ * interpreter against the references (ragged, strided, several rows a
+ * tile, a tile past the last row); the code (the warp specialisation,
+ * blocks from the counter, the slot handed back after its one read, no
+ * blocks-at-once parameter); cubins for sm_80 and sm_90a and their safe
+ * variants; the default's choice; the schedule's errors. */
+static void test_producer_schedules(void **state)
+{
+    (void)state;
+    const int64_t shapes[][2] = {{1, 1}, {5, 3}, {11, 50}, {37, 64}, {23, 17}};
+    const tl_softmax_schedule sched[] = {
+        {.width = 64, .rows = 4, .threads = 128, .stages = 2, .loader = 2},
+        {.width = 64, .rows = 8, .threads = 256, .stages = 3, .loader = 2},
+        {.width = 128, .rows = 1, .threads = 128, .stages = 4, .loader = 2},
+    };
+    const tl_dtype pairs[][2] = {{TL_F16, TL_F16}, {TL_BF16, TL_F32}, {TL_F32, TL_F32}};
+    uint64_t seed = 800;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t k = 0; k < sizeof sched / sizeof sched[0]; k++) {
+            row_case c = row_case_make(shapes[s][0], shapes[s][1], pairs[(s + k) % 3][0], pairs[(s + k) % 3][1]);
+            c.sched = sched[k];
+            if ((s + k) % 2)
+                c.ld_in = c.cols + 3, c.ld_out = c.cols + 1;
+            check_both(&c, seed++, -6, 6);
+        }
+    /* the default for the widest rows, f16: 512 threads beside the producer */
+    tl_softmax_desc d = {.rows = 2048, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tl_softmax_schedule e = tl_op_softmax_schedule(ctx, &d);
+    assert_true(e.stages == 2 && e.loader == 2 && e.threads == 512);
+    d.schedule = (tl_softmax_schedule){.threads = 1024}; /* no room: the block's own threads fill it */
+    e = tl_op_softmax_schedule(ctx, &d);
+    assert_true(e.stages == 2 && e.loader == 1 && e.threads == 1024);
+    d.schedule = (tl_softmax_schedule){0};
+    d.cols = 16384; /* no ring by default, so no producer */
+    assert_int_equal(tl_op_softmax_schedule(ctx, &d).loader, 1);
+    for (int op = 0; op < 2; op++) {
+        tl_kernel *k;
+        if (op == 0) {
+            tl_softmax_desc s = {.rows = 1, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16};
+            assert_status(tl_op_softmax_build(ctx, &s, &k), TL_OK);
+        } else {
+            tl_rmsnorm_desc r = {.rows = 1, .cols = 4000, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .eps = 1e-6,
+                                 .schedule = {.width = 4096, .rows = 1, .threads = 256, .stages = 3, .loader = 2}};
+            assert_status(tl_op_rmsnorm_build(ctx, &r, &k), TL_OK);
+        }
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *want[] = {"a producer warpgroup (cp.async)", "atomicAdd(tl_block_counter, 1u)",
+                              "__syncwarp();\n", "handed back to the producer", "tl_cp_async16("};
+        const char *unwanted[] = {"long long blocks"};
+        test_expect_text(src, op ? "rmsnorm, producer" : "softmax 32768, producer", want, TEST_COUNT(want),
+                         unwanted, TEST_COUNT(unwanted));
+        tl_free_host(src);
+        const char *targets[] = {"sm_80", "sm_90a"};
+        for (int t = 0; t < 2; t++) {
+            tl_program *p;
+            if (tl_compile(k, &(tl_compile_options){.target = targets[t]}, &p) != TL_OK)
+                fail_msg("%s, producer, %s: %s", op ? "rmsnorm" : "softmax", targets[t], tl_ctx_error(ctx));
+            tl_program_info info;
+            assert_status(tl_program_get_info(p, &info), TL_OK);
+            assert_int_equal(info.threads, op ? 384 : 640);
+            assert_int_equal(info.num_params, op ? 8 : 6);
+            const tl_program *safe;
+            if (tli_program_safe_variant(p, &safe) != TL_OK)
+                fail_msg("%s, producer, %s, safe variant: %s", op ? "rmsnorm" : "softmax", targets[t],
+                         tl_ctx_error(ctx));
+            tl_program_destroy(p);
+        }
+        tl_kernel_destroy(k);
+    }
+    /* errors: loader out of range, and a producer where it cannot be */
+    tl_kernel *k;
+    const struct { tl_softmax_schedule s; const char *msg; } bad[] = {
+        {{.loader = 3}, "schedule.loader = 3 is not in 0..2"},
+        {{.loader = -1}, "schedule.loader = -1 is not in 0..2"},
+        {{.width = 1024, .stages = 1, .loader = 2}, "schedule.loader = 2 needs stages >= 2 (1)"},
+        {{.width = 1024, .threads = 1024, .rows = 32, .stages = 2, .loader = 2}, "up to 896 (1024)"},
+        {{.width = 1024, .threads = 96, .rows = 3, .stages = 2, .loader = 2}, "a multiple of 128 up to 896 (96)"},
+        {{.width = 1024, .threads = 128, .stages = 2, .cluster = 2, .loader = 2}, "no cluster (2)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tl_softmax_desc b = {.rows = 4, .cols = 1000, .in_dtype = TL_F16, .out_dtype = TL_F16, .schedule = bad[i].s};
+        assert_status(tl_op_softmax_build(ctx, &b, &k), TL_ERR_INVALID_ARG);
+        if (!strstr(tl_ctx_error(ctx), bad[i].msg))
+            fail_msg("bad schedule %zu: '%s' does not say '%s'", i, tl_ctx_error(ctx), bad[i].msg);
+    }
+}
+
 /* Rows split over a cluster of 2 or 4 blocks (schedule.cluster): in the
  * interpreter against the references (ragged rows whose last blocks hold
  * only padding, several rows a tile, with and without the ring, strided);
@@ -238,13 +329,15 @@ static void test_cluster_schedules(void **state)
 
 /* What made the wide rows issue-bound, kept out (bench/NOTES.md, session
  * 6): the column mask is one 32-bit compare of an int coordinate, the
- * exponential is the hardware's ex2, and a row spread over 32 warps
- * combines its warps' partials one per lane with shuffles, not 32 loads a
- * thread. A narrow row (one warp) has no cross-warp phase at all. */
+ * exponential is the hardware's ex2, and a row spread over 32 warps (1024
+ * threads: the ring loop's) combines its warps' partials one per lane with
+ * shuffles, not 32 loads a thread. A narrow row (one warp) has no
+ * cross-warp phase at all. */
 static void test_issue_cost_of_rows(void **state)
 {
     (void)state;
-    tl_softmax_desc d = {.rows = 2048, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    tl_softmax_desc d = {.rows = 2048, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16,
+                         .schedule = {.threads = 1024}};
     tl_kernel *k;
     assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
     char *src;
@@ -258,6 +351,7 @@ static void test_issue_cost_of_rows(void **state)
     tl_free_host(src);
     tl_kernel_destroy(k);
     d.cols = 512; /* 8 rows a block of 256 threads, a row inside one warp */
+    d.schedule = (tl_softmax_schedule){0};
     assert_status(tl_op_softmax_build(ctx, &d, &k), TL_OK);
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     assert_null(strstr(src, "phase 2"));
@@ -314,7 +408,7 @@ static void test_default_schedules(void **state)
     (void)state;
     const struct { int64_t cols; int width, rows, threads; } want[] = {
         {1, 1, 4096, 256},      {3, 4, 1024, 256},    {100, 128, 32, 256},     {512, 512, 8, 256},
-        {1000, 1024, 4, 128},   {4096, 4096, 1, 128}, {8193, 16384, 1, 512},   {32768, 32768, 1, 1024},
+        {1000, 1024, 4, 128},   {4096, 4096, 1, 128}, {8193, 16384, 1, 512},   {32768, 32768, 1, 512},
         {32769, 16384, 1, 512}, {1 << 20, 16384, 1, 512},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -464,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_online_path),
         cmocka_unit_test(test_ring_schedules),
         cmocka_unit_test(test_ring_code_and_cubins),
+        cmocka_unit_test(test_producer_schedules),
         cmocka_unit_test(test_cluster_schedules),
         cmocka_unit_test(test_issue_cost_of_rows),
         cmocka_unit_test(test_default_online_beyond_32768),

@@ -688,14 +688,16 @@ static void test_space_leads_with_fallback(void **state)
     tl_tune_config want = tl_gemm_schedule_to_config(&h);
     assert_int_equal(tli_tune_op_space(ctx, op, &shapes[0], cfg, 3), 3);
     assert_memory_equal(&cfg[0], &want, sizeof want);
-    /* the softmax leads with its untuned schedule, the ring of 2 past 16384 columns */
+    /* the softmax leads with its untuned schedule, the ring of 2 past 16384
+     * columns, filled by a producer warpgroup beside 512 threads */
     op = tli_tune_op_find("softmax");
     tl_softmax_desc wide = {.rows = 2048, .cols = 32768, .in_dtype = TL_F16, .out_dtype = TL_F16};
     int n = tli_tune_op_space(ctx, op, &wide, cfg, 256);
     assert_true(n > 1);
     assert_int_equal(cfg[0].v[0], 32768);
-    assert_int_equal(cfg[0].v[2], 1024);
+    assert_int_equal(cfg[0].v[2], 512);
     assert_int_equal(cfg[0].v[3], 2);
+    assert_int_equal(cfg[0].v[5], 2);
     tl_softmax_desc narrow = {.rows = 16384, .cols = 1024, .in_dtype = TL_F16, .out_dtype = TL_F16};
     tl_softmax_schedule u = tli_softmax_untuned(ctx, &narrow);
     tli_tune_op_space(ctx, op, &narrow, cfg, 256);
@@ -814,17 +816,23 @@ static void test_softmax_space_and_record(void **state)
     tl_tune_config cfg[64];
     int n = op->space(ctx, &d, cfg, 64);
     /* one pass: 8, 16, 32 elements per thread x 4 thread counts, without a
-     * pipeline and with a ring of 3 stages */
-    assert_int_equal(n, 24);
+     * pipeline and with a ring of 3 stages filled by the block (loader 1),
+     * and, on up to 512 threads, by a producer warpgroup (loader 2) */
+    assert_int_equal(n, 33);
+    int producers = 0;
     for (int i = 0; i < n; i++) {
         tl_softmax_desc one = d;
-        one.schedule = (tl_softmax_schedule){.width = cfg[i].v[0], .rows = cfg[i].v[1], .threads = cfg[i].v[2], .stages = cfg[i].v[3]};
+        one.schedule = (tl_softmax_schedule){.width = cfg[i].v[0], .rows = cfg[i].v[1], .threads = cfg[i].v[2],
+                                             .stages = cfg[i].v[3], .loader = cfg[i].v[5]};
         assert_int_equal(one.schedule.width, 1024);
         assert_int_equal(one.schedule.stages, i < 12 ? 1 : 3);
+        assert_true(one.schedule.loader == 1 || (one.schedule.loader == 2 && i >= 12 && one.schedule.threads <= 512));
+        producers += one.schedule.loader == 2;
         tl_kernel *k;
         assert_status(op->build(ctx, &d, &cfg[i], &k), TL_OK); /* every candidate builds */
         tl_kernel_destroy(k);
     }
+    assert_int_equal(producers, 9);
     d.cols = 100000; /* too long for one pass: chunks only */
     n = op->space(ctx, &d, cfg, 64);
     assert_true(n >= 6);
@@ -844,12 +852,13 @@ static void test_softmax_space_and_record(void **state)
     r.ms = 1;
     snprintf(r.shape, sizeof r.shape, "4000x1000");
     assert_status(tli_tune_db_save(c, &r), TL_OK);
-    /* a record from before stages existed: the default's stages */
+    /* a record from before stages (and loader) existed: the default's */
     tl_softmax_desc plain = d;
     plain.schedule.width = 1024;
     tl_softmax_schedule got = tl_op_softmax_schedule(c, &d),
                         want = {.width = 1024, .rows = 2, .threads = 128,
-                                .stages = tl_op_softmax_schedule(ctx, &plain).stages, .cluster = 1};
+                                .stages = tl_op_softmax_schedule(ctx, &plain).stages, .cluster = 1,
+                                .loader = tl_op_softmax_schedule(ctx, &plain).loader};
     assert_memory_equal(&got, &want, sizeof got);
     tl_softmax_desc other = d;
     other.rows = 64; /* another class */

@@ -78,9 +78,11 @@ typedef struct tli_rows_kernel {
     tl_dtype in;
     tl_expr P, t;   /* stages != 1: tiles per block, the tile loop's variable */
     tl_buf ring;    /* stages >= 2: the shared tile the ring of slots is made of */
+    bool producer;  /* schedule.loader 2: one tile a block, warp-specialised
+                       persistent CTAs fill the ring (rows.c) */
 } tli_rows_kernel;
 
-/* Starts the kernel `<op>_<in>_<out>_w<W>[_online][_ring<S>][_c<C>]` of
+/* Starts the kernel `<op>_<in>_<out>_w<W>[_online][_ring<S>[p]][_c<C>]` of
  * d's effective schedule: its dims and tensors. Returns TL_OK or
  * TL_ERR_OUT_OF_MEMORY. */
 tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tli_rows_kernel *rk);
@@ -116,7 +118,7 @@ tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
  * ld_out, X, Y. Returns how many it wrote (6). */
 int tli_rows_args(const tli_rows_desc *d, uint64_t x, uint64_t y, tl_arg *args);
 /* The last launch argument of program p of d, when its schedule has one
- * (stages != 1): the blocks ctx's GPU runs at once, tli_rows_wave.
+ * (stages != 1 with loader 1): the blocks ctx's GPU runs at once, tli_rows_wave.
  * Returns how many it wrote (0 or 1). */
 int tli_rows_tail_args(tl_ctx *ctx, const tl_program *p, const tli_rows_desc *d, tl_arg *args);
 /* SMs x the blocks of p one SM holds (1 when unknown). */

@@ -39,7 +39,12 @@
  *       tl_copy(X tile (bx + t G) -> ring)       slots, cp.async S - 1 tiles ahead
  *       x = ring in f32, padded past N           16-byte ld.shared (pass_threads)
  *       ... the op's reductions, and stores of rows (bx + t G) R + i ...
- * An ordinary builder program: what a user's kernel would write. (Tried
+ * An ordinary builder program: what a user's kernel would write. With
+ * schedule.loader 2 the ring is filled by a producer warpgroup instead
+ * (open_producer): one tile a block, the copy the only step of a
+ * tl_pipelined(1, S), tl_use_warp_specialize and tl_use_persistent(k, 2),
+ * so persistent CTAs take their tiles from a counter and end together.
+ * (Tried
  * and dropped: the next tile loaded into a second register fragment of
  * X's type instead of shared memory; ptxas gave that 106 to 255 registers,
  * two fragments and the lane-by-lane paths of the loads.)
@@ -69,6 +74,14 @@
  * 0.866 / 0.902 for a ring of 3 and 0.701 / 0.733 without; RMSNorm 0.853 / 0.892 against 0.751 /
  * 0.767 and 0.825-0.833 / 0.853. */
 #define WIDE_STAGES 2
+/* ... filled by a producer warpgroup of its own (schedule.loader 2), in
+ * persistent blocks that take their rows from a counter, 512 threads
+ * reducing (E = 64: 96 registers, ptxas): H200, f16, 2048x32768, x copy
+ * (session 32): softmax 0.932-0.933 against 0.883-0.884 for the ring
+ * loop of 1024 threads, RMSNorm 0.888-0.889 against 0.876-0.877; the
+ * same blocks dealt their rows by CTA (tl_use_persistent 1) 0.881 and
+ * 0.867: the counter is the gain (the blocks no longer end unevenly). */
+#define PRODUCER_MAX_THREADS 896 /* 1024 less the producer's warpgroup */
 static const tl_softmax_schedule one_pass[] = {
     {.width = 1, .rows = 4096, .threads = 256, .stages = 1},
     {.width = 2, .rows = 2048, .threads = 256, .stages = 1},
@@ -113,6 +126,9 @@ static const tl_softmax_schedule *default_for(int64_t cols)
     return &online_chunk;
 }
 
+static bool producer_target(tl_ctx *ctx);
+static bool producer_fits(const tl_softmax_schedule *s);
+
 /* Shared memory a block may use on the context's target. */
 static int64_t smem_budget(tl_ctx *ctx)
 {
@@ -146,9 +162,35 @@ tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
         if (s.stages == 2 && 2 * tile > room)
             s.stages = 1;
     }
-    if (d->cols > (int64_t)s.width * s.cluster) /* the online path has no tile loop */
+    if (d->cols > (int64_t)s.width * s.cluster) { /* the online path has no tile loop */
         s.stages = 1;
+        s.loader = 1;
+    }
+    /* the loader: a producer warpgroup by default where the default ring
+     * is (rows wider than 16384 columns: measured there, see WIDE_STAGES); a default
+     * thread count that leaves it no room halves */
+    bool producer = s.loader == 2 || (!s.loader && s.stages >= 2 && s.cluster == 1 && s.width > 16384 &&
+                                      producer_target(ctx));
+    if (producer && !d->schedule.threads && s.threads > PRODUCER_MAX_THREADS &&
+        (int64_t)s.rows * s.width / (s.threads / 2) <= 64)
+        s.threads /= 2;
+    if (!s.loader)
+        s.loader = producer && producer_fits(&s) ? 2 : 1;
     return s;
+}
+
+/* Whether a producer warpgroup (loader 2) can fill the ring: its block is
+ * whole warpgroups with room for one more, one row per block (no cluster:
+ * tl_use_persistent excludes it), and the target has mbarriers. */
+static bool producer_fits(const tl_softmax_schedule *s)
+{
+    return s->stages >= 2 && s->cluster <= 1 && s->threads % 128 == 0 && s->threads <= PRODUCER_MAX_THREADS;
+}
+
+static bool producer_target(tl_ctx *ctx)
+{
+    tli_target t;
+    return tli_target_get(ctx->target, &t) && t.mbarrier;
 }
 
 static bool dtype_ok(tl_dtype dt) { return dt == TL_F32 || dt == TL_F16 || dt == TL_BF16; }
@@ -168,7 +210,14 @@ static tl_status check_schedule(tl_ctx *ctx, const tli_rows_desc *d, const char 
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.stages = %d is not in 0..8", api, z->stages);
     if (z->cluster < 0 || z->cluster > 8)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.cluster = %d is not in 0..8", api, z->cluster);
+    if (z->loader < 0 || z->loader > 2)
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.loader = %d is not in 0..2", api, z->loader);
     tl_softmax_schedule s = tli_rows_schedule(ctx, d);
+    bool online = d->cols > (int64_t)s.cluster * s.width;
+    if (z->loader == 2 && !online && !(producer_fits(&s) && producer_target(ctx)))
+        return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.loader = 2 needs stages >= 2 (%d), no cluster (%d), "
+                        "threads a multiple of 128 up to %d (%d) and mbarriers (sm_80 or later: %s)", api, s.stages,
+                        s.cluster, PRODUCER_MAX_THREADS, s.threads, ctx->target);
     if (s.cluster > 1 && d->cols > (int64_t)s.cluster * s.width)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule: cols = %lld is more than cluster x width = %d x %d; "
                         "a row split over a cluster takes one pass (cluster 1 for the online path)", api,
@@ -218,9 +267,10 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
     rk->in = d->in_dtype;
     rk->C = s.cluster;
     rk->online = d->cols > (int64_t)s.width * s.cluster;
+    rk->producer = !rk->online && s.loader == 2;
     char name[64], pipe[16] = "", split[16] = "";
     if (s.stages > 1)
-        tli_fmt(pipe, sizeof pipe, "_ring%d", s.stages);
+        tli_fmt(pipe, sizeof pipe, "_ring%d%s", s.stages, rk->producer ? "p" : "");
     if (s.cluster > 1)
         tli_fmt(split, sizeof split, "_c%d", s.cluster);
     tli_fmt(name, sizeof name, "%s_%s_%s_w%d%s%s%s", op, tl_dtype_name(d->in_dtype), tl_dtype_name(d->out_dtype),
@@ -245,6 +295,28 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
     return TL_OK;
 }
 
+/* schedule.loader 2: the program of one tile a block, its copy to the
+ * ring in a pipelined loop of one step, and the lowering's warp
+ * specialisation (a producer warpgroup of cp.async copies beside the
+ * block's threads, which become its consumers) in persistent CTAs that
+ * take their blocks from a counter (tl_use_persistent 2): the producer
+ * runs ahead into the next block, up to S - 1 tiles, so the ring is the
+ * same as the loop's below, and a CTA whose rows went fast takes more. */
+static void open_producer(tli_rows_kernel *rk)
+{
+    tl_kernel *k = rk->k;
+    tl_grid(k, tl_ceildiv(k, rk->M, tl_int(k, rk->R)), TL_NONE_EXPR, TL_NONE_EXPR, rk->threads);
+    tl_use_warp_specialize(k, 1);
+    tl_use_persistent(k, 2);
+    rk->bx = rk->tile = tl_block_idx(k, 0);
+    rk->part = tl_int(k, 0);
+    rk->ring = tl_alloc_shared(k, rk->in, 2, (int64_t[]){rk->R, rk->W});
+    rk->P = tl_int(k, 1);
+    rk->t = tl_pipelined(k, rk->P, rk->stages);
+    tl_copy(k, tl_tile(k, rk->X, rk->tile, rk->part), tl_all(rk->ring));
+    rk->row0 = tl_mul(k, rk->tile, tl_int(k, rk->R));
+}
+
 /* Blocks come in clusters of C consecutive ones along x (C = 1: each its
  * own): the cluster's index picks the tile of rows, the rank the part of
  * the row. */
@@ -260,6 +332,10 @@ void tli_rows_open(tli_rows_kernel *rk)
         rk->tile = rk->C > 1 ? tl_div(k, rk->bx, C) : rk->bx;
         rk->part = rk->C > 1 ? tl_mod(k, rk->bx, C) : tl_int(k, 0);
         rk->row0 = tl_mul(k, rk->tile, R);
+        return;
+    }
+    if (rk->producer) {
+        open_producer(rk);
         return;
     }
     /* the last launch argument: how many blocks the GPU runs at once; each
@@ -348,9 +424,9 @@ tl_status tli_rows_program(tl_ctx *ctx, const char *op, const tli_rows_desc *d,
      * the sizes (the one-pass program of a width serves every cols up to it) */
     tl_softmax_schedule s = tli_rows_schedule(ctx, d);
     char key[128];
-    tli_fmt(key, sizeof key, "%s:%s:%s:%d:%d:%d:%d:%d:%d", op, tl_dtype_name(d->in_dtype),
+    tli_fmt(key, sizeof key, "%s:%s:%s:%d:%d:%d:%d:%d:%d:%d", op, tl_dtype_name(d->in_dtype),
             tl_dtype_name(d->out_dtype), s.width, s.rows, s.threads, d->cols > (int64_t)s.width * s.cluster, s.stages,
-            s.cluster);
+            s.cluster, s.loader);
     return tli_op_program(ctx, key, build, user, out);
 }
 
@@ -378,7 +454,8 @@ int64_t tli_rows_wave(tl_ctx *ctx, const tl_program *p)
 
 int tli_rows_tail_args(tl_ctx *ctx, const tl_program *p, const tli_rows_desc *d, tl_arg *args)
 {
-    if (tli_rows_schedule(ctx, d).stages == 1)
+    tl_softmax_schedule s = tli_rows_schedule(ctx, d);
+    if (s.stages == 1 || s.loader == 2) /* a producer's persistent CTAs: the launch sizes their grid */
         return 0;
     args[0] = tl_arg_int(tli_rows_wave(ctx, p));
     return 1;

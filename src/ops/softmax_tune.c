@@ -20,14 +20,14 @@
 #define MAX_ONE_PASS 32768   /* widest one-pass row of the default table  */
 #define MAX_TILE (1 << 24)   /* rows x width of a block (rows.c)          */
 
-static const char *const param_names[] = {"width", "rows", "threads", "stages", "cluster", NULL};
+static const char *const param_names[] = {"width", "rows", "threads", "stages", "cluster", "loader", NULL};
 
-/* (a record written before stages or cluster existed reads 0 there: the
- * default's stages, no cluster) */
+/* (a record written before stages, cluster or loader existed reads 0
+ * there: the default's stages, no cluster, the default's loader) */
 static tl_softmax_schedule schedule_of(const tl_tune_config *c)
 {
     return (tl_softmax_schedule){.width = c->v[0], .rows = c->v[1], .threads = c->v[2], .stages = c->v[3],
-                                 .cluster = c->v[4] > 1 ? c->v[4] : 1};
+                                 .cluster = c->v[4] > 1 ? c->v[4] : 1, .loader = c->v[5]};
 }
 
 static int pow2_at_least(int64_t x)
@@ -45,8 +45,10 @@ static int pow2_at_least(int64_t x)
 /* One-pass schedules hold the row in registers: E = width x rows /
  * threads elements per thread, of which 8 to 32 fit (the default table
  * uses 32), each without a pipeline and with a ring of 3 shared tiles
- * where the target's shared memory holds one (rows.c). The online path
- * takes chunks narrower than the row. */
+ * where the target's shared memory holds one (rows.c), the ring filled by
+ * the block's threads and, where the block has room for it, by a
+ * producer warpgroup (loader 2). The online path takes chunks narrower
+ * than the row. */
 static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
 {
     const tl_softmax_desc *d = desc;
@@ -63,7 +65,10 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
                     bool fits = s == 1 || s * rows * w * (int64_t)tl_dtype_size(d->in_dtype) + 1024 <= smem;
                     if (rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w && fits &&
                         n < max)
-                        out[n++] = (tl_tune_config){{w, (int)rows, t, s, 1}};
+                        out[n++] = (tl_tune_config){{w, (int)rows, t, s, 1, 1}};
+                    if (s > 1 && rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w &&
+                        fits && t <= 512 && tg.mbarrier && n < max)
+                        out[n++] = (tl_tune_config){{w, (int)rows, t, s, 1, 2}};
                 }
     }
     /* rows split over a cluster of 2 or 4 blocks (one row each, 32
@@ -73,13 +78,13 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
         int w = pow2_at_least((d->cols + c - 1) / c);
         for (int s = 1; s <= 3 && w >= 4096; s += 2)
             if ((s == 1 || s * w * (int64_t)tl_dtype_size(d->in_dtype) + 1024 <= smem) && w / 32 <= 1024 && n < max)
-                out[n++] = (tl_tune_config){{w, 1, w / 32, s, c}};
+                out[n++] = (tl_tune_config){{w, 1, w / 32, s, c, 1}};
     }
     for (int w = 2048; w <= 8192 && w < d->cols; w *= 2)
         for (int e = 0; e < 3; e++) {
             int t = w / per_thread[e];
             if (t >= 32 && t <= 1024 && n < max)
-                out[n++] = (tl_tune_config){{w, 1, t, 1, 1}};
+                out[n++] = (tl_tune_config){{w, 1, t, 1, 1, 1}};
         }
     return n;
 }
@@ -104,9 +109,10 @@ static void key(const void *desc, tli_tune_key *out)
 static bool valid(const tl_softmax_schedule *s)
 {
     bool pow2 = s->width >= 1 && s->width <= (1 << 20) && (s->width & (s->width - 1)) == 0;
+    bool producer = s->loader != 2 || (s->stages >= 2 && s->cluster <= 1 && s->threads % 128 == 0 && s->threads <= 896);
     return pow2 && s->rows >= 1 && (int64_t)s->rows * s->width <= MAX_TILE && s->threads >= 32 &&
            s->threads <= 1024 && s->threads % 32 == 0 && s->stages >= 0 && s->stages <= 8 && s->cluster >= 0 &&
-           s->cluster <= 8;
+           s->cluster <= 8 && s->loader >= 0 && s->loader <= 2 && producer;
 }
 
 bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out)
@@ -119,7 +125,7 @@ bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule
         return false;
     if (tli_tune_config_parse(param_names, rec.config, &c) &&
         valid(&(tl_softmax_schedule){.width = c.v[0], .rows = c.v[1], .threads = c.v[2], .stages = c.v[3],
-                                     .cluster = c.v[4]}) &&
+                                     .cluster = c.v[4], .loader = c.v[5]}) &&
         (c.v[4] <= 1 || d->cols <= (int64_t)c.v[4] * c.v[0])) {
         *out = schedule_of(&c);
         return true;
@@ -301,7 +307,7 @@ static tl_status check_desc(tl_ctx *ctx, const void *desc, const char *api)
 static tl_tune_config fallback(tl_ctx *ctx, const void *desc)
 {
     tl_softmax_schedule s = tli_softmax_untuned(ctx, desc);
-    return (tl_tune_config){{s.width, s.rows, s.threads, s.stages, s.cluster}};
+    return (tl_tune_config){{s.width, s.rows, s.threads, s.stages, s.cluster, s.loader}};
 }
 
 static tl_status build(tl_ctx *ctx, const void *desc, const tl_tune_config *cfg, tl_kernel **out)

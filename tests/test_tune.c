@@ -816,9 +816,9 @@ static void test_softmax_space_and_record(void **state)
     tl_tune_config cfg[64];
     int n = op->space(ctx, &d, cfg, 64);
     /* one pass: 8, 16, 32 elements per thread x 4 thread counts, without a
-     * pipeline and with a ring of 3 stages filled by the block (loader 1),
-     * and, on up to 512 threads, by a producer warpgroup (loader 2) */
-    assert_int_equal(n, 33);
+     * pipeline and with a ring of 3 stages filled by the block (loader 1;
+     * a producer warpgroup only from 8192 columns) */
+    assert_int_equal(n, 24);
     int producers = 0;
     for (int i = 0; i < n; i++) {
         tl_softmax_desc one = d;
@@ -826,13 +826,27 @@ static void test_softmax_space_and_record(void **state)
                                              .stages = cfg[i].v[3], .loader = cfg[i].v[5]};
         assert_int_equal(one.schedule.width, 1024);
         assert_int_equal(one.schedule.stages, i < 12 ? 1 : 3);
-        assert_true(one.schedule.loader == 1 || (one.schedule.loader == 2 && i >= 12 && one.schedule.threads <= 512));
-        producers += one.schedule.loader == 2;
+        assert_int_equal(one.schedule.loader, 1);
         tl_kernel *k;
         assert_status(op->build(ctx, &d, &cfg[i], &k), TL_OK); /* every candidate builds */
         tl_kernel_destroy(k);
     }
-    assert_int_equal(producers, 9);
+    /* 16384 columns: rings of 3 by the block's threads and, on up to 512
+     * threads (one row of 32 elements a thread), by a producer warpgroup */
+    tl_softmax_desc wide = {.rows = 4000, .cols = 16384, .in_dtype = TL_F16, .out_dtype = TL_F16};
+    n = op->space(ctx, &wide, cfg, 64);
+    for (int i = 0; i < n; i++) {
+        tl_softmax_schedule s = {.width = cfg[i].v[0], .rows = cfg[i].v[1], .threads = cfg[i].v[2],
+                                 .stages = cfg[i].v[3], .cluster = cfg[i].v[4], .loader = cfg[i].v[5]};
+        if (s.loader != 2)
+            continue;
+        assert_true(s.stages == 3 && s.threads <= 512 && s.threads % 128 == 0 && s.cluster == 1);
+        producers++;
+        tl_kernel *k;
+        assert_status(op->build(ctx, &wide, &cfg[i], &k), TL_OK);
+        tl_kernel_destroy(k);
+    }
+    assert_int_equal(producers, 1);
     d.cols = 100000; /* too long for one pass: chunks only */
     n = op->space(ctx, &d, cfg, 64);
     assert_true(n >= 6);

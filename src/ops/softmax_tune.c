@@ -46,11 +46,12 @@ static int pow2_at_least(int64_t x)
  * threads elements per thread, of which 8 to 32 fit (the default table
  * uses 32), each without a pipeline and with a ring of 3 shared tiles
  * where the target's shared memory holds one (rows.c), the ring filled by
- * the block's threads and, for rows of 8192 columns and more where the
- * block has room for it, by a producer warpgroup (loader 2: its CTAs run
- * one an SM, which narrow rows need several of; at 32768x2048 on the
- * H200 it ran at 0.32-0.76 of the copy against 0.97, bench/NOTES.md
- * session 32). The online path takes chunks narrower than the row. */
+ * the block's threads. A ring filled by a producer warpgroup (loader 2)
+ * comes only with the untuned schedule that leads the space (the default
+ * past 16384 columns): its CTAs run one an SM, which narrower rows need
+ * several of (H200, bench/NOTES.md session 32: 0.32-0.76 of the copy at
+ * 32768x2048 and 0.66-0.73 at 4096x8192, against 0.97 and 0.95 for the
+ * defaults). The online path takes chunks narrower than the row. */
 static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
 {
     const tl_softmax_desc *d = desc;
@@ -68,9 +69,6 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
                     if (rows >= 1 && rows * w <= MAX_TILE && (int64_t)per_thread[e] * t == rows * w && fits &&
                         n < max)
                         out[n++] = (tl_tune_config){{w, (int)rows, t, s, 1, 1}};
-                    if (s > 1 && w >= 8192 && rows >= 1 && rows * w <= MAX_TILE &&
-                        (int64_t)per_thread[e] * t == rows * w && fits && t <= 512 && tg.mbarrier && n < max)
-                        out[n++] = (tl_tune_config){{w, (int)rows, t, s, 1, 2}};
                 }
     }
     /* rows split over a cluster of 2 or 4 blocks (one row each, 32

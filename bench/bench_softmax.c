@@ -20,7 +20,10 @@
  *
  * Prints a CSV line per measurement (ratio: to the copy; and a line whose
  * ratio is to Triton's figure) and a readable table.
- * Usage: bench_softmax [--variants] [--reps N] [ROWSxCOLS]
+ * --schedule W,R,T,S,C,L: the default mode with that tl_softmax_schedule
+ * (width, rows, threads, stages, cluster, loader; trailing fields may be
+ * left out, zeros are the default's) in place of the default.
+ * Usage: bench_softmax [--variants] [--reps N] [--schedule ...] [ROWSxCOLS]
  *        (default: the five shapes below; 50 timed runs each, 100 with
  *        --variants)
  */
@@ -202,13 +205,17 @@ static void schedule_text(tl_softmax_schedule s, bool online, char *buf, size_t 
 
 /* ------------------------------------------------------------------ default */
 
-/* The copy and one op with its default schedule, interleaved; prints
- * their lines. */
+/* --schedule: the schedule bench_op runs instead of the default (all
+ * zeros: the default). */
+static tl_softmax_schedule given_schedule;
+
+/* The copy and one op with its default schedule (or --schedule's),
+ * interleaved; prints their lines. */
 static void bench_op(data *d, const shape *s, int kind, int reps)
 {
     const char *op = kind == SOFTMAX ? "softmax" : "rmsnorm";
     float *ref = reference(d, kind);
-    work copy = make_work(d, COPY, (tl_softmax_schedule){0}), ours = make_work(d, kind, (tl_softmax_schedule){0});
+    work copy = make_work(d, COPY, (tl_softmax_schedule){0}), ours = make_work(d, kind, given_schedule);
     double rel = check(&ours, ref);
     free(ref);
     tl_work_fn fns[2] = {run_rotating, run_rotating};
@@ -433,10 +440,18 @@ int main(int argc, char **argv)
             variants = true;
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) {
+            tl_softmax_schedule *g = &given_schedule;
+            if (sscanf(argv[++i], "%d,%d,%d,%d,%d,%d", &g->width, &g->rows, &g->threads, &g->stages, &g->cluster,
+                       &g->loader) < 1) {
+                fprintf(stderr, "bench_softmax: --schedule W[,R[,T[,S[,C[,L]]]]]: %s\n", argv[i]);
+                return 2;
+            }
+        }
         else if (sscanf(argv[i], "%lldx%lld", &r, &c) == 2 && r >= 1 && c >= 1)
             given = 1;
         else {
-            fprintf(stderr, "usage: bench_softmax [--variants] [--reps N] [ROWSxCOLS]\n");
+            fprintf(stderr, "usage: bench_softmax [--variants] [--reps N] [--schedule W,R,T,S,C,L] [ROWSxCOLS]\n");
             return 2;
         }
     }

@@ -61,8 +61,9 @@
  * registers of the row fragment: 16 up to 512 columns (a row inside one
  * warp, W / 16 threads), 32 from 1024 (one warp per row at 1024; from 2048
  * a row spans W / 1024 warps and each reduction takes one step through
- * shared memory). 256 threads, up to 1024 for the longest rows, so that
- * E stays 32: at E = 64 the fragment and its temporaries no longer fit
+ * shared memory), but 16 at 2048 (measured below) and 64 at 32768 beside
+ * a producer warpgroup. 256 threads, up to 1024 for the longest rows, so
+ * that E stays 32: at E = 64 the fragment and its temporaries no longer fit
  * the 64 registers a thread has at full occupancy. stages: see above; a
  * default ring that does not fit the target's shared memory (f32 rows)
  * shrinks, down to no pipeline. Meant to be tuned: the autotuner measures
@@ -93,12 +94,15 @@ static const tl_softmax_schedule one_pass[] = {
     {.width = 128, .rows = 32, .threads = 256, .stages = 1},
     {.width = 256, .rows = 16, .threads = 256, .stages = 1},
     {.width = 512, .rows = 8, .threads = 256, .stages = 1},
-    /* 128 threads from 1024 to 4096 columns (E = 32 still): twice the blocks per SM, each with half the
+    /* 128 threads from 1024 to 4096 columns (E = 32 still; 2048 below): twice the blocks per SM, each with half the
      * rows in its reductions; bench_softmax --variants on the H200, f16, softmax / RMSNorm x copy:
      * 0.857 -> 0.900 / 0.880 -> 0.982 (16384x1024), 0.904 -> 0.950 / 0.959 -> 0.983 (32768x2048),
      * 0.880 -> 0.919 / 0.886 -> 0.968 (8192x4096) */
     {.width = 1024, .rows = 4, .threads = 128, .stages = ONE_PASS_STAGES},
-    {.width = 2048, .rows = 2, .threads = 128, .stages = ONE_PASS_STAGES},
+    /* one row a block at 2048 (E = 16): smaller blocks, more of them an SM; 32768x2048 f16, x copy
+     * (session 32, bench_softmax --schedule, two rounds): softmax 0.994-0.995 against 0.974-0.976
+     * for 2 rows (1.014-1.015 x Triton against 0.994), RMSNorm 0.990-0.994 against 0.972-0.978 */
+    {.width = 2048, .rows = 1, .threads = 128, .stages = ONE_PASS_STAGES},
     {.width = 4096, .rows = 1, .threads = 128, .stages = ONE_PASS_STAGES},
     {.width = 8192, .rows = 1, .threads = 256, .stages = ONE_PASS_STAGES},
     {.width = 16384, .rows = 1, .threads = 512, .stages = ONE_PASS_STAGES},

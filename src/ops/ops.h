@@ -49,6 +49,13 @@ tl_status tli_rows_check(tl_ctx *ctx, const tli_rows_desc *d, const char *api);
  * online path. */
 tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d);
 
+/* Whether a producer warpgroup (schedule.loader 2) can fill the ring of
+ * schedule s: stages >= 2, a block of whole warpgroups with room for one
+ * more (threads a multiple of 128 up to 896), one block a row (no
+ * cluster: tl_use_persistent excludes it). The target's mbarriers are
+ * checked apart (rows.c). */
+bool tli_rows_producer_fits(const tl_softmax_schedule *s);
+
 /* A device pointer argument of a row-wise op, for tli_rows_check_pointers. */
 typedef struct tli_rows_ptr {
     const char *name;

@@ -131,7 +131,6 @@ static const tl_softmax_schedule *default_for(int64_t cols)
 }
 
 static bool producer_target(tl_ctx *ctx);
-static bool producer_fits(const tl_softmax_schedule *s);
 
 /* Shared memory a block may use on the context's target. */
 static int64_t smem_budget(tl_ctx *ctx)
@@ -179,18 +178,16 @@ tl_softmax_schedule tli_rows_schedule(tl_ctx *ctx, const tli_rows_desc *d)
         (int64_t)s.rows * s.width / (s.threads / 2) <= 64)
         s.threads /= 2;
     if (!s.loader)
-        s.loader = producer && producer_fits(&s) ? 2 : 1;
+        s.loader = producer && tli_rows_producer_fits(&s) ? 2 : 1;
     return s;
 }
 
-/* Whether a producer warpgroup (loader 2) can fill the ring: its block is
- * whole warpgroups with room for one more, one row per block (no cluster:
- * tl_use_persistent excludes it), and the target has mbarriers. */
-static bool producer_fits(const tl_softmax_schedule *s)
+bool tli_rows_producer_fits(const tl_softmax_schedule *s)
 {
     return s->stages >= 2 && s->cluster <= 1 && s->threads % 128 == 0 && s->threads <= PRODUCER_MAX_THREADS;
 }
 
+/* The other half of loader 2's needs: the target has mbarriers. */
 static bool producer_target(tl_ctx *ctx)
 {
     tli_target t;
@@ -218,7 +215,7 @@ static tl_status check_schedule(tl_ctx *ctx, const tli_rows_desc *d, const char 
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.loader = %d is not in 0..2", api, z->loader);
     tl_softmax_schedule s = tli_rows_schedule(ctx, d);
     bool online = d->cols > (int64_t)s.cluster * s.width;
-    if (z->loader == 2 && !online && !(producer_fits(&s) && producer_target(ctx)))
+    if (z->loader == 2 && !online && !(tli_rows_producer_fits(&s) && producer_target(ctx)))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.loader = 2 needs stages >= 2 (%d), no cluster (%d), "
                         "threads a multiple of 128 up to %d (%d) and mbarriers (sm_80 or later: %s)", api, s.stages,
                         s.cluster, PRODUCER_MAX_THREADS, s.threads, ctx->target);

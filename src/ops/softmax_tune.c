@@ -109,7 +109,7 @@ static void key(const void *desc, tli_tune_key *out)
 static bool valid(const tl_softmax_schedule *s)
 {
     bool pow2 = s->width >= 1 && s->width <= (1 << 20) && (s->width & (s->width - 1)) == 0;
-    bool producer = s->loader != 2 || (s->stages >= 2 && s->cluster <= 1 && s->threads % 128 == 0 && s->threads <= 896);
+    bool producer = s->loader != 2 || tli_rows_producer_fits(s);
     return pow2 && s->rows >= 1 && (int64_t)s->rows * s->width <= MAX_TILE && s->threads >= 32 &&
            s->threads <= 1024 && s->threads % 32 == 0 && s->stages >= 0 && s->stages <= 8 && s->cluster >= 0 &&
            s->cluster <= 8 && s->loader >= 0 && s->loader <= 2 && producer;

@@ -1374,8 +1374,9 @@ static int32_t pre_release_point(piper *P, const pipe_info *pi, const ws_plan *w
 /* Where the consumers may hand a slot back in its own iteration: after
  * the last statement at the body's top level that reads a ring's tile,
  * when every reader is a plain load into registers (no gemm reads the
- * ring: a wgmma reads shared memory after its statement; mma.sync loops
- * keep their release, unmeasured) and nothing writes the ring. The warps
+ * ring at the top level, and the kernel has no wgmma, which reads shared
+ * memory after its statement, nested in a tl_if or a loop too; mma.sync
+ * loops keep their release, unmeasured) and nothing writes the ring. The warps
  * read the slot, meet (__syncwarp, so that lane 0's arrival comes after
  * every lane's reads) and give it back before they work on what they
  * read, so the producer refills it meanwhile: S slots keep S tiles on
@@ -1384,7 +1385,7 @@ static int32_t pre_release_point(piper *P, const pipe_info *pi, const ws_plan *w
  * slot is released at the next iteration's end, as before). */
 static int32_t early_release_point(piper *P, const pipe_info *pi, const ws_plan *w)
 {
-    if (w->sp.G != 1 || w->turns || w->persistent == 2 || w->stream_k || pi->cluster_ring)
+    if (P->L->wgmma || w->sp.G != 1 || w->turns || w->persistent == 2 || w->stream_k || pi->cluster_ring)
         return 0;
     probe q;
     if (!probe_init(P, &q))

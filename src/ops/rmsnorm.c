@@ -36,21 +36,21 @@ typedef struct rms_kernel {
  * registers and 44 bytes of spill at 512 threads and 32768 columns, and
  * on the H200 at 2048x32768 f16 0.915-0.918 of the copy against
  * 0.881-0.882 reading the slot twice, bench/NOTES.md session 32). */
-static bool ring_once(const rms_kernel *r) { return r->rk.producer; }
+static bool holds_rows(const rms_kernel *r) { return r->rk.stages == 1 || r->rk.producer; }
 
 static void load_chunk(const rms_kernel *r, tl_expr c)
 {
     tl_kernel *k = r->rk.k;
     if (r->rk.stages == 1)
         tl_copy(k, tl_tile(k, r->rk.X, r->rk.tile, tli_rows_chunk(&r->rk, c)), tl_all(r->x));
-    else if (ring_once(r))
+    else if (holds_rows(r))
         tli_rows_load(&r->rk, r->x, 0.0f);
 }
 
 /* x[i, j] inside a tl_parallel over [R, W] */
 static tl_expr x_at(const rms_kernel *r, const tl_expr *v)
 {
-    return r->rk.stages == 1 || ring_once(r) ? tl_load(r->rk.k, r->x, v) : tli_rows_ring_at(&r->rk, v, 0.0f);
+    return holds_rows(r) ? tl_load(r->rk.k, r->x, v) : tli_rows_ring_at(&r->rk, v, 0.0f);
 }
 
 /* ss[i] (+)= sum_j x[i, j]^2 */
@@ -78,7 +78,7 @@ static void store_normalised(const rms_kernel *r, tl_expr c)
     tl_expr mean = tl_div(k, tl_load(k, r->ss, &v[0]), tl_cast(k, r->rk.N, TL_F32));
     tl_expr scale = tl_rsqrt(k, tl_add(k, mean, r->eps));
     tl_expr n = tl_mul(k, x_at(r, v), scale);
-    if (r->rk.stages != 1 && !ring_once(r)) {
+    if (!holds_rows(r)) {
         tl_store(k, r->x, v, n);
         n = tl_load(k, r->x, v);
     }

@@ -268,7 +268,7 @@ tl_status tli_rows_begin(tl_ctx *ctx, const char *op, const tli_rows_desc *d, tl
     rk->in = d->in_dtype;
     rk->C = s.cluster;
     rk->online = d->cols > (int64_t)s.width * s.cluster;
-    rk->producer = !rk->online && s.loader == 2;
+    rk->producer = s.loader == 2; /* (the online path's effective loader is 1) */
     char name[64], pipe[16] = "", split[16] = "";
     if (s.stages > 1)
         tli_fmt(pipe, sizeof pipe, "_ring%d%s", s.stages, rk->producer ? "p" : "");

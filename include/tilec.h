@@ -622,6 +622,36 @@ TL_API void tl_reduce_sum(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int cle
 TL_API void tl_reduce_min(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
 TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int clear);
 
+/* Deferred sums, after TileLang's T.alloc_reducer / T.finalize_reducer. A
+ * row sum reduced from a fragment ends with an exchange among the threads
+ * that hold the row (shuffles, and shared memory when warps share it). A
+ * sum that is only carried along (FlashAttention's running denominator
+ * l = l alpha + rowsum P, tile after tile) needs that exchange once, at
+ * the end: a reducer is a fragment whose holders each keep a part of each
+ * element, and tl_finalize_reducer adds the parts up.
+ *   tl_alloc_reducer: an f32 fragment like tl_alloc_fragment's, marked
+ *     as a reducer. Returns the buffer, or TL_NONE_BUF (errors as
+ *     tl_alloc_fragment's; TL_ERR_DTYPE for a dtype other than f32).
+ *   tl_reduce_sum into a reducer leaves each holder its own part.
+ *   tl_finalize_reducer(k, r): from here on every holder of an element of
+ *     r has the whole sum; r is an ordinary fragment for the rest of the
+ *     kernel and may not be written again. At the body's top level (not
+ *     inside a loop or tl_if), once per reducer. Errors: TL_ERR_INVALID_ARG
+ *     (r is not a reducer, or is finalized already), TL_ERR_SCOPE (inside a
+ *     scope).
+ * Until it is finalized, a reducer may be written only by tl_clear, by
+ * tl_reduce_sum (with clear or not), by tl_copy from another reducer, and
+ * by tl_store of an expression linear in reducers' loads with no other
+ * term (l * alpha + rowsum: each part scaled and added as the whole would
+ * be; alpha and every factor the same for all holders, as every ordinary
+ * fragment element is); and read only there. Anything else (a reducer in a
+ * tl_if, a gemm, a reduce source or a non-linear expression, a write after
+ * the finalize) is refused by tl_compile with TL_ERR_INVALID_ARG and a
+ * message naming the call. The interpreter keeps each element whole, so
+ * its results are those of the same kernel with plain fragments. */
+TL_API tl_buf tl_alloc_reducer(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape);
+TL_API void tl_finalize_reducer(tl_kernel *k, tl_buf r);
+
 /* Thread-block clusters (sm_90 and later): the grid's blocks in groups of
  * cx x cy x cz that the GPU runs at the same time, on nearby SMs, and that
  * can read each other's shared memory. A cluster is the blocks whose

@@ -114,6 +114,33 @@ TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int 
     reduce(k, src, dst, dim, clear, R_ABSMAX, "tl_reduce_absmax");
 }
 
+TL_API void tl_finalize_reducer(tl_kernel *k, tl_buf r)
+{
+    static const char api[] = "tl_finalize_reducer";
+    if (!tli_klive(k))
+        return;
+    if (k->depth > 0) {
+        tli_kfail(k, TL_ERR_SCOPE, api, "a reducer is finalized at the kernel body's top level, not inside a scope");
+        return;
+    }
+    int32_t ib = tli_kbuf(k, r, api);
+    if (!ib)
+        return;
+    const tli_bnode *b = tli_B(&k->ir, ib);
+    if (!b->reducer) {
+        tli_kfail(k, TL_ERR_INVALID_ARG, api, "'%s' is not a reducer (tl_alloc_reducer)", b->name);
+        return;
+    }
+    for (int32_t s = k->ir.body; s; s = tli_S(&k->ir, s)->next)
+        if (tli_S(&k->ir, s)->op == S_FINALIZE && tli_S(&k->ir, s)->buf == ib) {
+            tli_kfail(k, TL_ERR_INVALID_ARG, api, "reducer '%s' is finalized already", b->name);
+            return;
+        }
+    tli_snode n = {.op = S_FINALIZE, .buf = ib};
+    if (tli_kappend(k, &n, api))
+        k->ir.b.v[ib].written = true, k->ir.b.v[ib].read = true;
+}
+
 /* buf[i] = op over the cluster's blocks of their buf[i], in every block
  * (root < 0) or in block `root` only. */
 static void cluster_reduce(tl_kernel *k, tl_buf buf, tli_redop op, int root, const char *api)

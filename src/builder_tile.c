@@ -63,6 +63,20 @@ TL_API tl_buf tl_alloc_fragment(tl_kernel *k, tl_dtype dtype, int rank, const in
     return alloc_tile(k, B_FRAGMENT, dtype, rank, shape, "tl_alloc_fragment");
 }
 
+/* A fragment whose holders keep parts of each element (tilec.h: deferred
+ * sums); the parts are f32, as a reduction's partials are. */
+TL_API tl_buf tl_alloc_reducer(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape)
+{
+    if (tli_klive(k) && dtype != TL_F32) {
+        tli_kfail(k, TL_ERR_DTYPE, "tl_alloc_reducer", "a reducer holds f32 parts, not %s", tl_dtype_name(dtype));
+        return TL_NONE_BUF;
+    }
+    tl_buf b = alloc_tile(k, B_FRAGMENT, dtype, rank, shape, "tl_alloc_reducer");
+    if (b.id)
+        k->ir.b.v[b.id].reducer = true;
+    return b;
+}
+
 TL_API tl_buf tl_alloc_local(tl_kernel *k, tl_dtype dtype, int rank, const int64_t *shape)
 {
     return alloc_tile(k, B_LOCAL, dtype, rank, shape, "tl_alloc_local");

@@ -215,13 +215,18 @@ static void stmt(dumper *D, int32_t s, int depth)
         break;
     case S_REDUCE: {
         int op = n->a1 & TLI_REDUCE_OP_MASK;
-        tli_str_appendf(o, "reduce_%s %s -> %s dim %d%s", red_op(op), tli_B(D->ir, n->gemm[0])->name,
-                        tli_B(D->ir, n->gemm[1])->name, n->rank, n->a1 & TLI_REDUCE_ACCUM ? " accumulate" : "");
+        if (n->a1 & TLI_REDUCE_FINAL)
+            tli_str_appendf(o, "finalize %s (holders' parts summed)", tli_B(D->ir, n->gemm[1])->name);
+        else
+            tli_str_appendf(o, "reduce_%s %s -> %s%s dim %d%s", red_op(op), tli_B(D->ir, n->gemm[0])->name,
+                            tli_B(D->ir, n->gemm[1])->reducer ? "reducer " : "", tli_B(D->ir, n->gemm[1])->name,
+                            n->rank, n->a1 & TLI_REDUCE_ACCUM ? " accumulate" : "");
         if (D->L && (n->x[TLI_X_RED_LANES] || n->x[TLI_X_RED_WARPS]))
             tli_str_appendf(o, " [lanes 0x%x, warps 0x%x%s]", n->x[TLI_X_RED_LANES], n->x[TLI_X_RED_WARPS],
                             n->x[TLI_X_RED_PHASE] ? (n->x[TLI_X_RED_PHASE] == 1 ? ", phase 1" : ", phase 2") : "");
         break;
     }
+    case S_FINALIZE: tli_str_appendf(o, "finalize %s", tli_B(D->ir, n->buf)->name); break;
     case S_CLUSTER_REDUCE: {
         int op = n->a1 & TLI_REDUCE_OP_MASK;
         tli_str_appendf(o, "cluster_reduce_%s %s", red_op(op), tli_B(D->ir, n->buf)->name);
@@ -416,7 +421,7 @@ void tli_dump_ir(const tli_ir *ir, const tli_lowered *L, tli_str *out)
         const tli_bnode *b = tli_B(ir, i);
         if (b->scope == B_GLOBAL)
             continue;
-        tli_str_appendf(out, "  %s %s: %s [", scope_name(b->scope), b->name, tl_dtype_name((tl_dtype)b->dtype));
+        tli_str_appendf(out, "  %s %s: %s [", b->reducer ? "reducer" : scope_name(b->scope), b->name, tl_dtype_name((tl_dtype)b->dtype));
         for (int d = 0; d < b->rank; d++)
             tli_str_appendf(out, "%s%lld", d ? ", " : "", (long long)b->cshape[d]);
         tli_str_append(out, "]");

@@ -1334,54 +1334,38 @@ static const char *warp_rank(emitter *E, unsigned mask)
     return r;
 }
 
-/* A reduction of a fragment: each thread's partials over its registers,
- * a butterfly of shuffles over the lanes that share a result, and (phase
- * 1 / 2, split by the reduce pass) one exchange through shared memory
- * among the warps that share one. */
-static void emit_reduce_frag(emitter *E, const tli_snode *s)
+/* tl_finalize_reducer (TLI_REDUCE_FINAL): each thread's part of an element
+ * is its partial, into tl_red[]; the exchange that follows adds the holders'
+ * parts up. */
+static void finalize_partials(emitter *E, const tli_snode *s, int64_t nj)
+{
+    const tli_bnode *db = buf_of(E, s->gemm[1]);
+    unsigned lanes = (unsigned)s->x[TLI_X_RED_LANES], warps = (unsigned)s->x[TLI_X_RED_WARPS];
+    tli_e_line(E, "{ // tl_finalize_reducer %s: the parts of its holders summed, shuffles over lanes xor 0x%x%s",
+               db->name, lanes, warps ? ", then a partial per warp into shared memory" : "");
+    E->indent++;
+    tli_e_line(E, "float tl_red[%lld];", (long long)nj);
+    tli_e_line(E, "#pragma unroll");
+    tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) tl_red[tl_j] = tl_f32(%s[tl_j]);", (long long)nj,
+               db->name);
+}
+
+/* Each thread's partials of its registers, into tl_red[] (opens the
+ * statement's block). */
+static void thread_partials(emitter *E, const tli_snode *s, int64_t nj, int64_t np)
 {
     int32_t src = s->gemm[0], dst = s->gemm[1];
     const tli_bnode *sb = buf_of(E, src), *db = buf_of(E, dst);
-    int op = s->a1 & TLI_REDUCE_OP_MASK, phase = s->x[TLI_X_RED_PHASE];
+    int op = s->a1 & TLI_REDUCE_OP_MASK;
     unsigned lanes = (unsigned)s->x[TLI_X_RED_LANES], warps = (unsigned)s->x[TLI_X_RED_WARPS];
-    int64_t nj = lay(E, dst)->per_thread, np = lay(E, src)->per_thread;
-    int32_t scratch = s->x[TLI_X_RED_SCRATCH];
-    int group = s->x[TLI_X_RED_GROUP];
     const tli_frag_layout *sl = lay(E, dst);
-    if (phase == 2) {
-        /* When every lane of a warp holds the same elements (all 32 share
-         * each one), lane l reads partial l % group and a butterfly over the
-         * low lane bits combines them: 1 load and log2(group) shuffles where
-         * each thread reading every partial takes `group` loads (a row of
-         * 32768 over 32 warps: 11 instructions instead of 64). */
-        bool by_lane = lanes == 31u && group <= 32;
-        tli_e_line(E, "{ // tl_reduce_%s %s -> %s, phase 2: the partials of the %d warps that share each element%s",
-                   red_name(op), sb->name, db->name, group, by_lane ? ", one per lane, then shuffles" : "");
-        E->indent++;
-        tli_e_line(E, "#pragma unroll");
-        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
-        E->indent++;
-        const char *guard;
-        const char *el = slice_elem(E, dst, "tl_j", &guard);
-        const char *row = tli_e_fmt(E, "%s[(%s) * %d + ", buf_of(E, scratch)->name,
-                                    guard ? tli_e_fmt(E, "(%s) ? %s : 0", guard, el) : el, group);
-        if (by_lane) {
-            tli_e_line(E, "float tl_v = %s(tl_lane & %d)];", row, group - 1);
-            for (int b = 1; b < group; b *= 2)
-                tli_e_line(E, "tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_shfl_xor(tl_v, %d)", b), false));
-        } else {
-            tli_e_line(E, "float tl_v = %s;", red_identity(op));
-            tli_e_line(E, "#pragma unroll");
-            tli_e_line(E, "for (int tl_w = 0; tl_w < %d; ++tl_w)", group);
-            tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "%stl_w]", row), false));
-        }
-        red_store(E, s, "tl_j", "tl_v");
-        close_block(E);
-        close_block(E);
-        return;
-    }
-    tli_e_line(E, "{ // tl_reduce_%s %s -> %s along dimension %d: partials in registers, shuffles over lanes xor 0x%x%s",
-               red_name(op), sb->name, db->name, s->rank, lanes, warps ? ", then a partial per warp into shared memory" : "");
+    if (db->reducer) /* lanes and warps are 0: tl_finalize_reducer exchanges */
+        tli_e_line(E, "{ // tl_reduce_%s %s -> reducer %s along dimension %d: each thread keeps its part", red_name(op),
+                   sb->name, db->name, s->rank);
+    else
+        tli_e_line(E, "{ // tl_reduce_%s %s -> %s along dimension %d: partials in registers, shuffles over lanes xor 0x%x%s",
+                   red_name(op), sb->name, db->name, s->rank, lanes,
+                   warps ? ", then a partial per warp into shared memory" : "");
     E->indent++;
     /* Long runs per result go into CHAINS independent partials (the
      * registers split into CHAINS contiguous quarters), combined by a small
@@ -1424,6 +1408,59 @@ static void emit_reduce_frag(emitter *E, const tli_snode *s)
                                tli_e_fmt(E, "(%s)", red_combine(E, op, "tl_ch[tl_j][2]", "tl_ch[tl_j][3]", false)),
                                false));
     }
+}
+
+/* A reduction of a fragment: each thread's partials over its registers,
+ * a butterfly of shuffles over the lanes that share a result, and (phase
+ * 1 / 2, split by the reduce pass) one exchange through shared memory
+ * among the warps that share one. */
+static void emit_reduce_frag(emitter *E, const tli_snode *s)
+{
+    int32_t src = s->gemm[0], dst = s->gemm[1];
+    const tli_bnode *sb = buf_of(E, src), *db = buf_of(E, dst);
+    int op = s->a1 & TLI_REDUCE_OP_MASK, phase = s->x[TLI_X_RED_PHASE];
+    unsigned lanes = (unsigned)s->x[TLI_X_RED_LANES], warps = (unsigned)s->x[TLI_X_RED_WARPS];
+    int64_t nj = lay(E, dst)->per_thread, np = lay(E, src)->per_thread;
+    int32_t scratch = s->x[TLI_X_RED_SCRATCH];
+    int group = s->x[TLI_X_RED_GROUP];
+    if (phase == 2) {
+        /* When every lane of a warp holds the same elements (all 32 share
+         * each one), lane l reads partial l % group and a butterfly over the
+         * low lane bits combines them: 1 load and log2(group) shuffles where
+         * each thread reading every partial takes `group` loads (a row of
+         * 32768 over 32 warps: 11 instructions instead of 64). */
+        bool by_lane = lanes == 31u && group <= 32;
+        const char *what = s->a1 & TLI_REDUCE_FINAL ? tli_e_fmt(E, "tl_finalize_reducer %s", db->name)
+                                                    : tli_e_fmt(E, "tl_reduce_%s %s -> %s", red_name(op), sb->name, db->name);
+        tli_e_line(E, "{ // %s, phase 2: the partials of the %d warps that share each element%s", what, group,
+                   by_lane ? ", one per lane, then shuffles" : "");
+        E->indent++;
+        tli_e_line(E, "#pragma unroll");
+        tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
+        E->indent++;
+        const char *guard;
+        const char *el = slice_elem(E, dst, "tl_j", &guard);
+        const char *row = tli_e_fmt(E, "%s[(%s) * %d + ", buf_of(E, scratch)->name,
+                                    guard ? tli_e_fmt(E, "(%s) ? %s : 0", guard, el) : el, group);
+        if (by_lane) {
+            tli_e_line(E, "float tl_v = %s(tl_lane & %d)];", row, group - 1);
+            for (int b = 1; b < group; b *= 2)
+                tli_e_line(E, "tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "tl_shfl_xor(tl_v, %d)", b), false));
+        } else {
+            tli_e_line(E, "float tl_v = %s;", red_identity(op));
+            tli_e_line(E, "#pragma unroll");
+            tli_e_line(E, "for (int tl_w = 0; tl_w < %d; ++tl_w)", group);
+            tli_e_line(E, "    tl_v = %s;", red_combine(E, op, "tl_v", tli_e_fmt(E, "%stl_w]", row), false));
+        }
+        red_store(E, s, "tl_j", "tl_v");
+        close_block(E);
+        close_block(E);
+        return;
+    }
+    if (s->a1 & TLI_REDUCE_FINAL)
+        finalize_partials(E, s, nj);
+    else
+        thread_partials(E, s, nj, np);
     tli_e_line(E, "#pragma unroll");
     tli_e_line(E, "for (int tl_j = 0; tl_j < %lld; ++tl_j) {", (long long)nj);
     E->indent++;

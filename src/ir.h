@@ -94,6 +94,10 @@ typedef enum tli_sop {
     S_CLUSTER_REDUCE, /* buf = a fragment all-reduced across the cluster's
                     blocks; a1 = tli_redop; a0 = 0, or 1 + the rank of the
                     only block that gets the result (tl_cluster_reduce_sum_to) */
+    S_FINALIZE,  /* buf = a reducer (tl_alloc_reducer): the parts its holders
+                    keep of each element summed, so that each holds the whole
+                    (tl_finalize_reducer); the reduce pass makes it an S_REDUCE
+                    of buf into itself with TLI_REDUCE_FINAL */
     /* --- lowered statements: made by the passes (see lowered.h) --- */
     S_LET,        /* const <dtype of a0> <name> = a0; E_LET reads it */
     S_STAGE,      /* body runs with shared buffers vars[0..rank) at stage a0 */
@@ -129,6 +133,9 @@ typedef enum tli_sop {
 typedef enum tli_redop { R_MAX = 0, R_SUM, R_MIN, R_ABSMAX } tli_redop;
 #define TLI_REDUCE_OP_MASK 0xff
 #define TLI_REDUCE_ACCUM 0x100
+/* lowered from S_FINALIZE: no per-thread part; each thread's partial is its
+ * own value of dst (gemm[0] == gemm[1]), combined across the holders */
+#define TLI_REDUCE_FINAL 0x200
 
 typedef struct tli_snode {
     uint8_t op;       /* tli_sop */
@@ -172,6 +179,8 @@ typedef struct tli_bnode {
     int32_t array_axis;  /* ... and the block axis whose index picks one */
     int64_t cshape[TL_MAX_RANK]; /* constant shape (B_SHARED, B_FRAGMENT, B_LOCAL) */
     bool written, read;
+    bool reducer;    /* B_FRAGMENT of tl_alloc_reducer: each holder of an element
+                        keeps a part of it until tl_finalize_reducer sums them */
     uint8_t cache;   /* B_GLOBAL: tl_cache_policy (tl_use_cache_policy) */
     int32_t at;      /* expressions the kernel had when the buffer was made:
                         where a replay of the builder calls makes it (repro.c) */

@@ -30,6 +30,7 @@ bool tli_pass_known(const char *name);
 /* The passes, in the order tli_lower runs them. Each reads the lowered
  * kernel as the previous one left it and records its decisions in it. */
 void tli_pass_verify(tli_lowered *L);   /* whole-kernel checks of the builder graph */
+void tli_verify_reducers(tli_lowered *L); /* its rules of reducers (verify_reducers.c) */
 void tli_pass_layout(tli_lowered *L);   /* fragment layouts, MMA atoms and warp splits */
 void tli_pass_threads(tli_lowered *L);  /* tl_parallel onto threads, vector accesses */
 void tli_pass_reduce(tli_lowered *L);   /* reductions: shuffles and the cross-warp step */

@@ -61,20 +61,13 @@ static int popcount(unsigned x)
     return n;
 }
 
-static void lower_reduce(tli_lowered *L, int32_t s)
+/* The exchange among the threads that hold each element of dst: `vary`,
+ * the bits of the thread index that differ among them. */
+static void exchange(tli_lowered *L, int32_t s, unsigned vary)
 {
     tli_ir *ir = &L->ir;
     tli_snode *n = &ir->s.v[s];
-    int32_t src = n->gemm[0], dst = n->gemm[1];
-    if (tli_B(ir, src)->scope != B_FRAGMENT)
-        return; /* shared source: per-thread walks, nothing to decide */
-    if (!tli_slice_of_alike(L, dst, src) || L->frag[dst].dim != (tli_B(ir, src)->rank == 1 ? 1 : n->rank)) {
-        tli_low_fail(L, TL_ERR_SHAPE,
-                     "tl_reduce: fragment layout conflict: '%s' is also used where it cannot be the reduction of '%s'",
-                     tli_B(ir, dst)->name, tli_B(ir, src)->name);
-        return;
-    }
-    unsigned vary = varying_bits(L, src, n->rank);
+    int32_t dst = n->gemm[1];
     unsigned lanes = vary & 31u, warps = vary >> 5;
     n->x[TLI_X_RED_LANES] = (int32_t)lanes;
     n->x[TLI_X_RED_WARPS] = (int32_t)warps;
@@ -103,6 +96,48 @@ static void lower_reduce(tli_lowered *L, int32_t s)
         return;
     ir->s.v[id].next = ir->s.v[s].next;
     ir->s.v[s].next = id;
+}
+
+static void lower_reduce(tli_lowered *L, int32_t s)
+{
+    tli_ir *ir = &L->ir;
+    tli_snode *n = &ir->s.v[s];
+    int32_t src = n->gemm[0], dst = n->gemm[1];
+    if (tli_B(ir, src)->scope != B_FRAGMENT)
+        return; /* shared source: per-thread walks, nothing to decide */
+    if (!tli_slice_of_alike(L, dst, src) || L->frag[dst].dim != (tli_B(ir, src)->rank == 1 ? 1 : n->rank)) {
+        tli_low_fail(L, TL_ERR_SHAPE,
+                     "tl_reduce: fragment layout conflict: '%s' is also used where it cannot be the reduction of '%s'",
+                     tli_B(ir, dst)->name, tli_B(ir, src)->name);
+        return;
+    }
+    /* into a reducer, each thread keeps its part: the exchange waits for
+     * tl_finalize_reducer */
+    if (!tli_B(ir, dst)->reducer)
+        exchange(L, s, varying_bits(L, src, n->rank));
+}
+
+/* tl_finalize_reducer: the exchange of a reduction into the reducer, with
+ * each thread's own value of it as its partial (TLI_REDUCE_FINAL). A
+ * reducer whose elements have one holder each is whole already: the
+ * statement stays and the emitter writes nothing for it. */
+static void lower_finalize(tli_lowered *L, int32_t s)
+{
+    tli_ir *ir = &L->ir;
+    int32_t r = ir->s.v[s].buf;
+    const tli_frag_layout *f = &L->frag[r];
+    if (f->kind != FRAG_SLICE)
+        return;
+    unsigned vary = varying_bits(L, f->parent, f->dim);
+    if (!vary)
+        return;
+    tli_snode *n = &ir->s.v[s];
+    n->op = S_REDUCE;
+    n->rank = f->dim;
+    n->a1 = R_SUM | TLI_REDUCE_FINAL;
+    n->gemm[0] = n->gemm[1] = r;
+    n->buf = 0;
+    exchange(L, s, vary);
 }
 
 /* The bits of tl_tid that vary among the threads holding one element of
@@ -165,6 +200,8 @@ static void walk(tli_lowered *L, int32_t first, int32_t *cluster_scratch, int ha
             lower_reduce(L, s);
         else if (L->ir.s.v[s].op == S_CLUSTER_REDUCE)
             lower_cluster_reduce(L, s, cluster_scratch, halves);
+        else if (L->ir.s.v[s].op == S_FINALIZE)
+            lower_finalize(L, s);
         walk(L, L->ir.s.v[s].body, cluster_scratch, halves);
         walk(L, L->ir.s.v[s].orelse, cluster_scratch, halves);
     }

@@ -283,6 +283,8 @@ void tli_pass_verify(tli_lowered *L)
     }
     check_body(&V, L->ir.body, 0, seen);
     free(seen);
+    if (L->st == TL_OK)
+        tli_verify_reducers(L);
     if (L->st == TL_OK && tli_cluster_size(&L->ir) > 1)
         check_clusters(&V);
     if (L->st == TL_OK && (L->ir.pingpong || L->ir.warp_specialize))

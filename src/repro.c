@@ -349,6 +349,7 @@ static void mark_stmt_bufs(repro *R, const tli_snode *n)
     switch ((tli_sop)n->op) {
     case S_STORE:
     case S_CLUSTER_REDUCE:
+    case S_FINALIZE:
     case S_FILL: R->used_buf[n->buf] = 1; break;
     case S_COPY: R->used_buf[tli_copy_buf(R->ir, n->a0)] = R->used_buf[tli_copy_buf(R->ir, n->a1)] = 1; break;
     case S_GEMM: R->used_buf[n->gemm[2]] = 1; /* fall through */
@@ -414,7 +415,8 @@ static void declare_tile(repro *R, int32_t b)
         return;
     }
     assign_buf(R, b);
-    tli_str_appendf(R->out, "%s(k, %s, %d, (int64_t[]){", calls[n->scope], dtype_enum(n->dtype), n->rank);
+    tli_str_appendf(R->out, "%s(k, %s, %d, (int64_t[]){", n->reducer ? "tl_alloc_reducer" : calls[n->scope],
+                    dtype_enum(n->dtype), n->rank);
     for (int d = 0; d < n->rank; d++)
         tli_str_appendf(R->out, "%s%lld", d ? ", " : "", (long long)n->cshape[d]);
     tli_str_append(R->out, "});\n");
@@ -747,6 +749,10 @@ static void write_tile_op(repro *R, const tli_snode *n, int32_t s)
             tli_str_appendf(o, ", %d", n->a0 - 1);
         break;
     }
+    case S_FINALIZE:
+        tli_str_append(o, "tl_finalize_reducer(k, ");
+        put_buf(R, n->buf);
+        break;
     default: internal(R, "statement %d has op %d, which no builder call makes", s, n->op); return;
     }
     tli_str_append(o, ");\n");
@@ -770,6 +776,7 @@ static void before_stmt(repro *R, int32_t s)
     switch ((tli_sop)n->op) {
     case S_STORE:
     case S_CLUSTER_REDUCE:
+    case S_FINALIZE:
     case S_FILL: bufs[0] = n->buf; break;
     case S_COPY: bufs[0] = tli_copy_buf(R->ir, n->a0), bufs[1] = tli_copy_buf(R->ir, n->a1); break;
     case S_GEMM:

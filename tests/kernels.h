@@ -283,4 +283,57 @@ static inline tl_kernel *zoo_fp8(tl_ctx *kctx)
     return k;
 }
 
+/* A running row sum carried tile after tile, as FlashAttention's
+ * denominator is: l[r] = l[r] Alpha[t, r] + sum_j X[t, r, j] for t = 0..T-1
+ * from l = 0, then Out[r] = l[r]. With `reducer`, rowsum and l are
+ * reducers (each thread keeps its part of a row until the finalize after
+ * the loop); without, plain fragments. R x C rows of `threads`: 4 x 256 on
+ * 128 threads has a row's holders within a warp (shuffles only), 2 x 4096
+ * on 256 spreads a row over warps (the exchange through shared memory).
+ * Launch arguments: T, X [T, R, C], Alpha [T, R], Out [R] (f32). */
+static inline tl_kernel *zoo_running_sum(tl_ctx *kctx, bool reducer, int64_t R, int64_t C, int threads)
+{
+    tl_kernel *k = tl_kernel_new(kctx, reducer ? "running_sum_reducer" : "running_sum");
+    tl_expr T = tl_dim(k, "T"), zero = tl_int(k, 0);
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 3, (tl_expr[]){T, tl_int(k, R), tl_int(k, C)}, NULL);
+    tl_buf Alpha = tl_param_tensor(k, "Alpha", TL_F32, 2, (tl_expr[]){T, tl_int(k, R)}, NULL);
+    tl_buf Out = tl_param_tensor(k, "Out", TL_F32, 1, (tl_expr[]){tl_int(k, R)}, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, threads);
+    tl_buf F = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){R, C});
+    tl_buf a = tl_alloc_fragment(k, TL_F32, 1, &R);
+    tl_buf rs = reducer ? tl_alloc_reducer(k, TL_F32, 1, &R) : tl_alloc_fragment(k, TL_F32, 1, &R);
+    tl_buf l = reducer ? tl_alloc_reducer(k, TL_F32, 1, &R) : tl_alloc_fragment(k, TL_F32, 1, &R);
+    tl_clear(k, l);
+    tl_expr t = tl_serial(k, T);
+    tl_copy(k, tl_tile(k, X, t, zero, zero), tl_all(F));
+    tl_expr i = tl_parallel1(k, R);
+    tl_store(k, a, &i, tl_load(k, Alpha, (tl_expr[]){t, i}));
+    tl_end(k);
+    tl_reduce_sum(k, F, rs, 1, 1);
+    i = tl_parallel1(k, R);
+    tl_store(k, l, &i, tl_add(k, tl_mul(k, tl_load(k, l, &i), tl_load(k, a, &i)), tl_load(k, rs, &i)));
+    tl_end(k);
+    tl_end(k);
+    if (reducer)
+        tl_finalize_reducer(k, l);
+    i = tl_parallel1(k, R);
+    tl_store(k, Out, &i, tl_load(k, l, &i));
+    tl_end(k);
+    return k;
+}
+
+static inline void zoo_running_sum_ref(int64_t T, int64_t R, int64_t C, const float *X, const float *Alpha, double *Out)
+{
+    for (int64_t r = 0; r < R; r++) {
+        double l = 0;
+        for (int64_t t = 0; t < T; t++) {
+            double s = 0;
+            for (int64_t j = 0; j < C; j++)
+                s += X[(t * R + r) * C + j];
+            l = l * Alpha[t * R + r] + s;
+        }
+        Out[r] = l;
+    }
+}
+
 #endif

@@ -261,6 +261,18 @@ static tl_status p_tl_alloc_fragment(void)
     tl_alloc_fragment(k, TL_F32, 5, NULL);
     return done(k);
 }
+static tl_status p_tl_alloc_reducer(void)
+{
+    tl_kernel *k = fresh();
+    tl_alloc_reducer(k, TL_BF16, 1, (int64_t[]){4});
+    return done(k);
+}
+static tl_status p_tl_finalize_reducer(void)
+{
+    tl_kernel *k = fresh();
+    tl_finalize_reducer(k, tl_alloc_fragment(k, TL_F32, 1, (int64_t[]){4}));
+    return done(k);
+}
 static tl_status p_tl_alloc_local(void)
 {
     tl_kernel *k = fresh();
@@ -621,7 +633,7 @@ static const api_entry entries[] = {
     P(tl_le), P(tl_gt), P(tl_ge), P(tl_eq), P(tl_ne), P(tl_and), P(tl_or), P(tl_neg), P(tl_abs), P(tl_not),
     P(tl_exp), P(tl_exp2), P(tl_log), P(tl_sqrt), P(tl_rsqrt), P(tl_tanh), P(tl_erf),
     P(tl_select), P(tl_block_value), P(tl_use_cache_policy), P(tl_cast), P(tl_load), P(tl_store), P(tl_serial), P(tl_parallel), P(tl_parallel1),
-    P(tl_if), P(tl_else), P(tl_end), P(tl_alloc_shared), P(tl_alloc_fragment), P(tl_alloc_local),
+    P(tl_if), P(tl_else), P(tl_end), P(tl_alloc_shared), P(tl_alloc_fragment), P(tl_alloc_reducer), P(tl_finalize_reducer), P(tl_alloc_local),
     P(tl_tile_n), P(tl_copy), P(tl_clear), P(tl_fill), P(tl_pipelined), P(tl_gemm), P(tl_use_swizzle),
     P(tl_compile), P(tl_kernel_source), P(tl_kernel_ptx), P(tl_interpret),
     PPROG(tl_program_get_info), PPROG(tl_program_param), PPROG(tl_launch), PPROG(tl_program_interpret),

@@ -264,6 +264,17 @@ static void test_zoo_against_interpreter(void **state)
         check_on_device(k, 3, args, bytes, dts, 1e-6);
         tl_kernel_destroy(k);
     }
+    const int64_t sums[][3] = {{4, 256, 128}, {2, 4096, 256}}; /* reducers: holders in a warp, across warps */
+    for (int s = 0; s < 2; s++)
+        for (int red = 0; red < 2; red++) {
+            int64_t T = 3, R = sums[s][0], C = sums[s][1];
+            tl_arg args[] = {tl_arg_int(T), {0}, {0}, {0}};
+            size_t bytes[] = {0, 4 * (size_t)(T * R * C), 4 * (size_t)(T * R), 4 * (size_t)R};
+            tl_dtype dts[] = {0, TL_F32, TL_F32, TL_DTYPE_INVALID};
+            tl_kernel *k = zoo_running_sum(ctx, red, R, C, (int)sums[s][2]);
+            check_on_device(k, 4, args, bytes, dts, 1e-4);
+            tl_kernel_destroy(k);
+        }
     for (int64_t n = 64; n <= 192; n += 128) { /* operand tiles written by plain stores, read by the tensor cores */
         tl_arg args[] = {tl_arg_int(n), {0}, {0}};
         size_t bytes[] = {0, 2 * 64 * (size_t)n, 4 * 64 * (size_t)n};

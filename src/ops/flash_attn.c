@@ -372,6 +372,27 @@ static tl_buf fragment(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, co
     return f;
 }
 
+static tl_buf reducer(tl_kernel *k, int64_t rows, const char *name)
+{
+    tl_buf f = tl_alloc_reducer(k, TL_F32, 1, &rows);
+    tl_name(k, f, name);
+    return f;
+}
+
+/* Whether the row sums and l are reducers: each thread sums its own columns
+ * of a row, tile after tile (l = l alpha + rowsum is linear in them), and
+ * the four lanes holding a row add their parts once, after the loop, where
+ * every tile's sum ended with two shuffles and adds. H200, the same
+ * kernels with and without (bench/NOTES.md session 33, two rounds, cubin
+ * overrides): D 128 non-causal 2k +1.4 %, 4k +1.6 %, 8k +1-7 %, causal 4k
+ * +0.9 %, 2k level; D 64 non-causal 2k +1 %, 8k +2-5 %; but D 64 causal on
+ * two groups of 128 rows (below 8k keys) -2.1 to -3 % at 2k and 4k, so
+ * that kernel keeps the exchange in its loop. */
+static bool defer_row_sums(const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
+{
+    return !(d->head_dim == 64 && d->causal && s->block_m == 128);
+}
+
 static tl_buf shared(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, const char *name)
 {
     tl_buf s = tl_alloc_shared(k, dt, 2, (int64_t[]){rows, cols});
@@ -633,9 +654,10 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     A.acc = fragment(k, TL_F32, BM, D, "acc");
     A.m = fragment(k, TL_F32, BM, 0, "m");
     A.m_prev = fragment(k, TL_F32, BM, 0, "m_prev");
-    A.l = fragment(k, TL_F32, BM, 0, "l");
+    bool defer = defer_row_sums(d, &A.s);
+    A.l = defer ? reducer(k, BM, "l") : fragment(k, TL_F32, BM, 0, "l");
     A.alpha = fragment(k, TL_F32, BM, 0, "alpha");
-    A.rowsum = fragment(k, TL_F32, BM, 0, "rowsum");
+    A.rowsum = defer ? reducer(k, BM, "rowsum") : fragment(k, TL_F32, BM, 0, "rowsum");
     tl_copy(k, tl_tile(k, A.Q, A.b, A.h, A.qi, zero), tl_all(A.Qs));
     tl_clear(k, A.acc);
     tl_fill(k, A.m, far(&A));
@@ -663,6 +685,8 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     online_softmax(&A);
     tl_gemm(k, A.P, A.Vs, A.acc, TL_GEMM_WARP_ROWS);
     tl_end(k);
+    if (defer)
+        tl_finalize_reducer(k, A.l);
     epilogue(&A);
     return tli_op_kernel_done(ctx, api, k, out);
 }

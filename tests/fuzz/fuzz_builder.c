@@ -170,6 +170,18 @@ static void op_alloc(fuzz *f)
     push_buf(f, fns[scope](f->k, dt, rank, shape));
 }
 
+/* tl_alloc_reducer: an op of its own, so that OP_ALLOC's scope byte keeps
+ * the meaning the regression inputs were written with */
+static void op_reducer(fuzz *f)
+{
+    tl_dtype dt = dtype(f);
+    int rank = (int)(byte(f) % 6);
+    int64_t shape[TL_MAX_RANK + 1];
+    for (int d = 0; d < rank; d++)
+        shape[d] = extent(f);
+    push_buf(f, tl_alloc_reducer(f->k, dt, rank, shape));
+}
+
 static void op_tile(fuzz *f)
 {
     tl_buf b = buf(f);
@@ -242,6 +254,8 @@ static void op_tiles(fuzz *f, unsigned op)
         break;
     }
     case OP_BLOCK_VALUE: push(f, tl_block_value(f->k, expr(f))); break;
+    case OP_REDUCER: op_reducer(f); break;
+    case OP_FINALIZE: tl_finalize_reducer(f->k, buf(f)); break;
     case OP_CACHE_POLICY: {
         tl_buf b = buf(f);
         tl_use_cache_policy(f->k, b, (tl_cache_policy)(byte(f) % 3));

@@ -59,6 +59,8 @@ enum fuzz_op {
     OP_CLUSTER_REDUCE, /* which buf [root: which 4 is tl_cluster_reduce_sum_to]  */
     OP_BLOCK_VALUE,    /* a                                          -> 1 expr   */
     OP_CACHE_POLICY,   /* buf policy (byte % 3: 2 is out of range)                */
+    OP_REDUCER,        /* dtype rank extent[rank] (bytes)            -> 1 buf    */
+    OP_FINALIZE,       /* buf                                                    */
     OP_LAST
 };
 

@@ -286,6 +286,44 @@ static void seed_rowsum(fuzz_writer *w)
     w_args(w, 2, (int[]){3, 5});
 }
 
+/* The running row sum of tests/kernels.h with reducers: a [4, 64] tile a
+ * step reduced into reducer rs, l = l a + rs, l finalized after the loop. */
+static void seed_reducer(fuzz_writer *w)
+{
+    int t = w_dim(w, "T");
+    int four = w_int(w, 4), sixty4 = w_int(w, 64), zero = w_int(w, 0);
+    int x = w_tensor(w, "X", D_F32, 3, (int[]){t, four, sixty4}, NULL), al = w_tensor(w, "A", D_F32, 2, (int[]){t, four}, NULL);
+    int out = w_tensor(w, "Y", D_F32, 1, &four, NULL);
+    w_grid(w, w_int(w, 1), -1, -1, 128);
+    int fr = w_alloc(w, 1, D_F32, 2, (int[]){4, 64}), a = w_alloc(w, 1, D_F32, 1, (int[]){4});
+    int red[2];
+    for (int i = 0; i < 2; i++) {
+        fw_byte(w, OP_REDUCER);
+        fw_byte(w, D_F32);
+        fw_byte(w, 1);
+        fw_byte(w, 4);
+        red[i] = w->nbuf++;
+    }
+    int rs = red[0], l = red[1];
+    w_clear(w, l);
+    int ti = w_loop(w, OP_SERIAL, t, 0);
+    w_copy(w, w_tile(w, x, 3, (int[]){ti, zero, zero}), w_all(w, fr));
+    int i = w_parallel(w, 1, (int[]){4});
+    w_store(w, a, 1, &i, w_load(w, al, 2, (int[]){ti, i}));
+    w_op(w, OP_END);
+    w_reduce(w, 1, fr, rs, 1, 1);
+    i = w_parallel(w, 1, (int[]){4});
+    w_store(w, l, 1, &i, w_bin(w, BIN_ADD, w_bin(w, BIN_MUL, w_load(w, l, 1, &i), w_load(w, a, 1, &i)), w_load(w, rs, 1, &i)));
+    w_op(w, OP_END);
+    w_op(w, OP_END);
+    fw_byte(w, OP_FINALIZE);
+    fw_b(w, l);
+    i = w_parallel(w, 1, (int[]){4});
+    w_store(w, out, 1, &i, w_load(w, l, 1, &i));
+    w_op(w, OP_END);
+    w_args(w, 1, (int[]){3});
+}
+
 /* The zoo's mixed kernel: if/else, select, casts, integer division. */
 static void seed_mixed(fuzz_writer *w)
 {
@@ -620,11 +658,11 @@ int main(int argc, char **argv)
                                                    seed_strided, seed_wide_dag, seed_pingpong, seed_cluster,
                                                    seed_persistent, seed_multicast, seed_f8_gemm,
                                                    seed_stream_k, seed_rings, seed_pre, seed_run, seed_counter,
-                                                   seed_block_value, seed_streamed_gemm};
+                                                   seed_block_value, seed_streamed_gemm, seed_reducer};
     static const char *const names[] = {"vadd",    "rowsum",   "mixed",    "staged", "gemm",
                                         "strided", "wide_dag", "pingpong", "cluster",
                                         "persistent", "multicast", "f8_gemm", "stream_k", "rings", "pre", "run", "counter",
-                                        "block_value", "streamed_gemm"};
+                                        "block_value", "streamed_gemm", "reducer"};
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         fuzz_writer w = {.len = 0};
         seeds[i](&w);

@@ -126,12 +126,16 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * of 16 rows. It fits in 255 registers since ldmatrix takes register +
      * immediate addresses (H200, plain sm_90, bench/NOTES.md session 15:
      * D 128 S 8k 368 against 225 TFLOP/s, causal 318 against 214). D 64
-     * takes 128 keys a tile, as FlashAttention-2 does (S 8k 313 against 269
-     * with 64, causal 259 against 255). At head_dim 256 a warp's output
-     * accumulator of 32 rows would need 256 registers: eight warps of 16
-     * rows there. */
+     * causal takes 128 keys a tile, as FlashAttention-2 does (S 8k 295
+     * against 255 with 64, session 33); D 64 non-causal 64 keys: its 128-key
+     * kernel has grown past 255 registers since session 15 (ptxas spills
+     * 1384 bytes; 193-205 TFLOP/s against 261-271 with 64 keys at 2k-16k,
+     * H200, session 33; it ran 313 in session 15). At head_dim 256 a warp's
+     * output accumulator of 32 rows would need 256 registers: eight warps of
+     * 16 rows there. */
+    bool keys128 = d->head_dim <= 64 && d->causal;
     return (tl_flash_attn_schedule){.block_m = 128,
-                                    .block_n = d->head_dim > 128 ? 32 : d->head_dim > 64 ? 64 : 128,
+                                    .block_n = d->head_dim > 128 ? 32 : keys128 ? 128 : 64,
                                     .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
 }
 

@@ -567,16 +567,27 @@ static int32_t consumers_at(piper *P, const pipe_info *pi, int32_t stage)
 
 /* ------------------------------------------------------- the schedules */
 
+/* Ordinary copies, each with the engine it would have outside the loop
+ * (16-byte cp.async where its rows are whole chunks, then its commit: the
+ * sync pass waits for it before the consumers touch its tile, and places
+ * the barriers), then the consumers. Element by element, a 16-bit 128x128
+ * tile took 64 scalar loads a thread: FlashAttention with two stages and
+ * no producer ran 20 TFLOP/s (bench/NOTES.md session 33). */
 static void schedule_plain(piper *P, const pipe_info *pi)
 {
     tli_list body = {0};
     for (int i = 0; i < pi->nprod; i++)
         P->L->smem[pi->bufs[i]].stages = 1;
-    for (int i = 0; i < pi->nprod; i++) { /* ordinary copies: the sync pass places the barriers */
-        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, CP_ELEMENTS, 0, 0, 0, 0);
+    for (int i = 0; i < pi->nprod; i++) {
+        tli_copy_how how = copy_engine(P, pi->prod[i]);
+        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, how, 0, 0, 0, 0);
         if (c)
             P->ir->s.v[c].x[TLI_X_COPY_MANAGED] = 0;
         tli_list_add(P->L, &body, c);
+        if (c && how == CP_ASYNC16) {
+            tli_snode commit = {.op = S_CP_COMMIT};
+            tli_list_add(P->L, &body, tli_low_stmt(P->L, &commit));
+        }
     }
     tli_list_add(P->L, &body, pi->first_consumer);
     P->ir->s.v[pi->sid].op = S_SERIAL;

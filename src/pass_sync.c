@@ -189,6 +189,30 @@ static bool writes_async_operand(const syncer *Y, const state *st)
     return false;
 }
 
+/* A block barrier settles what the threads wrote and read before it, but
+ * not the reads of wgmma groups still in flight: those go on until each
+ * warpgroup waits for its own. Their shared operand tiles stay read, so a
+ * write into one later gets its wait and then a barrier, in that order: a
+ * warpgroup that has waited for its group must not overwrite a tile the
+ * other warpgroup's group may still be reading (a plain loop's copy into V
+ * after the P V gemm of the iteration before). */
+static void inflight_reads(syncer *Y, state *st)
+{
+    for (int i = 0; i < st->nfly; i++) {
+        const int32_t ops[] = {st->fly[i].a, st->fly[i].b, st->fly[i].b2};
+        for (int j = 0; j < 3; j++)
+            if (ops[j] && tli_B(Y->ir, ops[j])->scope == B_SHARED)
+                tli_bufset_add(&st->rd, ops[j]);
+    }
+}
+
+static void settle_at_barrier(syncer *Y, state *st)
+{
+    tli_bufset_clear(&st->wr);
+    tli_bufset_clear(&st->rd);
+    inflight_reads(Y, st);
+}
+
 static void barrier_before(syncer *Y, link *l, int32_t parent, state *st)
 {
     bool fenced = l->field == L_NEXT && tli_S(Y->ir, l->owner)->op == S_FENCE_ASYNC; /* (after a cp.async wait) */
@@ -198,8 +222,7 @@ static void barrier_before(syncer *Y, link *l, int32_t parent, state *st)
     }
     tli_snode b = {.op = S_BARRIER, .a0 = Y->bar_id, .a1 = Y->bar_threads};
     insert_at(Y, l, b, parent);
-    tli_bufset_clear(&st->wr);
-    tli_bufset_clear(&st->rd);
+    settle_at_barrier(Y, st);
 }
 
 static void op_before(syncer *Y, link *l, int32_t parent, tli_sop op, int32_t a1)
@@ -360,9 +383,10 @@ static void walk_loop_once(syncer *Y, int32_t s, state *st)
     walk(Y, (link){s, L_BODY}, s, &probe);
     Y->dry = dry;
     state_copy(&run, st);
-    if (probe.nfly) {
+    if (probe.nfly) { /* (their tiles still read: settle_at_barrier) */
         memcpy(run.fly, probe.fly, sizeof probe.fly);
         run.nfly = probe.nfly;
+        inflight_reads(Y, &run);
     }
     walk(Y, (link){s, L_BODY}, s, &run);
     tli_bufset rd = {0}, wr = {0};
@@ -440,12 +464,10 @@ static void walk(syncer *Y, link l, int32_t parent, state *st)
                 n->a0 = Y->bar_id;
                 n->a1 = Y->bar_threads;
             }
-            tli_bufset_clear(&st->wr);
-            tli_bufset_clear(&st->rd);
+            settle_at_barrier(Y, st);
             continue;
         case S_CLUSTER_SYNC: /* every thread of the CTA (and of the cluster) arrives: a barrier too */
-            tli_bufset_clear(&st->wr);
-            tli_bufset_clear(&st->rd);
+            settle_at_barrier(Y, st);
             continue;
         case S_CP_WAIT:
             if (n->a1 == 0) { /* the standalone copies landed (for this thread) */

@@ -449,6 +449,33 @@ static void test_sm80_default(void **state)
     tl_ctx_destroy(c80);
 }
 
+/* Two stages without a producer on sm_90a: the loop is plain (the P V
+ * group of one iteration runs into the next, leaving no stage to fill
+ * ahead), its K and V copies are 16-byte cp.async chunks, not element by
+ * element, and V is overwritten only after every warpgroup's P V group is
+ * done: each waits for its own, then the block barrier, then the copy. */
+static void test_plain_loop_two_stages(void **state)
+{
+    (void)state;
+    tl_flash_attn_desc d = {.batch = 1, .heads = 2, .kv_heads = 2, .seq_q = 300, .seq_kv = 500, .head_dim = 128,
+                            .dtype = TL_BF16, .causal = 1,
+                            .schedule = {.block_m = 128, .block_n = 128, .stages = 2, .threads = 256}};
+    tl_kernel *k;
+    assert_status(tl_op_flash_attn_build(ctx, &d, &k), TL_OK);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"tl_pipelined: plain loop", "tl_copy K tile (128x128) -> Ks: 16-byte cp.async chunks",
+                          "tl_copy V tile (128x128) -> Vs: 16-byte cp.async chunks"};
+    test_expect_text(src, "the plain loop", want, TEST_COUNT(want), NULL, 0);
+    const char *v = strstr(src, "tl_copy V tile");
+    assert_non_null(v);
+    const char *wait = strstr(src, "tl_wgmma_wait<0>();\n        __syncthreads();\n        { // tl_copy V tile");
+    if (!wait)
+        fail_msg("no wgmma wait and barrier, in that order, before the V copy");
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
 /* On sm_90a the default is warp-specialised: a TMA producer and two
  * consumer warpgroups taking turns at each tl_gemm (an mbarrier wait
  * before it, an arrival for the other group after it), P taken from
@@ -723,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_cubins_sm80_sm90a),
         cmocka_unit_test(test_three_consumer_groups),
         cmocka_unit_test(test_sm80_default),
+        cmocka_unit_test(test_plain_loop_two_stages),
         cmocka_unit_test(test_sm90a_lowering),
         cmocka_unit_test(test_overlap_lowering),
         cmocka_unit_test(test_ring_layout),

@@ -110,12 +110,16 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
     }
     /* D = 64 causal below 8k keys on 192 keys a tile: four stages, not three (2k: 375 / 377 against
      * 364 / 363 TFLOP/s, 4k: 426 / 426 against 412 / 409, H200, same run, bench/NOTES.md session 23;
-     * 208 KB of shared memory). */
+     * 208 KB of shared memory). D = 128 causal from 2k keys (below 4k: 128 keys a tile) at two stages
+     * since its row sums are reducers: 514-515 against 502-503 TFLOP/s at 2k; at 512 and 1k keys three
+     * stages stay ahead (342-345 / 336-337, 440-442 / 434-436; non-causal 512 and 1k level or three
+     * ahead; H200, three rounds, session 33). */
     if (wgmma) {
         int bn = d->head_dim > 128 ? 64 : wide ? 176 : d->head_dim > 64 ? 128 : d64_block_n(d->seq_kv);
+        bool two = d->head_dim > 128 || wide || (d->head_dim > 64 && d->causal && d->seq_kv >= 2048);
         return (tl_flash_attn_schedule){.block_m = 128,
                                         .block_n = bn,
-                                        .stages = d->head_dim > 128 || wide ? 2 : bn == 192 ? 4 : 3, /* 192: D = 64's only */
+                                        .stages = two ? 2 : bn == 192 ? 4 : 3, /* 192: D = 64's only */
                                         .threads = 256, .warp_specialize = 1,
                                         .pingpong = d->head_dim <= 128,
                                         .persistent = default_persistent(d)};

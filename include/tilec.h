@@ -640,7 +640,7 @@ TL_API void tl_reduce_absmax(tl_kernel *k, tl_buf src, tl_buf dst, int dim, int 
  *     (r is not a reducer, or is finalized already), TL_ERR_SCOPE (inside a
  *     scope).
  * Until it is finalized, a reducer may be written only by tl_clear, by
- * tl_reduce_sum (with clear or not), by tl_copy from another reducer, and
+ * tl_reduce_sum of a fragment (with clear or not), by tl_copy from another reducer, and
  * by tl_store of an expression linear in reducers' loads with no other
  * term (l * alpha + rowsum: each part scaled and added as the whole would
  * be; alpha and every factor the same for all holders, as every ordinary

@@ -189,6 +189,12 @@ static void check_stmt(rcheck *R, int32_t s)
         if (tli_B(ir, n->gemm[1])->reducer && op != R_SUM)
             tli_low_fail(R->L, TL_ERR_INVALID_ARG, "%s: reducer '%s' only sums (tl_reduce_sum)", api,
                          tli_B(ir, n->gemm[1])->name);
+        /* from a shared tile each holder walks the whole row: its part would be the whole sum */
+        else if (tli_B(ir, n->gemm[1])->reducer && tli_B(ir, n->gemm[0])->scope != B_FRAGMENT)
+            tli_low_fail(R->L, TL_ERR_INVALID_ARG,
+                         "%s: reducer '%s' is summed from shared tile '%s': each holder would hold the whole sum "
+                         "(reduce a fragment into a reducer)",
+                         api, tli_B(ir, n->gemm[1])->name, tli_B(ir, n->gemm[0])->name);
         break;
     }
     case S_CLUSTER_REDUCE:

@@ -167,6 +167,13 @@ static tl_kernel *misuse_kernel(int misuse)
         tl_finalize_reducer(k, r);
         tl_reduce_sum(k, F, r, 1, 0);
         break;
+    case 11: { /* summed from a shared tile: every holder would hold the whole sum */
+        tl_buf Xs = tl_alloc_shared(k, TL_F32, 2, (int64_t[]){4, 64});
+        tl_copy(k, tl_tile(k, X, zero, zero), tl_all(Xs));
+        tl_reduce_sum(k, Xs, q, 1, 1);
+        tl_finalize_reducer(k, q);
+        break;
+    }
     default: /* fine: q = 2 r - r / 4, then both finalized */
         i = tl_parallel1(k, 4);
         tl_store(k, q, &i, tl_sub(k, tl_mul(k, tl_f32(k, 2), tl_load(k, r, &i)), tl_div(k, tl_load(k, r, &i), tl_f32(k, 4))));
@@ -195,8 +202,9 @@ static void test_misuse_refused_with_the_call(void **state)
                           "tl_copy: reducer",
                           "tl_copy: reducer",
                           "tl_if: the condition reads reducer",
-                          "tl_reduce_sum: reducer"};
-    for (int m = 0; m <= 10; m++) {
+                          "tl_reduce_sum: reducer",
+                          "tl_reduce_sum: reducer 'tl_frag"};
+    for (int m = 0; m <= 11; m++) {
         tl_kernel *k = misuse_kernel(m);
         assert_status(tl_kernel_status(k), TL_OK);
         char *src = NULL;

@@ -157,30 +157,28 @@ static void op_parallel(fuzz *f)
         push(f, vars[d]);
 }
 
-static void op_alloc(fuzz *f)
+typedef tl_buf (*alloc_fn)(tl_kernel *, tl_dtype, int, const int64_t *);
+
+/* dtype rank extent[rank], then the allocation */
+static void alloc_with(fuzz *f, alloc_fn fn)
 {
-    static tl_buf (*const fns[3])(tl_kernel *, tl_dtype, int, const int64_t *) = {tl_alloc_shared, tl_alloc_fragment,
-                                                                                  tl_alloc_local};
-    unsigned scope = byte(f) % 3;
     tl_dtype dt = dtype(f);
     int rank = (int)(byte(f) % 6);
     int64_t shape[TL_MAX_RANK + 1];
     for (int d = 0; d < rank; d++)
         shape[d] = extent(f);
-    push_buf(f, fns[scope](f->k, dt, rank, shape));
+    push_buf(f, fn(f->k, dt, rank, shape));
+}
+
+static void op_alloc(fuzz *f)
+{
+    static const alloc_fn fns[3] = {tl_alloc_shared, tl_alloc_fragment, tl_alloc_local};
+    alloc_with(f, fns[byte(f) % 3]);
 }
 
 /* tl_alloc_reducer: an op of its own, so that OP_ALLOC's scope byte keeps
  * the meaning the regression inputs were written with */
-static void op_reducer(fuzz *f)
-{
-    tl_dtype dt = dtype(f);
-    int rank = (int)(byte(f) % 6);
-    int64_t shape[TL_MAX_RANK + 1];
-    for (int d = 0; d < rank; d++)
-        shape[d] = extent(f);
-    push_buf(f, tl_alloc_reducer(f->k, dt, rank, shape));
-}
+static void op_reducer(fuzz *f) { alloc_with(f, tl_alloc_reducer); }
 
 static void op_tile(fuzz *f)
 {

@@ -433,8 +433,7 @@ static void test_sm80_default(void **state)
         tl_flash_attn_schedule s = tl_op_flash_attn_schedule(c80, &d);
         assert_int_equal(s.threads, dims[i] > 128 ? 256 : 128);
         assert_int_equal(s.block_m, 128);
-        /* 128 keys only at head_dim 64 causal (the non-causal kernel spills there) */
-        assert_int_equal(s.block_n, dims[i] > 128 ? 32 : dims[i] == 64 && d.causal ? 128 : 64);
+        assert_int_equal(s.block_n, dims[i] > 128 ? 32 : dims[i] > 64 ? 64 : 128);
         assert_int_equal(s.warp_specialize, 0);
         const tl_program *p;
         if (tl_op_flash_attn_program(c80, &d, &p) != TL_OK)

@@ -130,16 +130,12 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * of 16 rows. It fits in 255 registers since ldmatrix takes register +
      * immediate addresses (H200, plain sm_90, bench/NOTES.md session 15:
      * D 128 S 8k 368 against 225 TFLOP/s, causal 318 against 214). D 64
-     * causal takes 128 keys a tile, as FlashAttention-2 does (S 8k 295
-     * against 255 with 64, session 33); D 64 non-causal 64 keys: its 128-key
-     * kernel has grown past 255 registers since session 15 (ptxas spills
-     * 1384 bytes; 193-205 TFLOP/s against 261-271 with 64 keys at 2k-16k,
-     * H200, session 33; it ran 313 in session 15). At head_dim 256 a warp's
-     * output accumulator of 32 rows would need 256 registers: eight warps of
-     * 16 rows there. */
-    bool keys128 = d->head_dim <= 64 && d->causal;
+     * takes 128 keys a tile, as FlashAttention-2 does (H200, session 33:
+     * S 8k 319 against 273 with 64, causal 295 against 255). At head_dim
+     * 256 a warp's output accumulator of 32 rows would need 256 registers:
+     * eight warps of 16 rows there. */
     return (tl_flash_attn_schedule){.block_m = 128,
-                                    .block_n = d->head_dim > 128 ? 32 : keys128 ? 128 : 64,
+                                    .block_n = d->head_dim > 128 ? 32 : d->head_dim > 64 ? 64 : 128,
                                     .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
 }
 
@@ -446,8 +442,16 @@ static void mask(attn *A, tl_expr kv)
     tl_expr diag = tl_add(k, tl_sub(k, tl_add(k, row0, shift), col0), tl_int(k, 1)); /* row 0's bound */
     tl_expr v[2];
     tl_parallel(k, 2, (int64_t[]){BM, BN}, v);
-    tl_expr bound = A->d->causal ? tl_min(k, kv_left, tl_add(k, v[0], diag)) : kv_left;
-    tl_store(k, A->S, v, tl_select(k, tl_lt(k, v[1], bound), tl_load(k, A->S, v), far(A)));
+    /* non-causal, the bound is the same for every row: clamped to the tile and
+     * in 32 bits, a compare of two ints an element. The 64-bit bound of the
+     * causal form cost the sm_80 path's non-causal kernels their registers
+     * (ptxas: 1384 bytes of spill at D 64 on 128 keys, 248 at D 128; H200,
+     * mma.sync, D 128 334-340 -> 360-375 TFLOP/s, D 64 202-205 -> 305-324;
+     * wgmma level; bench/NOTES.md session 33) */
+    tl_expr bound = A->d->causal ? tl_min(k, kv_left, tl_add(k, v[0], diag))
+                                 : tl_cast(k, tl_min(k, kv_left, tl_int(k, BN)), TL_I32);
+    tl_expr col = A->d->causal ? v[1] : tl_cast(k, v[1], TL_I32);
+    tl_store(k, A->S, v, tl_select(k, tl_lt(k, col, bound), tl_load(k, A->S, v), far(A)));
     tl_end(k);
     tl_end(k);
 }

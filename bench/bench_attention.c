@@ -11,7 +11,8 @@
  *        bench_attention --mma-sync [block_m block_n stages threads]
  *        bench_attention --decode
  * (default: the whole grid, then on an sm_90a device the --mma-sync rows;
- * a schedule's zero fields keep the op's choice; --persistent: each
+ * a schedule's zero sizes keep the op's (its flags are taken as given,
+ * 0 off: an all-zero schedule is the op's whole choice); --persistent: each
  * point, causal and not, with the op's schedule in each persistent mode
  * (0, 1, 2), timed interleaved; --mma-sync: the grid from 2048 keys compiled
  * for the device's architecture without its arch-specific features (sm_90

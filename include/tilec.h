@@ -1660,7 +1660,10 @@ typedef struct tl_flash_attn_desc {
     int lse;                   /* 1: also write the rows' natural-log
                                   log-sum-exp, f32 [batch, heads, seq_q]
                                   contiguous */
-    tl_flash_attn_schedule schedule; /* zeros: the target's default */
+    tl_flash_attn_schedule schedule; /* all zeros: the target's default;
+                                        otherwise a zero block_m, block_n,
+                                        stages or threads takes the default's,
+                                        and the flags are as given (0: off) */
 } tl_flash_attn_desc;
 
 /* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device

@@ -1430,7 +1430,7 @@ void tli_e_stmts(emitter *E, int32_t first)
         case S_REDUCE: tli_e_reduce(E, sid); break;
         case S_CLUSTER_REDUCE: tli_e_cluster_reduce(E, sid); break;
         case S_FINALIZE: /* the reduce pass left it: each element has one holder */
-            tli_e_line(E, "// tl_finalize_reducer %s: one holder an element, whole already", E->ir->b.v[s->buf].name);
+            tli_e_line(E, "// tl_finalize_reducer %s: one holder an element, whole already", tli_e_buf(E, s->buf));
             break;
         case S_PIPELINED: tli_e_fail(E, "a tl_pipelined loop the pipeline pass did not lower"); break;
         default: emit_lowered(E, sid, s); break;

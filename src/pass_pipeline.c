@@ -578,17 +578,15 @@ static void schedule_plain(piper *P, const pipe_info *pi)
     tli_list body = {0};
     for (int i = 0; i < pi->nprod; i++)
         P->L->smem[pi->bufs[i]].stages = 1;
-    for (int i = 0; i < pi->nprod; i++) {
-        tli_copy_how how = copy_engine(P, pi->prod[i]);
-        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, how, 0, 0, 0, 0);
+    tli_list copies = {0};
+    for (int i = 0; i < pi->nprod; i++) { /* (engine 0: assign_engines picks it) */
+        int32_t c = producer_copy(P, pi, pi->prod[i], pi->var, 0, 0, 0, 0, 0);
         if (c)
             P->ir->s.v[c].x[TLI_X_COPY_MANAGED] = 0;
-        tli_list_add(P->L, &body, c);
-        if (c && how == CP_ASYNC16) {
-            tli_snode commit = {.op = S_CP_COMMIT};
-            tli_list_add(P->L, &body, tli_low_stmt(P->L, &commit));
-        }
+        tli_list_add(P->L, &copies, c);
     }
+    assign_engines(P, copies.first);
+    tli_list_add(P->L, &body, copies.first);
     tli_list_add(P->L, &body, pi->first_consumer);
     P->ir->s.v[pi->sid].op = S_SERIAL;
     set_body(P, pi->sid, body.first);

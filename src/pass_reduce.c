@@ -117,29 +117,6 @@ static void lower_reduce(tli_lowered *L, int32_t s)
         exchange(L, s, varying_bits(L, src, n->rank));
 }
 
-/* tl_finalize_reducer: the exchange of a reduction into the reducer, with
- * each thread's own value of it as its partial (TLI_REDUCE_FINAL). A
- * reducer whose elements have one holder each is whole already: the
- * statement stays and the emitter writes nothing for it. */
-static void lower_finalize(tli_lowered *L, int32_t s)
-{
-    tli_ir *ir = &L->ir;
-    int32_t r = ir->s.v[s].buf;
-    const tli_frag_layout *f = &L->frag[r];
-    if (f->kind != FRAG_SLICE)
-        return;
-    unsigned vary = varying_bits(L, f->parent, f->dim);
-    if (!vary)
-        return;
-    tli_snode *n = &ir->s.v[s];
-    n->op = S_REDUCE;
-    n->rank = f->dim;
-    n->a1 = R_SUM | TLI_REDUCE_FINAL;
-    n->gemm[0] = n->gemm[1] = r;
-    n->buf = 0;
-    exchange(L, s, vary);
-}
-
 /* The bits of tl_tid that vary among the threads holding one element of
  * cluster-reduced fragment b (0: each element has one holder). */
 static bool holders_vary(tli_lowered *L, int32_t b, unsigned *vary)
@@ -151,6 +128,26 @@ static bool holders_vary(tli_lowered *L, int32_t b, unsigned *vary)
     else if (f->kind == FRAG_NONE || f->replicated)
         return false;
     return true;
+}
+
+/* tl_finalize_reducer: the exchange of a reduction into the reducer, with
+ * each thread's own value of it as its partial (TLI_REDUCE_FINAL). A
+ * reducer whose elements have one holder each is whole already: the
+ * statement stays and the emitter writes nothing for it. */
+static void lower_finalize(tli_lowered *L, int32_t s)
+{
+    tli_ir *ir = &L->ir;
+    int32_t r = ir->s.v[s].buf;
+    unsigned vary;
+    if (!holders_vary(L, r, &vary) || !vary)
+        return;
+    tli_snode *n = &ir->s.v[s];
+    n->op = S_REDUCE;
+    n->rank = L->frag[r].dim;
+    n->a1 = R_SUM | TLI_REDUCE_FINAL;
+    n->gemm[0] = n->gemm[1] = r;
+    n->buf = 0;
+    exchange(L, s, vary);
 }
 
 static void lower_cluster_reduce(tli_lowered *L, int32_t s, int32_t *scratch, int halves)

@@ -376,8 +376,11 @@ static tl_buf fragment(tl_kernel *k, tl_dtype dt, int64_t rows, int64_t cols, co
     return f;
 }
 
-static tl_buf reducer(tl_kernel *k, int64_t rows, const char *name)
+/* A row sum: a reducer where defer_row_sums says so, else a fragment. */
+static tl_buf row_sum(tl_kernel *k, int64_t rows, bool reducer, const char *name)
 {
+    if (!reducer)
+        return fragment(k, TL_F32, rows, 0, name);
     tl_buf f = tl_alloc_reducer(k, TL_F32, 1, &rows);
     tl_name(k, f, name);
     return f;
@@ -667,9 +670,9 @@ TL_API tl_status tl_op_flash_attn_build(tl_ctx *ctx, const tl_flash_attn_desc *d
     A.m = fragment(k, TL_F32, BM, 0, "m");
     A.m_prev = fragment(k, TL_F32, BM, 0, "m_prev");
     bool defer = defer_row_sums(d, &A.s);
-    A.l = defer ? reducer(k, BM, "l") : fragment(k, TL_F32, BM, 0, "l");
+    A.l = row_sum(k, BM, defer, "l");
     A.alpha = fragment(k, TL_F32, BM, 0, "alpha");
-    A.rowsum = defer ? reducer(k, BM, "rowsum") : fragment(k, TL_F32, BM, 0, "rowsum");
+    A.rowsum = row_sum(k, BM, defer, "rowsum");
     tl_copy(k, tl_tile(k, A.Q, A.b, A.h, A.qi, zero), tl_all(A.Qs));
     tl_clear(k, A.acc);
     tl_fill(k, A.m, far(&A));

@@ -130,7 +130,12 @@ static const tl_softmax_schedule *default_for(int64_t cols)
     return &online_chunk;
 }
 
-static bool producer_target(tl_ctx *ctx);
+/* The other half of loader 2's needs: the target has mbarriers. */
+static bool producer_target(tl_ctx *ctx)
+{
+    tli_target t;
+    return tli_target_get(ctx->target, &t) && t.mbarrier;
+}
 
 /* Shared memory a block may use on the context's target. */
 static int64_t smem_budget(tl_ctx *ctx)
@@ -187,13 +192,6 @@ bool tli_rows_producer_fits(const tl_softmax_schedule *s)
     return s->stages >= 2 && s->cluster <= 1 && s->threads % 128 == 0 && s->threads <= PRODUCER_MAX_THREADS;
 }
 
-/* The other half of loader 2's needs: the target has mbarriers. */
-static bool producer_target(tl_ctx *ctx)
-{
-    tli_target t;
-    return tli_target_get(ctx->target, &t) && t.mbarrier;
-}
-
 static bool dtype_ok(tl_dtype dt) { return dt == TL_F32 || dt == TL_F16 || dt == TL_BF16; }
 
 static tl_status check_schedule(tl_ctx *ctx, const tli_rows_desc *d, const char *api)
@@ -219,7 +217,7 @@ static tl_status check_schedule(tl_ctx *ctx, const tli_rows_desc *d, const char 
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule.loader = 2 needs stages >= 2 (%d), no cluster (%d), "
                         "threads a multiple of 128 up to %d (%d) and mbarriers (sm_80 or later: %s)", api, s.stages,
                         s.cluster, PRODUCER_MAX_THREADS, s.threads, ctx->target);
-    if (s.cluster > 1 && d->cols > (int64_t)s.cluster * s.width)
+    if (s.cluster > 1 && online)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: schedule: cols = %lld is more than cluster x width = %d x %d; "
                         "a row split over a cluster takes one pass (cluster 1 for the online path)", api,
                         (long long)d->cols, s.cluster, s.width);

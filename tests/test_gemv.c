@@ -4,7 +4,8 @@
  * several rows of B a block, K in several chunks or one, bias + GELU, f32
  * and 16-bit C); the op's choice (the kernel for M = 1 with B as [N, K],
  * the tensor cores otherwise); the schedule's refusals with their
- * messages; and the generated code through NVRTC for sm_80 and sm_90a. */
+ * messages; the generated code through NVRTC for sm_80 and sm_90a; and
+ * its shape (B evict-first, the sums exchanged once, after the loop). */
 #include "fixture.h"
 #include "gemm_host.h"
 
@@ -156,6 +157,31 @@ static void test_cubins(void **state)
         }
 }
 
+/* The op's kernel at 1x4096x4096: B's vectors are loaded evict-first (the
+ * only operand so marked), and the sums stay in each thread until the
+ * loop has ended: no shuffle before the finalize, one exchange after it. */
+static void test_source_shape(void **state)
+{
+    (void)state;
+    tl_gemm_desc d = {.m = 1, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
+    assert_int_equal(tl_op_gemm_schedule(ctx, &d).gemv, 1);
+    tl_kernel *k = NULL;
+    assert_status(tl_op_gemm_build(ctx, &d, &k), TL_OK);
+    char *src = NULL;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *ef = strstr(src, "tl_ld_chunk_ef(");
+    assert_non_null(ef);
+    assert_non_null(strstr(ef, ", B + "));
+    assert_null(strstr(ef + 1, "tl_ld_chunk_ef(")); /* A keeps the default: every block reads it */
+    const char *fin = strstr(src, "tl_finalize_reducer");
+    const char *shfl = strstr(src, "tl_shfl_xor");
+    assert_non_null(fin);
+    assert_non_null(shfl);
+    assert_true(shfl > fin);
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_swapped_stages),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cubins),
+        cmocka_unit_test(test_source_shape),
     };
     return cmocka_run_group_tests_name("gemv", tests, offline_setup, ctx_teardown);
 }

@@ -567,8 +567,8 @@ static unsigned kernel_variant(tl_ctx *ctx, const tl_gemm_desc *d, const gemm_ca
      * streamed through the L2 once: its lines are marked evict-first, so
      * that the stream neither writes back the dirty lines nor displaces
      * the data the L2 holds for A and the kernels around this one.
-     * Measured, bench_gemm_small: 8x14336x4096 to 128x8192x8192 +4-13 %;
-     * the GEMV (M = 1) gained nothing and keeps the default. */
+     * Measured, bench_gemm_small: 8x14336x4096 to 128x8192x8192 +4-13 %.
+     * (The GEMV marks its B itself: gemv.c.) */
     int64_t rows = (v & GEMM_SWAP) ? s->block_n : s->block_m;
     if (rows > 0 && d->m <= 2 * rows)
         v |= GEMM_STREAM_B;

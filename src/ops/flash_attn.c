@@ -394,7 +394,10 @@ static tl_buf row_sum(tl_kernel *k, int64_t rows, bool reducer, const char *name
  * overrides): D 128 non-causal 2k +1.4 %, 4k +1.6 %, 8k +1-7 %, causal 4k
  * +0.9 %, 2k level; D 64 non-causal 2k +1 %, 8k +2-5 %; but D 64 causal on
  * two groups of 128 rows (below 8k keys) -2.1 to -3 % at 2k and 4k, so
- * that kernel keeps the exchange in its loop. */
+ * that kernel keeps the exchange in its loop. There ptxas, without the
+ * shuffles, puts P's 48 conversions after the turn's wait, inside the
+ * tensor cores' turn (SASS and ncu, session 34; three ways of pinning
+ * them measured no better). */
 static bool defer_row_sums(const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
 {
     return !(d->head_dim == 64 && d->causal && s->block_m == 128);

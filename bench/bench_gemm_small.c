@@ -13,16 +13,22 @@
  * TFLOP/s lines' to cuBLAS) and a table: GB/s of the three, ours/cuBLAS,
  * ours/copy, TFLOP/s, the schedule (split_k included).
  *
- * Usage: bench_gemm_small [MxNxK] [--sweep]
+ * Usage: bench_gemm_small [MxNxK] [--sweep] [--try SCHEDULE]...
  *   MxNxK    one shape, both layouts
  *   --sweep  also explicit schedules around the op's choice at each shape
  *            (more stages, wider N tiles, half and twice the slices), all
  *            timed in one interleaved set with cuBLAS: what the decode row
  *            of the heuristic should be
+ *   --try S  (implies --sweep) time these schedules instead of the sweep's
+ *            list, after the op's choice; S is key=value pairs joined by
+ *            commas, keys bm bn bk st t sw pp sk swap ps stk gemv (the
+ *            tl_gemm_schedule fields), e.g. gemv=1,bn=64,bk=256,t=128,sk=8.
+ *            Up to 23; a schedule the op refuses is reported and left out
  */
 #include "bench.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef struct shape {
@@ -63,7 +69,7 @@ static tl_status run(void *user, void *stream)
  * twice its block_k: the same bytes in longer boxes), N tiles of 256, and
  * swapped 64x32 and 64x64 tiles in 0 or 2 slices), the persistent 64x128
  * tile in stream-K shares for M <= 64, with half, one fewer (from 4), twice
- * and four times its slices. At most 16. */
+ * and four times its slices. At most 24. */
 static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_schedule *out)
 {
     int n = 0;
@@ -117,26 +123,69 @@ static int sweep_list(const tl_gemm_schedule *o, const tl_gemm_desc *d, tl_gemm_
     for (int i = 0; i < 4; i++)
         if (sk[i] != o->split_k && sk[i] <= 16 && (i == 0 ? o->split_k > 1 : i < 3 || sk[i] > 1))
             x = *o, x.split_k = sk[i], out[n++] = x;
-    if (n > 16) { /* the callers' arrays hold 16 */
-        fprintf(stderr, "bench_gemm_small: the sweep list grew past 16 schedules\n");
+    if (n > 24) { /* the callers' arrays hold 24 */
+        fprintf(stderr, "bench_gemm_small: the sweep list grew past 24 schedules\n");
         exit(1);
     }
     return n;
 }
 
 static int sweep;
+static tl_gemm_schedule tries[23];
+static int ntries;
+
+/* One --try: "key=value,..." into a schedule; 0 on a key or value it does not know. */
+static int parse_try(const char *text, tl_gemm_schedule *s)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } keys[] = {
+        {"bm", offsetof(tl_gemm_schedule, block_m)}, {"bn", offsetof(tl_gemm_schedule, block_n)},
+        {"bk", offsetof(tl_gemm_schedule, block_k)}, {"st", offsetof(tl_gemm_schedule, stages)},
+        {"t", offsetof(tl_gemm_schedule, threads)},  {"sw", offsetof(tl_gemm_schedule, swizzle)},
+        {"pp", offsetof(tl_gemm_schedule, pingpong)}, {"sk", offsetof(tl_gemm_schedule, split_k)},
+        {"swap", offsetof(tl_gemm_schedule, swap_ab)}, {"ps", offsetof(tl_gemm_schedule, persistent)},
+        {"stk", offsetof(tl_gemm_schedule, stream_k)}, {"gemv", offsetof(tl_gemm_schedule, gemv)},
+    };
+    *s = (tl_gemm_schedule){0};
+    for (const char *p = text; *p;) {
+        char key[8];
+        int value, used;
+        if (sscanf(p, "%7[a-z]=%d%n", key, &value, &used) != 2)
+            return 0;
+        size_t i = 0;
+        while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i].key, key))
+            i++;
+        if (i == sizeof keys / sizeof keys[0])
+            return 0;
+        *(int *)((char *)s + keys[i].off) = value;
+        p += used;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return 0;
+    }
+    return 1;
+}
 
 static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, uint64_t b, uint64_t c,
                         uint64_t c_ref)
 {
     tl_gemm_desc d = {.m = s->m, .n = s->n, .k = s->k, .in_dtype = TL_BF16, .out_dtype = TL_BF16,
                       .trans_b = trans_b};
-    tl_gemm_schedule list[16];
+    tl_gemm_schedule list[24];
     tl_gemm_schedule own = tl_op_gemm_schedule(ctx, &d);
-    int n = sweep_list(&own, &d, list);
-    work w[17];
-    tl_work_fn fns[17];
-    void *users[17];
+    int n = 1;
+    list[0] = own;
+    if (ntries) /* the op's choice, then the --try list */
+        for (int i = 0; i < ntries; i++)
+            list[n++] = tries[i];
+    else
+        n = sweep_list(&own, &d, list);
+    work w[25];
+    tl_work_fn fns[25];
+    void *users[25];
     for (int i = 0; i <= n; i++) {
         w[i] = (work){.ctx = ctx, .d = d, .a = a, .b = b, .c = i < n ? c : c_ref, .kind = i < n ? 0 : 1};
         if (i < n)
@@ -164,7 +213,7 @@ static void sweep_shape(tl_ctx *ctx, const shape *s, int trans_b, uint64_t a, ui
         if (!res.pass)
             printf("  MISMATCH: schedule %d, rel err %.1e\n", i, res.rel_err);
     }
-    tl_timing t[17]; /* the sweep's schedules (at most 16) and cuBLAS */
+    tl_timing t[25]; /* the sweep's schedules (at most 24) and cuBLAS */
     tl_timing_options opt = {.warmup = 5, .reps = 50, .flush_l2 = 1};
     BENCH_CHECK(tl_time_interleaved(ctx, NULL, n + 1, fns, users, &opt, t));
     for (int i = 0; i < n; i++) {
@@ -246,11 +295,18 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--sweep")) {
             sweep = 1;
+        } else if (!strcmp(argv[i], "--try") && i + 1 < argc) {
+            if (ntries == 23 || !parse_try(argv[++i], &tries[ntries++])) {
+                fprintf(stderr, "bench_gemm_small: --try '%s': at most 23, each key=value,... with keys "
+                                "bm bn bk st t sw pp sk swap ps stk gemv\n", argv[i]);
+                return 2;
+            }
+            sweep = 1;
         } else if (sscanf(argv[i], "%" SCNd64 "x%" SCNd64 "x%" SCNd64, &one.m, &one.n, &one.k) == 3 && one.m >= 1 &&
                    one.n >= 1 && one.k >= 1) {
             shapes = &one, n = 1;
         } else {
-            fprintf(stderr, "usage: bench_gemm_small [MxNxK] [--sweep]\n");
+            fprintf(stderr, "usage: bench_gemm_small [MxNxK] [--sweep] [--try SCHEDULE]...\n");
             return 2;
         }
     }

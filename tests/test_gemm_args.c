@@ -774,10 +774,12 @@ static void test_split_k_choice(void **state)
         if (s.split_k != want[i].split || s.swap_ab != want[i].swap)
             fail_msg("%lldx%lldx%lld: split_k %d swap_ab %d, want %d %d", (long long)d.m, (long long)d.n,
                      (long long)d.k, s.split_k, s.swap_ab, want[i].split, want[i].swap);
+        /* swapped tiles unsplit with a CTA an SM, or with fewer CTAs than SMs: K steps of 128 */
+        int64_t ctas = ((d.n + 63) / 64) * ((d.m + s.block_n - 1) / s.block_n) * (s.split_k > 1 ? s.split_k : 1);
         if (want[i].split || want[i].swap)
             assert_true(s.block_m == 64 && s.block_n == (want[i].swap ? (d.m <= 16 ? 16 : 32) : 128) &&
-                        s.block_k == (want[i].swap && !want[i].split ? 128 : 64) && s.threads == 128 &&
-                        !s.pingpong); /* unsplit swapped tiles with a CTA an SM: K steps of 128 */
+                        s.block_k == (want[i].swap && (!want[i].split || ctas < 132) ? 128 : 64) &&
+                        s.threads == 128 && !s.pingpong);
         if (d.m > 32 && d.m <= 64 && !want[i].split) /* wide decode: the producer warpgroup, no split */
             assert_true(s.block_m == 64 && s.block_n == 128 && s.stages == 8 && s.persistent == 1);
     }

@@ -91,9 +91,34 @@ static void test_swapped_stages(void **state)
         s = tl_op_gemm_schedule(ctx, &d);
         assert_true(s.swap_ab == 1 && s.block_k == 128 && s.stages == 8);
     }
-    d = (tl_gemm_desc){.m = 1, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
-    s = tl_op_gemm_schedule(ctx, &d); /* 64 tiles in 2 slices: 128 CTAs on 132 SMs */
-    assert_true(s.swap_ab == 1 && s.split_k == 2 && s.stages == 8 && s.block_k == 64);
+    /* fewer CTAs than SMs: K steps of 128 at 4 stages, either layout; up to one CTA an SM in
+     * slices of at least 1024 that a cluster sums (session 35) */
+    const struct {
+        int64_t m, n, k;
+        int split;
+    } few[] = {
+        {1, 4096, 4096, 2},  /* 64 tiles in 2 slices: 128 CTAs on 132 SMs (4: 256) */
+        {8, 4096, 4096, 2},  /* the same tiles */
+        {1, 2048, 4096, 4},  /* 32 tiles in 4 slices of 1024 (2 slices of 2048 would be 64 CTAs) */
+        {1, 4096, 2048, 2},  /* 2 slices of 1024 rather than none */
+        {1, 1024, 8192, 4},  /* 16 tiles: not 8 slices, whose sums would go through global memory */
+        {2, 8192, 2048, 0},  /* 128 tiles, unsplit */
+    };
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++)
+        for (int tb = 0; tb <= 1; tb++) {
+            d = (tl_gemm_desc){.m = few[i].m, .n = few[i].n, .k = few[i].k, .in_dtype = TL_BF16,
+                               .out_dtype = TL_BF16, .trans_b = tb};
+            s = tl_op_gemm_schedule(ctx, &d);
+            if (d.m == 1 && tb) { /* the matrix-vector kernel */
+                assert_int_equal(s.gemv, 1);
+                continue;
+            }
+            if (!(s.swap_ab == 1 && s.block_n == 16 && s.split_k == few[i].split && s.stages == 4 &&
+                  s.block_k == 128))
+                fail_msg("%lldx%lldx%lld %s: swap %d block_n %d split %d stages %d block_k %d, want 64x16x128, "
+                         "4 stages, split %d", (long long)d.m, (long long)d.n, (long long)d.k, tb ? "NT" : "NN",
+                         s.swap_ab, s.block_n, s.split_k, s.stages, s.block_k, few[i].split);
+        }
     d = (tl_gemm_desc){.m = 32, .n = 8192, .k = 8192, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = 1};
     s = tl_op_gemm_schedule(ctx, &d); /* 128 tiles of 64x32 in 2 slices, two CTAs an SM */
     assert_true(s.swap_ab == 1 && s.block_n == 32 && s.split_k == 2 && s.stages == 4 && s.block_k == 128);

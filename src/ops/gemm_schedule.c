@@ -290,6 +290,27 @@ static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
         want = 16;
     if (want > steps / min_steps)
         want = steps / min_steps;
+    /* 16-bit swapped tiles (8-bit ones unmeasured): or one CTA an SM in slices half as long,
+     * where that is more slices and the slices still sum over a cluster (tli_gemm_cluster_split:
+     * at most 4096 f32 of C a cluster).
+     * x cuBLAS, K steps of 128 (bench_gemm_small --try, two rounds, session 35): 1x2048x4096 NN
+     * / NT 1.103-1.137 / 1.113-1.121 in 4 slices of 1024 against 1.018-1.035 / 0.997-1.006 in 2;
+     * 1x4096x2048 NN 0.973-1.011 in 2 against 0.766 unsplit. Not past one CTA an SM:
+     * 1x4096x4096 in 4 slices (256 CTAs) 0.91 against 1.19 in 2; not past a cluster:
+     * 1x1024x8192 in 8 slices (128 CTAs, the sums through global memory) 0.88-0.98 against
+     * 0.99-1.00 in 4 */
+    if (s->swap_ab && tl_dtype_size(d->in_dtype) == 2) {
+        int64_t one = (int64_t)sms / tiles, half = min_steps / 2,
+                cluster = 4096 / ((int64_t)s->block_m * s->block_n);
+        if (one > 8)
+            one = 8;
+        if (one > cluster)
+            one = cluster;
+        if (one > steps / half)
+            one = steps / half;
+        if (one > want)
+            want = one;
+    }
     if (want < 2)
         return 0;
     int64_t per = (steps + want - 1) / want;
@@ -358,10 +379,19 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
         return s;
     tl_gemm_schedule longer = s;
     longer.block_k = 128, longer.stages = 4;
+    /* ... and with fewer CTAs than SMs, split or not, either layout: each CTA is alone on its SM
+     * and its stream of B is all the SM reads. x cuBLAS, the same split (bench_gemm_small --try,
+     * two rounds, session 35): 1x4096x4096 NN 1.186-1.201 against 1.092-1.108 for 8 stages of 64,
+     * 8x4096x4096 NT / NN 1.157 / 1.184 against 1.102 / 1.092, 16x4096x4096 1.148 / 1.192
+     * against 1.104 / 1.115, 4x3072x4096 1.129 / 1.163 against 0.995 / 0.978, 1x4096x2048 NN
+     * 1.011 against 0.950 (2 slices), and at every other split of these shapes tried; 64x32
+     * tiles, 32x4096x4096 NT / NN 1.144-1.150 / 1.192-1.203 against 0.999-1.001 / 1.042-1.046
+     * for the row's 4 stages of 64 (1.084-1.097 / 1.110-1.115 at 8), 24x4096x4096 alike */
     bool unsplit = s.split_k <= 1 && ctas >= sms;
+    bool few = ctas < sms;
     bool pair = s.split_k == 2 && d->trans_b && s.block_n == 32 && ctas >= sms &&
                 ctas <= (228 * 1024 / cta_smem(d, &longer)) * sms;
-    return unsplit || pair ? longer : s;
+    return unsplit || pair || few ? longer : s;
 }
 
 /* The SMs of the context's GPU; an H200's 132 without one (offline). */

@@ -744,9 +744,9 @@ static void test_split_k(void **state)
 }
 
 /* Which calls split K: the decode shapes (M <= 64, K >= 1024, rows TMA
- * reads) on sm_90a with fewer than 64 tiles of 64x128, with as many slices
- * as fill 132 SMs twice over; the checks of an explicit split_k; the tuner
- * leaves split-K out. */
+ * reads) on sm_90a with fewer than 64 tiles of 64x128, with about one CTA
+ * an SM of 132 (swapped tiles: two where one would leave K whole); the
+ * checks of an explicit split_k; the tuner leaves split-K out. */
 static void test_split_k_choice(void **state)
 {
     (void)state;
@@ -759,7 +759,7 @@ static void test_split_k_choice(void **state)
         {2, 4096, 4096, 2, 1},    /* C^T on 64 tiles of 64x16: 2 slices of 32 steps (at least 32); M = 1 takes
                                      the matrix-vector kernel (test_gemv.c) */
         {8, 14336, 4096, 0, 1},   /* 224 tiles: no split */
-        {16, 4096, 14336, 4, 1},  /* two CTAs an SM: 224 steps in slices of 56 */
+        {16, 4096, 14336, 2, 1},  /* one CTA an SM: 224 steps in slices of 112 */
         {32, 4096, 4096, 2, 1},   /* C^T on 64 tiles of 64x32: 2 slices of 32 steps */
         {64, 4096, 8192, 4, 0},   /* 32 tiles: 128 steps in slices of 32 */
         {64, 8192, 8192, 0, 0},   /* 64 tiles: no split, the persistent kernel (8 stages, C by TMA) */

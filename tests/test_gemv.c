@@ -78,11 +78,15 @@ static void test_swapped_stages(void **state)
 {
     (void)state;
     tl_gemm_desc d = {.m = 16, .n = 4096, .k = 14336, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
-    tl_gemm_schedule s = tl_op_gemm_schedule(ctx, &d); /* 64 tiles in 4 slices: 256 CTAs */
-    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 4 && s.block_k == 64);
-    d.trans_b = 1;
-    s = tl_op_gemm_schedule(ctx, &d);
-    assert_true(s.swap_ab == 1 && s.split_k == 4 && s.stages == 5 && s.block_k == 64);
+    tl_gemm_schedule s;
+    for (int tb = 0; tb <= 1; tb++) { /* 64 tiles in 2 slices (one CTA an SM), not 4 (two) */
+        d.trans_b = tb;
+        s = tl_op_gemm_schedule(ctx, &d);
+        assert_true(s.swap_ab == 1 && s.split_k == 2 && s.stages == 4 && s.block_k == 128);
+    }
+    d = (tl_gemm_desc){.m = 32, .n = 2048, .k = 8192, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    s = tl_op_gemm_schedule(ctx, &d); /* 32 tiles of 64x32 in 4 slices of 2048, summed through global memory */
+    assert_true(s.swap_ab == 1 && s.block_n == 32 && s.split_k == 4 && s.stages == 4 && s.block_k == 128);
     for (int tb = 0; tb <= 1; tb++) {
         d = (tl_gemm_desc){.m = 8, .n = 14336, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = tb};
         s = tl_op_gemm_schedule(ctx, &d); /* 224 tiles, no split */

@@ -272,7 +272,8 @@ static int64_t cta_smem(const tl_gemm_desc *d, const tl_gemm_schedule *s)
 
 /* The slices of K for s's tiles on sms SMs: about one CTA an SM for the
  * 64x128 kernel, two for the swapped 64x16 one (stages of 10 KiB), at
- * most 16 slices of at least 4 K steps (32 swapped); 0 (no split) when
+ * most 16 slices of at least 4 K steps (32 swapped; 16-bit swapped tiles
+ * take one CTA an SM where that splits, below); 0 (no split) when
  * the tiles alone come near that. Slices of whole K steps, as many as the
  * steps need (a last slice is never empty). Session 7 sweeps, x cuBLAS:
  * 8x14336x4096 0.81 with 2 slices of 64x128, 0.90 without; 64x8192x8192
@@ -290,25 +291,29 @@ static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
         want = 16;
     if (want > steps / min_steps)
         want = steps / min_steps;
-    /* 16-bit swapped tiles (8-bit ones unmeasured): or one CTA an SM in slices half as long,
-     * where that is more slices and the slices still sum over a cluster (tli_gemm_cluster_split:
-     * at most 4096 f32 of C a cluster).
-     * x cuBLAS, K steps of 128 (bench_gemm_small --try, two rounds, session 35): 1x2048x4096 NN
-     * / NT 1.103-1.137 / 1.113-1.121 in 4 slices of 1024 against 1.018-1.035 / 0.997-1.006 in 2;
-     * 1x4096x2048 NN 0.973-1.011 in 2 against 0.766 unsplit. Not past one CTA an SM:
-     * 1x4096x4096 in 4 slices (256 CTAs) 0.91 against 1.19 in 2; not past a cluster:
-     * 1x1024x8192 in 8 slices (128 CTAs, the sums through global memory) 0.88-0.98 against
-     * 0.99-1.00 in 4 */
+    /* 16-bit swapped tiles (8-bit ones unmeasured): one CTA an SM where that is a split at all,
+     * in slices of at least 16 steps where a cluster sums them (tli_gemm_cluster_split: at most
+     * 8 slices of 4096 f32 of C) and of at least 32 where the sums go through global memory;
+     * the count above (two CTAs an SM) only where it is not. x cuBLAS, K steps of 128 (the rule
+     * in resolved(); bench_gemm_small --try, two rounds, session 35):
+     * 1x2048x4096 NN / NT 1.103-1.137 / 1.113-1.121 in 4 slices of 1024 against 1.018-1.035 /
+     * 0.997-1.006 in 2; 1x4096x2048 NN 0.973-1.011 in 2 against 0.766 unsplit; 16x4096x14336
+     * NT / NN 1.123-1.127 / 1.127-1.130 in 2 against 1.097-1.104 / 1.112-1.115 in 4 slices of
+     * 64; 32x2048x8192 (64x32) 1.045-1.052 in 4 (through global memory) against 0.92-0.94 in
+     * 2. Not past one CTA an SM: 1x4096x4096 in 4 slices (256 CTAs) 0.91 against 1.19 in 2;
+     * not short slices through global memory: 1x1024x8192 in 8 slices of 1024 0.92-0.95 against
+     * 1.01-1.03 in 4. 32x8192x8192's 128 tiles of 64x32 keep two slices (1.04-1.07 against
+     * 0.92-0.95 unsplit). */
     if (s->swap_ab && tl_dtype_size(d->in_dtype) == 2) {
-        int64_t one = (int64_t)sms / tiles, half = min_steps / 2,
-                cluster = 4096 / ((int64_t)s->block_m * s->block_n);
-        if (one > 8)
-            one = 8;
-        if (one > cluster)
-            one = cluster;
-        if (one > steps / half)
-            one = steps / half;
-        if (one > want)
+        int64_t one = (int64_t)sms / tiles;
+        if (one > 16)
+            one = 16;
+        for (; one >= 2; one--) {
+            bool cluster = one <= 8 && one * s->block_m * s->block_n <= 4096;
+            if (steps / one >= (cluster ? min_steps / 2 : min_steps))
+                break;
+        }
+        if (one >= 2)
             want = one;
     }
     if (want < 2)
@@ -391,6 +396,9 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
     bool few = ctas < sms;
     bool pair = s.split_k == 2 && d->trans_b && s.block_n == 32 && ctas >= sms &&
                 ctas <= (228 * 1024 / cta_smem(d, &longer)) * sms;
+    /* 4 stages rather than 5 though a CTA alone on its SM has the room: 5 gained 1-3 % at
+     * 16x4096x14336 and 1x4096x14336 (128 CTAs) and lost 6 % at 1x1024x8192 (64 CTAs; same
+     * runs, session 35) */
     return unsplit || pair || few ? longer : s;
 }
 

@@ -296,7 +296,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--sweep")) {
             sweep = 1;
         } else if (!strcmp(argv[i], "--try") && i + 1 < argc) {
-            if (ntries == 23 || !parse_try(argv[++i], &tries[ntries++])) {
+            i++;
+            if (ntries == 23 || !parse_try(argv[i], &tries[ntries++])) {
                 fprintf(stderr, "bench_gemm_small: --try '%s': at most 23, each key=value,... with keys "
                                 "bm bn bk st t sw pp sk swap ps stk gemv\n", argv[i]);
                 return 2;

@@ -113,6 +113,21 @@ tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char *
     return st;
 }
 
+tl_status tli_ptxas_report(tl_ctx *ctx, const char *source, const char *name, const char *target, char **log)
+{
+    *log = NULL;
+    char *full = with_device_header(source, name);
+    if (!full)
+        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tli_ptxas_report: out of host memory");
+    const char *flags[] = {"-Xptxas=-v"};
+    void *cubin = NULL;
+    size_t len = 0;
+    tl_status st = tli_nvrtc_compile(ctx, full, name, target, 0, flags, 1, &cubin, &len, log);
+    free(full);
+    free(cubin);
+    return st;
+}
+
 void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_options *opt)
 {
     if ((opt && opt->no_cache) || !ctx->cache || !p->cubin)

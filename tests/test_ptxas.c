@@ -1,7 +1,9 @@
-/* test_ptxas.c - what ptxas says about the kernels the ops choose by default
- * on sm_90a, without a GPU: each distinct default program of the GEMM (the
- * ANCHORS shapes and the decode shapes, B as [N, K] and as [K, N]) and of
- * FlashAttention (head_dim 64, 128 and 256, causal or not, 512 to 16k keys)
+/* test_ptxas.c - what ptxas says about the kernels the ops choose by default,
+ * without a GPU: each distinct default program of the GEMM (the ANCHORS
+ * shapes and the decode shapes, B as [N, K] and as [K, N]; bias + GELU and
+ * 8-bit inputs at four shapes), of FlashAttention (head_dim 64, 128 and
+ * 256, causal or not, 512 to 16k keys), of the softmax and RMSNorm (the
+ * bench's shapes) on sm_90a, and of the GEMM and FlashAttention on sm_80,
  * is compiled through NVRTC with -Xptxas=-v (tli_ptxas_report), and its
  * report must show no spill and no performance advisory (C75xx: every wgmma
  * serialized for want of registers, a warpgroup.arrive injected before a
@@ -64,23 +66,24 @@ static void read_report(const char *log, long *spill, char *codes, size_t n)
 
 static int failures; /* kernels whose report broke the rule, in this test */
 
-/* Checks one kernel's report; `allowed` lists the advisory codes kept for it (or NULL), and
- * "spill" among them allows spill stores. A breach is printed and counted (every kernel is
- * looked at before the test fails). */
-static void check_kernel(tl_kernel *k, const char *what, const char *allowed)
+/* Checks one kernel's report; `allowed` lists the advisory codes kept for it (or NULL),
+ * and "spill<=N" among them allows up to N bytes of spill stores. A breach is printed and
+ * counted (every kernel is looked at before the test fails). */
+static void check_kernel_for(tl_kernel *k, const char *target, const char *what, const char *allowed)
 {
     char *src = NULL;
-    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_status(tl_kernel_source(k, target, &src), TL_OK);
     if (first_time(src)) {
         char *log = NULL;
-        if (tli_ptxas_report(ctx, src, "tilec_ptxas", "sm_90a", &log) != TL_OK)
+        if (tli_ptxas_report(ctx, src, "tilec_ptxas", target, &log) != TL_OK)
             fail_msg("%s: %s", what, tl_ctx_error(ctx));
         long spill;
         char codes[128];
         read_report(log, &spill, codes, sizeof codes);
         if (!log || !strstr(log, "Used "))
             fail_msg("%s: no ptxas report in NVRTC's log:\n%s", what, log ? log : "(empty)");
-        bool ok = spill == 0 || (allowed && strstr(allowed, "spill"));
+        const char *cap = allowed ? strstr(allowed, "spill<=") : NULL;
+        bool ok = spill <= (cap ? strtol(cap + 7, NULL, 10) : 0);
         for (char *c = codes; *c; c += strcspn(c, ","), c += *c == ',')
             if (!allowed || !strstr(allowed, (char[6]){c[0], c[1], c[2], c[3], c[4], 0}))
                 ok = false;
@@ -92,6 +95,11 @@ static void check_kernel(tl_kernel *k, const char *what, const char *allowed)
         free(log);
     }
     tl_free_host(src);
+}
+
+static void check_kernel(tl_kernel *k, const char *what, const char *allowed)
+{
+    check_kernel_for(k, "sm_90a", what, allowed);
 }
 
 static void need_nvrtc(void)
@@ -162,12 +170,118 @@ static void test_flash_attn_defaults(void **state)
                  * consumers' 160 registers, every wgmma is serialized (C7511) and the causal one spills
                  * 8 bytes; measured the fastest there all the same (1.05-1.10 x cuDNN; bench/NOTES.md
                  * sessions 21 and 35) */
-                check_kernel(k, what, D == 64 && S >= 8192 ? "C7511,spill" : NULL);
+                check_kernel(k, what, D == 64 && S >= 8192 ? "C7511,spill<=16" : NULL);
                 tl_kernel_destroy(k);
             }
     print_message("  %d distinct programs in all so far (FlashAttention's after the GEMM's)\n", nseen);
     if (failures)
         fail_msg("%d FlashAttention kernels with spills or advisories (above)", failures);
+}
+
+/* The GEMM's fused epilogue (bias + GELU) and 8-bit inputs at a large and two decode shapes. */
+static void test_gemm_epilogue_fp8_defaults(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    failures = 0;
+    static const int64_t shapes[][3] = {{4096, 4096, 4096}, {1, 4096, 4096}, {16, 4096, 14336}, {8192, 8192, 1024}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int f8 = 0; f8 <= 1; f8++) {
+                tl_gemm_desc d = {.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                                  .in_dtype = f8 ? TL_F8E4M3 : TL_BF16, .out_dtype = TL_BF16, .trans_b = tb || f8,
+                                  .has_bias = 1, .epilogue = TL_EPI_GELU_TANH};
+                tl_kernel *k = NULL;
+                char what[112];
+                snprintf(what, sizeof what, "gemm %lldx%lldx%lld %s %s + bias + gelu", (long long)d.m, (long long)d.n,
+                         (long long)d.k, d.trans_b ? "NT" : "NN", f8 ? "e4m3" : "bf16");
+                if (tl_op_gemm_build(ctx, &d, &k) != TL_OK)
+                    fail_msg("%s: %s", what, tl_ctx_error(ctx));
+                tl_gemm_schedule sc = tl_op_gemm_schedule(ctx, &d);
+                check_kernel(k, what, sc.swap_ab && sc.split_k <= 1 ? "C7514" : NULL); /* as above */
+                tl_kernel_destroy(k);
+            }
+    if (failures)
+        fail_msg("%d epilogue or 8-bit GEMM kernels with spills or advisories (above)", failures);
+}
+
+/* The row-wise ops' defaults (no tensor cores: spills only) at the bench's shapes. */
+static void test_rows_defaults(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    failures = 0;
+    static const int64_t shapes[][2] = {{16384, 1024}, {8192, 4096}, {4096, 8192}, {32768, 2048}, {2048, 32768}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int op = 0; op < 2; op++) {
+            tl_kernel *k = NULL;
+            char what[96];
+            snprintf(what, sizeof what, "%s %lldx%lld bf16", op ? "rmsnorm" : "softmax", (long long)shapes[i][0],
+                     (long long)shapes[i][1]);
+            tl_status st;
+            if (op) {
+                tl_rmsnorm_desc d = {.rows = shapes[i][0], .cols = shapes[i][1], .in_dtype = TL_BF16,
+                                     .out_dtype = TL_BF16, .eps = 1e-6};
+                st = tl_op_rmsnorm_build(ctx, &d, &k);
+            } else {
+                tl_softmax_desc d = {.rows = shapes[i][0], .cols = shapes[i][1], .in_dtype = TL_BF16,
+                                     .out_dtype = TL_BF16};
+                st = tl_op_softmax_build(ctx, &d, &k);
+            }
+            if (st != TL_OK)
+                fail_msg("%s: %s", what, tl_ctx_error(ctx));
+            /* RMSNorm on 32768 columns (the two-slot ring, 112 registers a consumer): x and its
+             * squares are two 64-register fragments, and ptxas spills 44 bytes; the softmax there
+             * does not. Reads at 0.86-0.88 of the copy (bench/NOTES.md sessions 31, 35): a lead */
+            check_kernel(k, what, op && shapes[i][1] >= 32768 ? "spill<=64" : NULL);
+            tl_kernel_destroy(k);
+        }
+    if (failures)
+        fail_msg("%d row-op kernels with spills (above)", failures);
+}
+
+/* sm_80's defaults (mma.sync and cp.async; an A100's registers): the GEMM and FlashAttention. */
+static void test_sm80_defaults(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    failures = 0;
+    tl_ctx *c80 = test_offline_ctx("sm_80");
+    assert_non_null(c80);
+    static const int64_t shapes[][3] = {{4096, 4096, 4096}, {1024, 1024, 1024}, {1, 4096, 4096}, {16, 4096, 14336}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int tb = 0; tb <= 1; tb++) {
+            tl_gemm_desc d = {.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2], .in_dtype = TL_BF16,
+                              .out_dtype = TL_BF16, .trans_b = tb};
+            tl_kernel *k = NULL;
+            char what[96];
+            snprintf(what, sizeof what, "sm_80 gemm %lldx%lldx%lld %s", (long long)d.m, (long long)d.n,
+                     (long long)d.k, tb ? "NT" : "NN");
+            if (tl_op_gemm_build(c80, &d, &k) != TL_OK)
+                fail_msg("%s: %s", what, tl_ctx_error(c80));
+            check_kernel_for(k, "sm_80", what, NULL);
+            tl_kernel_destroy(k);
+        }
+    static const int dims[] = {64, 128}, seqs[] = {2048, 8192};
+    for (int di = 0; di < 2; di++)
+        for (int causal = 0; causal <= 1; causal++)
+            for (int si = 0; si < 2; si++) {
+                int D = dims[di], S = seqs[si];
+                tl_flash_attn_desc d = {.batch = 16384 / S, .heads = 2048 / D, .kv_heads = 2048 / D, .seq_q = S,
+                                        .seq_kv = S, .head_dim = D, .dtype = TL_BF16, .causal = causal};
+                tl_kernel *k = NULL;
+                char what[96];
+                snprintf(what, sizeof what, "sm_80 flash_attn D %d %s %d keys", D, causal ? "causal" : "non-causal", S);
+                if (tl_op_flash_attn_build(c80, &d, &k) != TL_OK)
+                    fail_msg("%s: %s", what, tl_ctx_error(c80));
+                /* a few words of spill (24-32 bytes) in the mma.sync path's FlashAttention since its
+                 * bound became 32-bit (session 33: from 1384 bytes); 1.02-1.09 x FlashAttention-2 */
+                check_kernel_for(k, "sm_80", what, "spill<=48");
+                tl_kernel_destroy(k);
+            }
+    tl_ctx_destroy(c80);
+    if (failures)
+        fail_msg("%d sm_80 kernels with spills or advisories (above)", failures);
 }
 
 static int teardown(void **state)
@@ -183,6 +297,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_defaults),
         cmocka_unit_test(test_flash_attn_defaults),
+        cmocka_unit_test(test_gemm_epilogue_fp8_defaults),
+        cmocka_unit_test(test_rows_defaults),
+        cmocka_unit_test(test_sm80_defaults),
     };
     return cmocka_run_group_tests_name("ptxas", tests, offline_setup, teardown);
 }

@@ -97,11 +97,6 @@ static void check_kernel_for(tl_kernel *k, const char *target, const char *what,
     tl_free_host(src);
 }
 
-static void check_kernel(tl_kernel *k, const char *what, const char *allowed)
-{
-    check_kernel_for(k, "sm_90a", what, allowed);
-}
-
 static void need_nvrtc(void)
 {
     int maj = 0, min = 0;
@@ -111,6 +106,41 @@ static void need_nvrtc(void)
         print_message("  skip: NVRTC is missing: nothing for ptxas to report on\n");
         skip();
     }
+}
+
+/* The op's default GEMM for d on c (whose target it is compiled for), checked. The swapped
+ * tiles unsplit (8x14336x4096, 1x14336x4096): their masked store of C, after the loop's last
+ * wait, makes ptxas serialize the loop's wgmmas (C7514); without the masked path, or with the
+ * loop waiting for each group (wait<0>), it does not. The kernel reads B at 0.88-0.90 of the
+ * copy as it is; the variant is not yet measured (bench/NOTES.md, session 35). */
+static void check_gemm(tl_ctx *c, const tl_gemm_desc *d)
+{
+    char what[128];
+    snprintf(what, sizeof what, "%s gemm %lldx%lldx%lld %s %s%s", tl_ctx_target(c), (long long)d->m,
+             (long long)d->n, (long long)d->k, d->trans_b ? "NT" : "NN", tl_dtype_name(d->in_dtype),
+             d->has_bias ? " + bias + activation" : "");
+    tl_kernel *k = NULL;
+    if (tl_op_gemm_build(c, d, &k) != TL_OK)
+        fail_msg("%s: %s", what, tl_ctx_error(c));
+    tl_gemm_schedule sc = tl_op_gemm_schedule(c, d);
+    check_kernel_for(k, tl_ctx_target(c), what, sc.swap_ab && sc.split_k <= 1 ? "C7514" : NULL);
+    tl_kernel_destroy(k);
+}
+
+/* The op's default FlashAttention on c at the bench's grid point (D, causal, S keys), checked
+ * against `allowed`. */
+static void check_attn(tl_ctx *c, int D, int causal, int S, const char *allowed)
+{
+    tl_flash_attn_desc d = {.batch = 16384 / S, .heads = 2048 / D, .kv_heads = 2048 / D, .seq_q = S,
+                            .seq_kv = S, .head_dim = D, .dtype = TL_BF16, .causal = causal};
+    char what[96];
+    snprintf(what, sizeof what, "%s flash_attn D %d %s %d keys", tl_ctx_target(c), D, causal ? "causal" : "non-causal",
+             S);
+    tl_kernel *k = NULL;
+    if (tl_op_flash_attn_build(c, &d, &k) != TL_OK)
+        fail_msg("%s: %s", what, tl_ctx_error(c));
+    check_kernel_for(k, tl_ctx_target(c), what, allowed);
+    tl_kernel_destroy(k);
 }
 
 static void test_gemm_defaults(void **state)
@@ -126,24 +156,9 @@ static void test_gemm_defaults(void **state)
         {32, 2048, 8192},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int tb = 0; tb <= 1; tb++) {
-            tl_gemm_desc d = {.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2], .in_dtype = TL_BF16,
-                              .out_dtype = TL_BF16, .trans_b = tb};
-            tl_kernel *k = NULL;
-            char what[96];
-            snprintf(what, sizeof what, "gemm %lldx%lldx%lld %s", (long long)d.m, (long long)d.n, (long long)d.k,
-                     tb ? "NT" : "NN");
-            if (tl_op_gemm_build(ctx, &d, &k) != TL_OK)
-                fail_msg("%s: %s", what, tl_ctx_error(ctx));
-            /* the swapped tiles unsplit (8x14336x4096, 1x14336x4096): their masked store of C, after
-             * the loop's last wait, makes ptxas serialize the loop's wgmmas (C7514); without the
-             * masked path, or with the loop waiting for each group (wait<0>), it does not. The
-             * kernel reads B at 0.88-0.90 of the copy as it is; the variant is not yet measured
-             * (bench/NOTES.md, session 35) */
-            tl_gemm_schedule sc = tl_op_gemm_schedule(ctx, &d);
-            check_kernel(k, what, sc.swap_ab && sc.split_k <= 1 ? "C7514" : NULL);
-            tl_kernel_destroy(k);
-        }
+        for (int tb = 0; tb <= 1; tb++)
+            check_gemm(ctx, &(tl_gemm_desc){.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                                            .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = tb});
     print_message("  %d distinct GEMM programs compiled with ptxas's report\n", nseen);
     if (failures)
         fail_msg("%d GEMM kernels with spills or advisories (above)", failures);
@@ -157,28 +172,19 @@ static void test_flash_attn_defaults(void **state)
     static const int dims[] = {64, 128, 256}, seqs[] = {512, 2048, 4096, 8192, 16384};
     for (int di = 0; di < 3; di++)
         for (int causal = 0; causal <= 1; causal++)
-            for (int si = 0; si < 5; si++) {
-                int D = dims[di], S = seqs[si];
-                tl_flash_attn_desc d = {.batch = 16384 / S, .heads = 2048 / D, .kv_heads = 2048 / D, .seq_q = S,
-                                        .seq_kv = S, .head_dim = D, .dtype = TL_BF16, .causal = causal};
-                tl_kernel *k = NULL;
-                char what[96];
-                snprintf(what, sizeof what, "flash_attn D %d %s %d keys", D, causal ? "causal" : "non-causal", S);
-                if (tl_op_flash_attn_build(ctx, &d, &k) != TL_OK)
-                    fail_msg("%s: %s", what, tl_ctx_error(ctx));
+            for (int si = 0; si < 5; si++)
                 /* D 64 from 8k keys (three groups on 192 x 192 tiles): S, P and O in flight pass the
                  * consumers' 160 registers, every wgmma is serialized (C7511) and the causal one spills
                  * 8 bytes; measured the fastest there all the same (1.05-1.10 x cuDNN; bench/NOTES.md
                  * sessions 21 and 35) */
-                check_kernel(k, what, D == 64 && S >= 8192 ? "C7511,spill<=16" : NULL);
-                tl_kernel_destroy(k);
-            }
+                check_attn(ctx, dims[di], causal, seqs[si],
+                           dims[di] == 64 && seqs[si] >= 8192 ? "C7511,spill<=16" : NULL);
     print_message("  %d distinct programs in all so far (FlashAttention's after the GEMM's)\n", nseen);
     if (failures)
         fail_msg("%d FlashAttention kernels with spills or advisories (above)", failures);
 }
 
-/* The GEMM's fused epilogue (bias + GELU) and 8-bit inputs at a large and two decode shapes. */
+/* The GEMM's fused epilogue (bias + GELU) and 8-bit inputs at a large and three decode-like shapes. */
 static void test_gemm_epilogue_fp8_defaults(void **state)
 {
     (void)state;
@@ -187,20 +193,10 @@ static void test_gemm_epilogue_fp8_defaults(void **state)
     static const int64_t shapes[][3] = {{4096, 4096, 4096}, {1, 4096, 4096}, {16, 4096, 14336}, {8192, 8192, 1024}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int tb = 0; tb <= 1; tb++)
-            for (int f8 = 0; f8 <= 1; f8++) {
-                tl_gemm_desc d = {.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
-                                  .in_dtype = f8 ? TL_F8E4M3 : TL_BF16, .out_dtype = TL_BF16, .trans_b = tb || f8,
-                                  .has_bias = 1, .epilogue = TL_EPI_GELU_TANH};
-                tl_kernel *k = NULL;
-                char what[112];
-                snprintf(what, sizeof what, "gemm %lldx%lldx%lld %s %s + bias + gelu", (long long)d.m, (long long)d.n,
-                         (long long)d.k, d.trans_b ? "NT" : "NN", f8 ? "e4m3" : "bf16");
-                if (tl_op_gemm_build(ctx, &d, &k) != TL_OK)
-                    fail_msg("%s: %s", what, tl_ctx_error(ctx));
-                tl_gemm_schedule sc = tl_op_gemm_schedule(ctx, &d);
-                check_kernel(k, what, sc.swap_ab && sc.split_k <= 1 ? "C7514" : NULL); /* as above */
-                tl_kernel_destroy(k);
-            }
+            for (int f8 = 0; f8 <= 1; f8++) /* 8-bit inputs take B as [N, K] only */
+                check_gemm(ctx, &(tl_gemm_desc){.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                                                .in_dtype = f8 ? TL_F8E4M3 : TL_BF16, .out_dtype = TL_BF16,
+                                                .trans_b = tb || f8, .has_bias = 1, .epilogue = TL_EPI_GELU_TANH});
     if (failures)
         fail_msg("%d epilogue or 8-bit GEMM kernels with spills or advisories (above)", failures);
 }
@@ -233,7 +229,7 @@ static void test_rows_defaults(void **state)
             /* RMSNorm on 32768 columns (the two-slot ring, 112 registers a consumer): x and its
              * squares are two 64-register fragments, and ptxas spills 44 bytes; the softmax there
              * does not. Reads at 0.86-0.88 of the copy (bench/NOTES.md sessions 31, 35): a lead */
-            check_kernel(k, what, op && shapes[i][1] >= 32768 ? "spill<=64" : NULL);
+            check_kernel_for(k, "sm_90a", what, op && shapes[i][1] >= 32768 ? "spill<=64" : NULL);
             tl_kernel_destroy(k);
         }
     if (failures)
@@ -250,35 +246,15 @@ static void test_sm80_defaults(void **state)
     assert_non_null(c80);
     static const int64_t shapes[][3] = {{4096, 4096, 4096}, {1024, 1024, 1024}, {1, 4096, 4096}, {16, 4096, 14336}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int tb = 0; tb <= 1; tb++) {
-            tl_gemm_desc d = {.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2], .in_dtype = TL_BF16,
-                              .out_dtype = TL_BF16, .trans_b = tb};
-            tl_kernel *k = NULL;
-            char what[96];
-            snprintf(what, sizeof what, "sm_80 gemm %lldx%lldx%lld %s", (long long)d.m, (long long)d.n,
-                     (long long)d.k, tb ? "NT" : "NN");
-            if (tl_op_gemm_build(c80, &d, &k) != TL_OK)
-                fail_msg("%s: %s", what, tl_ctx_error(c80));
-            check_kernel_for(k, "sm_80", what, NULL);
-            tl_kernel_destroy(k);
-        }
-    static const int dims[] = {64, 128}, seqs[] = {2048, 8192};
-    for (int di = 0; di < 2; di++)
+        for (int tb = 0; tb <= 1; tb++)
+            check_gemm(c80, &(tl_gemm_desc){.m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                                            .in_dtype = TL_BF16, .out_dtype = TL_BF16, .trans_b = tb});
+    for (int D = 64; D <= 128; D *= 2)
         for (int causal = 0; causal <= 1; causal++)
-            for (int si = 0; si < 2; si++) {
-                int D = dims[di], S = seqs[si];
-                tl_flash_attn_desc d = {.batch = 16384 / S, .heads = 2048 / D, .kv_heads = 2048 / D, .seq_q = S,
-                                        .seq_kv = S, .head_dim = D, .dtype = TL_BF16, .causal = causal};
-                tl_kernel *k = NULL;
-                char what[96];
-                snprintf(what, sizeof what, "sm_80 flash_attn D %d %s %d keys", D, causal ? "causal" : "non-causal", S);
-                if (tl_op_flash_attn_build(c80, &d, &k) != TL_OK)
-                    fail_msg("%s: %s", what, tl_ctx_error(c80));
+            for (int S = 2048; S <= 8192; S *= 4)
                 /* a few words of spill (24-32 bytes) in the mma.sync path's FlashAttention since its
                  * bound became 32-bit (session 33: from 1384 bytes); 1.02-1.09 x FlashAttention-2 */
-                check_kernel_for(k, "sm_80", what, "spill<=48");
-                tl_kernel_destroy(k);
-            }
+                check_attn(c80, D, causal, S, "spill<=48");
     tl_ctx_destroy(c80);
     if (failures)
         fail_msg("%d sm_80 kernels with spills or advisories (above)", failures);

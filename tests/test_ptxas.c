@@ -226,9 +226,10 @@ static void test_rows_defaults(void **state)
             }
             if (st != TL_OK)
                 fail_msg("%s: %s", what, tl_ctx_error(ctx));
-            /* RMSNorm on 32768 columns (the two-slot ring, 112 registers a consumer): x and its
-             * squares are two 64-register fragments, and ptxas spills 44 bytes; the softmax there
-             * does not. Reads at 0.86-0.88 of the copy (bench/NOTES.md sessions 31, 35): a lead */
+            /* RMSNorm on 32768 columns (a producer's ring, 112 registers a consumer) holds the slot's
+             * row in x across the reduction, and ptxas spills 44 bytes; measured faster than reading
+             * the slot twice all the same (2048x32768 f16 0.915-0.918 of the copy against
+             * 0.881-0.882; rmsnorm.c, bench/NOTES.md session 32) */
             check_kernel_for(k, "sm_90a", what, op && shapes[i][1] >= 32768 ? "spill<=64" : NULL);
             tl_kernel_destroy(k);
         }

@@ -920,6 +920,15 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src);
 /* Lowers and compiles k to PTX for target (NULL: the context's). *ptx is
  * malloc'ed; free with tl_free_host. Errors as tl_compile. */
 TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx);
+/* Lowers and compiles k for target (NULL: the context's) as tl_compile
+ * does, with ptxas's verbose report on, and gives the report: NVRTC's log,
+ * whose ptxas lines give the kernel's registers per thread, its spill
+ * stores and loads and stack, and its performance advisories (codes
+ * C75xx, e.g. "wgmma.mma_async instructions are serialized due to
+ * insufficient register resources", or a warpgroup.arrive injected). The
+ * cubin is neither kept nor cached. *report is malloc'ed (an empty string
+ * when NVRTC said nothing); free with tl_free_host. Errors as tl_compile. */
+TL_API tl_status tl_kernel_ptxas_report(tl_kernel *k, const char *target, char **report);
 /* Frees memory the library handed to the caller (NULL allowed). */
 TL_API void tl_free_host(void *p);
 

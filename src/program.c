@@ -113,21 +113,6 @@ tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char *
     return st;
 }
 
-tl_status tli_ptxas_report(tl_ctx *ctx, const char *source, const char *name, const char *target, char **log)
-{
-    *log = NULL;
-    char *full = with_device_header(source, name);
-    if (!full)
-        return tli_fail(ctx, TL_ERR_OUT_OF_MEMORY, "tli_ptxas_report: out of host memory");
-    const char *flags[] = {"-Xptxas=-v"};
-    void *cubin = NULL;
-    size_t len = 0;
-    tl_status st = tli_nvrtc_compile(ctx, full, name, target, 0, flags, 1, &cubin, &len, log);
-    free(full);
-    free(cubin);
-    return st;
-}
-
 void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_options *opt)
 {
     if ((opt && opt->no_cache) || !ctx->cache || !p->cubin)
@@ -452,6 +437,39 @@ TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
     free(full);
     free(src);
     return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
+}
+
+TL_API tl_status tl_kernel_ptxas_report(tl_kernel *k, const char *target, char **report)
+{
+    if (!k || !report)
+        return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_ptxas_report: report is NULL")
+                 : TL_ERR_INVALID_ARG;
+    *report = NULL;
+    char *src;
+    unsigned since = tli_fail_count();
+    tl_status st = tl_kernel_source(k, target, &src);
+    if (st != TL_OK)
+        return tli_fail_as(k->ctx, st, "tl_kernel_ptxas_report", since);
+    target = pick_target(k->ctx, target);
+    char *full = with_device_header(src, k->ir.name);
+    free(src);
+    if (!full)
+        return tli_fail(k->ctx, TL_ERR_OUT_OF_MEMORY, "tl_kernel_ptxas_report: out of host memory");
+    const char *flags[] = {"-Xptxas=-v"};
+    void *cubin = NULL;
+    size_t len = 0;
+    char *log = NULL;
+    st = tli_nvrtc_compile(k->ctx, full, k->ir.name, target, 0, flags, 1, &cubin, &len, &log);
+    free(full);
+    free(cubin);
+    if (st == TL_OK && !log && !(log = strdup("")))
+        st = tli_fail(k->ctx, TL_ERR_OUT_OF_MEMORY, "tl_kernel_ptxas_report: out of host memory");
+    if (st != TL_OK) {
+        free(log);
+        return tli_fail_as(k->ctx, st, "tl_kernel_ptxas_report", since);
+    }
+    *report = log;
+    return TL_OK;
 }
 
 TL_API void tl_free_host(void *p) { free(p); }

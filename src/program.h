@@ -56,13 +56,6 @@ tl_status tli_program_prepare(tl_kernel *k, const tl_compile_options *opt, const
 tl_status tli_program_prepare_safe(const tl_program *p, const char *api, tl_program **out);
 bool tli_program_cache_lookup(tl_ctx *ctx, tl_program *p, const tl_compile_options *opt);
 tl_status tli_program_nvrtc(tl_program *p, const tl_compile_options *opt, char **log);
-/* ptxas's report on a generated source (tl_kernel_source's text) for
- * target: compiles it as tl_compile would (default options) with
- * -Xptxas=-v and gives NVRTC's log, which holds ptxas's register and spill
- * lines and its performance advisories (C75xx: wgmma serialized, a
- * warpgroup.arrive injected). *log is malloc'ed (NULL when empty); the
- * cubin is dropped. Errors: those of NVRTC's compile (ctx's message). */
-tl_status tli_ptxas_report(tl_ctx *ctx, const char *source, const char *name, const char *target, char **log);
 void tli_program_cache_store(tl_ctx *ctx, const tl_program *p, const tl_compile_options *opt);
 tl_status tli_program_load(tl_ctx *ctx, tl_program *p);
 void tli_program_cache_key(const tl_program *p, const tl_compile_options *opt, uint8_t key[32]);

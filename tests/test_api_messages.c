@@ -369,6 +369,11 @@ static tl_status p_tl_kernel_ptx(void)
     char *ptx = NULL;
     return tl_kernel_ptx(good, "sm_1", &ptx);
 }
+static tl_status p_tl_kernel_ptxas_report(void)
+{
+    char *report = NULL;
+    return tl_kernel_ptxas_report(good, "sm_1", &report);
+}
 static tl_status p_tl_program_get_info(void) { return tl_program_get_info(prog, NULL); }
 static tl_status p_tl_program_param(void)
 {
@@ -635,7 +640,7 @@ static const api_entry entries[] = {
     P(tl_select), P(tl_block_value), P(tl_use_cache_policy), P(tl_cast), P(tl_load), P(tl_store), P(tl_serial), P(tl_parallel), P(tl_parallel1),
     P(tl_if), P(tl_else), P(tl_end), P(tl_alloc_shared), P(tl_alloc_fragment), P(tl_alloc_reducer), P(tl_finalize_reducer), P(tl_alloc_local),
     P(tl_tile_n), P(tl_copy), P(tl_clear), P(tl_fill), P(tl_pipelined), P(tl_gemm), P(tl_use_swizzle),
-    P(tl_compile), P(tl_kernel_source), P(tl_kernel_ptx), P(tl_interpret),
+    P(tl_compile), P(tl_kernel_source), P(tl_kernel_ptx), P(tl_kernel_ptxas_report), P(tl_interpret),
     PPROG(tl_program_get_info), PPROG(tl_program_param), PPROG(tl_launch), PPROG(tl_program_interpret),
     P(tl_time), P(tl_time_interleaved), PPROG(tl_time_launch), P(tl_check), PPROG(tl_program_check),
     P(tl_cache_get_stats), PMSG(tl_cache_clear),
@@ -791,6 +796,12 @@ static int nvrtc_missing_child(void)
     st = tl_kernel_ptx(k, NULL, &ptx);
     if (st != TL_ERR_NO_NVRTC || strncmp(tl_ctx_error(c), "tl_kernel_ptx: ", 15) != 0) {
         fprintf(stderr, "tl_kernel_ptx gave %s: %s\n", tl_status_name(st), tl_ctx_error(c));
+        ok = 0;
+    }
+    char *report = NULL;
+    st = tl_kernel_ptxas_report(k, NULL, &report);
+    if (st != TL_ERR_NO_NVRTC || report || strncmp(tl_ctx_error(c), "tl_kernel_ptxas_report: ", 24) != 0) {
+        fprintf(stderr, "tl_kernel_ptxas_report gave %s: %s\n", tl_status_name(st), tl_ctx_error(c));
         ok = 0;
     }
     tl_kernel_destroy(k);

@@ -188,7 +188,7 @@ static void test_help(void **state)
         run_result r = run("%s", forms[i]);
         expect_status(&r, 0);
         expect_out(&r, "usage: tilec");
-        const char *commands[] = {"info", "source", "ptx", "compile", "cache stats", "cache clear"};
+        const char *commands[] = {"info", "source", "ptx", "ptxas", "compile", "cache stats", "cache clear"};
         for (size_t j = 0; j < sizeof commands / sizeof commands[0]; j++)
             expect_out(&r, commands[j]);
         expect_out(&r, "ops: vadd");
@@ -223,7 +223,7 @@ static void test_bad_usage(void **state)
 static void test_unknown_op(void **state)
 {
     (void)state;
-    const char *commands[] = {"source", "ptx", "compile"};
+    const char *commands[] = {"source", "ptx", "ptxas", "compile"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         run_result r = run("%s no_such_op", commands[i]);
         expect_status(&r, 2);
@@ -329,6 +329,28 @@ static void test_ptx(void **state)
     }
 }
 
+/* ptxas: the register and spill lines of ptxas's report for the op's kernel,
+ * for each target, and nothing on stderr. */
+static void test_ptxas(void **state)
+{
+    (void)state;
+    if (nvrtc_missing())
+        skip();
+    const char *archs[] = {"sm_80", "sm_90a"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        run_result r = run("ptxas gemm --arch %s", archs[i]);
+        expect_status(&r, 0);
+        expect_out(&r, "Used ");
+        expect_out(&r, " registers");
+        expect_out(&r, "bytes spill stores");
+        char entry[64];
+        snprintf(entry, sizeof entry, "for '%s'", archs[i]);
+        expect_out(&r, entry);
+        expect(&r, r.err[0] == '\0', "ptxas wrote to stderr");
+        run_free(&r);
+    }
+}
+
 /* The GEMM's tensor-core path in PTX: mma.sync fed by ldmatrix and cp.async
  * on sm_80; wgmma fed by TMA on sm_90a. `source gemm` is readable CUDA. */
 static void test_gemm_ptx_and_source(void **state)
@@ -366,7 +388,7 @@ static void test_gemm_ptx_and_source(void **state)
 static void test_bad_arch(void **state)
 {
     (void)state;
-    const char *commands[] = {"source", "ptx", "compile"};
+    const char *commands[] = {"source", "ptx", "ptxas", "compile"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         run_result r = run("%s vadd --arch nonsense_arch", commands[i]);
         expect(&r, r.status != 0 && r.status != -1, "a bad --arch did not fail");
@@ -578,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_dump),
         cmocka_unit_test(test_source_bf16),
         cmocka_unit_test(test_ptx),
+        cmocka_unit_test(test_ptxas),
         cmocka_unit_test(test_gemm_ptx_and_source),
         cmocka_unit_test(test_bad_arch),
         cmocka_unit_test(test_bad_dtype_for_op),

@@ -4,7 +4,7 @@
  * 8-bit inputs at four shapes), of FlashAttention (head_dim 64, 128 and
  * 256, causal or not, 512 to 16k keys), of the softmax and RMSNorm (the
  * bench's shapes) on sm_90a, and of the GEMM and FlashAttention on sm_80,
- * is compiled through NVRTC with -Xptxas=-v (tli_ptxas_report), and its
+ * is compiled through NVRTC with -Xptxas=-v (tl_kernel_ptxas_report), and its
  * report must show no spill and no performance advisory (C75xx: every wgmma
  * serialized for want of registers, a warpgroup.arrive injected before a
  * wgmma), except those listed below with the reason they are kept. Both
@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include "program.h"
 #include "tilec.h"
 #include "util.h"
 #include <stdio.h>
@@ -75,7 +74,7 @@ static void check_kernel_for(tl_kernel *k, const char *target, const char *what,
     assert_status(tl_kernel_source(k, target, &src), TL_OK);
     if (first_time(src)) {
         char *log = NULL;
-        if (tli_ptxas_report(ctx, src, "tilec_ptxas", target, &log) != TL_OK)
+        if (tl_kernel_ptxas_report(k, target, &log) != TL_OK)
             fail_msg("%s: %s", what, tl_ctx_error(ctx));
         long spill;
         char codes[128];
@@ -261,6 +260,32 @@ static void test_sm80_defaults(void **state)
         fail_msg("%d sm_80 kernels with spills or advisories (above)", failures);
 }
 
+/* tl_kernel_ptxas_report's own contract: the report names the kernel and has ptxas's register line;
+ * NULL arguments and a bad target are refused with a message; the report is freed by the caller. */
+static void test_report_api(void **state)
+{
+    (void)state;
+    need_nvrtc();
+    tl_kernel *k = NULL;
+    assert_status(tl_op_gemm_build(ctx, &(tl_gemm_desc){.m = 256, .n = 256, .k = 256, .in_dtype = TL_BF16,
+                                                        .out_dtype = TL_BF16, .trans_b = 1},
+                                   &k),
+                  TL_OK);
+    char *rep = NULL;
+    assert_status(tl_kernel_ptxas_report(k, NULL, &rep), TL_OK); /* the context's target */
+    assert_non_null(strstr(rep, "for 'sm_90a'"));
+    assert_non_null(strstr(rep, "Used "));
+    tl_free_host(rep);
+    assert_status(tl_kernel_ptxas_report(NULL, "sm_90a", &rep), TL_ERR_INVALID_ARG);
+    assert_status(tl_kernel_ptxas_report(k, "sm_90a", NULL), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "tl_kernel_ptxas_report: report is NULL"));
+    rep = (char *)"untouched";
+    assert_int_not_equal(tl_kernel_ptxas_report(k, "sm_nonsense", &rep), TL_OK);
+    assert_null(rep);
+    assert_non_null(strstr(tl_ctx_error(ctx), "sm_nonsense"));
+    tl_kernel_destroy(k);
+}
+
 static int teardown(void **state)
 {
     for (int i = 0; i < nseen; i++)
@@ -272,6 +297,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_api),
         cmocka_unit_test(test_gemm_defaults),
         cmocka_unit_test(test_flash_attn_defaults),
         cmocka_unit_test(test_gemm_epilogue_fp8_defaults),

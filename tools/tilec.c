@@ -71,6 +71,9 @@ static const char usage_text[] =
     "                             threads, reduce, pipeline, smem, sync, launch)\n"
     "  ptx <op> [--arch sm_XX] [--dtype T] [--device N]\n"
     "                             print its PTX (compiled with NVRTC)\n"
+    "  ptxas <op> [--arch sm_XX] [--dtype T] [--device N]\n"
+    "                             ptxas's report on it: registers, spills and\n"
+    "                             performance advisories (wgmma serialized, ...)\n"
     "  compile <op> [--arch sm_XX] [--dtype T] [--device N] [--cache-dir DIR] [--cubin FILE]\n"
     "                             compile it through the cubin cache and report;\n"
     "                             --cubin writes the cubin to FILE (for cuobjdump)\n"
@@ -299,7 +302,7 @@ static int cmd_info(const cli *c)
 /* ------------------------------------------------------------------------ */
 
 /* What source, ptx and dump print of the op's kernel. */
-typedef enum { TEXT_SOURCE, TEXT_PTX, TEXT_DUMP } op_text;
+typedef enum { TEXT_SOURCE, TEXT_PTX, TEXT_PTXAS, TEXT_DUMP } op_text;
 
 static int print_op_text(const cli *c, op_text what)
 {
@@ -311,6 +314,7 @@ static int print_op_text(const cli *c, op_text what)
     char *text = NULL;
     tl_status st = what == TEXT_SOURCE ? tl_kernel_source(k, c->arch, &text)
                    : what == TEXT_PTX  ? tl_kernel_ptx(k, c->arch, &text)
+                   : what == TEXT_PTXAS ? tl_kernel_ptxas_report(k, c->arch, &text)
                    : c->after          ? tl_kernel_lower_dump(k, c->arch, c->after, &text)
                                        : tl_kernel_dump(k, &text);
     if (st == TL_OK)
@@ -325,6 +329,7 @@ static int print_op_text(const cli *c, op_text what)
 
 static int cmd_source(const cli *c) { return print_op_text(c, TEXT_SOURCE); }
 static int cmd_ptx(const cli *c) { return print_op_text(c, TEXT_PTX); }
+static int cmd_ptxas(const cli *c) { return print_op_text(c, TEXT_PTXAS); }
 static int cmd_dump(const cli *c) { return print_op_text(c, TEXT_DUMP); }
 
 static const char *origin_text(int from_cache)
@@ -714,6 +719,7 @@ static const command commands[] = {
     {"info", cmd_info, OPT_DEVICE, 0},
     {"source", cmd_source, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
     {"ptx", cmd_ptx, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
+    {"ptxas", cmd_ptxas, OPT_ARCH | OPT_DTYPE | OPT_DEVICE, 1},
     {"dump", cmd_dump, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_AFTER, 1},
     {"compile", cmd_compile, OPT_ARCH | OPT_DTYPE | OPT_DEVICE | OPT_CACHE_DIR | OPT_CUBIN, 1},
     {"cache", cmd_cache, OPT_CACHE_DIR, 1},

@@ -419,23 +419,34 @@ TL_API tl_status tl_kernel_source(tl_kernel *k, const char *target, char **src)
     return TL_OK;
 }
 
+/* k's generated source for *target (NULL: the context's, written back),
+ * with the device header inlined as NVRTC compiles it; failures named as
+ * api's. */
+static tl_status full_source(tl_kernel *k, const char **target, const char *api, unsigned since, char **full)
+{
+    char *src;
+    tl_status st = tl_kernel_source(k, *target, &src);
+    if (st != TL_OK)
+        return tli_fail_as(k->ctx, st, api, since);
+    *target = pick_target(k->ctx, *target);
+    *full = with_device_header(src, k->ir.name);
+    free(src);
+    return *full ? TL_OK : tli_fail(k->ctx, TL_ERR_OUT_OF_MEMORY, "%s: out of host memory", api);
+}
+
 TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx)
 {
     if (!k || !ptx)
         return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_ptx: ptx is NULL") : TL_ERR_INVALID_ARG;
     *ptx = NULL;
-    char *src;
     unsigned since = tli_fail_count();
-    tl_status st = tl_kernel_source(k, target, &src);
+    char *full;
+    tl_status st = full_source(k, &target, "tl_kernel_ptx", since, &full);
     if (st != TL_OK)
-        return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
-    target = pick_target(k->ctx, target);
-    char *full = with_device_header(src, k->ir.name);
+        return st;
     size_t len;
-    st = full ? tli_nvrtc_compile(k->ctx, full, k->ir.name, target, 1, NULL, 0, (void **)ptx, &len, NULL)
-              : TL_ERR_OUT_OF_MEMORY;
+    st = tli_nvrtc_compile(k->ctx, full, k->ir.name, target, 1, NULL, 0, (void **)ptx, &len, NULL);
     free(full);
-    free(src);
     return tli_fail_as(k->ctx, st, "tl_kernel_ptx", since);
 }
 
@@ -445,16 +456,11 @@ TL_API tl_status tl_kernel_ptxas_report(tl_kernel *k, const char *target, char *
         return k ? tli_fail(k->ctx, TL_ERR_INVALID_ARG, "tl_kernel_ptxas_report: report is NULL")
                  : TL_ERR_INVALID_ARG;
     *report = NULL;
-    char *src;
     unsigned since = tli_fail_count();
-    tl_status st = tl_kernel_source(k, target, &src);
+    char *full;
+    tl_status st = full_source(k, &target, "tl_kernel_ptxas_report", since, &full);
     if (st != TL_OK)
-        return tli_fail_as(k->ctx, st, "tl_kernel_ptxas_report", since);
-    target = pick_target(k->ctx, target);
-    char *full = with_device_header(src, k->ir.name);
-    free(src);
-    if (!full)
-        return tli_fail(k->ctx, TL_ERR_OUT_OF_MEMORY, "tl_kernel_ptxas_report: out of host memory");
+        return st;
     const char *flags[] = {"-Xptxas=-v"};
     void *cubin = NULL;
     size_t len = 0;

@@ -5,8 +5,8 @@
 # tutorial's softmax chapter, autotuning (examples/autotune.c: a custom
 # kernel and the GEMM, the configuration chosen for this GPU) and the
 # tuning database, and last FlashAttention (bench_attention on a GPU, the
-# generated kernel's first lines without one). The GPU chapters say what
-# they skip without a GPU.
+# generated kernel's first lines without one; ptxas's report on it either
+# way). The GPU chapters say what they skip without a GPU.
 B=${1:-build}
 set -e
 "$B/examples/tutorial"
@@ -48,3 +48,7 @@ else
     echo "(cuDNN and FlashAttention-2 in the same run: python3 bench/attention_grid.py;"
     echo " the figures of the H200: bench/NOTES.md)"
 fi
+echo
+echo "ptxas's report on that kernel (tilec ptxas: registers, spills, advisories such as"
+echo "a serialized wgmma; no GPU needed):"
+bin/tilec ptxas flash_attn --arch sm_90a | grep -E "Used|spill|C75" || echo "(no report: NVRTC is missing)"

@@ -98,10 +98,7 @@ static void check_kernel_for(tl_kernel *k, const char *target, const char *what,
 
 static void need_nvrtc(void)
 {
-    int maj = 0, min = 0;
-    if (!tl_runtime_versions(NULL, &maj, &min, NULL, 0) && maj)
-        return;
-    if (maj == 0) {
+    if (tl_runtime_versions(NULL, NULL, NULL, NULL, 0) == TL_ERR_NO_NVRTC) {
         print_message("  skip: NVRTC is missing: nothing for ptxas to report on\n");
         skip();
     }

@@ -279,7 +279,7 @@ static int64_t cta_smem(const tl_gemm_desc *d, const tl_gemm_schedule *s)
  * 8x14336x4096 0.81 with 2 slices of 64x128, 0.90 without; 64x8192x8192
  * 0.84 with 4, 0.88 with 2; swapped, 16x4096x14336 0.90 with 2, 0.96 with
  * 4, 1x4096x4096 the same with 2 and 4 (16-step slices), 0.61 without. */
-static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
+static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms, const char *target)
 {
     int64_t tiles = tile_count(d, s);
     int64_t steps = (d->k + s->block_k - 1) / s->block_k;
@@ -292,9 +292,9 @@ static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
     if (want > steps / min_steps)
         want = steps / min_steps;
     /* 16-bit swapped tiles (8-bit ones unmeasured): one CTA an SM where that is a split at all,
-     * in slices of at least 16 steps where a cluster sums them (tli_gemm_cluster_split: at most
-     * 8 slices of 4096 f32 of C) and of at least 32 where the sums go through global memory;
-     * the count above (two CTAs an SM) only where it is not. x cuBLAS, K steps of 128 (the rule
+     * in slices of at least 16 steps where a cluster sums them (tli_gemm_cluster_split) and of
+     * at least 32 where the sums go through global memory; the count above (two CTAs an SM)
+     * only where it is not. x cuBLAS, K steps of 128 (the rule
      * in resolved(); bench_gemm_small --try, two rounds, session 35):
      * 1x2048x4096 NN / NT 1.103-1.137 / 1.113-1.121 in 4 slices of 1024 against 1.018-1.035 /
      * 0.997-1.006 in 2; 1x4096x2048 NN 0.973-1.011 in 2 against 0.766 unsplit; 16x4096x14336
@@ -309,8 +309,9 @@ static int auto_split(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
         if (one > 16)
             one = 16;
         for (; one >= 2; one--) {
-            bool cluster = one <= 8 && one * s->block_m * s->block_n <= 4096;
-            if (steps / one >= (cluster ? min_steps / 2 : min_steps))
+            tl_gemm_schedule x = *s;
+            x.split_k = (int)one;
+            if (steps / one >= (tli_gemm_cluster_split(target, &x) ? min_steps / 2 : min_steps))
                 break;
         }
         if (one >= 2)
@@ -355,7 +356,7 @@ static int fit_stages(const tl_gemm_desc *d, const tl_gemm_schedule *s, int sms)
 static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int sms, const char *target)
 {
     if (s.split_k == SPLIT_AUTO) {
-        s.split_k = d ? auto_split(d, &s, sms) : 0;
+        s.split_k = d ? auto_split(d, &s, sms, target) : 0;
         if (d && tli_gemm_cluster_split(target, &s))
             s.stages = fit_stages(d, &s, sms);
     }

@@ -1669,10 +1669,15 @@ typedef struct tl_flash_attn_desc {
     int lse;                   /* 1: also write the rows' natural-log
                                   log-sum-exp, f32 [batch, heads, seq_q]
                                   contiguous */
-    tl_flash_attn_schedule schedule; /* all zeros: the target's default;
-                                        otherwise a zero block_m, block_n,
-                                        stages or threads takes the default's,
-                                        and the flags are as given (0: off) */
+    tl_flash_attn_schedule schedule; /* block_m to persistent all zero: the
+                                        tuning database's record for the
+                                        problem's class on this GPU
+                                        (tl_autotune with "flash_attn"), else
+                                        the target's default, with split_kv
+                                        and split_tail as given; otherwise
+                                        a zero block_m, block_n, stages or
+                                        threads takes the default's, and
+                                        the flags are as given (0: off) */
 } tl_flash_attn_desc;
 
 /* Runs the attention on stream; q, k, v, o (and lse when d->lse) are device
@@ -1794,7 +1799,9 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
  * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
  * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp); for
  * "softmax" those of tl_softmax_schedule: width, rows, threads, stages,
- * cluster. */
+ * cluster, loader; for "flash_attn" those of tl_flash_attn_schedule:
+ * block_m, block_n, stages, threads, warp_specialize, pingpong, persistent
+ * (named bm bn st th ws pp ps). */
 typedef struct tl_tune_config {
     int v[TL_TUNE_MAX_PARAMS];
 } tl_tune_config;
@@ -1846,9 +1853,11 @@ typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_con
 
 typedef struct tl_tune_request {
     /* What to tune: a prebuilt op ... */
-    const char *op;             /* "gemm", "softmax"; NULL: a custom kernel  */
+    const char *op;             /* "gemm", "softmax", "flash_attn"; NULL: a
+                                   custom kernel                             */
     const void *desc;           /* the op's descriptor (const tl_gemm_desc *,
-                                   const tl_softmax_desc *)                  */
+                                   const tl_softmax_desc *,
+                                   const tl_flash_attn_desc *)               */
     /* ... or a custom kernel (op NULL) */
     tl_tune_build_fn build;     /* required for a custom kernel              */
     void *build_user;
@@ -1915,7 +1924,7 @@ typedef struct tl_tune_entry {
 } tl_tune_entry;
 
 typedef struct tl_tune_result {
-    char op[32];            /* "gemm", or "custom"                          */
+    char op[32];            /* "gemm", "softmax", "flash_attn", or "custom" */
     char shape[64];         /* the problem, e.g. "4096x4096x4096"           */
     char unit[16];          /* "TFLOP/s", "GB/s" or ""                      */
     char baseline[64];      /* e.g. "cuBLAS"; "" when there is none         */
@@ -1969,6 +1978,24 @@ typedef struct tl_tune_result {
  * without the ring) where the GPU has clusters and a block's share is at
  * least 4096 columns, and chunks of 2048 to 8192 columns narrower than the
  * row.
+ *   "flash_attn": the descriptor's sizes, scale, causal and lse, its tensors
+ * contiguous [B, H, S, D], of random values in [-1, 1), rotated over copies
+ * as for the GEMM; the reference is the op's untuned output (its default
+ * schedule, splits included), itself first checked against a float64
+ * attention of sampled rows (the first, last and three middle rows of up
+ * to four heads); the baseline is that untuned run; rates in TFLOP/s (4 B
+ * H SQ SKV D per run, half of it causal). Each candidate is one kernel
+ * whose blocks walk all their keys (split_kv = split_tail = 1); a record
+ * leaves the splits to the op. The space, on sm_90a: two consumer
+ * warpgroups of 64 rows taking turns (head_dim up to 128) and, at head_dim
+ * 64, three without turns, with key tiles around the defaults (128 to 192
+ * at head_dim 64, 128 to 176 at 128, 48 to 80 at 256), 2 to 4 stages, and
+ * persistent CTAs dealt blocks in turn or from a counter; one warpgroup of
+ * 64 rows for at most 64 query rows; on mma.sync targets: 128 rows on 4 or
+ * 8 warps and 64 on 4, key tiles of 32 to 128, 2 or 3 stages; each with
+ * its ring in shared memory. Decoding problems (grouped-query heads the op
+ * stacks as rows, or keys it splits over blocks because the query blocks
+ * fill less than half of the GPU) are TL_ERR_UNSUPPORTED.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the
@@ -1986,7 +2013,7 @@ TL_API void tl_tune_result_destroy(tl_tune_result *r);
 /* One record: the best configuration for an op on a class of problems, a
  * GPU and a library version, and what it was measured at. */
 typedef struct tl_tune_record {
-    char op[32];            /* "gemm"                                       */
+    char op[32];            /* "gemm", "softmax", "flash_attn"             */
     char dtypes[32];        /* e.g. "bf16->bf16"                            */
     char layout[64];        /* e.g. "nt", "nn+bias+gelu_tanh"               */
     char shape_class[64];   /* e.g. "m4096,n4096,k4096", "m<=64,n4096,k4096" */

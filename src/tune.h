@@ -10,6 +10,7 @@
  *   tune_db.c      the tuning database
  *   tune_progress.c  tl_tune_progress_stderr
  *   ops/gemm_schedule.c, ops/gemm_tune.c  the GEMM's entry
+ *   ops/softmax_tune.c, ops/flash_attn_tune.c  the softmax's, the attention's
  */
 #ifndef TILEC_TUNE_H
 #define TILEC_TUNE_H
@@ -159,6 +160,11 @@ const tli_tune_op *tli_tune_op_find(const char *name);
 /* "a, b": the tunable ops, for messages, into buf. Returns buf. */
 char *tli_tune_op_names(char *buf, size_t len);
 
+/* The end of an op's problem constructor: *out = pb when st is TL_OK;
+ * else pb destroyed and st returned with "tl_autotune: setting up the
+ * <what>: <the context's message>" on ctx. */
+tl_status tli_tune_problem_done(tl_ctx *ctx, tl_status st, tli_tune_problem *pb, const char *what,
+                                tli_tune_problem **out);
 /* How many copies of a problem's operands (set_bytes each) make one pass
  * over them move more than twice the L2, so that a timed run never finds
  * its inputs there; at most max (tune_ops.c). */
@@ -262,5 +268,25 @@ bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule
 /* The schedule the op runs for d without a record (ops/softmax.c): the
  * default table's, resolved (stages included). */
 tl_softmax_schedule tli_softmax_untuned(tl_ctx *ctx, const tl_softmax_desc *d);
+
+/* ------------------------------------------------------------------------ */
+/* FlashAttention (ops/flash_attn_tune.c)                                    */
+/* ------------------------------------------------------------------------ */
+
+extern const tli_tune_op tli_flash_attn_tune_op;
+/* The tuning record's schedule for d on ctx's GPU when there is a usable
+ * one: true and *out set (block_m to persistent; the splits are left to the
+ * caller); else false (the op's default applies). */
+bool tli_flash_attn_pick(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_flash_attn_schedule *out);
+/* The schedule the op runs for d without a record (ops/flash_attn.c), its
+ * splits 0 (the op's choice). */
+tl_flash_attn_schedule tli_flash_attn_untuned(tl_ctx *ctx, const tl_flash_attn_desc *d);
+/* Whether the op runs d as decoding: grouped-query heads stacked as rows,
+ * or the keys of every query block split over blocks (ops/flash_attn.c). */
+bool tli_flash_attn_decoding(tl_ctx *ctx, const tl_flash_attn_desc *d);
+/* The launch arguments of d's one-kernel program (keys not split) on
+ * pointers q, k, v, o, lse (ptr[4] used when d->lse). Returns how many it
+ * wrote (at most 32). */
+int tli_flash_attn_args(const tl_flash_attn_desc *d, const uint64_t ptr[5], tl_arg *args);
 
 #endif

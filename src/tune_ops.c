@@ -2,11 +2,11 @@
  * tune_ops.c - tl_autotune: the table of tunable prebuilt ops, the checks
  * of a request, the space it gives, and the record it saves.
  *
- * Adding an op (softmax, flash attention) to the tuner and the database is
- * one row here: a tli_tune_op (tune.h) with its parameter names, its space,
- * a builder from a configuration, its problem (operands, reference,
- * baseline) and where its records go (dtypes, layout, shape class). The
- * op then consults tli_tune_db_find for an all-zero schedule.
+ * Adding an op to the tuner and the database is one row here: a
+ * tli_tune_op (tune.h) with its parameter names, its space, a builder from
+ * a configuration, its problem (operands, reference, baseline) and where
+ * its records go (dtypes, layout, shape class). The op then consults
+ * tli_tune_db_find for an all-zero schedule.
  */
 #include "tune.h"
 
@@ -19,6 +19,7 @@
 static const tli_tune_op *const tune_ops[] = {
     &tli_gemm_tune_op,
     &tli_softmax_tune_op,
+    &tli_flash_attn_tune_op,
     NULL,
 };
 
@@ -58,6 +59,19 @@ void tli_tune_bucket(char axis, int64_t x, char *out, size_t len)
     if (p < 7) /* 65..90 would round to 64, which names the bucket below */
         p = 7;
     tli_fmt(out, len, "%c%lld", axis, (long long)((int64_t)1 << p));
+}
+
+tl_status tli_tune_problem_done(tl_ctx *ctx, tl_status st, tli_tune_problem *pb, const char *what,
+                                tli_tune_problem **out)
+{
+    if (st == TL_OK) {
+        *out = pb;
+        return TL_OK;
+    }
+    char why[512];
+    tli_fmt(why, sizeof why, "%s", tl_ctx_error(ctx));
+    pb->destroy(pb);
+    return tli_fail(ctx, st, "tl_autotune: setting up the %s: %s", what, why);
 }
 
 int tli_tune_copies(tl_ctx *ctx, size_t set_bytes, int max)

@@ -574,7 +574,11 @@ static void test_tune_usage(void **state)
     const char *bad[] = {"tune", "tune conv", "tune --list gemm", "tune --list --clear", "tune gemm --epilogue x",
                          "tune gemm --budget -1", "tune --list --shape 8x8x8", "tune gemm extra",
                          "bench gemm --bias", "compile vadd --budget 3", "tune softmax --shape 8x8x8",
-                         "tune softmax --bias", "tune gemm --dtype f8e4m3", "bench gemm --dtype f32"};
+                         "tune softmax --bias", "tune gemm --dtype f8e4m3", "bench gemm --dtype f32",
+                         "tune gemm --causal", "tune --list --causal", "source flash_attn --causal",
+                         "tune flash_attn --shape 2x8x640", "tune flash_attn --shape 2x8x640x128x",
+                         "tune flash_attn --shape 2x8x0x128", "tune flash_attn --shape 2x8x640x64x128x1",
+                         "tune flash_attn --trans-b"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_result r = run("%s", bad[i]);
         expect_status(&r, 2);
@@ -584,6 +588,10 @@ static void test_tune_usage(void **state)
     char dir[128];
     snprintf(dir, sizeof dir, "%s/tune-run", workdir);
     run_result r = run("tune gemm --shape 256x256x256 --budget 20 --cache-dir '%s'", dir);
+    expect_status(&r, 0);
+    expect(&r, strstr(r.out, "needs a GPU") || strstr(r.out, "best: bm="), "neither a GPU note nor a result");
+    run_free(&r);
+    r = run("tune flash_attn --shape 1x16x640x128 --causal --budget 30 --no-save --cache-dir '%s'", dir);
     expect_status(&r, 0);
     expect(&r, strstr(r.out, "needs a GPU") || strstr(r.out, "best: bm="), "neither a GPU note nor a result");
     run_free(&r);

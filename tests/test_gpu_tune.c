@@ -3,9 +3,11 @@
  * memory, records the best, and tl_op_gemm runs it on the next call and in
  * a new process (this program again, with --child); a custom kernel's
  * candidates checked against the interpreter, a wrong one caught; a budget
- * too small to measure anything is no error; the softmax tuned, recorded
- * and run. Skips without a GPU. */
+ * too small to measure anything is no error; the softmax and the attention
+ * tuned, recorded and run. Skips without a GPU. */
 #include "fixture.h"
+
+#include "attn_ref.h"
 
 #include <ftw.h>
 #include <math.h>
@@ -299,6 +301,76 @@ static void test_tune_softmax_then_use(void **state)
     tl_free(ctx, x), tl_free(ctx, y);
 }
 
+/* ------------------------------------------------------------------------ */
+/* FlashAttention                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The tuned attention (causal, ragged in its last query and key tiles, with
+ * its log-sum-exp) is recorded, the op takes it, and its output matches a
+ * float64 attention of the same random tensors; decoding is refused. */
+static void test_tune_flash_attn_then_use(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    attn_case ac = {.b = 1, .h = 16, .hkv = 16, .sq = 640, .skv = 600, .d = 128, .causal = 1, .dt = TL_BF16};
+    tl_flash_attn_desc d = attn_desc(&ac, 1);
+    tl_tune_request q = {.op = "flash_attn", .desc = &d, .save = 1, .finalists = 3};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    for (int i = 0; i < r->n; i++)
+        printf("  %-44s %-14s %8.4f ms %7.1f TFLOP/s %.2e %s\n", r->entries[i].text,
+               tl_tune_outcome_name(r->entries[i].outcome), r->entries[i].ms, r->entries[i].rate,
+               r->entries[i].rel_err, r->entries[i].note);
+    assert_true(r->passed > 0);
+    assert_true(r->saved);
+    assert_string_equal(r->unit, "TFLOP/s");
+    assert_string_equal(r->baseline, "untuned tl_op_flash_attn");
+    for (int i = 0; i < r->passed; i++)
+        assert_true(r->entries[i].rel_err < 1e-2);
+    const int *v = r->entries[0].config.v;
+    tl_flash_attn_schedule got = tl_op_flash_attn_schedule(ctx, &d);
+    int want[7] = {got.block_m, got.block_n, got.stages, got.threads, got.warp_specialize, got.pingpong,
+                   got.persistent};
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(v[i], want[i]);
+    tl_tune_result_destroy(r);
+
+    size_t nq = (size_t)attn_elems(&ac, ac.h, ac.sq), nkv = (size_t)attn_elems(&ac, ac.hkv, ac.skv);
+    uint64_t dq, dk, dv, dout, dlse;
+    assert_status(tl_malloc(ctx, nq * 2, &dq), TL_OK);
+    assert_status(tl_malloc(ctx, nkv * 2, &dk), TL_OK);
+    assert_status(tl_malloc(ctx, nkv * 2, &dv), TL_OK);
+    assert_status(tl_malloc(ctx, nq * 2, &dout), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)(ac.h * ac.sq) * 4, &dlse), TL_OK);
+    assert_status(tl_random_fill(ctx, dq, TL_BF16, (int64_t)nq, 31, -1, 1, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, dk, TL_BF16, (int64_t)nkv, 32, -1, 1, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, dv, TL_BF16, (int64_t)nkv, 33, -1, 1, NULL), TL_OK);
+    assert_status(tl_memset_u8(ctx, dout, 0xFF, nq * 2, NULL), TL_OK);
+    assert_status(tl_op_flash_attn(ctx, &d, dq, dk, dv, dout, dlse, NULL), TL_OK);
+    assert_status(tl_synchronize(ctx), TL_OK);
+    uint16_t *hq = malloc(nq * 2), *hk = malloc(nkv * 2), *hv = malloc(nkv * 2), *ho = malloc(nq * 2);
+    double *ref = malloc(nq * sizeof *ref), *lse = malloc((size_t)(ac.h * ac.sq) * sizeof *lse);
+    assert_true(hq && hk && hv && ho && ref && lse);
+    tl_random_host(hq, TL_BF16, (int64_t)nq, 31, -1, 1);
+    tl_random_host(hk, TL_BF16, (int64_t)nkv, 32, -1, 1);
+    tl_random_host(hv, TL_BF16, (int64_t)nkv, 33, -1, 1);
+    attn_reference(&ac, hq, hk, hv, ref, lse);
+    assert_status(tl_memcpy_dtoh(ctx, ho, dout, nq * 2), TL_OK);
+    int64_t nonfinite;
+    double err = attn_rel_err(&ac, ho, ref, &nonfinite);
+    printf("  the tuned schedule: relative error %.2e against float64\n", err);
+    assert_int_equal(nonfinite, 0);
+    assert_true(err < 1e-2);
+    free(hq), free(hk), free(hv), free(ho), free(ref), free(lse);
+    tl_free(ctx, dq), tl_free(ctx, dk), tl_free(ctx, dv), tl_free(ctx, dout), tl_free(ctx, dlse);
+
+    tl_flash_attn_desc decode = {.batch = 1, .heads = 32, .kv_heads = 8, .seq_q = 1, .seq_kv = 4096,
+                                 .head_dim = 128, .dtype = TL_BF16};
+    q.desc = &decode;
+    assert_status(tl_autotune(ctx, &q, &r), TL_ERR_UNSUPPORTED);
+    assert_null(r);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
@@ -332,6 +404,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_budget_spent),
         cmocka_unit_test(test_tune_gemm_f8),
         cmocka_unit_test(test_tune_softmax_then_use),
+        cmocka_unit_test(test_tune_flash_attn_then_use),
     };
     return cmocka_run_group_tests_name("gpu_tune", tests, setup, teardown);
 }

@@ -872,6 +872,154 @@ static void test_softmax_space_and_record(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* FlashAttention as a tunable op                                            */
+/* ------------------------------------------------------------------------ */
+
+static void assert_schedule_is(const tl_flash_attn_schedule *s, const tl_tune_config *c)
+{
+    int got[7] = {s->block_m, s->block_n, s->stages, s->threads, s->warp_specialize, s->pingpong, s->persistent};
+    for (int i = 0; i < 7; i++)
+        if (got[i] != c->v[i])
+            fail_msg("field %d: %d, want %d", i, got[i], c->v[i]);
+}
+
+/* The space leads with the untuned schedule, holds the defaults of other
+ * lengths' (they are what was measured best there), and every candidate
+ * lowers; the key; the refusals; the op follows a record of its class and
+ * ignores one it cannot use, with one warning. */
+static void test_flash_attn_space_and_record(void **state)
+{
+    (void)state;
+    const tli_tune_op *op = tli_tune_op_find("flash_attn");
+    assert_non_null(op);
+    assert_string_equal(op->name, "flash_attn");
+    tl_flash_attn_desc d = {.batch = 4, .heads = 16, .kv_heads = 16, .seq_q = 4000, .seq_kv = 4000,
+                            .head_dim = 128, .dtype = TL_BF16};
+    tli_tune_key key;
+    op->key(&d, &key);
+    assert_string_equal(key.op, "flash_attn");
+    assert_string_equal(key.dtypes, "bf16->bf16");
+    assert_string_equal(key.layout, "d128");
+    assert_string_equal(key.shape_class, "q4096,k4096,bh64");
+    tl_flash_attn_desc causal = d;
+    causal.causal = 1;
+    causal.batch = 3; /* 48 heads: nearest 64 on a log scale (45 would be 32) */
+    op->key(&causal, &key);
+    assert_string_equal(key.layout, "d128,causal");
+    assert_string_equal(key.shape_class, "q4096,k4096,bh64");
+    causal.batch = 2, causal.heads = 22; /* 44 */
+    op->key(&causal, &key);
+    assert_string_equal(key.shape_class, "q4096,k4096,bh32");
+
+    /* every head_dim and mask on both kinds of target */
+    const char *targets[] = {"sm_90a", "sm_80"};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx_options o = tl_ctx_default_options();
+        o.device = TL_NO_DEVICE;
+        o.target = targets[t];
+        tl_ctx *c = NULL;
+        assert_status(tl_ctx_create(&o, &c, NULL, 0), TL_OK);
+        for (int hd = 64; hd <= 256; hd *= 2)
+            for (int cz = 0; cz < 2; cz++) {
+                tl_flash_attn_desc one = d;
+                one.head_dim = hd, one.causal = cz, one.heads = 2048 / hd, one.kv_heads = one.heads;
+                assert_status(op->check_desc(c, &one, "t"), TL_OK);
+                tl_tune_config cfg[128];
+                int n = tli_tune_op_space(c, op, &one, cfg, 128);
+                tl_flash_attn_schedule u = tli_flash_attn_untuned(c, &one);
+                assert_true(n >= 2 && n <= 40);
+                assert_schedule_is(&u, &cfg[0]);
+                for (int i = 0; i < n; i++) {
+                    tl_kernel *k = NULL;
+                    char *src = NULL;
+                    assert_status(op->build(c, &one, &cfg[i], &k), TL_OK);
+                    if (tl_kernel_source(k, targets[t], &src) != TL_OK)
+                        fail_msg("%s D %d causal %d, candidate %d: %s", targets[t], hd, cz, i, tl_ctx_error(c));
+                    tl_free_host(src);
+                    tl_kernel_destroy(k);
+                    /* the candidate's own fields, the keys not split */
+                    tl_flash_attn_desc as = one;
+                    as.schedule = (tl_flash_attn_schedule){cfg[i].v[0], cfg[i].v[1], cfg[i].v[2], cfg[i].v[3],
+                                                           cfg[i].v[4], cfg[i].v[5], cfg[i].v[6], 1, 1};
+                    tl_flash_attn_schedule got = tl_op_flash_attn_schedule(c, &as);
+                    assert_memory_equal(&got, &as.schedule, sizeof got);
+                }
+                if (t == 0 && hd == 128) { /* the defaults at 2k and 8k keys are candidates at 4k */
+                    for (int64_t s = 2048; s <= 8192; s *= 4) {
+                        tl_flash_attn_desc other = one;
+                        other.seq_q = other.seq_kv = s;
+                        tl_flash_attn_schedule od = tli_flash_attn_untuned(c, &other);
+                        int found = 0;
+                        for (int i = 0; i < n; i++)
+                            found += cfg[i].v[0] == od.block_m && cfg[i].v[1] == od.block_n &&
+                                     cfg[i].v[2] == od.stages && cfg[i].v[6] == od.persistent;
+                        assert_true(found >= 1);
+                    }
+                }
+            }
+        tl_ctx_destroy(c);
+    }
+    /* refused: nothing to time; decoding (stacked grouped-query heads; keys split over blocks) */
+    tl_flash_attn_desc empty = d;
+    empty.seq_q = 0;
+    assert_status(op->check_desc(ctx, &empty, "t"), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "nothing to time"));
+    tl_flash_attn_desc gqa = {.batch = 1, .heads = 32, .kv_heads = 8, .seq_q = 1, .seq_kv = 8192,
+                              .head_dim = 128, .dtype = TL_BF16};
+    assert_status(op->check_desc(ctx, &gqa, "t"), TL_ERR_UNSUPPORTED);
+    assert_non_null(strstr(tl_ctx_error(ctx), "decoding"));
+    tl_flash_attn_desc few = {.batch = 1, .heads = 4, .kv_heads = 4, .seq_q = 256, .seq_kv = 8192,
+                              .head_dim = 128, .dtype = TL_BF16};
+    assert_status(op->check_desc(ctx, &few, "t"), TL_ERR_UNSUPPORTED);
+    tl_flash_attn_desc bad = d;
+    bad.head_dim = 96;
+    assert_status(op->check_desc(ctx, &bad, "t"), TL_ERR_UNSUPPORTED);
+
+    /* the op follows a record of its class, the splits its own choice */
+    log_capture lc = {0};
+    char dir[] = "/tmp/tilec-tune-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tl_ctx *c = disk_ctx(dir, &lc);
+    tl_flash_attn_schedule before = tl_op_flash_attn_schedule(c, &d);
+    assert_int_equal(before.block_n, 176); /* the default at 4k keys */
+    op->key(&d, &key);
+    tl_tune_record r;
+    tli_tune_record_init(c, &key, &r);
+    snprintf(r.config, sizeof r.config, "bm=128 bn=128 st=3 th=256 ws=1 pp=1 ps=2");
+    r.ms = 1;
+    snprintf(r.shape, sizeof r.shape, "4x16x4000x4000x128");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    tl_flash_attn_schedule got = tl_op_flash_attn_schedule(c, &d);
+    tl_flash_attn_desc explicit = d; /* the record's schedule given, its splits the op's choice */
+    explicit.schedule = (tl_flash_attn_schedule){.block_m = 128, .block_n = 128, .stages = 3, .threads = 256,
+                                                 .warp_specialize = 1, .pingpong = 1, .persistent = 2};
+    tl_flash_attn_schedule want = tl_op_flash_attn_schedule(c, &explicit);
+    assert_int_equal(want.block_n, 128);
+    assert_memory_equal(&got, &want, sizeof got);
+    tl_kernel *k = NULL;
+    assert_status(tl_op_flash_attn_build(c, &d, &k), TL_OK);
+    tl_kernel_destroy(k);
+    tl_flash_attn_desc given = d; /* a schedule given: no record */
+    given.schedule.block_n = 160;
+    assert_int_equal(tl_op_flash_attn_schedule(c, &given).block_n, 160);
+    assert_int_equal(tl_op_flash_attn_schedule(c, &given).stages, before.stages);
+    tl_flash_attn_desc other = d; /* another class */
+    other.causal = 1;
+    assert_int_equal(tl_op_flash_attn_schedule(c, &other).block_n, tli_flash_attn_untuned(c, &other).block_n);
+    assert_int_equal(lc.warns, 0);
+    /* a record the op cannot use: one warning, then the default */
+    snprintf(r.config, sizeof r.config, "bm=128 bn=128 st=3 th=128 ws=1 pp=1 ps=2");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    got = tl_op_flash_attn_schedule(c, &d);
+    assert_memory_equal(&got, &before, sizeof got);
+    got = tl_op_flash_attn_schedule(c, &d);
+    assert_memory_equal(&got, &before, sizeof got);
+    assert_int_equal(lc.warns, 1);
+    tl_ctx_destroy(c);
+    rm_rf(dir);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The request                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -890,7 +1038,7 @@ static void test_request_errors(void **state)
     assert_status(tl_autotune(ctx, NULL, &res), TL_ERR_INVALID_ARG);
     assert_status(tl_autotune(ctx, &(tl_tune_request){.op = "gemm", .desc = &d}, NULL), TL_ERR_INVALID_ARG);
     struct { tl_tune_request q; tl_status st; const char *msg; } cases[] = {
-        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm, softmax"},
+        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm, softmax, flash_attn"},
         {{.op = "gemm"}, TL_ERR_INVALID_ARG, "descriptor"},
         {{.op = "gemm", .desc = &(tl_gemm_desc){.m = 0, .n = 1, .k = 1, .in_dtype = TL_BF16}}, TL_ERR_INVALID_ARG,
          "M, N, K"},
@@ -930,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_space_leads_with_fallback),
         cmocka_unit_test(test_runner_compile_offline),
         cmocka_unit_test(test_softmax_space_and_record),
+        cmocka_unit_test(test_flash_attn_space_and_record),
         cmocka_unit_test(test_request_errors),
     };
     return cmocka_run_group_tests_name("tune", tests, offline_setup, ctx_teardown);

@@ -28,7 +28,7 @@ enum { OPT_ARCH = 1, OPT_DTYPE = 2, OPT_DEVICE = 4, OPT_CACHE_DIR = 8, OPT_SHAPE
 /* ... and those of tune (and bench, which shares its problem options) */
 enum { OPT_BIAS = 64, OPT_EPILOGUE = 128, OPT_BUDGET = 256, OPT_NO_SAVE = 512, OPT_LIST = 1024, OPT_CLEAR = 2048 };
 /* ... and dump's, and compile's */
-enum { OPT_AFTER = 4096, OPT_CUBIN = 8192 };
+enum { OPT_AFTER = 4096, OPT_CUBIN = 8192, OPT_CAUSAL = 16384 };
 
 typedef struct cli {
     const char *arch;      /* NULL: the context's target              */
@@ -45,6 +45,7 @@ typedef struct cli {
     int no_save, list, clear; /* --no-save, --list, --clear           */
     const char *after;     /* --after PASS (dump); NULL: the builder graph */
     const char *cubin;     /* --cubin FILE (compile): where the cubin goes */
+    int causal;            /* --causal (tune flash_attn)              */
     char **args;           /* positional arguments after the command  */
     int nargs;
 } cli;
@@ -90,6 +91,10 @@ static const char usage_text[] =
     "  tune softmax [--shape ROWSxCOLS] [--dtype f32|f16|bf16] [--budget SECONDS]\n"
     "            [--no-save] [--device N] [--cache-dir DIR]\n"
     "                             the same for the row softmax (default 16384x1024 f16)\n"
+    "  tune flash_attn [--shape BxHxSxD | BxHxSQxSKVxD] [--causal] [--dtype bf16|f16]\n"
+    "            [--budget SECONDS] [--no-save] [--device N] [--cache-dir DIR]\n"
+    "                             the same for FlashAttention (default 4x16x4096x128 bf16:\n"
+    "                             batch, heads, sequence length, head_dim)\n"
     "  tune --list [--cache-dir DIR]   the tuning database's records\n"
     "  tune --clear [--cache-dir DIR]  remove them all\n"
     "  help                       this text\n"
@@ -107,6 +112,7 @@ static const char usage_text[] =
     "  --bias, --epilogue E   a GEMM with a bias and an activation, for 'tune'\n"
     "  --budget SECONDS  time budget of a tuning run (default: none)\n"
     "  --no-save         tune without recording the result\n"
+    "  --causal          causal attention, for 'tune flash_attn'\n"
     "\n"
     "Everything but launching works without a GPU ('bench' and 'tune' say they need\n"
     "one and exit 0). The tuning database is tune.db in the cache directory.\n"
@@ -617,6 +623,53 @@ static int run_gemm_tuning(const cli *c, const char *what, int save)
     return run_tuning(c, what, "gemm", &d, title, csv_op, tl_dtype_name(d.in_dtype), save);
 }
 
+/* The attention of the command line (--shape BxHxSxD or BxHxSQxSKVxD,
+ * default 4x16x4096x128, bf16; --causal). */
+static int attention_problem(const cli *c, tl_flash_attn_desc *d)
+{
+    tl_dtype dt = c->dtype_given ? c->dtype : TL_BF16;
+    long long v[5] = {4, 16, 4096, 4096, 128};
+    if (c->shape) {
+        int n = 0;
+        bool ok = true;
+        for (const char *p = c->shape;;) { /* numbers joined by 'x', nothing else */
+            char *end;
+            if (n == 5 || *p < '0' || *p > '9') {
+                ok = false;
+                break;
+            }
+            v[n++] = strtoll(p, &end, 10);
+            if (*end != 'x') {
+                ok = *end == '\0';
+                break;
+            }
+            p = end + 1;
+        }
+        if (n == 4) /* BxHxSxD: one length for queries and keys */
+            v[4] = v[3], v[3] = v[2];
+        if (!ok || n < 4 || v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1 || v[4] < 1)
+            return usage_error("bad shape '%s' for flash_attn (expected BxHxSxD or BxHxSQxSKVxD, e.g. "
+                               "4x16x4096x128)", c->shape);
+    }
+    if (c->trans_b || c->bias || c->epilogue)
+        return usage_error("--trans-b, --bias and --epilogue are GEMM options");
+    *d = (tl_flash_attn_desc){.batch = v[0], .heads = v[1], .kv_heads = v[1], .seq_q = v[2], .seq_kv = v[3],
+                              .head_dim = v[4], .dtype = dt, .causal = c->causal};
+    return 0;
+}
+
+static int run_attention_tuning(const cli *c)
+{
+    tl_flash_attn_desc d;
+    int rc = attention_problem(c, &d);
+    if (rc)
+        return rc;
+    char title[64];
+    snprintf(title, sizeof title, "tune flash_attn %s%s", tl_dtype_name(d.dtype), d.causal ? " causal" : "");
+    return run_tuning(c, "tune", "flash_attn", &d, title, d.causal ? "flash_attn_causal" : "flash_attn",
+                      tl_dtype_name(d.dtype), !c->no_save);
+}
+
 static int run_softmax_tuning(const cli *c)
 {
     tl_softmax_desc d;
@@ -682,7 +735,7 @@ static int cmd_tune(const cli *c)
         if (c->nargs || (c->list && c->clear))
             return usage_error("'tune --list' and 'tune --clear' take no op, and not both");
         if (c->shape || c->trans_b || c->bias || c->epilogue || c->budget_s > 0 || c->no_save || c->dtype_given ||
-            c->device_given)
+            c->device_given || c->causal)
             return usage_error("'tune --%s' takes only --cache-dir", c->list ? "list" : "clear");
         tl_ctx *ctx;
         int rc = open_cache_context(c, &ctx);
@@ -693,11 +746,15 @@ static int cmd_tune(const cli *c)
         return rc;
     }
     if (c->nargs != 1)
-        return usage_error("'tune' takes an op (gemm, softmax), or --list, or --clear");
+        return usage_error("'tune' takes an op (gemm, softmax, flash_attn), or --list, or --clear");
+    if (strcmp(c->args[0], "flash_attn") == 0)
+        return run_attention_tuning(c);
+    if (c->causal)
+        return usage_error("--causal is an option of 'tune flash_attn'");
     if (strcmp(c->args[0], "softmax") == 0)
         return run_softmax_tuning(c);
     if (strcmp(c->args[0], "gemm") != 0)
-        return usage_error("op '%s' cannot be tuned (tunable: gemm, softmax)", c->args[0]);
+        return usage_error("op '%s' cannot be tuned (tunable: gemm, softmax, flash_attn)", c->args[0]);
     return run_gemm_tuning(c, "tune", !c->no_save);
 }
 
@@ -726,7 +783,7 @@ static const command commands[] = {
     {"bench", cmd_bench, OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B, 1},
     {"tune", cmd_tune,
      OPT_DTYPE | OPT_DEVICE | OPT_SHAPE | OPT_TRANS_B | OPT_CACHE_DIR | OPT_BIAS | OPT_EPILOGUE | OPT_BUDGET |
-         OPT_NO_SAVE | OPT_LIST | OPT_CLEAR,
+         OPT_NO_SAVE | OPT_LIST | OPT_CLEAR | OPT_CAUSAL,
      -1},
     {"help", cmd_help, 0, 0},
 };
@@ -771,6 +828,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
         {'g', OPT_BUDGET, "--budget"}, {'n', OPT_NO_SAVE, "--no-save"},
         {'l', OPT_LIST, "--list"}, {'x', OPT_CLEAR, "--clear"},
         {'A', OPT_AFTER, "--after"}, {'C', OPT_CUBIN, "--cubin"},
+        {'K', OPT_CAUSAL, "--causal"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].opt == opt && !(cmd->options & names[i].bit))
@@ -799,6 +857,7 @@ static int take_option(const command *cmd, int opt, const char *arg, cli *c)
     case 'x': c->clear = 1; return 0;
     case 'A': c->after = arg; return 0;
     case 'C': c->cubin = arg; return 0;
+    case 'K': c->causal = 1; return 0;
     default: return EXIT_USAGE;
     }
 }
@@ -815,6 +874,7 @@ static int parse(int argc, char **argv, const command **cmd, cli *c)
         {"budget", required_argument, NULL, 'g'}, {"no-save", no_argument, NULL, 'n'},
         {"list", no_argument, NULL, 'l'},         {"clear", no_argument, NULL, 'x'},
         {"after", required_argument, NULL, 'A'},  {"cubin", required_argument, NULL, 'C'},
+        {"causal", no_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     memset(c, 0, sizeof *c);

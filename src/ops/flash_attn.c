@@ -30,6 +30,7 @@
 #include "ctx.h"
 #include "program.h"
 #include "target.h"
+#include "tune.h"
 
 #include <float.h>
 #include <math.h>
@@ -213,13 +214,20 @@ static int default_tail(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash
     return parts;
 }
 
+tl_flash_attn_schedule tli_flash_attn_untuned(tl_ctx *ctx, const tl_flash_attn_desc *d)
+{
+    return default_schedule(ctx, d);
+}
+
 static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tl_flash_attn_schedule s = d->schedule, def = default_schedule(ctx, d);
     bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong &&
                 !s.persistent;
-    if (zero) { /* the default, with the caller's splits (the default's are 0: the op's choice below) */
-        s = def;
+    if (zero) { /* the tuning database's record (flash_attn_tune.c), else the default, with the caller's
+                 * splits (the default's are 0: the op's choice below) */
+        if (!tli_flash_attn_pick(ctx, d, &s))
+            s = def;
         s.split_kv = d->schedule.split_kv;
         s.split_tail = d->schedule.split_tail;
     } else {
@@ -353,6 +361,15 @@ TL_API tl_flash_attn_schedule tl_op_flash_attn_schedule(tl_ctx *ctx, const tl_fl
         return zero;
     tl_flash_attn_desc packed;
     return effective_schedule(ctx, packed_desc(d, &packed) ? &packed : d);
+}
+
+bool tli_flash_attn_decoding(tl_ctx *ctx, const tl_flash_attn_desc *d)
+{
+    tl_flash_attn_desc packed;
+    if (packed_desc(d, &packed))
+        return true;
+    tl_flash_attn_schedule s = default_schedule(ctx, d);
+    return default_split(ctx, d, &s) >= 2;
 }
 
 /* The kernel under construction: its parameters and the tiles of a block. */
@@ -842,6 +859,21 @@ static int size_args(const tl_flash_attn_desc *d, int64_t nfull, int nsplit, con
     return n;
 }
 
+int tli_flash_attn_args(const tl_flash_attn_desc *d, const uint64_t ptr[5], tl_arg *args)
+{
+    int64_t st4[4][3];
+    strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, st4[0]);
+    strides_of(d->k_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[1]);
+    strides_of(d->v_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[2]);
+    strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, st4[3]);
+    int n = size_args(d, 0, 1, (const int64_t(*)[3])st4, args);
+    for (int i = 0; i < 4 + (d->lse != 0); i++)
+        args[n++] = tl_arg_dptr(ptr[i]);
+    double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
+    args[n++] = tl_arg_float(scale * LOG2E);
+    return n;
+}
+
 /* The split schedule's two kernels (sch: d's effective schedule) on a
  * workspace from the stream-ordered allocator; TL_ERR_UNSUPPORTED (without
  * touching the stream) where the driver has no such allocator. */
@@ -941,9 +973,6 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
     if ((st = tl_op_flash_attn_program(ctx, &whole, &p)) != TL_OK)
         return tli_fail_as(ctx, st, api, since);
     tl_arg args[32];
-    int n = size_args(d, 0, 1, (const int64_t(*)[3])st4, args);
-    for (int i = 0; i < 4 + (d->lse != 0); i++)
-        args[n++] = tl_arg_dptr(ptr[i]);
-    args[n++] = tl_arg_float(scale * LOG2E);
+    int n = tli_flash_attn_args(d, ptr, args);
     return tli_fail_as(ctx, tl_launch(p, stream, n, args), api, since);
 }

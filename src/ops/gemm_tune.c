@@ -221,16 +221,9 @@ tl_status tli_gemm_tune_problem(tl_ctx *ctx, const void *desc, double tol, tli_t
     g->base.work = 2.0 * (double)g->d.m * (double)g->d.n * (double)g->d.k;
     tli_fmt(g->base.shape, sizeof g->base.shape, "%lldx%lldx%lld", (long long)g->d.m, (long long)g->d.n,
             (long long)g->d.k);
-    tl_status st = setup(g);
-    if (st != TL_OK) {
-        char why[512], shape[64];
-        tli_fmt(why, sizeof why, "%s", tl_ctx_error(ctx));
-        tli_fmt(shape, sizeof shape, "%s", g->base.shape);
-        destroy_gemm(&g->base);
-        return tli_fail(ctx, st, "tl_autotune: setting up the GEMM %s: %s", shape, why);
-    }
-    *out = &g->base;
-    return TL_OK;
+    char what[80];
+    tli_fmt(what, sizeof what, "GEMM %s", g->base.shape);
+    return tli_tune_problem_done(ctx, setup(g), &g->base, what, out);
 }
 
 /* ------------------------------------------------------------------------ */

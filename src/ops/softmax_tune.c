@@ -277,15 +277,7 @@ static tl_status problem(tl_ctx *ctx, const void *desc, double tol, tli_tune_pro
     s->tol = tol > 0 ? tol : 1e-2;
     s->base.work = (double)(bytes_of(s, s->d.in_dtype) + bytes_of(s, s->d.out_dtype));
     tli_fmt(s->base.shape, sizeof s->base.shape, "%lldx%lld", (long long)s->d.rows, (long long)s->d.cols);
-    tl_status st = setup(s);
-    if (st != TL_OK) {
-        char why[512];
-        tli_fmt(why, sizeof why, "%s", tl_ctx_error(ctx));
-        destroy_softmax(&s->base);
-        return tli_fail(ctx, st, "tl_autotune: setting up the softmax: %s", why);
-    }
-    *out = &s->base;
-    return TL_OK;
+    return tli_tune_problem_done(ctx, setup(s), &s->base, "softmax", out);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -217,9 +217,7 @@ bool tli_flash_attn_pick(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_flash_attn
             return true;
         }
     }
-    tli_log(ctx, TL_LOG_WARN, "tuning database: the record for flash_attn %s %s %s names a schedule the op cannot "
-            "use (%s); using the default", k.dtypes, k.layout, k.shape_class, rec.config);
-    tli_tune_db_forget(ctx, &k);
+    tli_tune_db_unusable(ctx, &k, rec.config);
     return false;
 }
 

@@ -1798,8 +1798,8 @@ TL_API tl_status tl_compile_many(tl_ctx *ctx, tl_compile_job *jobs, int n, const
  * kernel's builder gives its own). For "gemm" they are the fields of
  * tl_gemm_schedule in order: block_m, block_n, block_k, stages, threads,
  * swizzle, warp_policy, pingpong (named bm bn bk st th sw wp pp); for
- * "softmax" those of tl_softmax_schedule: width, rows, threads, stages,
- * cluster, loader; for "flash_attn" those of tl_flash_attn_schedule:
+ * "softmax" and "rmsnorm" those of tl_softmax_schedule: width, rows,
+ * threads, stages, cluster, loader; for "flash_attn" those of tl_flash_attn_schedule:
  * block_m, block_n, stages, threads, warp_specialize, pingpong, persistent
  * (named bm bn st th ws pp ps). */
 typedef struct tl_tune_config {
@@ -1853,10 +1853,11 @@ typedef tl_status (*tl_tune_build_fn)(void *user, tl_ctx *ctx, const tl_tune_con
 
 typedef struct tl_tune_request {
     /* What to tune: a prebuilt op ... */
-    const char *op;             /* "gemm", "softmax", "flash_attn"; NULL: a
-                                   custom kernel                             */
+    const char *op;             /* "gemm", "softmax", "rmsnorm", "flash_attn";
+                                   NULL: a custom kernel                     */
     const void *desc;           /* the op's descriptor (const tl_gemm_desc *,
                                    const tl_softmax_desc *,
+                                   const tl_rmsnorm_desc *,
                                    const tl_flash_attn_desc *)               */
     /* ... or a custom kernel (op NULL) */
     tl_tune_build_fn build;     /* required for a custom kernel              */
@@ -1924,7 +1925,7 @@ typedef struct tl_tune_entry {
 } tl_tune_entry;
 
 typedef struct tl_tune_result {
-    char op[32];            /* "gemm", "softmax", "flash_attn", or "custom" */
+    char op[32];            /* the request's op, or "custom"                */
     char shape[64];         /* the problem, e.g. "4096x4096x4096"           */
     char unit[16];          /* "TFLOP/s", "GB/s" or ""                      */
     char baseline[64];      /* e.g. "cuBLAS"; "" when there is none         */
@@ -1978,6 +1979,8 @@ typedef struct tl_tune_result {
  * without the ring) where the GPU has clusters and a block's share is at
  * least 4096 columns, and chunks of 2048 to 8192 columns narrower than the
  * row.
+ *   "rmsnorm": as "softmax", with weights of random values in [-1, 1) and
+ * the descriptor's eps in the float64 reference; its records are its own.
  *   "flash_attn": the descriptor's sizes, scale, causal and lse, its tensors
  * contiguous [B, H, S, D], of random values in [-1, 1), rotated over copies
  * as for the GEMM; the reference is the op's untuned output (its default
@@ -2013,7 +2016,7 @@ TL_API void tl_tune_result_destroy(tl_tune_result *r);
 /* One record: the best configuration for an op on a class of problems, a
  * GPU and a library version, and what it was measured at. */
 typedef struct tl_tune_record {
-    char op[32];            /* "gemm", "softmax", "flash_attn"             */
+    char op[32];            /* "gemm", "softmax", "rmsnorm", "flash_attn"   */
     char dtypes[32];        /* e.g. "bf16->bf16"                            */
     char layout[64];        /* e.g. "nt", "nn+bias+gelu_tanh"               */
     char shape_class[64];   /* e.g. "m4096,n4096,k4096", "m<=64,n4096,k4096" */

@@ -10,7 +10,7 @@
  *   tune_db.c      the tuning database
  *   tune_progress.c  tl_tune_progress_stderr
  *   ops/gemm_schedule.c, ops/gemm_tune.c  the GEMM's entry
- *   ops/softmax_tune.c, ops/flash_attn_tune.c  the softmax's, the attention's
+ *   ops/rows_tune.c, ops/flash_attn_tune.c  the row ops', the attention's
  */
 #ifndef TILEC_TUNE_H
 #define TILEC_TUNE_H
@@ -191,6 +191,10 @@ bool tli_tune_db_find(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out)
 /* Drops key's record from the context's view (not from the file): a
  * record the op cannot use is warned about once, not at every call. */
 void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key);
+/* A record the op cannot use for its problem (config, its text): a warning
+ * through the log ("... using the untuned schedule"), and key forgotten
+ * by the context, so that it is said once. */
+void tli_tune_db_unusable(tl_ctx *ctx, const tli_tune_key *key, const char *config);
 /* A record for key on ctx's GPU and this library version (the rest zero). */
 void tli_tune_record_init(tl_ctx *ctx, const tli_tune_key *key, tl_tune_record *out);
 /* Records rec (replacing the one with its key) in the file, under a lock,
@@ -258,16 +262,18 @@ tl_status tli_gemm_check_desc(tl_ctx *ctx, const tl_gemm_desc *d, const char *ap
 tl_status tli_gemm_slices_sum_build(tl_ctx *ctx, const tl_gemm_desc *d, int slices, tl_kernel **out);
 
 /* ------------------------------------------------------------------------ */
-/* The row softmax (ops/softmax_tune.c)                                      */
+/* The row softmax and RMSNorm (ops/rows_tune.c)                             */
 /* ------------------------------------------------------------------------ */
 
-extern const tli_tune_op tli_softmax_tune_op;
+extern const tli_tune_op tli_softmax_tune_op, tli_rmsnorm_tune_op;
 /* The tuning record's schedule for d on ctx's GPU when there is a usable
  * one: true and *out set; else false (the op's default table applies). */
 bool tli_softmax_pick(tl_ctx *ctx, const tl_softmax_desc *d, tl_softmax_schedule *out);
-/* The schedule the op runs for d without a record (ops/softmax.c): the
- * default table's, resolved (stages included). */
+bool tli_rmsnorm_pick(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_softmax_schedule *out);
+/* The schedule the op runs for d without a record (ops/softmax.c,
+ * ops/rmsnorm.c): the default table's, resolved (stages included). */
 tl_softmax_schedule tli_softmax_untuned(tl_ctx *ctx, const tl_softmax_desc *d);
+tl_softmax_schedule tli_rmsnorm_untuned(tl_ctx *ctx, const tl_rmsnorm_desc *d);
 
 /* ------------------------------------------------------------------------ */
 /* FlashAttention (ops/flash_attn_tune.c)                                    */

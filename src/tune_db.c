@@ -489,6 +489,13 @@ void tli_tune_db_forget(tl_ctx *ctx, const tli_tune_key *key)
     pthread_mutex_unlock(&ctx->ops_lock);
 }
 
+void tli_tune_db_unusable(tl_ctx *ctx, const tli_tune_key *key, const char *config)
+{
+    tli_log(ctx, TL_LOG_WARN, "tuning database: the record for %s %s %s %s names a schedule this problem cannot "
+            "use (%s); using the untuned schedule", key->op, key->dtypes, key->layout, key->shape_class, config);
+    tli_tune_db_forget(ctx, key);
+}
+
 tl_status tli_tune_db_save(tl_ctx *ctx, const tl_tune_record *rec)
 {
     pthread_mutex_lock(&ctx->ops_lock);

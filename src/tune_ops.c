@@ -19,6 +19,7 @@
 static const tli_tune_op *const tune_ops[] = {
     &tli_gemm_tune_op,
     &tli_softmax_tune_op,
+    &tli_rmsnorm_tune_op,
     &tli_flash_attn_tune_op,
     NULL,
 };

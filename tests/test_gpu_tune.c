@@ -3,8 +3,8 @@
  * memory, records the best, and tl_op_gemm runs it on the next call and in
  * a new process (this program again, with --child); a custom kernel's
  * candidates checked against the interpreter, a wrong one caught; a budget
- * too small to measure anything is no error; the softmax and the attention
- * tuned, recorded and run. Skips without a GPU. */
+ * too small to measure anything is no error; the softmax, RMSNorm and the
+ * attention tuned, recorded and run. Skips without a GPU. */
 #include "fixture.h"
 
 #include "attn_ref.h"
@@ -301,6 +301,57 @@ static void test_tune_softmax_then_use(void **state)
     tl_free(ctx, x), tl_free(ctx, y);
 }
 
+/* RMSNorm tunes the same way, with a record of its own. */
+static void test_tune_rmsnorm_then_use(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tl_rmsnorm_desc d = {.rows = 1024, .cols = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .eps = 1e-6};
+    tl_tune_request q = {.op = "rmsnorm", .desc = &d, .save = 1};
+    tl_tune_result *r = NULL;
+    assert_status(tl_autotune(ctx, &q, &r), TL_OK);
+    for (int i = 0; i < r->n; i++)
+        printf("  %-44s %-14s %8.4f ms %7.1f GB/s %s\n", r->entries[i].text,
+               tl_tune_outcome_name(r->entries[i].outcome), r->entries[i].ms, r->entries[i].rate, r->entries[i].note);
+    assert_true(r->passed > 0);
+    assert_true(r->saved);
+    const int *v = r->entries[0].config.v;
+    tl_softmax_schedule got = tl_op_rmsnorm_schedule(ctx, &d);
+    assert_int_equal(got.width, v[0]);
+    assert_int_equal(got.rows, v[1]);
+    assert_int_equal(got.threads, v[2]);
+    tl_tune_result_destroy(r);
+    int64_t n = d.rows * d.cols;
+    uint64_t x, w, y;
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &x), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)d.cols * 2, &w), TL_OK);
+    assert_status(tl_malloc(ctx, (size_t)n * 2, &y), TL_OK);
+    assert_status(tl_random_fill(ctx, x, TL_BF16, n, 81, -4, 4, NULL), TL_OK);
+    assert_status(tl_random_fill(ctx, w, TL_BF16, d.cols, 82, -1, 1, NULL), TL_OK);
+    assert_status(tl_memset_u8(ctx, y, 0xFF, (size_t)n * 2, NULL), TL_OK);
+    assert_status(tl_op_rmsnorm(ctx, &d, x, w, y, NULL), TL_OK);
+    assert_status(tl_synchronize(ctx), TL_OK);
+    uint16_t *hx = malloc((size_t)n * 2), *hw = malloc((size_t)d.cols * 2);
+    double *ref = malloc((size_t)n * sizeof *ref);
+    assert_true(hx && hw && ref);
+    tl_random_host(hx, TL_BF16, n, 81, -4, 4);
+    tl_random_host(hw, TL_BF16, d.cols, 82, -1, 1);
+    for (int64_t i = 0; i < d.rows; i++) {
+        double sq = 0;
+        for (int64_t j = 0; j < d.cols; j++)
+            sq += pow(tl_bf16_to_f32(hx[i * d.cols + j]), 2);
+        double inv = 1 / sqrt(sq / (double)d.cols + d.eps);
+        for (int64_t j = 0; j < d.cols; j++)
+            ref[i * d.cols + j] = tl_bf16_to_f32(hx[i * d.cols + j]) * inv * tl_bf16_to_f32(hw[j]);
+    }
+    tl_span o = {.dtype = TL_BF16, .n = n, .dptr = y}, rs = {.dtype = TL_F64, .n = n, .host = ref};
+    tl_check_result res;
+    assert_status(tl_check(ctx, &o, &rs, 1e-2, &res), TL_OK);
+    assert_true(res.pass);
+    free(hx), free(hw), free(ref);
+    tl_free(ctx, x), tl_free(ctx, w), tl_free(ctx, y);
+}
+
 /* ------------------------------------------------------------------------ */
 /* FlashAttention                                                            */
 /* ------------------------------------------------------------------------ */
@@ -404,6 +455,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_budget_spent),
         cmocka_unit_test(test_tune_gemm_f8),
         cmocka_unit_test(test_tune_softmax_then_use),
+        cmocka_unit_test(test_tune_rmsnorm_then_use),
         cmocka_unit_test(test_tune_flash_attn_then_use),
     };
     return cmocka_run_group_tests_name("gpu_tune", tests, setup, teardown);

@@ -871,6 +871,71 @@ static void test_softmax_space_and_record(void **state)
     rm_rf(dir);
 }
 
+/* RMSNorm shares the softmax's space and records of its own: a record for
+ * the softmax's class leaves it alone, its own is followed. */
+static void test_rmsnorm_space_and_record(void **state)
+{
+    (void)state;
+    const tli_tune_op *op = tli_tune_op_find("rmsnorm"), *sm = tli_tune_op_find("softmax");
+    assert_non_null(op);
+    tl_rmsnorm_desc d = {.rows = 4000, .cols = 1000, .in_dtype = TL_BF16, .out_dtype = TL_BF16, .eps = 1e-6};
+    tl_softmax_desc same = {.rows = 4000, .cols = 1000, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    tli_tune_key key, skey;
+    op->key(&d, &key);
+    sm->key(&same, &skey);
+    assert_string_equal(key.op, "rmsnorm");
+    assert_string_equal(key.shape_class, skey.shape_class);
+    tl_tune_config cfg[64], scfg[64];
+    int n = op->space(ctx, &d, cfg, 64);
+    assert_int_equal(n, sm->space(ctx, &same, scfg, 64));
+    assert_memory_equal(cfg, scfg, (size_t)n * sizeof cfg[0]);
+    for (int i = 0; i < n; i++) {
+        tl_kernel *k;
+        char *text = NULL;
+        assert_status(op->build(ctx, &d, &cfg[i], &k), TL_OK);
+        assert_status(tl_kernel_dump(k, &text), TL_OK);
+        assert_non_null(strstr(text, "rmsnorm"));
+        tl_free_host(text);
+        tl_kernel_destroy(k);
+    }
+    tl_tune_config u = op->fallback(ctx, &d);
+    tl_softmax_schedule us = tli_rmsnorm_untuned(ctx, &d);
+    assert_int_equal(u.v[0], us.width);
+    assert_int_equal(u.v[2], us.threads);
+    tl_rmsnorm_desc neg = d;
+    neg.eps = -1;
+    assert_status(op->check_desc(ctx, &neg, "t"), TL_ERR_INVALID_ARG);
+    assert_non_null(strstr(tl_ctx_error(ctx), "eps"));
+
+    log_capture lc = {0};
+    char dir[] = "/tmp/tilec-tune-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tl_ctx *c = disk_ctx(dir, &lc);
+    tl_softmax_schedule before = tl_op_rmsnorm_schedule(c, &d);
+    tl_tune_record r;
+    tli_tune_record_init(c, &skey, &r); /* the softmax's record: not RMSNorm's */
+    snprintf(r.config, sizeof r.config, "width=1024 rows=2 threads=128 stages=1 cluster=1 loader=1");
+    snprintf(r.shape, sizeof r.shape, "4000x1000");
+    r.ms = 1;
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    tl_softmax_schedule got = tl_op_rmsnorm_schedule(c, &d);
+    assert_memory_equal(&got, &before, sizeof got);
+    tli_tune_record_init(c, &key, &r);
+    snprintf(r.config, sizeof r.config, "width=1024 rows=8 threads=256 stages=1 cluster=1 loader=1");
+    snprintf(r.shape, sizeof r.shape, "4000x1000");
+    assert_status(tli_tune_db_save(c, &r), TL_OK);
+    got = tl_op_rmsnorm_schedule(c, &d);
+    assert_int_equal(got.rows, 8);
+    assert_int_equal(got.threads, 256);
+    assert_int_equal(tl_op_softmax_schedule(c, &same).rows, 2); /* each op its own record */
+    tl_kernel *k = NULL;
+    assert_status(tl_op_rmsnorm_build(c, &d, &k), TL_OK);
+    tl_kernel_destroy(k);
+    assert_int_equal(lc.warns, 0);
+    tl_ctx_destroy(c);
+    rm_rf(dir);
+}
+
 /* ------------------------------------------------------------------------ */
 /* FlashAttention as a tunable op                                            */
 /* ------------------------------------------------------------------------ */
@@ -1038,7 +1103,7 @@ static void test_request_errors(void **state)
     assert_status(tl_autotune(ctx, NULL, &res), TL_ERR_INVALID_ARG);
     assert_status(tl_autotune(ctx, &(tl_tune_request){.op = "gemm", .desc = &d}, NULL), TL_ERR_INVALID_ARG);
     struct { tl_tune_request q; tl_status st; const char *msg; } cases[] = {
-        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm, softmax, flash_attn"},
+        {{.op = "conv", .desc = &d}, TL_ERR_INVALID_ARG, "tunable: gemm, softmax, rmsnorm, flash_attn"},
         {{.op = "gemm"}, TL_ERR_INVALID_ARG, "descriptor"},
         {{.op = "gemm", .desc = &(tl_gemm_desc){.m = 0, .n = 1, .k = 1, .in_dtype = TL_BF16}}, TL_ERR_INVALID_ARG,
          "M, N, K"},
@@ -1078,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_space_leads_with_fallback),
         cmocka_unit_test(test_runner_compile_offline),
         cmocka_unit_test(test_softmax_space_and_record),
+        cmocka_unit_test(test_rmsnorm_space_and_record),
         cmocka_unit_test(test_flash_attn_space_and_record),
         cmocka_unit_test(test_request_errors),
     };

@@ -91,6 +91,8 @@ static const char usage_text[] =
     "  tune softmax [--shape ROWSxCOLS] [--dtype f32|f16|bf16] [--budget SECONDS]\n"
     "            [--no-save] [--device N] [--cache-dir DIR]\n"
     "                             the same for the row softmax (default 16384x1024 f16)\n"
+    "  tune rmsnorm [--shape ROWSxCOLS] [--dtype f32|f16|bf16] [--budget SECONDS] [--no-save] ...\n"
+    "                             the same for RMSNorm (eps 1e-6)\n"
     "  tune flash_attn [--shape BxHxSxD | BxHxSQxSKVxD] [--causal] [--dtype bf16|f16]\n"
     "            [--budget SECONDS] [--no-save] [--device N] [--cache-dir DIR]\n"
     "                             the same for FlashAttention (default 4x16x4096x128 bf16:\n"
@@ -574,7 +576,7 @@ static int softmax_problem(const cli *c, tl_softmax_desc *d)
     long long v[2] = {16384, 1024};
     char tail;
     if (c->shape && (sscanf(c->shape, "%lldx%lld%c", &v[0], &v[1], &tail) != 2 || v[0] < 1 || v[1] < 1))
-        return usage_error("bad shape '%s' for softmax (expected ROWSxCOLS, e.g. 16384x1024)", c->shape);
+        return usage_error("bad shape '%s' for a row op (expected ROWSxCOLS, e.g. 16384x1024)", c->shape);
     if (c->trans_b || c->bias || c->epilogue)
         return usage_error("--trans-b, --bias and --epilogue are GEMM options");
     *d = (tl_softmax_desc){.rows = v[0], .cols = v[1], .in_dtype = dt, .out_dtype = dt};
@@ -670,15 +672,20 @@ static int run_attention_tuning(const cli *c)
                       tl_dtype_name(d.dtype), !c->no_save);
 }
 
-static int run_softmax_tuning(const cli *c)
+/* The softmax, or RMSNorm (eps 1e-6) on the same rows. */
+static int run_rows_tuning(const cli *c, const char *op)
 {
     tl_softmax_desc d;
     int rc = softmax_problem(c, &d);
     if (rc)
         return rc;
+    tl_rmsnorm_desc r = {.rows = d.rows, .cols = d.cols, .in_dtype = d.in_dtype, .out_dtype = d.out_dtype,
+                         .eps = 1e-6};
+    bool rms = strcmp(op, "rmsnorm") == 0;
     char title[64];
-    snprintf(title, sizeof title, "tune softmax %s", tl_dtype_name(d.in_dtype));
-    return run_tuning(c, "tune", "softmax", &d, title, "softmax", tl_dtype_name(d.in_dtype), !c->no_save);
+    snprintf(title, sizeof title, "tune %s %s", op, tl_dtype_name(d.in_dtype));
+    return run_tuning(c, "tune", op, rms ? (const void *)&r : (const void *)&d, title, op,
+                      tl_dtype_name(d.in_dtype), !c->no_save);
 }
 
 /* The GEMM sweep on the GPU: every schedule of the tuner's space, ranked
@@ -746,15 +753,15 @@ static int cmd_tune(const cli *c)
         return rc;
     }
     if (c->nargs != 1)
-        return usage_error("'tune' takes an op (gemm, softmax, flash_attn), or --list, or --clear");
+        return usage_error("'tune' takes an op (gemm, softmax, rmsnorm, flash_attn), or --list, or --clear");
     if (strcmp(c->args[0], "flash_attn") == 0)
         return run_attention_tuning(c);
     if (c->causal)
         return usage_error("--causal is an option of 'tune flash_attn'");
-    if (strcmp(c->args[0], "softmax") == 0)
-        return run_softmax_tuning(c);
+    if (strcmp(c->args[0], "softmax") == 0 || strcmp(c->args[0], "rmsnorm") == 0)
+        return run_rows_tuning(c, c->args[0]);
     if (strcmp(c->args[0], "gemm") != 0)
-        return usage_error("op '%s' cannot be tuned (tunable: gemm, softmax, flash_attn)", c->args[0]);
+        return usage_error("op '%s' cannot be tuned (tunable: gemm, softmax, rmsnorm, flash_attn)", c->args[0]);
     return run_gemm_tuning(c, "tune", !c->no_save);
 }
 

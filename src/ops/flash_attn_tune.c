@@ -76,11 +76,11 @@ typedef struct shape {
     int bm, th, ws, pp;
 } shape;
 
-/* The block structures of the op's space for d on target t (see space). */
-static int shapes_of(const tli_target *t, bool wgmma, const tl_flash_attn_desc *d, shape *out)
+/* The block structures of the op's space for d, with wgmma or mma.sync
+ * (see space). */
+static int shapes_of(bool wgmma, const tl_flash_attn_desc *d, shape *out)
 {
     int n = 0;
-    (void)t;
     if (!wgmma) { /* mma.sync: warps of 32 or 16 rows, no producer */
         out[n++] = (shape){128, 128, 0, 0};
         out[n++] = (shape){128, 256, 0, 0};
@@ -134,7 +134,7 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
     if (!wgmma && !tli_target_get(ctx->target, &t))
         return 0;
     shape shapes[4];
-    int bns[4], nshape = shapes_of(&t, wgmma, d, shapes), n = 0;
+    int bns[4], nshape = shapes_of(wgmma, d, shapes), n = 0;
     for (int i = 0; i < nshape; i++) {
         const shape *sh = &shapes[i];
         int nbn = key_tiles(wgmma, d, sh, bns);
@@ -194,7 +194,7 @@ static bool plausible(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_a
         !smem_fits(&t, d, s->block_m, s->block_n, s->stages))
         return false;
     shape shapes[4];
-    int n = shapes_of(&t, wgmma, d, shapes);
+    int n = shapes_of(wgmma, d, shapes);
     for (int i = 0; i < n; i++)
         if (shapes[i].bm == s->block_m && shapes[i].th == s->threads && shapes[i].ws == s->warp_specialize &&
             shapes[i].pp == s->pingpong)
@@ -217,9 +217,7 @@ bool tli_flash_attn_pick(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_flash_attn
             return true;
         }
     }
-    tli_log(ctx, TL_LOG_WARN, "tuning database: the record for flash_attn %s %s %s names a schedule the op cannot "
-            "use (%s); using the default", k.dtypes, k.layout, k.shape_class, rec.config);
-    tli_tune_db_forget(ctx, &k);
+    tli_tune_db_unusable(ctx, &k, rec.config);
     return false;
 }
 

@@ -518,9 +518,7 @@ tl_gemm_schedule tli_gemm_pick_for(tl_ctx *ctx, const tl_gemm_desc *d, unsigned 
         tl_gemm_schedule s = tl_gemm_schedule_from_config(&c);
         if (plausible(&s, d, sm90a, tma))
             return s;
-        tli_log(ctx, TL_LOG_WARN, "tuning database: the record for gemm %s %s %s names a schedule this "
-                "problem cannot use (%s); using the heuristic", key.dtypes, key.layout, key.shape_class, rec.config);
-        tli_tune_db_forget(ctx, &key);
+        tli_tune_db_unusable(ctx, &key, rec.config);
     }
     return h;
 }

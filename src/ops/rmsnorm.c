@@ -14,8 +14,10 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "tune.h"
 
 #include <math.h>
+#include <string.h>
 
 typedef struct rms_kernel {
     tli_rows_kernel rk;
@@ -118,13 +120,29 @@ static void body(rms_kernel *r)
     tl_end(k);
 }
 
-static tli_rows_desc rows_of(const tl_rmsnorm_desc *d)
+/* An all-zero schedule takes the tuning record for this GPU and class
+ * when there is one (rows_tune.c) and use_db is set, else rows.c's default
+ * table. */
+static tli_rows_desc rows_desc(tl_ctx *ctx, const tl_rmsnorm_desc *d, bool use_db)
 {
     /* past 32768 columns, chunks of a whole 32768 on 1024 threads: at 1024x65536 f16 on the H200
      * 0.697 x copy against 0.625 with 8192 on 256 (bench_softmax --variants, bench/NOTES.md) */
-    return (tli_rows_desc){.rows = d->rows, .cols = d->cols, .ld_in = d->ld_in, .ld_out = d->ld_out,
-                           .in_dtype = d->in_dtype, .out_dtype = d->out_dtype, .schedule = d->schedule,
-                           .online_width = 32768};
+    tli_rows_desc r = {.rows = d->rows, .cols = d->cols, .ld_in = d->ld_in, .ld_out = d->ld_out,
+                       .in_dtype = d->in_dtype, .out_dtype = d->out_dtype, .schedule = d->schedule,
+                       .online_width = 32768};
+    if (use_db && !r.schedule.width && !r.schedule.rows && !r.schedule.threads)
+        tli_rmsnorm_pick(ctx, d, &r.schedule);
+    return r;
+}
+
+static tli_rows_desc rows_of(tl_ctx *ctx, const tl_rmsnorm_desc *d) { return rows_desc(ctx, d, true); }
+
+tl_softmax_schedule tli_rmsnorm_untuned(tl_ctx *ctx, const tl_rmsnorm_desc *d)
+{
+    tl_rmsnorm_desc plain = *d;
+    memset(&plain.schedule, 0, sizeof plain.schedule);
+    tli_rows_desc r = rows_desc(ctx, &plain, false);
+    return tli_rows_schedule(ctx, &r);
 }
 
 static tl_status check(tl_ctx *ctx, const tl_rmsnorm_desc *d, const char *api)
@@ -133,7 +151,7 @@ static tl_status check(tl_ctx *ctx, const tl_rmsnorm_desc *d, const char *api)
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: NULL descriptor", api);
     if (!(d->eps >= 0) || isinf(d->eps))
         return tli_fail(ctx, TL_ERR_INVALID_ARG, "%s: eps = %g must be finite and >= 0", api, d->eps);
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     return tli_rows_check(ctx, &r, api);
 }
 
@@ -142,7 +160,7 @@ TL_API tl_softmax_schedule tl_op_rmsnorm_schedule(tl_ctx *ctx, const tl_rmsnorm_
     tl_softmax_schedule zero = {0};
     if (!ctx || check(ctx, d, "tl_op_rmsnorm_schedule") != TL_OK)
         return zero;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     return tli_rows_schedule(ctx, &r);
 }
 
@@ -155,7 +173,7 @@ TL_API tl_status tl_op_rmsnorm_build(tl_ctx *ctx, const tl_rmsnorm_desc *d, tl_k
     tl_status st = check(ctx, d, api);
     if (st != TL_OK)
         return st;
-    tli_rows_desc rd = rows_of(d);
+    tli_rows_desc rd = rows_of(ctx, d);
     rms_kernel r = {.out = d->out_dtype};
     if ((st = tli_rows_begin(ctx, "rmsnorm", &rd, &r.rk)) != TL_OK)
         return st;
@@ -178,7 +196,7 @@ TL_API tl_status tl_op_rmsnorm_program(tl_ctx *ctx, const tl_rmsnorm_desc *d, co
     tl_status st = check(ctx, d, api);
     if (st != TL_OK)
         return st;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     unsigned since = tli_fail_count();
     return tli_fail_as(ctx, tli_rows_program(ctx, "rmsnorm", &r, build_for_op, d, out), api, since);
 }
@@ -191,7 +209,7 @@ TL_API tl_status tl_op_rmsnorm(tl_ctx *ctx, const tl_rmsnorm_desc *d, uint64_t x
     tl_status st = check(ctx, d, "tl_op_rmsnorm");
     if (st != TL_OK)
         return st;
-    tli_rows_desc r = rows_of(d);
+    tli_rows_desc r = rows_of(ctx, d);
     const tli_rows_ptr ptrs[] = {{"x", x, d->in_dtype}, {"w", w, d->in_dtype}, {"y", y, d->out_dtype}};
     const tl_program *p;
     if ((st = tli_rows_check_pointers(ctx, &r, "tl_op_rmsnorm", 3, ptrs)) != TL_OK)

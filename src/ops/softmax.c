@@ -146,7 +146,7 @@ static void online(tli_rows_kernel *rk, tl_dtype out)
 }
 
 /* An all-zero schedule takes the tuning record for this GPU and class
- * when there is one (softmax_tune.c) and use_db is set, else rows.c's
+ * when there is one (rows_tune.c) and use_db is set, else rows.c's
  * default table. */
 static tli_rows_desc rows_desc(tl_ctx *ctx, const tl_softmax_desc *d, bool use_db)
 {

@@ -1985,11 +1985,15 @@ typedef struct tl_tune_result {
  * contiguous [B, H, S, D], of random values in [-1, 1), rotated over copies
  * as for the GEMM; the reference is the op's untuned output (its default
  * schedule, splits included), itself first checked against a float64
- * attention of sampled rows (the first, last and three middle rows of up
- * to four heads); the baseline is that untuned run; rates in TFLOP/s (4 B
- * H SQ SKV D per run, half of it causal). Each candidate is one kernel
- * whose blocks walk all their keys (split_kv = split_tail = 1); a record
- * leaves the splits to the op. The space, on sm_90a: two consumer
+ * attention of sampled rows (the first two, the last two and three rows
+ * between, of up to four heads; within max(tol, 1e-2)); the baseline is
+ * that untuned run; rates in TFLOP/s (4 B H SQ SKV D per run, halved when
+ * causal, as bench_attention counts). Each candidate is one kernel whose
+ * blocks walk all their keys (split_kv = split_tail = 1); a record leaves
+ * the splits to the op, and is saved only where the best candidate beat
+ * the untuned run in the final round (saved stays 0 otherwise, with a
+ * warning through the log). The op consults records only where it does
+ * not split every block's keys. The space, on sm_90a: two consumer
  * warpgroups of 64 rows taking turns (head_dim up to 128) and, at head_dim
  * 64, three without turns, with key tiles around the defaults (128 to 192
  * at head_dim 64, 128 to 176 at 128, 48 to 80 at 256), 2 to 4 stages, and
@@ -1998,7 +2002,8 @@ typedef struct tl_tune_result {
  * 8 warps and 64 on 4, key tiles of 32 to 128, 2 or 3 stages; each with
  * its ring in shared memory. Decoding problems (grouped-query heads the op
  * stacks as rows, or keys it splits over blocks because the query blocks
- * fill less than half of the GPU) are TL_ERR_UNSUPPORTED.
+ * fill less than half of the GPU and there are at least 8 key tiles) are
+ * TL_ERR_UNSUPPORTED.
  *   Custom: every candidate must take the same arguments.
  * On success *out is a new result the caller frees with
  * tl_tune_result_destroy, also when no candidate passed (passed == 0; the

@@ -149,6 +149,10 @@ typedef struct tli_tune_op {
     /* whether desc's rows miss the 16-byte alignment the programs assume,
      * so that every candidate runs its safe variant (NULL: never) */
     bool (*unaligned)(const void *desc);
+    /* the problem's baseline is the op run untuned, in a way no candidate
+     * is (the attention's split of the keys): a record is saved only when
+     * the best candidate beat it in the final round */
+    bool baseline_untuned;
 } tli_tune_op;
 
 /* The op's space for desc, up to max into out, led by its fallback (moved

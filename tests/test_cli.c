@@ -578,7 +578,9 @@ static void test_tune_usage(void **state)
                          "tune gemm --causal", "tune --list --causal", "source flash_attn --causal",
                          "tune flash_attn --shape 2x8x640", "tune flash_attn --shape 2x8x640x128x",
                          "tune flash_attn --shape 2x8x0x128", "tune flash_attn --shape 2x8x640x64x128x1",
-                         "tune flash_attn --trans-b", "tune rmsnorm --shape 8x8x8", "tune rmsnorm --bias"};
+                         "tune flash_attn --trans-b", "tune rmsnorm --shape 8x8x8", "tune rmsnorm --bias",
+                         "tune flash_attn --dtype f32", "tune flash_attn --shape 2x8x640x96",
+                         "tune flash_attn --shape 2x8x99999999999999999999x64"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_result r = run("%s", bad[i]);
         expect_status(&r, 2);

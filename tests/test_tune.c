@@ -898,10 +898,11 @@ static void test_rmsnorm_space_and_record(void **state)
         tl_free_host(text);
         tl_kernel_destroy(k);
     }
-    tl_tune_config u = op->fallback(ctx, &d);
-    tl_softmax_schedule us = tli_rmsnorm_untuned(ctx, &d);
-    assert_int_equal(u.v[0], us.width);
-    assert_int_equal(u.v[2], us.threads);
+    tl_tune_config u = op->fallback(ctx, &d); /* without a record: what the op runs */
+    tl_softmax_schedule us = tl_op_rmsnorm_schedule(ctx, &d);
+    int uv[6] = {us.width, us.rows, us.threads, us.stages, us.cluster, us.loader};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(u.v[i], uv[i]);
     tl_rmsnorm_desc neg = d;
     neg.eps = -1;
     assert_status(op->check_desc(ctx, &neg, "t"), TL_ERR_INVALID_ARG);
@@ -1036,6 +1037,8 @@ static void test_flash_attn_space_and_record(void **state)
     tl_flash_attn_desc few = {.batch = 1, .heads = 4, .kv_heads = 4, .seq_q = 256, .seq_kv = 8192,
                               .head_dim = 128, .dtype = TL_BF16};
     assert_status(op->check_desc(ctx, &few, "t"), TL_ERR_UNSUPPORTED);
+    few.seq_kv = 512; /* 4 key tiles, too few to split: not decoding */
+    assert_status(op->check_desc(ctx, &few, "t"), TL_OK);
     tl_flash_attn_desc bad = d;
     bad.head_dim = 96;
     assert_status(op->check_desc(ctx, &bad, "t"), TL_ERR_UNSUPPORTED);

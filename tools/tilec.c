@@ -14,6 +14,7 @@
 #endif
 #include "tilec.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -640,7 +641,12 @@ static int attention_problem(const cli *c, tl_flash_attn_desc *d)
                 ok = false;
                 break;
             }
+            errno = 0;
             v[n++] = strtoll(p, &end, 10);
+            if (errno || v[n - 1] > (1LL << 31)) { /* a size no problem has; its products would overflow */
+                ok = false;
+                break;
+            }
             if (*end != 'x') {
                 ok = *end == '\0';
                 break;
@@ -655,6 +661,10 @@ static int attention_problem(const cli *c, tl_flash_attn_desc *d)
     }
     if (c->trans_b || c->bias || c->epilogue)
         return usage_error("--trans-b, --bias and --epilogue are GEMM options");
+    if (dt != TL_BF16 && dt != TL_F16)
+        return usage_error("flash_attn takes bf16 or f16, not %s", tl_dtype_name(dt));
+    if (v[4] != 64 && v[4] != 128 && v[4] != 256)
+        return usage_error("flash_attn's head_dim is 64, 128 or 256, not %lld", v[4]);
     *d = (tl_flash_attn_desc){.batch = v[0], .heads = v[1], .kv_heads = v[1], .seq_q = v[2], .seq_kv = v[3],
                               .head_dim = v[4], .dtype = dt, .causal = c->causal};
     return 0;

@@ -225,8 +225,9 @@ static tl_flash_attn_schedule effective_schedule(tl_ctx *ctx, const tl_flash_att
     bool zero = !s.block_m && !s.block_n && !s.stages && !s.threads && !s.warp_specialize && !s.pingpong &&
                 !s.persistent;
     if (zero) { /* the tuning database's record (flash_attn_tune.c), else the default, with the caller's
-                 * splits (the default's are 0: the op's choice below) */
-        if (!tli_flash_attn_pick(ctx, d, &s))
+                 * splits (the default's are 0: the op's choice below); no record where the default splits
+                 * every block's keys (decoding), which the tuner does not measure */
+        if (default_split(ctx, d, &def) >= 2 || !tli_flash_attn_pick(ctx, d, &s))
             s = def;
         s.split_kv = d->schedule.split_kv;
         s.split_tail = d->schedule.split_tail;

@@ -6,14 +6,15 @@
  *
  * The problem: random Q, K, V in [-1, 1), rotated over copies; the
  * reference is the op's untuned run on the first copy, itself checked
- * first against a float64 attention of sampled rows (every head's first
- * and last rows among them), so that each candidate's whole output is
- * compared with a result known to be right; the baseline is that untuned
- * run (its splits included). Each candidate is one program whose blocks
- * walk all their keys (split_kv = split_tail = 1); a record leaves the
- * splits to the op. Decoding shapes, whose keys the op splits over blocks
- * or whose grouped-query heads it stacks as rows, are refused: the tuner
- * times one program a run.
+ * first against a float64 attention of sampled rows (seven rows of each of
+ * up to four heads, the first and last among them), so that each
+ * candidate's whole output is compared with a result known to be right;
+ * the baseline is that untuned run (its splits included). Each candidate
+ * is one program whose blocks walk all their keys (split_kv = split_tail =
+ * 1); a record leaves the splits to the op, and is saved only where the
+ * best candidate beat the untuned run (baseline_untuned). Decoding shapes,
+ * whose keys the op splits over blocks or whose grouped-query heads it
+ * stacks as rows, are refused: the tuner times one program a run.
  */
 #include "ops.h"
 
@@ -28,6 +29,7 @@
 #define MAX_COPIES 8
 #define SAMPLE_HEADS 4 /* (batch, head) pairs whose rows the float64 check samples */
 #define SAMPLE_ROWS 7  /* rows of each */
+#define REFERENCE_TOL 1e-2 /* the untuned output against float64 on those rows, at least */
 
 static const char *const param_names[] = {"bm", "bn", "st", "th", "ws", "pp", "ps", NULL};
 
@@ -120,8 +122,8 @@ static int key_tiles(bool wgmma, const tl_flash_attn_desc *d, const shape *sh, i
 
 /* On sm_90a: the block structures above, each key tile, 2 to 4 stages (2
  * and 3 for three groups), and the persistent CTAs dealt blocks in turn
- * (1) or taking them from a counter (2); one consumer group for at most 64
- * query rows, whose keys' split fills the GPU rather than persistent CTAs.
+ * (1) or taking them from a counter (2); one consumer group, not
+ * persistent, for at most 64 query rows (the op's default there).
  * On mma.sync targets: 4 warps of 32 rows or 8 of 16 on 128 rows, 4 of 16
  * on 64, key tiles of 32 to 128, 2 and 3 stages. Every candidate's ring and
  * Q tile fit in the target's shared memory; what its registers cost is
@@ -292,12 +294,16 @@ static tl_status check_lse(attn_problem *a, tl_check_result *res)
         st = tl_memcpy_dtoh(a->ctx, got, a->lse[0], n * sizeof *got);
     if (st == TL_OK)
         st = tl_memcpy_dtoh(a->ctx, want, a->ref_lse, n * sizeof *want);
-    double diff2 = 0, ref2 = 0;
-    int64_t bad = -1, wrong = 0;
+    double diff2 = 0, ref2 = 0, max_abs = 0;
+    int64_t bad = -1, wrong = 0; /* wrong: not finite, or -inf on one side only */
     for (size_t i = 0; st == TL_OK && i < n; i++) {
-        if (isinf(want[i]) && want[i] < 0 ? got[i] == want[i] : isfinite(got[i])) {
-            double d = isfinite(want[i]) ? (double)got[i] - want[i] : 0;
-            diff2 += d * d, ref2 += isfinite(want[i]) ? (double)want[i] * want[i] : 0;
+        bool none = isinf(want[i]) && want[i] < 0; /* the row attends no key */
+        if (none ? got[i] == want[i] : isfinite(got[i]) && isfinite(want[i])) {
+            double d = none ? 0 : fabs((double)got[i] - want[i]);
+            diff2 += d * d, ref2 += none ? 0 : (double)want[i] * want[i];
+            max_abs = fmax(max_abs, d);
+            if (d > a->tol * fabs(want[i]) && bad < 0)
+                bad = (int64_t)i;
             continue;
         }
         wrong++;
@@ -305,7 +311,7 @@ static tl_status check_lse(attn_problem *a, tl_check_result *res)
     }
     double rel = wrong ? INFINITY : ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2);
     if (st == TL_OK && !(rel <= a->tol))
-        *res = (tl_check_result){.rel_err = rel, .first_bad = bad, .nonfinite = wrong, .pass = 0};
+        *res = (tl_check_result){.rel_err = rel, .max_abs_err = max_abs, .first_bad = bad, .nonfinite = wrong};
     free(got), free(want);
     return st;
 }
@@ -421,12 +427,13 @@ static tl_status check_reference(attn_problem *a)
         return tli_fail(a->ctx, st, "out of host memory for the float64 reference");
     if (st != TL_OK)
         return st;
-    double rel = norm > 0 ? sqrt(err / norm) : sqrt(err);
+    /* the untuned op's own bound, whatever the request's tol: a 16-bit O and P are about 2e-3 off */
+    double rel = norm > 0 ? sqrt(err / norm) : sqrt(err), bound = fmax(a->tol, REFERENCE_TOL);
     double lse_rel = lse_norm > 0 ? sqrt(lse_err / lse_norm) : sqrt(lse_err);
-    if (!(rel <= a->tol) || !(lse_rel <= a->tol))
+    if (!(rel <= bound) || !(lse_rel <= bound))
         return tli_fail(a->ctx, TL_ERR_INTERNAL, "the op's untuned output is off the float64 reference on "
-                        "sampled rows (relative error %.3g, of the log-sum-exp %.3g; tolerance %.3g)", rel,
-                        lse_rel, a->tol);
+                        "sampled rows (relative error %.3g, of the log-sum-exp %.3g; bound %.3g)", rel, lse_rel,
+                        bound);
     return TL_OK;
 }
 
@@ -537,4 +544,5 @@ const tli_tune_op tli_flash_attn_tune_op = {
     .problem = problem,
     .key = key,
     .unaligned = NULL,
+    .baseline_untuned = true,
 };

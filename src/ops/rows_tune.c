@@ -302,8 +302,9 @@ static void reference_row(const rows_task *t, double *row, const double *w)
 static tl_status reference(rows_problem *s)
 {
     int64_t n = s->t.rows * s->t.cols, cols = s->t.cols;
-    void *raw = malloc(bytes_of(s, s->t.in) + 1), *wraw = malloc((size_t)cols * tl_dtype_size(s->t.in) + 1);
-    double *w = malloc((size_t)cols * sizeof *w);
+    size_t wcols = s->t.rms ? (size_t)cols : 0; /* RMSNorm's weights */
+    void *raw = malloc(bytes_of(s, s->t.in) + 1), *wraw = malloc(wcols * tl_dtype_size(s->t.in) + 1);
+    double *w = malloc(wcols * sizeof *w + 1);
     s->ref = malloc((size_t)n * sizeof *s->ref);
     tl_status st = raw && wraw && w && s->ref ? TL_OK
                    : tli_fail(s->ctx, TL_ERR_OUT_OF_MEMORY, "out of host memory for the reference");

@@ -448,6 +448,39 @@ static void test_sm80_default(void **state)
     tl_ctx_destroy(c80);
 }
 
+/* sm_86 and sm_89 (99 KB of shared memory a block): every head_dim's
+ * default compiles; at 256 the block is 64 rows on four warps (128 rows'
+ * Q tile and K/V ring, 128 KB, would not fit). A schedule query after a
+ * failed call leaves the failure's message (the ops read the SM count
+ * from the context, not through a device query that fails offline). */
+static void test_small_shared_memory_targets(void **state)
+{
+    (void)state;
+    const char *targets[] = {"sm_86", "sm_89"};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx *c = test_offline_ctx(targets[t]);
+        for (int64_t dim = 64; dim <= 256; dim *= 2) {
+            tl_flash_attn_desc d = {.batch = 2, .heads = 8, .kv_heads = 8, .seq_q = 1000, .seq_kv = 1000,
+                                    .head_dim = dim, .dtype = TL_F16, .causal = dim == 128};
+            tl_flash_attn_schedule s = tl_op_flash_attn_schedule(c, &d);
+            assert_int_equal(s.block_m, dim > 128 ? 64 : 128);
+            assert_int_equal(s.threads, 128);
+            const tl_program *p;
+            if (tl_op_flash_attn_program(c, &d, &p) != TL_OK)
+                fail_msg("%s d%lld: %s", targets[t], (long long)dim, tl_ctx_error(c));
+        }
+        tl_flash_attn_desc d = {.batch = 1, .heads = 1, .kv_heads = 1, .seq_q = 8, .seq_kv = 8, .head_dim = 64,
+                                .dtype = TL_F16};
+        assert_status(tl_op_flash_attn(c, &d, 0, 0, 0, 0, 0, NULL), TL_ERR_INVALID_ARG);
+        assert_non_null(strstr(tl_ctx_error(c), "q is a null device pointer"));
+        assert_int_equal(tl_op_flash_attn_schedule(c, &d).threads, 128);
+        tl_gemm_desc g = {.m = 64, .n = 64, .k = 64, .in_dtype = TL_F16, .out_dtype = TL_F16};
+        assert_true(tl_op_gemm_schedule(c, &g).block_m > 0);
+        assert_non_null(strstr(tl_ctx_error(c), "q is a null device pointer"));
+        tl_ctx_destroy(c);
+    }
+}
+
 /* Two stages without a producer on sm_90a: the loop is plain (the P V
  * group of one iteration runs into the next, leaving no stage to fill
  * ahead), its K and V copies are 16-byte cp.async chunks, not element by
@@ -749,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_cubins_sm80_sm90a),
         cmocka_unit_test(test_three_consumer_groups),
         cmocka_unit_test(test_sm80_default),
+        cmocka_unit_test(test_small_shared_memory_targets),
         cmocka_unit_test(test_plain_loop_two_stages),
         cmocka_unit_test(test_sm90a_lowering),
         cmocka_unit_test(test_overlap_lowering),

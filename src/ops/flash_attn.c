@@ -134,10 +134,17 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * takes 128 keys a tile, as FlashAttention-2 does (H200, session 33:
      * S 8k 319 against 273 with 64, causal 295 against 255). At head_dim
      * 256 a warp's output accumulator of 32 rows would need 256 registers:
-     * eight warps of 16 rows there. */
-    return (tl_flash_attn_schedule){.block_m = 128,
-                                    .block_n = d->head_dim > 128 ? 32 : d->head_dim > 64 ? 64 : 128,
-                                    .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
+     * eight warps of 16 rows there. Where the target's shared memory does
+     * not hold that block's Q tile and K/V ring (sm_86 and sm_89, 99 KB,
+     * at head_dim 256: 128 KB), 64 rows on four warps of 16 (96 KB). */
+    tl_flash_attn_schedule s = {.block_m = 128, .block_n = d->head_dim > 128 ? 32 : d->head_dim > 64 ? 64 : 128,
+                                .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
+    int64_t esz = (int64_t)tl_dtype_size(d->dtype);
+    bool fits = !tli_target_get(tl_ctx_target(ctx), &t) ||
+                ((int64_t)s.block_m + 2 * (int64_t)s.stages * s.block_n) * d->head_dim * esz + 1024 <= t.smem_limit;
+    if (!fits && d->head_dim > 128)
+        s.block_m = 64, s.threads = 128;
+    return s;
 }
 
 #define MAX_SPLIT 64
@@ -147,8 +154,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
 /* The SMs of the context's GPU; an H200's 132 without one (offline). */
 static int64_t sm_count(tl_ctx *ctx)
 {
-    tl_device_info info;
-    return tl_ctx_get_device_info(ctx, &info) == TL_OK && info.sm_count > 0 ? info.sm_count : 132;
+    /* (from the context: tl_ctx_get_device_info's failure offline would replace the last error message) */
+    return ctx->has_device && ctx->info.sm_count > 0 ? ctx->info.sm_count : 132;
 }
 
 static int64_t query_blocks(const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)

@@ -173,6 +173,9 @@ tl_status tli_tune_problem_done(tl_ctx *ctx, tl_status st, tli_tune_problem *pb,
  * over them move more than twice the L2, so that a timed run never finds
  * its inputs there; at most max (tune_ops.c). */
 int tli_tune_copies(tl_ctx *ctx, size_t set_bytes, int max);
+/* The p of the power of two nearest x on a log scale (2^p when x <
+ * 2^(p + 1/2)); 0 for x <= 1 (tune_ops.c). */
+int tli_tune_log2_nearest(int64_t x);
 /* A size's shape-class bucket, e.g. "m4096", "m<=64" (tune_ops.c). */
 void tli_tune_bucket(char axis, int64_t x, char *out, size_t len);
 
@@ -291,6 +294,9 @@ bool tli_flash_attn_pick(tl_ctx *ctx, const tl_flash_attn_desc *d, tl_flash_attn
 /* The schedule the op runs for d without a record (ops/flash_attn.c), its
  * splits 0 (the op's choice). */
 tl_flash_attn_schedule tli_flash_attn_untuned(tl_ctx *ctx, const tl_flash_attn_desc *d);
+/* The shared memory of a block of bm query rows with a ring of st K and V
+ * tiles of bn keys, d's head_dim and dtype (ops/flash_attn.c). */
+int64_t tli_flash_attn_smem(const tl_flash_attn_desc *d, int bm, int bn, int st);
 /* Whether the op runs d as decoding: grouped-query heads stacked as rows,
  * or the keys of every query block split over blocks (ops/flash_attn.c). */
 bool tli_flash_attn_decoding(tl_ctx *ctx, const tl_flash_attn_desc *d);

@@ -45,18 +45,24 @@ char *tli_tune_op_names(char *buf, size_t len)
  * in 128's): a block tile
  * is 64 to 256 wide, so below that one size is as good as another, and
  * M <= 64 is the decode class (a few tokens against a weight matrix). */
-void tli_tune_bucket(char axis, int64_t x, char *out, size_t len)
+int tli_tune_log2_nearest(int64_t x)
 {
-    if (x <= 64) {
-        tli_fmt(out, len, "%c<=64", axis);
-        return;
-    }
     int p = 0;
     while (p < 62 && ((int64_t)1 << (p + 1)) <= x)
         p++;
     /* x >= 2^(p + 1/2)  <=>  x^2 >= 2^(2p + 1); x < 2^31 keeps x^2 exact */
     if (x < ((int64_t)1 << 31) ? (uint64_t)x * (uint64_t)x >= (uint64_t)1 << (2 * p + 1) : false)
         p++;
+    return p;
+}
+
+void tli_tune_bucket(char axis, int64_t x, char *out, size_t len)
+{
+    if (x <= 64) {
+        tli_fmt(out, len, "%c<=64", axis);
+        return;
+    }
+    int p = tli_tune_log2_nearest(x);
     if (p < 7) /* 65..90 would round to 64, which names the bucket below */
         p = 7;
     tli_fmt(out, len, "%c%lld", axis, (long long)((int64_t)1 << p));

@@ -14,7 +14,6 @@
 #endif
 #include "tilec.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -632,30 +631,16 @@ static int attention_problem(const cli *c, tl_flash_attn_desc *d)
 {
     tl_dtype dt = c->dtype_given ? c->dtype : TL_BF16;
     long long v[5] = {4, 16, 4096, 4096, 128};
-    if (c->shape) {
-        int n = 0;
-        bool ok = true;
-        for (const char *p = c->shape;;) { /* numbers joined by 'x', nothing else */
-            char *end;
-            if (n == 5 || *p < '0' || *p > '9') {
-                ok = false;
-                break;
-            }
-            errno = 0;
-            v[n++] = strtoll(p, &end, 10);
-            if (errno || v[n - 1] > (1LL << 31)) { /* a size no problem has; its products would overflow */
-                ok = false;
-                break;
-            }
-            if (*end != 'x') {
-                ok = *end == '\0';
-                break;
-            }
-            p = end + 1;
-        }
-        if (n == 4) /* BxHxSxD: one length for queries and keys */
-            v[4] = v[3], v[3] = v[2];
-        if (!ok || n < 4 || v[0] < 1 || v[1] < 1 || v[2] < 1 || v[3] < 1 || v[4] < 1)
+    if (c->shape) { /* BxHxSQxSKVxD, or BxHxSxD: one length for queries and keys */
+        char tail;
+        bool five = sscanf(c->shape, "%lldx%lldx%lldx%lldx%lld%c", &v[0], &v[1], &v[2], &v[3], &v[4], &tail) == 5;
+        bool four = !five && sscanf(c->shape, "%lldx%lldx%lldx%lld%c", &v[0], &v[1], &v[2], &v[4], &tail) == 4;
+        if (four)
+            v[3] = v[2];
+        bool ok = five || four;
+        for (int i = 0; i < 5; i++) /* (past 2^31 no problem has, and the products would overflow) */
+            ok = ok && v[i] >= 1 && v[i] <= (1LL << 31);
+        if (!ok)
             return usage_error("bad shape '%s' for flash_attn (expected BxHxSxD or BxHxSQxSKVxD, e.g. "
                                "4x16x4096x128)", c->shape);
     }

@@ -67,6 +67,11 @@ static int d64_block_n(int64_t seq_kv)
     return wide * 100 <= narrow * 107 ? 192 : 128;
 }
 
+int64_t tli_flash_attn_smem(const tl_flash_attn_desc *d, int bm, int bn, int st)
+{
+    return ((int64_t)bm + 2 * (int64_t)st * bn) * d->head_dim * (int64_t)tl_dtype_size(d->dtype);
+}
+
 static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_desc *d)
 {
     tli_target t;
@@ -139,9 +144,8 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
      * at head_dim 256: 128 KB), 64 rows on four warps of 16 (96 KB). */
     tl_flash_attn_schedule s = {.block_m = 128, .block_n = d->head_dim > 128 ? 32 : d->head_dim > 64 ? 64 : 128,
                                 .stages = 2, .threads = d->head_dim > 128 ? 256 : 128};
-    int64_t esz = (int64_t)tl_dtype_size(d->dtype);
     bool fits = !tli_target_get(tl_ctx_target(ctx), &t) ||
-                ((int64_t)s.block_m + 2 * (int64_t)s.stages * s.block_n) * d->head_dim * esz + 1024 <= t.smem_limit;
+                tli_flash_attn_smem(d, s.block_m, s.block_n, s.stages) + 1024 <= t.smem_limit;
     if (!fits && d->head_dim > 128)
         s.block_m = 64, s.threads = 128;
     return s;
@@ -206,8 +210,7 @@ static int default_split(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flas
  * 707-708: nothing to gain there. */
 static int default_tail(tl_ctx *ctx, const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
 {
-    int64_t esz = (int64_t)tl_dtype_size(d->dtype);
-    int64_t smem = ((int64_t)s->block_m + 2 * (int64_t)s->stages * s->block_n) * d->head_dim * esz;
+    int64_t smem = tli_flash_attn_smem(d, s->block_m, s->block_n, s->stages);
     if (d->causal || s->split_kv >= 2 || smem <= 114 * 1024 || (s->persistent == 1 && s->pingpong))
         return 1;
     int64_t w = sm_count(ctx), n = query_blocks(d, s), r = n % w;
@@ -867,13 +870,19 @@ static int size_args(const tl_flash_attn_desc *d, int64_t nfull, int nsplit, con
     return n;
 }
 
-int tli_flash_attn_args(const tl_flash_attn_desc *d, const uint64_t ptr[5], tl_arg *args)
+/* The strides of Q, K, V and O: given, or contiguous. */
+static void all_strides(const tl_flash_attn_desc *d, int64_t st4[4][3])
 {
-    int64_t st4[4][3];
     strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, st4[0]);
     strides_of(d->k_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[1]);
     strides_of(d->v_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[2]);
     strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, st4[3]);
+}
+
+int tli_flash_attn_args(const tl_flash_attn_desc *d, const uint64_t ptr[5], tl_arg *args)
+{
+    int64_t st4[4][3];
+    all_strides(d, st4);
     int n = size_args(d, 0, 1, (const int64_t(*)[3])st4, args);
     for (int i = 0; i < 4 + (d->lse != 0); i++)
         args[n++] = tl_arg_dptr(ptr[i]);
@@ -957,24 +966,23 @@ TL_API tl_status tl_op_flash_attn(tl_ctx *ctx, const tl_flash_attn_desc *d, uint
     tl_flash_attn_desc packed;
     if (packed_desc(d, &packed))
         d = &packed;
-    double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
-    int64_t st4[4][3];
-    strides_of(d->q_stride, d->heads, d->seq_q, d->head_dim, st4[0]);
-    strides_of(d->k_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[1]);
-    strides_of(d->v_stride, d->kv_heads, d->seq_kv, d->head_dim, st4[2]);
-    strides_of(d->o_stride, d->heads, d->seq_q, d->head_dim, st4[3]);
     unsigned since = tli_fail_count();
     tl_flash_attn_schedule s = effective_schedule(ctx, d);
+    /* the schedule resolved once: the programs' look-ups below take it as given (no tuning database,
+     * no default) */
     tl_flash_attn_desc whole = *d;
+    whole.schedule = s;
     const uint64_t ptr[5] = {q, k, v, o, lse};
     int64_t nfull;
     int nsplit = split_plan(ctx, d, &s, &nfull);
     if (nsplit >= 2) {
-        st = run_split(ctx, d, &s, nfull, nsplit, (const int64_t(*)[3])st4, ptr, scale, stream, api);
+        double scale = d->scale ? d->scale : 1.0 / sqrt((double)d->head_dim);
+        int64_t st4[4][3];
+        all_strides(d, st4);
+        st = run_split(ctx, &whole, &s, nfull, nsplit, (const int64_t(*)[3])st4, ptr, scale, stream, api);
         if (st != TL_ERR_UNSUPPORTED)
             return tli_fail_as(ctx, st, api, since);
         tli_log(ctx, TL_LOG_WARN, "%s: %s; the keys are not split", api, tl_ctx_error(ctx));
-        whole.schedule = s;
         whole.schedule.split_kv = whole.schedule.split_tail = 1;
     }
     const tl_program *p;

@@ -19,6 +19,7 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "half.h"
 #include "target.h"
 #include "tune.h"
 
@@ -64,8 +65,7 @@ static tl_tune_config config_of(const tl_flash_attn_schedule *s)
  * mbarriers: whether target t holds it. */
 static bool smem_fits(const tli_target *t, const tl_flash_attn_desc *d, int bm, int bn, int st)
 {
-    int64_t bytes = ((int64_t)bm + 2 * (int64_t)st * bn) * d->head_dim * (int64_t)tl_dtype_size(d->dtype) + 1024;
-    return bytes <= t->smem_limit;
+    return tli_flash_attn_smem(d, bm, bn, st) + 1024 <= t->smem_limit;
 }
 
 static bool wgmma_target(tl_ctx *ctx, tli_target *t)
@@ -151,18 +151,6 @@ static int space(tl_ctx *ctx, const void *desc, tl_tune_config *out, int max)
     return n;
 }
 
-/* x rounded to the nearest power of two on a log scale (2^p when x <
- * 2^(p + 1/2)); at least 1. */
-static long long pow2_nearest(int64_t x)
-{
-    int p = 0;
-    while (p < 62 && ((int64_t)1 << (p + 1)) <= x)
-        p++;
-    if (x < ((int64_t)1 << 31) && (uint64_t)x * (uint64_t)x >= (uint64_t)1 << (2 * p + 1))
-        p++;
-    return (long long)1 << p;
-}
-
 /* head_dim and the mask in the layout, the lengths of queries and keys
  * (tli_tune_bucket's) and the (batch, head) pairs to the nearest power of
  * two in the class: the block structure depends on the first, the tile's
@@ -178,7 +166,8 @@ static void key(const void *desc, tli_tune_key *out)
     char q[32], kv[32];
     tli_tune_bucket('q', d->seq_q, q, sizeof q);
     tli_tune_bucket('k', d->seq_kv, kv, sizeof kv);
-    tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,bh%lld", q, kv, pow2_nearest(d->batch * d->heads));
+    tli_fmt(out->shape_class, sizeof out->shape_class, "%s,%s,bh%lld", q, kv,
+            (long long)1 << tli_tune_log2_nearest(d->batch * d->heads));
 }
 
 /* Whether a record's schedule is one the op can run for d: the fields in
@@ -349,8 +338,6 @@ static void destroy_attn(tli_tune_problem *pb)
     free(a);
 }
 
-static double to_f64(tl_dtype dt, uint16_t x) { return dt == TL_F16 ? tl_f16_to_f32(x) : tl_bf16_to_f32(x); }
-
 /* Row i of head (b, h) in float64 from K and V of its K/V head ([S, D]
  * each, 16-bit, on the host) and its query row q: into o [D]; returns its
  * natural-log log-sum-exp. p: seq_kv doubles of scratch. A row with no key
@@ -363,7 +350,7 @@ static double reference_row(const tl_flash_attn_desc *d, int64_t i, const uint16
     for (int64_t j = 0; j <= last && j < d->seq_kv; j++) {
         double s = 0;
         for (int64_t c = 0; c < D; c++)
-            s += to_f64(d->dtype, q[c]) * to_f64(d->dtype, K[j * D + c]);
+            s += tli_load_as_double(d->dtype, q, c) * tli_load_as_double(d->dtype, K, j * D + c);
         p[j] = s * scale;
         m = fmax(m, p[j]);
     }
@@ -372,7 +359,7 @@ static double reference_row(const tl_flash_attn_desc *d, int64_t i, const uint16
         sum += p[j] = exp(p[j] - m);
     for (int64_t j = 0; j <= last && j < d->seq_kv; j++)
         for (int64_t c = 0; c < D; c++)
-            o[c] += p[j] / sum * to_f64(d->dtype, V[j * D + c]);
+            o[c] += p[j] / sum * tli_load_as_double(d->dtype, V, j * D + c);
     return sum > 0 ? m + log(sum) : -INFINITY;
 }
 
@@ -416,7 +403,7 @@ static tl_status check_reference(attn_problem *a)
                 lse_err += e * e, lse_norm += isinf(lr) ? 0 : lr * lr;
             }
             for (int64_t c = 0; c < D; c++) {
-                double e = to_f64(d->dtype, og[c]) - o[c];
+                double e = tli_load_as_double(d->dtype, og, c) - o[c];
                 err += isfinite(e) ? e * e : INFINITY;
                 norm += o[c] * o[c];
             }

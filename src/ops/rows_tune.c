@@ -12,6 +12,7 @@
 #include "ops.h"
 
 #include "ctx.h"
+#include "half.h"
 #include "target.h"
 #include "tune.h"
 
@@ -268,13 +269,6 @@ static void destroy_rows(tli_tune_problem *pb)
     free(s);
 }
 
-static double element(tl_dtype dt, const void *raw, int64_t i)
-{
-    return dt == TL_F32 ? ((const float *)raw)[i]
-           : dt == TL_F16 ? tl_f16_to_f32(((const uint16_t *)raw)[i])
-                          : tl_bf16_to_f32(((const uint16_t *)raw)[i]);
-}
-
 /* The op on row `row` (cols values) in place; w: RMSNorm's weights. */
 static void reference_row(const rows_task *t, double *row, const double *w)
 {
@@ -313,11 +307,11 @@ static tl_status reference(rows_problem *s)
     if (st == TL_OK && s->t.rms)
         st = tl_random_host(wraw, s->t.in, cols, W_SEED, -1, 1);
     for (int64_t j = 0; st == TL_OK && s->t.rms && j < cols; j++)
-        w[j] = element(s->t.in, wraw, j);
+        w[j] = tli_load_as_double(s->t.in, wraw, j);
     for (int64_t r = 0; st == TL_OK && r < s->t.rows; r++) {
         double *row = s->ref + r * cols;
         for (int64_t j = 0; j < cols; j++)
-            row[j] = element(s->t.in, raw, r * cols + j);
+            row[j] = tli_load_as_double(s->t.in, raw, r * cols + j);
         reference_row(&s->t, row, w);
     }
     free(raw), free(wraw), free(w);

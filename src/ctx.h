@@ -105,4 +105,12 @@ tl_status tli_cu_check(tl_ctx *ctx, CUresult r, const char *what);
 tl_status tli_malloc_async(tl_ctx *ctx, size_t bytes, void *stream, uint64_t *dptr, const char *api);
 tl_status tli_free_async(tl_ctx *ctx, uint64_t dptr, void *stream);
 
+/* The GPU's SMs, or `offline` for a context without one. From the context
+ * itself: tl_ctx_get_device_info fails offline, which would replace the
+ * thread's last error message inside a call that succeeds. */
+static inline int tli_ctx_sms(const tl_ctx *c, int offline)
+{
+    return c && c->has_device && c->info.sm_count > 0 ? c->info.sm_count : offline;
+}
+
 #endif

@@ -621,7 +621,7 @@ static void cta_grid(const tl_program *p, int64_t grid[3])
         return;
     int64_t blocks = grid[0] * grid[1] * grid[2], per = p->launch.persistent;
     int64_t ctas = (blocks + per - 1) / per;
-    int64_t sms = p->ctx->info.sm_count > 0 ? p->ctx->info.sm_count : 1;
+    int64_t sms = tli_ctx_sms(p->ctx, 1);
     grid[0] = ctas < sms && !p->launch.sk_slot_floats ? ctas : sms;
     grid[1] = grid[2] = blocks ? 1 : 0;
 }

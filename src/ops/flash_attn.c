@@ -156,11 +156,7 @@ static tl_flash_attn_schedule default_schedule(tl_ctx *ctx, const tl_flash_attn_
 #define MIN_SPLIT_TILES 4 /* key tiles a split block walks at least */
 
 /* The SMs of the context's GPU; an H200's 132 without one (offline). */
-static int64_t sm_count(tl_ctx *ctx)
-{
-    /* (from the context: tl_ctx_get_device_info's failure offline would replace the last error message) */
-    return ctx->has_device && ctx->info.sm_count > 0 ? ctx->info.sm_count : 132;
-}
+static int64_t sm_count(tl_ctx *ctx) { return tli_ctx_sms(ctx, 132); }
 
 static int64_t query_blocks(const tl_flash_attn_desc *d, const tl_flash_attn_schedule *s)
 {

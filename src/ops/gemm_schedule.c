@@ -403,13 +403,8 @@ static tl_gemm_schedule resolved(tl_gemm_schedule s, const tl_gemm_desc *d, int 
     return unsplit || pair || few ? longer : s;
 }
 
-/* The SMs of the context's GPU; an H200's 132 without one (offline). Read
- * from the context, not through tl_ctx_get_device_info, whose failure
- * offline would replace the thread's last error message. */
-static int sm_count(tl_ctx *ctx)
-{
-    return ctx && ctx->has_device && ctx->info.sm_count > 0 ? ctx->info.sm_count : 132;
-}
+/* The SMs of the context's GPU; an H200's 132 without one (offline). */
+static int sm_count(tl_ctx *ctx) { return tli_ctx_sms(ctx, 132); }
 
 static tl_gemm_schedule heuristic_row_for(const char *target, const tl_gemm_desc *d, unsigned rows, int sms)
 {

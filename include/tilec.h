@@ -1741,8 +1741,11 @@ TL_API tl_status tl_op_flash_attn_combine_build(tl_ctx *ctx, const tl_flash_attn
  * shapes: there is no problem to choose for; B as [K, N], C of dtype, or
  * for an 8-bit dtype B as [N, K] and a bf16 C). *out is a new kernel the
  * caller destroys. "softmax" and "rmsnorm" are the one-pass programs for
- * rows of 1024 columns, dtype in and out. Errors: TL_ERR_INVALID_ARG
- * (unknown op), TL_ERR_DTYPE. */
+ * rows of 1024 columns, dtype in and out. "flash_attn" (bf16 or f16) is
+ * the attention of head_dim 128, not causal, 4 x 16 heads of 4096
+ * queries and keys: the target's default for long sequences
+ * (tl_op_flash_attn_build gives any other problem's). Errors: TL_ERR_INVALID_ARG (unknown op),
+ * TL_ERR_DTYPE. */
 TL_API tl_status tl_op_build(tl_ctx *ctx, const char *op, tl_dtype dtype, tl_kernel **out);
 /* NULL-terminated list of op names for tl_op_build. Static storage. */
 TL_API const char *const *tl_op_names(void);

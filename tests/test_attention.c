@@ -448,6 +448,33 @@ static void test_sm80_default(void **state)
     tl_ctx_destroy(c80);
 }
 
+/* tl_op_build("flash_attn") (what `tilec source flash_attn` prints) is the
+ * long sequences' default: on sm_90a FlashAttention-3's 176-key tile on two
+ * rings in persistent CTAs, the one kernel unsplit; on sm_80 the mma.sync
+ * kernel. */
+static void test_op_build_is_long_default(void **state)
+{
+    (void)state;
+    const char *targets[] = {"sm_90a", "sm_80"};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx *c = test_offline_ctx(targets[t]);
+        tl_kernel *k;
+        char *src;
+        assert_status(tl_op_build(c, "flash_attn", TL_F16, &k), TL_OK);
+        assert_status(tl_kernel_source(k, targets[t], &src), TL_OK);
+        assert_non_null(strstr(src, "kernel 'flash_attn_f16_d128'"));
+        if (t == 0) {
+            const char *want[] = {"m64n176k16", "Ks = ", "Vs = ", "persistent CTAs"};
+            test_expect_text(src, "tl_op_build flash_attn sm_90a", want, TEST_COUNT(want), NULL, 0);
+        } else
+            assert_non_null(strstr(src, "tl_cp_async16(Ks + ("));
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+        assert_status(tl_op_build(c, "flash_attn", TL_F32, &k), TL_ERR_DTYPE);
+        tl_ctx_destroy(c);
+    }
+}
+
 /* sm_86 and sm_89 (99 KB of shared memory a block): every head_dim's
  * default compiles; at 256 the block is 64 rows on four warps (128 rows'
  * Q tile and K/V ring, 128 KB, would not fit). A schedule query after a
@@ -782,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_cubins_sm80_sm90a),
         cmocka_unit_test(test_three_consumer_groups),
         cmocka_unit_test(test_sm80_default),
+        cmocka_unit_test(test_op_build_is_long_default),
         cmocka_unit_test(test_small_shared_memory_targets),
         cmocka_unit_test(test_plain_loop_two_stages),
         cmocka_unit_test(test_sm90a_lowering),

@@ -9,14 +9,15 @@
 #   a  D 128 non-causal 2k/4k/8k: A (generated) against the edits F, G, H (the ragged last key tile
 #      peeled), X and Y (turns across blocks; Y = branch cross-block's kernel); numerics first. ~250 s
 #   t  the GPU tier (make test). ~250 s
-#   g  test_gpu_tune; `tilec tune gemm` at 1x4096x4096 NN/NT, then the decode shape with the records;
-#      the nine ANCHORS GEMMs (the op's choice against cuBLAS). ~400 s
+#   g  test_gpu_tune; the nine ANCHORS GEMMs (the op's choice against cuBLAS). ~300 s
 #   f  `tilec tune flash_attn` at 4x16x4096x128 (both masks) and 8x32x2048x64 causal, then those
 #      points with and without the records. ~420 s
+#   k  `tilec tune gemm` at issue 11's weakest points (1x4096x4096 and 1024^3, NN and NT), then those
+#      shapes with and without the records. ~340 s
 #   h  FP8 against cuBLASLt; D 64 from 8k keys with P V waited before the next S (w0); the unsplit
 #      swapped GEMM (8x14336x4096) with its group waited in the loop (w0). ~350 s
 set -u
-stage=${1:?usage: gpu_next.sh a|t|g|f|h}
+stage=${1:?usage: gpu_next.sh a|t|g|f|k|h}
 export LD_LIBRARY_PATH=$PWD/.device-deps/usr/lib/x86_64-linux-gnu
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 LOG=$OUT/$stage.log
@@ -68,10 +69,6 @@ g)
   build lib/libtilec.a bin/tilec build/tests/test_gpu_tune build/bench/bench_gemm_small
   fresh G
   say "== test_gpu_tune"; t 200 env TILEC_CACHE_DIR=/tmp/G build/tests/test_gpu_tune
-  rm -f /tmp/G/tune.db
-  say "== tune gemm 1x4096x4096 nn"; t 90 bin/tilec tune gemm --shape 1x4096x4096 --budget 60 --cache-dir /tmp/G
-  say "== tune gemm 1x4096x4096 nt"; t 90 bin/tilec tune gemm --shape 1x4096x4096 --trans-b --budget 60 --cache-dir /tmp/G
-  say "== decode with the records"; t 60 env TILEC_CACHE_DIR=/tmp/G build/bench/bench_gemm_small 1x4096x4096
   say "== ANCHORS (the op's choice x cuBLAS)"
   for s in 1024x1024x1024 2048x2048x2048 4096x4096x4096 8192x8192x8192 16384x16384x16384 8192x8192x1024 \
            4096x14336x4096 16384x4096x4096 4096x4096x16384; do
@@ -86,6 +83,16 @@ f)
   t 10 bin/tilec tune --list --cache-dir /tmp/F
   for r in 1 2; do for p in "4096 128 0" "4096 128 1" "2048 64 1"; do for c in N F; do
     printf "%s %s " $c "$p" >> $LOG; t 30 env TILEC_CACHE_DIR=/tmp/$c build/bench/bench_attention $p
+  done; done; done ;;
+k)
+  build lib/libtilec.a bin/tilec build/bench/bench_gemm_small
+  fresh K
+  for s in 1x4096x4096 1024x1024x1024; do for l in "" --trans-b; do
+    say "== tune gemm $s $l"; t 80 bin/tilec tune gemm --shape $s $l --budget 50 --cache-dir /tmp/K
+  done; done
+  t 10 bin/tilec tune --list --cache-dir /tmp/K
+  for r in 1 2; do for s in 1x4096x4096 1024x1024x1024; do for c in $CACHE /tmp/K; do
+    say "== $c $s"; t 60 env TILEC_CACHE_DIR=$c build/bench/bench_gemm_small $s
   done; done; done ;;
 h)
   build lib/libtilec.a build/bench/bench_gemm_fp8 build/bench/bench_attention; tools

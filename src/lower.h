@@ -1,7 +1,8 @@
 /*
  * lower.h - lowering a kernel graph for a target: the entry point that runs
- * the passes (lower.c), the passes themselves (pass_*.c, one job each), and
- * the queries over the graph that several of them share (analysis.c).
+ * the passes (lower.c), the passes themselves (pass_*.c, one job each; the
+ * pipeline pass in pass_pipeline.c and pipeline_*.c), and the queries over
+ * the graph that several of them share (analysis.c).
  */
 #ifndef TILEC_LOWER_H
 #define TILEC_LOWER_H

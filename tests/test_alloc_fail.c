@@ -200,7 +200,7 @@ static tl_status scenario_ops(tl_ctx *c, results *r, bool nvrtc)
                       .schedule = {.gemv = 1}};
     if (st == TL_OK)
         st = tl_op_gemm_build(c, &v, &ks[1]);
-    /* two stages: K and V on rings of their own on sm_90a (pass_pipeline.c); 64-key tiles so that
+    /* two stages: K and V on rings of their own on sm_90a (pipeline_ws.c); 64-key tiles so that
      * the same kernel fits sm_80's shared memory */
     tl_flash_attn_desc fa = {.batch = 1, .heads = 2, .kv_heads = 1, .seq_q = 100, .seq_kv = 100, .head_dim = 128,
                              .dtype = TL_BF16, .causal = 1,

@@ -331,7 +331,7 @@ static tl_kernel *two_gemm_kernel(tl_ctx *c, int stages)
     return k;
 }
 
-/* Rings of their own (pass_pipeline.c, ring_split): with 2 stages the
+/* Rings of their own (pipeline_ws.c, ring_split): with 2 stages the
  * three tiles of two_gemm_kernel form three groups (B1 read by gemm 1
  * only, A by both, B2 by gemm 2 only), six full and six empty mbarriers;
  * B1's slot goes back after the wait for gemm 1 in its own iteration, A's

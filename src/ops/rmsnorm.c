@@ -34,7 +34,7 @@ typedef struct rms_kernel {
  * over 64 registers a thread at 1024 threads, the weights on top of the
  * row). With a producer warpgroup's ring (loader 2) the slot is read once
  * into x: the consumers then hand it back at once, and the producer
- * refills it while they reduce (pass_pipeline.c's early release; 96
+ * refills it while they reduce (pipeline_ws.c's early release; 96
  * registers and 44 bytes of spill at 512 threads and 32768 columns, and
  * on the H200 at 2048x32768 f16 0.915-0.918 of the copy against
  * 0.881-0.882 reading the slot twice, bench/NOTES.md session 32). */

@@ -151,21 +151,12 @@ static bool analyse(piper *P, int32_t sid, pipe_info *pi)
         pi->bufs[pi->nprod++] = sb;
         pi->stage_bytes += tli_buf_elems(B(P, sb)) * esize(B(P, sb));
     }
-    /* the trailing wgmma gemms run on into the next iteration */
-    int32_t consumers[256];
-    int nc = 0;
+    /* the trailing wgmma gemms run on into the next iteration: the run of them that ends the body */
     pi->all_wgmma = pi->first_consumer != 0;
     for (int32_t c = pi->first_consumer; c; c = tli_S(ir, c)->next) {
         bool wg = tli_S(ir, c)->op == S_GEMM && tli_S(ir, c)->x[TLI_X_GEMM_ATOM] == MMA_WGMMA_M64NNK16;
         pi->all_wgmma &= wg;
-        if (nc < 256)
-            consumers[nc++] = c;
-    }
-    for (int i = nc - 1; i >= 0; i--) {
-        const tli_snode *c = tli_S(ir, consumers[i]);
-        if (c->op != S_GEMM || c->x[TLI_X_GEMM_ATOM] != MMA_WGMMA_M64NNK16)
-            break;
-        pi->tail++;
+        pi->tail = wg ? pi->tail + 1 : 0;
     }
     return true;
 }

@@ -20,7 +20,10 @@
  * Group 0 goes first; turn k of group g > 0 follows turn k of group g - 1,
  * and turn k > 0 of group 0 follows turn k - 1 of the last group. So turn k
  * of group g waits for phase kg - 1 of order[g], kg = k + (g > 0), and its
- * end arrives on the next group's barrier. */
+ * end arrives on the next group's barrier. The first 16 gemms of a body
+ * are turn boundaries; any past them count as other work and run in
+ * whatever turn they fall (an order on the tensor cores, never a data
+ * dependence, so nothing is lost but the overlap). */
 
 /* The group whose turn follows this one's: 1 - g of two, (g + 1) mod 3 of
  * three. */

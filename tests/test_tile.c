@@ -331,6 +331,39 @@ static tl_kernel *two_gemm_kernel(tl_ctx *c, int stages)
     return k;
 }
 
+/* A loop body of more statements than the analysis once listed (256):
+ * the gemm that ends it still runs on into the next iteration (the trailing
+ * wgmma run is counted from the body's end, not from its 256th statement),
+ * so each iteration waits for all but one wgmma group. */
+static void test_long_loop_body_tail(void **state)
+{
+    (void)state;
+    tl_ctx *c90 = test_offline_ctx("sm_90a");
+    tl_kernel *k = tl_kernel_new(c90, "long_body");
+    ws_io io = ws_prelude(k);
+    tl_buf as = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){128, 64});
+    tl_buf bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf scratch = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
+    tl_buf cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
+    tl_clear(k, cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, io.K, tl_int(k, 64)), 3);
+    tl_copy(k, tl_tile(k, io.A, io.by, ko), tl_all(as));
+    tl_copy(k, tl_tile(k, io.B, io.bx, ko), tl_all(bs));
+    for (int i = 0; i < 300; i++)
+        tl_clear(k, scratch);
+    tl_gemm(k, as, bs, cf, TL_GEMM_TRANS_B);
+    tl_end(k);
+    tl_copy(k, tl_all(cf), tl_tile(k, io.C, io.by, io.bx));
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *loop = strstr(src, "tl_pipelined, consumer side");
+    assert_non_null(loop);
+    assert_non_null(strstr(loop, "tl_wgmma_wait<1>();"));
+    tl_free_host(src);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(c90);
+}
+
 /* Rings of their own (pipeline_ws.c, ring_split): with 2 stages the
  * three tiles of two_gemm_kernel form three groups (B1 read by gemm 1
  * only, A by both, B2 by gemm 2 only), six full and six empty mbarriers;
@@ -1028,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_gemm_cubins_sm80_sm90a),
         cmocka_unit_test(test_pingpong_lowering),
         cmocka_unit_test(test_rings_lowering),
+        cmocka_unit_test(test_long_loop_body_tail),
         cmocka_unit_test(test_pre_tile_lowering),
         cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_register_split_fits),

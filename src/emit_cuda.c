@@ -208,6 +208,8 @@ static char *float_literal(emitter *E, double v, tl_dtype dt)
         tli_store_from_double(dt, &bits, 0, v);
         return tli_e_fmt(E, "%s(0x%04Xu) /* %g */", dt == TL_F16 ? "tl_f16_bits" : "tl_bf16_bits", bits, v);
     }
+    if (dt != TL_F64) /* the value the f32 literal has: one past FLT_MAX is an infinity */
+        v = (double)(float)v;
     if (isnan(v))
         return tli_e_fmt(E, dt == TL_F64 ? "__longlong_as_double(0x7ff8000000000000LL)" : "__int_as_float(0x7fffffff)");
     if (isinf(v))
@@ -215,7 +217,7 @@ static char *float_literal(emitter *E, double v, tl_dtype dt)
                          dt == TL_F64 ? (v > 0 ? "7ff0000000000000LL" : "fff0000000000000LL")
                                       : (v > 0 ? "7f800000" : "ff800000"));
     char buf[64];
-    tli_fmt(buf, sizeof buf, dt == TL_F64 ? "%.17g" : "%.9g", dt == TL_F64 ? v : (double)(float)v);
+    tli_fmt(buf, sizeof buf, dt == TL_F64 ? "%.17g" : "%.9g", v);
     if (!strpbrk(buf, ".en"))
         strcat(buf, ".0");
     return tli_e_fmt(E, "%s%s", buf, dt == TL_F64 ? "" : "f");
@@ -334,11 +336,13 @@ static char *unary_text(emitter *E, const tli_enode *n)
         return cast_text(E, a, at, dt);
     if (op == E_NOT)
         return tli_e_fmt(E, "(!%s)", a);
+    /* (a negative literal negated: "-(-1.5f)", never "--1.5f", a decrement) */
+    const char *neg = a[0] == '-' ? "(-(%s))" : "(-%s)";
     if (tli_dtype_is_int(dt))
-        return op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "tl_iabs(%s)", a);
+        return op == E_NEG ? tli_e_fmt(E, neg, a) : tli_e_fmt(E, "tl_iabs(%s)", a);
     if (is_narrow_float(dt))
         a = tli_e_fmt(E, "tl_f32(%s)", a);
-    char *r = op == E_NEG ? tli_e_fmt(E, "(-%s)", a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64, E->ir->fast_math), a);
+    char *r = op == E_NEG ? tli_e_fmt(E, neg, a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64, E->ir->fast_math), a);
     return is_narrow_float(dt) ? round_to(E, dt, r) : r;
 }
 
@@ -387,8 +391,11 @@ static char *expr_text(emitter *E, int32_t id)
 {
     const tli_enode *n = tli_E(E->ir, id);
     switch ((tli_eop)n->op) {
-    case E_CONST_INT:
-        return n->dtype == TL_I32 ? tli_e_fmt(E, "%d", (int)n->ival) : tli_e_fmt(E, "%lldLL", (long long)n->ival);
+    case E_CONST_INT: /* (the most negative values as expressions: C++ reads the literal 2147483648 as a long, and
+                       * 9223372036854775808LL as unsigned) */
+        if (n->dtype == TL_I32)
+            return (int)n->ival == INT32_MIN ? "(-2147483647 - 1)" : tli_e_fmt(E, "%d", (int)n->ival);
+        return n->ival == INT64_MIN ? "(-9223372036854775807LL - 1)" : tli_e_fmt(E, "%lldLL", (long long)n->ival);
     case E_CONST_FLOAT: return float_literal(E, n->fval, (tl_dtype)n->dtype);
     case E_PARAM: return E->ir->p.v[n->param].name;
     case E_BLOCK_IDX: return tli_e_fmt(E, "tl_b%c", "xyz"[n->ival]);

@@ -1029,7 +1029,7 @@ static const char *wgmma_helper(emitter *E, int n, tl_dtype dt, bool trans_b, bo
     const char *name;
     if (split) {
         name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s_tb_pair%d", n, ty, split);
-        if (h->data && strstr(h->data, name))
+        if (h->data && strstr(h->data, tli_e_fmt(E, "%s(", name))) /* (the whole name: _pair8 is in _pair80) */
             return name;
     } else {
         name = tli_e_fmt(E, "tl_wgmma_m64n%dk16_%s%s%s%s", n, ty, trans_b ? "_tb" : "", a_regs ? "_rs" : "",

@@ -493,6 +493,80 @@ static void test_bad_target(void **state)
     tl_kernel_destroy(k);
 }
 
+/* Constants at the edges of their types and a negated negative literal
+ * print as C++ reads them the same way: INT32_MIN and INT64_MIN as
+ * expressions (the literals 2147483648 and 9223372036854775808LL are a
+ * long and an unsigned, which turned a signed compare unsigned), an f32
+ * constant past FLT_MAX as the infinity the literal is (not "inff"), and
+ * -(-1.5f) not "--1.5f" (a decrement). Each compiles. */
+static void test_edge_constants(void **state)
+{
+    (void)state;
+    tl_kernel *k = tl_kernel_new(ctx, "edge_constants");
+    tl_expr n = tl_dim(k, "N");
+    tl_buf a = tl_param_tensor(k, "A", TL_F32, 1, &n, NULL), c = tl_param_tensor(k, "C", TL_F32, 1, &n, NULL);
+    tl_grid(k, tl_ceildiv(k, n, tl_int(k, 256)), TL_NONE_EXPR, TL_NONE_EXPR, 256);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 256)), tl_parallel1(k, 256));
+    tl_expr x = tl_load(k, a, &i);
+    tl_expr v = tl_add(k, x, tl_neg(k, tl_f32(k, -1.5f)));
+    v = tl_min(k, v, tl_float(k, 1e39, TL_F32));
+    v = tl_add(k, v, tl_select(k, tl_gt(k, i, tl_int(k, INT64_MIN)), tl_f32(k, 1.0f), tl_f32(k, 0.0f)));
+    v = tl_add(k, v, tl_cast(k, tl_max(k, tl_cast(k, i, TL_I32), tl_i32(k, INT32_MIN)), TL_F32));
+    tl_store(k, c, &i, v);
+    tl_end(k);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"(-(-1.5f))", "__int_as_float(0x7f800000)", "(-9223372036854775807LL - 1)",
+                          "(-2147483647 - 1)"};
+    const char *not_want[] = {"--1.5f", "inff", "9223372036854775808", "2147483648"};
+    test_expect_text(src, "edge constants", want, TEST_COUNT(want), not_want, TEST_COUNT(not_want));
+    tl_free_host(src);
+    expect_cubin(k, "sm_90a");
+    tl_kernel_destroy(k);
+}
+
+/* Two paired wgmma gemms of one width whose splits differ (160 + 16, then
+ * 16 + 160): two helpers, ..._pair80 and ..._pair8, both defined (the
+ * second was taken for the first's prefix and never printed). */
+static void test_paired_helpers_of_one_width(void **state)
+{
+    (void)state;
+    tl_ctx *c90 = test_offline_ctx("sm_90a");
+    tl_kernel *k = tl_kernel_new(c90, "pairs");
+    tl_expr n = tl_dim(k, "N");
+    tl_buf O = tl_param_tensor(k, "O", TL_F32, 2, (tl_expr[]){n, tl_int(k, 176)}, NULL);
+    tl_grid(k, tl_int(k, 1), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf a1 = tl_alloc_shared(k, TL_F16, 2, (int64_t[]){64, 64}), a2 = tl_alloc_shared(k, TL_F16, 2, (int64_t[]){64, 64});
+    const int64_t wide[2] = {160, 64}, narrow[2] = {16, 64};
+    tl_buf b1 = tl_alloc_shared(k, TL_F16, 2, wide), b2 = tl_alloc_shared(k, TL_F16, 2, narrow);
+    tl_buf b3 = tl_alloc_shared(k, TL_F16, 2, narrow), b4 = tl_alloc_shared(k, TL_F16, 2, wide);
+    tl_buf c1 = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 160}), c2 = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 16});
+    tl_buf c3 = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 16}), c4 = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 160});
+    tl_buf sh[6] = {a1, a2, b1, b2, b3, b4}, fr[4] = {c1, c2, c3, c4};
+    for (int j = 0; j < 6; j++)
+        tl_fill(k, sh[j], tl_float(k, 1.0, TL_F16));
+    for (int j = 0; j < 4; j++)
+        tl_clear(k, fr[j]);
+    tl_gemm(k, a1, b1, c1, TL_GEMM_TRANS_B); /* a pair: 160 + 16 */
+    tl_gemm(k, a1, b2, c2, TL_GEMM_TRANS_B);
+    tl_gemm(k, a2, b3, c3, TL_GEMM_TRANS_B); /* a pair: 16 + 160 */
+    tl_gemm(k, a2, b4, c4, TL_GEMM_TRANS_B);
+    tl_expr z = tl_int(k, 0);
+    tl_copy(k, tl_all(c1), tl_tile(k, O, z, z));
+    tl_copy(k, tl_all(c4), tl_tile(k, O, tl_int(k, 1), z));
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"void tl_wgmma_m64n176k16_f16_tb_pair80(", "void tl_wgmma_m64n176k16_f16_tb_pair8("};
+    test_expect_text(src, "two pairs of one width", want, TEST_COUNT(want), NULL, 0);
+    tl_free_host(src);
+    tl_program *p = NULL;
+    if (tl_compile(k, NULL, &p) != TL_OK)
+        fail_msg("%s", tl_ctx_error(c90));
+    tl_program_destroy(p);
+    tl_kernel_destroy(k);
+    tl_ctx_destroy(c90);
+}
+
 static void test_unknown_op(void **state)
 {
     (void)state;
@@ -522,6 +596,8 @@ int main(void)
         cmocka_unit_test(test_wgmma_rows_warp_uniform),
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
+        cmocka_unit_test(test_edge_constants),
+        cmocka_unit_test(test_paired_helpers_of_one_width),
         cmocka_unit_test(test_unknown_op),
     };
     return cmocka_run_group_tests_name("emit+nvrtc", tests, offline_setup, ctx_teardown);

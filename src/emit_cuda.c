@@ -299,6 +299,12 @@ static bool run_passed(const emitter *E, const tli_enode *n)
     return E->run_inside && n->op == E_LT && n->run_mask;
 }
 
+/* Whether node e prints as an in-tile coordinate declared int (VAR_INT). */
+static bool is_int_var(const emitter *E, int32_t e)
+{
+    return tli_E(E->ir, e)->op == E_LOOP_VAR && E->var_int[e] == VAR_INT;
+}
+
 static char *binary_text(emitter *E, const tli_enode *n)
 {
     tl_dtype at = (tl_dtype)tli_E(E->ir, n->a[0])->dtype;
@@ -309,6 +315,15 @@ static char *binary_text(emitter *E, const tli_enode *n)
         return "true"; /* the run passed this comparison at its last column */
     if (op == E_LT && x->op == E_LOOP_VAR && E->var_int[n->a[0]] && at == TL_I64) /* a mask of an in-tile column */
         return tli_e_fmt(E, E->var_int[n->a[0]] == VAR_INT ? "tl_lt_i32(%s, %s)" : "tl_lt_i32((int)%s, %s)", a, b);
+    if (at == TL_I64) { /* in-tile coordinates printed as int (run loops) in their IR type where C++ would not
+                         * widen them: int with int (j * j wrapped at 2^31), tl_min / tl_max (one type) */
+        bool ia = is_int_var(E, n->a[0]), ib = is_int_var(E, n->a[1]);
+        bool widen = op == E_MAX || op == E_MIN || (ia && ib);
+        if (widen && ia)
+            a = tli_e_fmt(E, "((long long)%s)", a);
+        if (widen && ib)
+            b = tli_e_fmt(E, "((long long)%s)", b);
+    }
     if (is_narrow_float(at)) {
         a = tli_e_fmt(E, "tl_f32(%s)", a);
         b = tli_e_fmt(E, "tl_f32(%s)", b);

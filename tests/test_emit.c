@@ -525,6 +525,37 @@ static void test_edge_constants(void **state)
     tl_kernel_destroy(k);
 }
 
+/* In-tile coordinates of a run loop (declared int) keep their IR type, i64,
+ * where C++ would not widen them: j * j of columns up to 65535 (past 2^31)
+ * in 64 bits, and tl_max(j, 5) a call of one type (it matched no template).
+ * The interpreter computes both in i64. */
+static void test_run_coordinates_in_64_bits(void **state)
+{
+    (void)state;
+    for (int use_max = 0; use_max < 2; use_max++) {
+        tl_kernel *k = tl_kernel_new(ctx, "row_positions");
+        tl_expr R = tl_dim(k, "R"), C = tl_int(k, 65536);
+        tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){R, C}, NULL);
+        tl_buf Y = tl_param_tensor(k, "Y", TL_F32, 2, (tl_expr[]){R, C}, NULL);
+        tl_grid(k, R, TL_NONE_EXPR, TL_NONE_EXPR, 1024);
+        tl_buf f = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){1, 65536});
+        tl_expr bx = tl_block_idx(k, 0);
+        tl_copy(k, tl_tile(k, X, bx, tl_int(k, 0)), tl_all(f));
+        tl_expr v[2];
+        tl_parallel(k, 2, (int64_t[]){1, 65536}, v);
+        tl_expr j = use_max ? tl_max(k, v[1], tl_int(k, 5)) : tl_mul(k, v[1], v[1]);
+        tl_store(k, Y, (tl_expr[]){tl_add(k, bx, v[0]), v[1]}, tl_add(k, tl_load(k, f, v), tl_cast(k, j, TL_F32)));
+        tl_end(k);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        assert_non_null(strstr(src, "in runs of")); /* (the run loop's form) */
+        assert_non_null(strstr(src, use_max ? "tl_max(((long long)tl_i" : "(((long long)tl_i"));
+        tl_free_host(src);
+        expect_cubin(k, "sm_90a");
+        tl_kernel_destroy(k);
+    }
+}
+
 /* Two paired wgmma gemms of one width whose splits differ (160 + 16, then
  * 16 + 160): two helpers, ..._pair80 and ..._pair8, both defined (the
  * second was taken for the first's prefix and never printed). */
@@ -597,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_edge_constants),
+        cmocka_unit_test(test_run_coordinates_in_64_bits),
         cmocka_unit_test(test_paired_helpers_of_one_width),
         cmocka_unit_test(test_unknown_op),
     };

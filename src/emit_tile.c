@@ -751,7 +751,7 @@ static void emit_frag_quad_rows(emitter *E, int32_t fb, int32_t ob, const char *
     const tli_bnode *f = buf_of(E, fb), *o = buf_of(E, ob);
     const tli_warp_layout *w = &lay(E, fb)->w;
     int per = 16 / esize(o);
-    tli_e_line(E, "if (%s && %s %% %d == 0 && tl_t1 %% %d == 0%s &&", inside, s0, per, per, lead16);
+    tli_e_line(E, "if (%s && %s %% %d == 0 && tl_org1 %% %d == 0%s &&", inside, s0, per, per, lead16);
     tli_e_line(E, "    tl_aligned<16>(%s)) { // the whole tile inside, rows 16-byte aligned: a quad's pairs "
                   "transposed, 8 columns a store", o->name);
     E->indent++;
@@ -792,9 +792,10 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
     const char *zero[2] = {"0", "0"}, *origin[TL_MAX_RANK];
     tile_global_idx(E, oreg, f->cshape, 2, zero, origin);
     int lead = o->rank - 2;
-    tli_e_line(E, "const long long tl_t0 = %s, tl_t1 = %s;", origin[lead], origin[lead + 1]);
+    /* (not tl_t<N>: the names of the statement's temporaries) */
+    tli_e_line(E, "const long long tl_org0 = %s, tl_org1 = %s;", origin[lead], origin[lead + 1]);
     const char *s0 = tli_e_stride(E, ob, lead), *s1 = tli_e_stride(E, ob, lead + 1);
-    const char *base = "tl_t0 * %s + tl_t1";
+    const char *base = "tl_org0 * %s + tl_org1";
     tli_str pre, lead_ok, lead16;
     tli_str_init(&pre);
     tli_str_init(&lead_ok);
@@ -809,7 +810,10 @@ static void emit_frag_pairs_interior(emitter *E, int32_t fb, int32_t ob, int32_t
                         tli_e_stride(E, ob, d), 16 / esize(o));
     }
     const char *oct = ctype(o);
-    const char *inside = tli_e_fmt(E, "tl_t0 + %lldLL <= %s && tl_t1 + %lldLL <= %s%s && %s <= 2147483647LL / %lld",
+    /* (the origin may be negative: a user's tile index less a shift, whose rows before the tensor the masked
+     * path drops) */
+    const char *inside = tli_e_fmt(E, "tl_in_span(tl_org0, %lldLL, %s) && tl_in_span(tl_org1, %lldLL, %s)%s && "
+                                      "%s <= 2147483647LL / %lld",
                                    (long long)f->cshape[0], tli_e_dim(E, ob, lead), (long long)f->cshape[1],
                                    tli_e_dim(E, ob, lead + 1), strcmp(s1, "1") == 0 ? "" : tli_e_fmt(E, " && %s == 1", s1),
                                    s0, (long long)(f->cshape[0] + 1));

@@ -555,7 +555,7 @@ static void test_sm90a_lowering(void **state)
                           "tl_mbar_wait(&tl_order[tl_wg]", "tl_mbar_arrive(&tl_order[(1 - tl_wg)]", "> 8.0f) ? m[",
                           "if (alpha[0] != 1.0f || alpha[1] != 1.0f) // a factor of 1 everywhere would leave acc",
                           /* O's rows 16 bytes a store where they are aligned: the quad's pairs transposed */
-                          "tl_O_s2 % 8 == 0 && tl_t1 % 8 == 0", "tl_quad_transpose4(tl_v.w, tl_q);"};
+                          "tl_O_s2 % 8 == 0 && tl_org1 % 8 == 0", "tl_quad_transpose4(tl_v.w, tl_q);"};
     test_expect_text(src, "FlashAttention source", want, TEST_COUNT(want), NULL, 0);
     assert_null(strstr(src, "__syncthreads();\n        // tl_pipelined")); /* no CTA barrier in the consumers' loop */
     /* two turns an iteration, one per tl_gemm */

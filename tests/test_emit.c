@@ -556,6 +556,51 @@ static void test_run_coordinates_in_64_bits(void **state)
     }
 }
 
+/* An accumulator stored to a tile whose index may be negative (the block
+ * index less a shift, or a temporary used twice): the unmasked fast path
+ * takes the tile only where it lies within the tensor from its first row
+ * (its rows before the tensor were written before), and its origin's names
+ * do not meet the statement's temporaries (tl_t1 was declared twice). On
+ * sm_80 and sm_90a, both compiled. */
+static void test_store_tile_origin(void **state)
+{
+    (void)state;
+    const char *targets[] = {"sm_80", "sm_90a"};
+    for (int t = 0; t < 2; t++) {
+        tl_ctx *c = test_offline_ctx(targets[t]);
+        tl_kernel *k = tl_kernel_new(c, "shifted_tile");
+        tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_int(k, 32);
+        tl_expr shift = tl_param_scalar(k, "shift", TL_I64);
+        tl_buf A = tl_param_tensor(k, "A", TL_F16, 2, (tl_expr[]){M, K}, NULL);
+        tl_buf B = tl_param_tensor(k, "B", TL_F16, 2, (tl_expr[]){K, N}, NULL);
+        tl_buf C = tl_param_tensor(k, "C", TL_F16, 2, (tl_expr[]){M, N}, NULL);
+        tl_grid(k, tl_ceildiv(k, M, tl_int(k, 64)), tl_ceildiv(k, N, tl_int(k, 64)), TL_NONE_EXPR, 128);
+        tl_buf as = tl_alloc_shared(k, TL_F16, 2, (int64_t[]){64, 32}), bs = tl_alloc_shared(k, TL_F16, 2, (int64_t[]){32, 64});
+        tl_buf acc = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){64, 64});
+        tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+        tl_copy(k, tl_tile(k, A, bx, tl_int(k, 0)), tl_all(as));
+        tl_copy(k, tl_tile(k, B, tl_int(k, 0), by), tl_all(bs));
+        tl_clear(k, acc);
+        tl_gemm(k, as, bs, acc, 0);
+        tl_expr row = tl_sub(k, bx, shift);
+        tl_copy(k, tl_all(acc), tl_tile(k, C, row, by));
+        tl_expr twice = tl_mul(k, bx, shift); /* used twice: a temporary of the statement */
+        tl_copy(k, tl_all(acc), tl_tile(k, C, tl_add(k, twice, twice), by));
+        char *src;
+        assert_status(tl_kernel_source(k, targets[t], &src), TL_OK);
+        const char *want[] = {"tl_in_span(tl_org0, 64LL, tl_C_d0) && tl_in_span(tl_org1, 64LL, tl_C_d1)"};
+        const char *not_want[] = {"tl_org0 + 64LL <=", "tl_t0"};
+        test_expect_text(src, targets[t], want, TEST_COUNT(want), not_want, TEST_COUNT(not_want));
+        tl_free_host(src);
+        tl_program *p = NULL;
+        if (tl_compile(k, NULL, &p) != TL_OK)
+            fail_msg("%s: %s", targets[t], tl_ctx_error(c));
+        tl_program_destroy(p);
+        tl_kernel_destroy(k);
+        tl_ctx_destroy(c);
+    }
+}
+
 /* Two paired wgmma gemms of one width whose splits differ (160 + 16, then
  * 16 + 160): two helpers, ..._pair80 and ..._pair8, both defined (the
  * second was taken for the first's prefix and never printed). */
@@ -628,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_edge_constants),
+        cmocka_unit_test(test_store_tile_origin),
         cmocka_unit_test(test_run_coordinates_in_64_bits),
         cmocka_unit_test(test_paired_helpers_of_one_width),
         cmocka_unit_test(test_unknown_op),

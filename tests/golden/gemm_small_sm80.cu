@@ -5,7 +5,7 @@
 #include "tl_device.cuh"
 
 extern "C" __global__ void __launch_bounds__(128)
-gemm_nnbf16_bf16_7358314b(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
+gemm_nnbf16_bf16_f5f91285(long long M, long long N, long long K, const tl_bf16 *A, const tl_bf16 *B, const tl_bf16 *bias, tl_bf16 *C)
 {
     const long long tl_A_d0 = M;
     const long long tl_A_s0 = K;
@@ -132,10 +132,10 @@ gemm_nnbf16_bf16_7358314b(long long M, long long N, long long K, const tl_bf16 *
         }
     }
     { // tl_copy tl_frag7 -> C (32x32)
-        const long long tl_t0 = (tl_by) * 32LL, tl_t1 = (tl_bx) * 32LL;
-        if (tl_t0 + 32LL <= tl_C_d0 && tl_t1 + 32LL <= tl_C_d1 && tl_C_s0 <= 2147483647LL / 33 && tl_C_s0 % 2 == 0 &&
+        const long long tl_org0 = (tl_by) * 32LL, tl_org1 = (tl_bx) * 32LL;
+        if (tl_in_span(tl_org0, 32LL, tl_C_d0) && tl_in_span(tl_org1, 32LL, tl_C_d1) && tl_C_s0 <= 2147483647LL / 33 && tl_C_s0 % 2 == 0 &&
             tl_aligned<4>(C)) { // the whole tile inside: unmasked pair stores
-            tl_bf16 *const tl_cb = C + (tl_t0 * tl_C_s0 + tl_t1);
+            tl_bf16 *const tl_cb = C + (tl_org0 * tl_C_s0 + tl_org1);
             #pragma unroll
             for (int tl_r = 0; tl_r < 8; tl_r += 2) {
                 const int tl_l0 = (tl_warp / 2) * 16 + (tl_r) / 8 * 16 + tl_lane / 4 + (tl_r) % 4 / 2 * 8, tl_l1 = (tl_warp % 2) * 16 + (tl_r) / 4 % 2 * 8 + tl_lane % 4 * 2 + (tl_r) % 2;

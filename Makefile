@@ -7,6 +7,7 @@
 #   make asan       the tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the threaded tests under ThreadSanitizer
 #   make fuzz       the builder fuzzer for FUZZ_SECONDS (libFuzzer: clang)
+#   make fuzz-compile  the fuzz inputs run again, each kernel compiled by NVRTC (slow)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #
 # cmocka: taken from the system (Debian's libcmocka-dev, installed on demand
@@ -60,7 +61,7 @@ GEMM_SWEEP  := $(BUILD)/bench-obj/gemm_sweep.o
 # test test_py_abi compares them (bench/torch_compare.py --check-abi).
 ABI_LAYOUT  := $(BUILD)/bench/abi_layout
 
-.PHONY: all lib test test-build demo bench asan tsan fuzz install uninstall clean check-cmocka plan-check
+.PHONY: all lib test test-build demo bench asan tsan fuzz fuzz-build fuzz-compile install uninstall clean check-cmocka plan-check
 
 all: lib $(TOOL) $(EXAMPLE_BIN) $(BENCH_BIN)
 
@@ -191,7 +192,7 @@ FUZZ_CC      ?= $(shell command -v clang-14 || command -v clang || echo clang)
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build-fuzz
 FUZZ_ENV     := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-fuzz:
+fuzz-build:
 	@sh tools/check-fuzzer.sh "$(FUZZ_CC)"
 	$(MAKE) BUILD=$(FUZZ_DIR) LIBDIR=$(FUZZ_DIR)/lib BINDIR=$(FUZZ_DIR)/bin CC=$(FUZZ_CC) \
 	    SANITIZE=fuzzer-no-link,address,undefined $(FUZZ_DIR)/lib/libtilec.a
@@ -199,8 +200,21 @@ fuzz:
 	    -fno-sanitize-recover=undefined -o $(FUZZ_DIR)/fuzz_builder tests/fuzz/fuzz_builder.c $(FUZZ_DIR)/lib/libtilec.a $(LDLIBS)
 	$(CC) -std=c11 -O1 $(WARN) -Iinclude -o $(FUZZ_DIR)/make_seeds tests/fuzz/make_seeds.c
 	@mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus && $(FUZZ_DIR)/make_seeds $(FUZZ_DIR)/seeds
+
+fuzz: fuzz-build
 	$(FUZZ_ENV) $(FUZZ_DIR)/fuzz_builder -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	    -max_len=4096 -len_control=0 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds tests/fuzz/regress
+
+# Every input of the seeds, tests/fuzz/regress and the corpus (a `make fuzz`
+# run's, or FUZZ_CORPUS) run once more, each kernel that builds compiled by
+# NVRTC for sm_90a and sm_80: a source NVRTC rejects is a printer bug (the
+# oracle of TILEC_FUZZ_COMPILE, fuzz_builder.c). About 20 inputs a second:
+# .ci/run takes its own fuzz run's corpus. Leaks off: NVRTC keeps its own.
+FUZZ_CORPUS ?= $(FUZZ_DIR)/corpus
+fuzz-compile: fuzz-build
+	TILEC_FUZZ_COMPILE=1 ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(FUZZ_DIR)/fuzz_builder -runs=0 -timeout=120 -rss_limit_mb=4096 -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/compile- \
+	    $(FUZZ_DIR)/seeds tests/fuzz/regress $(FUZZ_CORPUS)
 
 demo: all
 	@sh tools/demo.sh $(BUILD)

@@ -378,7 +378,25 @@ static int narrowest_tensor(const tli_ir *ir, int esz)
     return esz;
 }
 
-/* Blocked rows for fragment b over T threads (see lowered.h). */
+/* The widest element among the kernel's tensors a tile copy can move (f32
+ * and narrower floats). */
+static int widest_tensor(const tli_ir *ir)
+{
+    int w = 1;
+    for (int32_t i = 1; i < ir->b.n; i++) {
+        const tli_bnode *b = tli_B(ir, i);
+        int e = (int)tl_dtype_size((tl_dtype)b->dtype);
+        if (b->scope == B_GLOBAL && tli_dtype_is_float((tl_dtype)b->dtype) && e <= 4 && e > w)
+            w = e;
+    }
+    return w;
+}
+
+/* Blocked rows for fragment b over T threads (see lowered.h). A run is
+ * one access of global memory for any tensor it is copied to or from, and
+ * an access is at most 32 bytes (tl_vec_io, two 16-byte ones): so at most
+ * 32 bytes of the widest tensor (an f8 fragment's 16 elements of an f32
+ * tensor would be 64). */
 static tli_frag_layout rows_layout(const tli_ir *ir, const tli_bnode *b, int T)
 {
     tli_rows_layout r = {0};
@@ -388,6 +406,8 @@ static tli_frag_layout rows_layout(const tli_ir *ir, const tli_bnode *b, int T)
         r.rows *= b->cshape[d];
     int esz = narrowest_tensor(ir, (int)tl_dtype_size((tl_dtype)b->dtype));
     r.v = 16 / esz;
+    while (r.v * widest_tensor(ir) > 32)
+        r.v /= 2;
     while (r.v > 1 && r.cols % r.v)
         r.v /= 2;
     int64_t runs = r.cols / r.v;

@@ -601,6 +601,33 @@ static void test_store_tile_origin(void **state)
     }
 }
 
+/* An f8 fragment copied from and to tensors of a wider float (f32, f16):
+ * its runs are at most 32 bytes of the widest tensor, an access the device
+ * header has (a run of 16 f8 was one 64-byte load of f32: no
+ * tl_vec_io<64>, found by make fuzz-compile); with f16 they stay 16. */
+static void test_narrow_fragment_wide_tensor(void **state)
+{
+    (void)state;
+    const tl_dtype frag[2] = {TL_F8E5M2, TL_F8E4M3}, wide[2] = {TL_F32, TL_F16};
+    for (int c = 0; c < 2; c++) {
+        tl_kernel *k = tl_kernel_new(ctx, "narrow_rows");
+        tl_expr N = tl_dim(k, "N");
+        tl_buf X = tl_param_tensor(k, "X", wide[c], 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+        tl_buf Y = tl_param_tensor(k, "Y", wide[c], 2, (tl_expr[]){N, tl_int(k, 64)}, NULL);
+        tl_grid(k, tl_ceildiv(k, N, tl_int(k, 4)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+        tl_buf f = tl_alloc_fragment(k, frag[c], 2, (int64_t[]){4, 64});
+        tl_expr bx = tl_block_idx(k, 0);
+        tl_copy(k, tl_tile(k, X, bx, tl_int(k, 0)), tl_all(f));
+        tl_copy(k, tl_all(f), tl_tile(k, Y, bx, tl_int(k, 0)));
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        assert_non_null(strstr(src, c == 0 ? "runs of 8 elements" : "runs of 16 elements"));
+        tl_free_host(src);
+        expect_cubin(k, "sm_90a");
+        tl_kernel_destroy(k);
+    }
+}
+
 /* Two paired wgmma gemms of one width whose splits differ (160 + 16, then
  * 16 + 160): two helpers, ..._pair80 and ..._pair8, both defined (the
  * second was taken for the first's prefix and never printed). */
@@ -673,6 +700,7 @@ int main(void)
         cmocka_unit_test(test_ptx_has_vector_accesses),
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_edge_constants),
+        cmocka_unit_test(test_narrow_fragment_wide_tensor),
         cmocka_unit_test(test_store_tile_origin),
         cmocka_unit_test(test_run_coordinates_in_64_bits),
         cmocka_unit_test(test_paired_helpers_of_one_width),

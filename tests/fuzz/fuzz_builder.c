@@ -9,7 +9,11 @@
  *     tl_kernel_source; TL_ERR_INTERNAL is a finding;
  *   - it is interpreted with host buffers of exactly the size its tensors
  *     span for the arguments (read from the end of the input), so any
- *     access outside a tensor is an ASan report, under a work budget.
+ *     access outside a tensor is an ASan report, under a work budget;
+ *   - with TILEC_FUZZ_COMPILE=1 (`make fuzz-compile`, over a corpus), each
+ *     source is also compiled by NVRTC: a kernel the builder accepted must
+ *     compile, so TL_ERR_COMPILE is a finding (a printer bug: the source
+ *     and NVRTC's log are printed).
  * Every kernel that builds is emitted: emission is linear in the DAG, so
  * shared subexpressions and long chains cost their size (-timeout and
  * -rss_limit_mb catch one that is not).
@@ -43,6 +47,7 @@ typedef struct fuzz {
 
 static tl_ctx *ctx;
 static bool verbose; /* TILEC_FUZZ_VERBOSE=1: what happened to each input */
+static bool compile; /* TILEC_FUZZ_COMPILE=1: every source through NVRTC too */
 
 static unsigned byte(fuzz *f)
 {
@@ -410,6 +415,15 @@ static void emit(tl_kernel *k)
         else
             expect(strncmp(tl_ctx_error(ctx), "tl_kernel_source: ", 18) == 0, "message not naming tl_kernel_source",
                    tl_ctx_error(ctx));
+        if (st == TL_OK && compile) {
+            tl_compile_options opt = {.target = targets[t]};
+            tl_program *p = NULL;
+            tl_status cst = tl_compile(k, &opt, &p);
+            if (cst == TL_ERR_COMPILE || cst == TL_ERR_INTERNAL)
+                fprintf(stderr, "%s\n", src);
+            expect(cst != TL_ERR_COMPILE && cst != TL_ERR_INTERNAL, "a source NVRTC rejects", tl_ctx_error(ctx));
+            tl_program_destroy(p);
+        }
         tl_free_host(src);
     }
     char *text = NULL;
@@ -496,6 +510,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc, (void)argv;
     const char *v = getenv("TILEC_FUZZ_VERBOSE");
     verbose = v && strcmp(v, "1") == 0;
+    const char *c = getenv("TILEC_FUZZ_COMPILE");
+    compile = c && strcmp(c, "1") == 0;
     tl_ctx_options o = tl_ctx_default_options();
     o.device = TL_NO_DEVICE;
     o.disk_cache = 0;

@@ -42,15 +42,19 @@
 #define PRODUCER_REGS 40
 #define PRODUCER_REGS_MIN 32
 
-static int reg_pool(int consumer_threads)
+/* The CTA's registers: its share of the SM's 64K where tl_use_min_blocks
+ * asks for that many blocks an SM (the launch bound then caps each thread
+ * at 64K / (threads x blocks); a split of the whole 64K would ask for more
+ * than the CTA holds, and the consumers' raise would never complete). */
+static int reg_pool(int consumer_threads, int min_blocks)
 {
     int threads = consumer_threads + 128;
-    return 65536 / threads / 8 * 8 * threads;
+    return 65536 / (min_blocks > 1 ? min_blocks : 1) / threads / 8 * 8 * threads;
 }
 
-static int consumer_regs(int consumer_threads)
+static int consumer_regs(int consumer_threads, int min_blocks)
 {
-    int pool = reg_pool(consumer_threads);
+    int pool = reg_pool(consumer_threads, min_blocks);
     int r = (pool - 128 * PRODUCER_REGS) / consumer_threads / 8 * 8;
     if (r >= 240)
         return 240;
@@ -59,9 +63,10 @@ static int consumer_regs(int consumer_threads)
 
 /* The producer's registers beside consumer_regs's: what the consumers
  * leave of the pool, at most 40, a multiple of 8. */
-static int producer_regs(int consumer_threads)
+static int producer_regs(int consumer_threads, int min_blocks)
 {
-    int left = (reg_pool(consumer_threads) - consumer_regs(consumer_threads) * consumer_threads) / 128 / 8 * 8;
+    int left = (reg_pool(consumer_threads, min_blocks) - consumer_regs(consumer_threads, min_blocks) * consumer_threads) /
+               128 / 8 * 8;
     return left > PRODUCER_REGS ? PRODUCER_REGS : left;
 }
 
@@ -276,7 +281,7 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     }
     tli_list out = {0};
     if (L->target.setmaxnreg)
-        tli_list_add(L, &out, tli_pipe_op_stmt(P, S_SETMAXNREG, 0, producer_regs(w->consumer_threads)));
+        tli_list_add(L, &out, tli_pipe_op_stmt(P, S_SETMAXNREG, 0, producer_regs(w->consumer_threads, P->ir->min_blocks)));
     if (w->how == CP_TMA) /* one thread issues every box */
         work = tli_pipe_mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
     tli_list_add(L, &out, work);
@@ -671,8 +676,18 @@ void tli_pipe_schedule_warp_specialized(piper *P, const pipe_info *pi)
         consumer_body = tile;
     }
     tli_list cons = {0};
-    if (L->target.setmaxnreg)
-        tli_list_add(L, &cons, tli_pipe_op_stmt(P, S_SETMAXNREG, 1, consumer_regs(w.consumer_threads)));
+    if (L->target.setmaxnreg) {
+        int creg = consumer_regs(w.consumer_threads, ir->min_blocks);
+        int preg = producer_regs(w.consumer_threads, ir->min_blocks);
+        if (creg < 24 || preg < 24) { /* setmaxnreg's least */
+            tli_low_fail(L, TL_ERR_UNSUPPORTED,
+                         "tl_use_min_blocks(%d): a warp-specialised block of %d threads would have %d registers a "
+                         "consumer thread and %d a producer thread, below setmaxnreg's 24",
+                         ir->min_blocks, w.consumer_threads + 128, creg, preg);
+            return;
+        }
+        tli_list_add(L, &cons, tli_pipe_op_stmt(P, S_SETMAXNREG, 1, creg));
+    }
     tli_list_add(L, &cons, consumer_body);
     if (tma_stores) /* the last block's stores complete before the CTA ends */
         tli_list_add(L, &cons, tli_pipe_mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)),

@@ -364,6 +364,44 @@ static void test_long_loop_body_tail(void **state)
     tl_ctx_destroy(c90);
 }
 
+/* A warp-specialised kernel that asks for two blocks an SM
+ * (tl_use_min_blocks): setmaxnreg splits the CTA's half of the registers
+ * (384 threads: 80 each at launch, 104 a consumer and 32 the producer),
+ * not the whole SM's (232 and 40: a raise the CTA's registers cannot
+ * cover, which never completes); eight blocks leave too few for setmaxnreg
+ * (TL_ERR_UNSUPPORTED). Found by make fuzz-compile (five blocks: ptxas had
+ * 32 registers for the consumers' wgmma). */
+static void test_min_blocks_register_split(void **state)
+{
+    (void)state;
+    tl_ctx *c90 = test_offline_ctx("sm_90a");
+    const int blocks[3] = {0, 2, 8};
+    const char *inc[3] = {"tl_setmaxnreg_inc<232>();", "tl_setmaxnreg_inc<104>();", NULL};
+    const char *dec[3] = {"tl_setmaxnreg_dec<40>();", "tl_setmaxnreg_dec<32>();", NULL};
+    const char *bounds[3] = {"__launch_bounds__(384, 1)", "__launch_bounds__(384, 2)", NULL};
+    for (int i = 0; i < 3; i++) {
+        tl_kernel *k = two_gemm_kernel(c90, 3);
+        tl_use_min_blocks(k, blocks[i]);
+        char *src = NULL;
+        tl_status st = tl_kernel_source(k, "sm_90a", &src);
+        if (!inc[i]) {
+            assert_status(st, TL_ERR_UNSUPPORTED);
+            assert_non_null(strstr(tl_ctx_error(c90), "tl_use_min_blocks(8)"));
+        } else {
+            assert_status(st, TL_OK);
+            const char *want[] = {inc[i], dec[i], bounds[i]};
+            test_expect_text(src, "min blocks", want, TEST_COUNT(want), NULL, 0);
+            tl_program *p = NULL;
+            if (tl_compile(k, NULL, &p) != TL_OK)
+                fail_msg("%d blocks: %s", blocks[i], tl_ctx_error(c90));
+            tl_program_destroy(p);
+        }
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+    }
+    tl_ctx_destroy(c90);
+}
+
 /* Rings of their own (pipeline_ws.c, ring_split): with 2 stages the
  * three tiles of two_gemm_kernel form three groups (B1 read by gemm 1
  * only, A by both, B2 by gemm 2 only), six full and six empty mbarriers;
@@ -1062,6 +1100,7 @@ int main(void)
         cmocka_unit_test(test_pingpong_lowering),
         cmocka_unit_test(test_rings_lowering),
         cmocka_unit_test(test_long_loop_body_tail),
+        cmocka_unit_test(test_min_blocks_register_split),
         cmocka_unit_test(test_pre_tile_lowering),
         cmocka_unit_test(test_persistent_lowering),
         cmocka_unit_test(test_register_split_fits),

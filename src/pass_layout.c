@@ -406,7 +406,8 @@ static tli_frag_layout rows_layout(const tli_ir *ir, const tli_bnode *b, int T)
         r.rows *= b->cshape[d];
     int esz = narrowest_tensor(ir, (int)tl_dtype_size((tl_dtype)b->dtype));
     r.v = 16 / esz;
-    while (r.v * widest_tensor(ir) > 32)
+    int widest = widest_tensor(ir);
+    while (r.v * widest > 32)
         r.v /= 2;
     while (r.v > 1 && r.cols % r.v)
         r.v /= 2;

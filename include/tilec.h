@@ -926,7 +926,9 @@ TL_API tl_status tl_kernel_ptx(tl_kernel *k, const char *target, char **ptx);
  * stores and loads and stack, and its performance advisories (codes
  * C75xx, e.g. "wgmma.mma_async instructions are serialized due to
  * insufficient register resources", or a warpgroup.arrive injected). The
- * cubin is neither kept nor cached. *report is malloc'ed (an empty string
+ * cubin is neither kept nor cached, and ptxas runs every time (NVRTC 12.9
+ * and later is told not to take the cubin from the driver's compute
+ * cache, where a hit would come without a report). *report is malloc'ed (an empty string
  * when NVRTC said nothing); free with tl_free_host. Errors as tl_compile. */
 TL_API tl_status tl_kernel_ptxas_report(tl_kernel *k, const char *target, char **report);
 /* Frees memory the library handed to the caller (NULL allowed). */

@@ -461,11 +461,18 @@ TL_API tl_status tl_kernel_ptxas_report(tl_kernel *k, const char *target, char *
     tl_status st = full_source(k, &target, "tl_kernel_ptxas_report", since, &full);
     if (st != TL_OK)
         return st;
-    const char *flags[] = {"-Xptxas=-v"};
+    /* NVRTC from 12.9 keeps compiled PTX and cubins in the driver's compute cache
+     * (~/.nv/ComputeCache) where a driver is installed, and a hit returns the cubin
+     * without running ptxas: no report. --no-cache, which older NVRTCs refuse, makes
+     * it compile. */
+    const char *flags[] = {"-Xptxas=-v", "--no-cache"};
+    int major = 0, minor = 0;
+    tli_nvrtc_version(&major, &minor);
+    int nflags = major > 12 || (major == 12 && minor >= 9) ? 2 : 1;
     void *cubin = NULL;
     size_t len = 0;
     char *log = NULL;
-    st = tli_nvrtc_compile(k->ctx, full, k->ir.name, target, 0, flags, 1, &cubin, &len, &log);
+    st = tli_nvrtc_compile(k->ctx, full, k->ir.name, target, 0, flags, nflags, &cubin, &len, &log);
     free(full);
     free(cubin);
     if (st == TL_OK && !log && !(log = strdup("")))

@@ -21,7 +21,7 @@ stage=${1:?usage: gpu_next.sh a|t|g|f|k|h}
 export LD_LIBRARY_PATH=$PWD/.device-deps/usr/lib/x86_64-linux-gnu
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 LOG=$OUT/$stage.log
-CACHE=$PWD/scratch/tc2; [ -d $CACHE ] || { mkdir -p /tmp/tc0; CACHE=/tmp/tc0; }
+CACHE=${CACHE:-$PWD/scratch/tc2}; [ -d $CACHE ] || { mkdir -p /tmp/tc0; CACHE=/tmp/tc0; }
 E=tools/experiments
 say() { echo "$*" | tee -a $LOG; }
 # a step with a hard limit (a hung kernel must not take the call with it), its output to the log

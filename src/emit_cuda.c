@@ -287,8 +287,8 @@ static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
         if (to == TL_F32)
             return (char *)x;
     }
-    if (is_narrow_float(to))
-        return round_to(E, to, from == TL_F64 ? x : tli_e_fmt(E, "(float)(%s)", x));
+    if (is_narrow_float(to)) /* integers whole: through f32 they could round twice (tl_f32_odd) */
+        return round_to(E, to, from == TL_F64 ? x : tli_e_fmt(E, from == TL_I32 || from == TL_I64 ? "(long long)(%s)" : "(float)(%s)", x));
     return tli_e_fmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
 }
 

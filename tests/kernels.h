@@ -111,6 +111,36 @@ static inline void zoo_mixed_ref(int64_t n, const float *x, double *F, double *G
     }
 }
 
+/* Conversions to narrow floats at their ties: with s = +1 for even i, -1
+ * for odd, and j = i % 127, m = i % 8,
+ *   B[i] = bf16(s * (2^24 + 2^16 + 1 + j * 2^17))             (from i64)
+ *   D[i] = bf16(f64(s * (2^24 + 2^16 + 1 + j * 2^17)) * 2^-24) (from f64)
+ *   E[i] = f8e4m3(f64(s * (2^40 + 2^36 + 1 + m * 2^37)) * 2^-40)
+ * Each value lies just past the midpoint of two neighbours of the narrow
+ * type, so it rounds away from zero; through f32 the bit past the midpoint
+ * is lost and the tie goes to even, half the time the wrong way. Launch
+ * arguments: N, B, D, E. */
+static inline tl_kernel *zoo_round_once(tl_ctx *kctx)
+{
+    tl_kernel *k = tl_kernel_new(kctx, "round_once");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 1, &N, NULL);
+    tl_buf D = tl_param_tensor(k, "D", TL_BF16, 1, &N, NULL);
+    tl_buf E = tl_param_tensor(k, "E", TL_F8E4M3, 1, &N, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 256)), TL_NONE_EXPR, TL_NONE_EXPR, 256);
+    tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 256)), tl_parallel1(k, 256));
+    tl_expr s = tl_sub(k, tl_int(k, 1), tl_mul(k, tl_int(k, 2), tl_mod(k, i, tl_int(k, 2))));
+    tl_expr v = tl_mul(k, s, tl_add(k, tl_int(k, (1LL << 24) + (1LL << 16) + 1),
+                                    tl_mul(k, tl_mod(k, i, tl_int(k, 127)), tl_int(k, 1LL << 17))));
+    tl_expr w = tl_mul(k, s, tl_add(k, tl_int(k, (1LL << 40) + (1LL << 36) + 1),
+                                    tl_mul(k, tl_mod(k, i, tl_int(k, 8)), tl_int(k, 1LL << 37))));
+    tl_store(k, B, &i, tl_cast(k, v, TL_BF16));
+    tl_store(k, D, &i, tl_cast(k, tl_mul(k, tl_cast(k, v, TL_F64), tl_float(k, 0x1p-24, TL_F64)), TL_BF16));
+    tl_store(k, E, &i, tl_cast(k, tl_mul(k, tl_cast(k, w, TL_F64), tl_float(k, 0x1p-40, TL_F64)), TL_F8E4M3));
+    tl_end(k);
+    return k;
+}
+
 /* D[i] = A[i + 1] - A[i]: the last element reads past the end, which the
  * masking turns into 0; the shifted access cannot move whole aligned chunks.
  * Launch arguments: N, A, D. */

@@ -525,6 +525,25 @@ static void test_edge_constants(void **state)
     tl_kernel_destroy(k);
 }
 
+/* Integers and f64 reach bf16 and the 8-bit floats whole (tl_to_*(long long) /
+ * (double), rounded once through tl_f32_odd), not through a (float) cast that
+ * rounds first; the overloads compile. The GPU tier checks the values
+ * (test_gpu's zoo, zoo_round_once). */
+static void test_narrow_casts_round_once(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_round_once(ctx);
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *want[] = {"tl_to_bf16((long long)(", "tl_to_f8e4m3(("};
+    const char *not_want[] = {"tl_to_bf16((float)("};
+    test_expect_text(src, "narrow casts", want, TEST_COUNT(want), not_want, TEST_COUNT(not_want));
+    tl_free_host(src);
+    expect_cubin(k, "sm_90a");
+    expect_cubin(k, "sm_80");
+    tl_kernel_destroy(k);
+}
+
 /* In-tile coordinates of a run loop (declared int) keep their IR type, i64,
  * where C++ would not widen them: j * j of columns up to 65535 (past 2^31)
  * in 64 bits, and tl_max(j, 5) a call of one type (it matched no template).
@@ -703,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_narrow_fragment_wide_tensor),
         cmocka_unit_test(test_store_tile_origin),
         cmocka_unit_test(test_run_coordinates_in_64_bits),
+        cmocka_unit_test(test_narrow_casts_round_once),
         cmocka_unit_test(test_paired_helpers_of_one_width),
         cmocka_unit_test(test_unknown_op),
     };

@@ -244,6 +244,15 @@ static void test_zoo_against_interpreter(void **state)
         check_on_device(k, 3, args, bytes, dts, 1e-3);
         tl_kernel_destroy(k);
     }
+    { /* integers and f64 to bf16 / f8 at ties, exactly as the interpreter rounds them (once) */
+        int64_t n = 1000;
+        tl_arg args[] = {tl_arg_int(n), {0}, {0}, {0}};
+        size_t bytes[] = {0, 2 * (size_t)n, 2 * (size_t)n, (size_t)n};
+        tl_dtype dts[] = {0, TL_DTYPE_INVALID, TL_DTYPE_INVALID, TL_DTYPE_INVALID};
+        tl_kernel *k = zoo_round_once(ctx);
+        check_on_device(k, 4, args, bytes, dts, 0);
+        tl_kernel_destroy(k);
+    }
     const int64_t staged[] = {1000, 1001, 1}; /* cp.async and element-wise paths */
     for (int s = 0; s < 3; s++) {
         tl_arg args[] = {tl_arg_int(staged[s]), {0}, {0}};

@@ -169,6 +169,29 @@ static void test_mixed_control_and_casts(void **state)
     tl_kernel_destroy(k);
 }
 
+/* zoo_round_once: each value just past a midpoint rounds away from zero, once. */
+static void test_round_once(void **state)
+{
+    (void)state;
+    tl_kernel *k = zoo_round_once(ctx);
+    assert_status(tl_kernel_status(k), TL_OK);
+    enum { n = 300 };
+    uint16_t B[n], D[n];
+    uint8_t E[n];
+    memset(B, 0xFF, sizeof B), memset(D, 0xFF, sizeof D), memset(E, 0xFF, sizeof E);
+    tl_arg args[] = {tl_arg_int(n), tl_arg_hptr(B), tl_arg_hptr(D), tl_arg_hptr(E)};
+    assert_status(tl_interpret(k, 4, args), TL_OK);
+    for (int i = 0; i < n; i++) {
+        unsigned sign = i % 2, j = (unsigned)(i % 127), m = (unsigned)(i % 8);
+        /* s (2^24 + (j + 1) 2^17), s (1 + (j + 1) / 128), s (1 + (m + 1) / 8) */
+        uint16_t b = (uint16_t)(sign << 15 | 151u << 7 | (j + 1)), d = (uint16_t)(sign << 15 | 127u << 7 | (j + 1));
+        uint8_t e = (uint8_t)(sign << 7 | ((7u << 3) + m + 1));
+        if (B[i] != b || D[i] != d || E[i] != e)
+            fail_msg("i = %d: B %#x D %#x E %#x, want %#x %#x %#x", i, B[i], D[i], E[i], b, d, e);
+    }
+    tl_kernel_destroy(k);
+}
+
 static void test_shift_masks_edge(void **state)
 {
     (void)state;
@@ -322,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_axpby_2d_strided),
         cmocka_unit_test(test_rowsum_serial),
         cmocka_unit_test(test_mixed_control_and_casts),
+        cmocka_unit_test(test_round_once),
         cmocka_unit_test(test_shift_masks_edge),
         cmocka_unit_test(test_smooth_serial_of_parallel),
         cmocka_unit_test(test_fastmath_interpreted_exactly),

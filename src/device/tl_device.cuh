@@ -68,9 +68,27 @@ __device__ __forceinline__ float tl_f32(tl_f8e4m3 h) { return tl_f8_to_f32(h.bit
 __device__ __forceinline__ float tl_f32(tl_f8e5m2 h) { return tl_f8_to_f32(h.bits, 2, 15, true); }
 __device__ __forceinline__ tl_f8e4m3 tl_to_f8e4m3(float f) { tl_f8e4m3 h; h.bits = tl_f32_to_f8(f, 3, 7, 0x7eu); return h; }
 __device__ __forceinline__ tl_f8e5m2 tl_to_f8e5m2(float f) { tl_f8e5m2 h; h.bits = tl_f32_to_f8(f, 2, 15, 0x7bu); return h; }
-// f64 -> 8 bits goes through f32, as bf16 does.
-__device__ __forceinline__ tl_f8e4m3 tl_to_f8e4m3(double d) { return tl_to_f8e4m3((float)d); }
-__device__ __forceinline__ tl_f8e5m2 tl_to_f8e5m2(double d) { return tl_to_f8e5m2((float)d); }
+// f64 or a 64-bit integer as f32 rounded to odd: truncated toward zero,
+// its last bit set when that dropped anything. Rounded on to a format two or
+// more bits narrower (bf16, the 8-bit floats) this gives that format's
+// nearest value; rounding to nearest twice can miss it at ties (2^24 +
+// 2^16 + 1 became bf16 2^24, not 2^24 + 2^17).
+__device__ __forceinline__ float tl_f32_odd(double d)
+{
+    float f;
+    asm("cvt.rz.f32.f64 %0, %1;" : "=f"(f) : "d"(d));
+    return (double)f == d || d != d ? f : __uint_as_float(__float_as_uint(f) | 1u);
+}
+__device__ __forceinline__ float tl_f32_odd(long long v)
+{
+    float f;
+    asm("cvt.rz.f32.s64 %0, %1;" : "=f"(f) : "l"(v));
+    return (long long)f == v ? f : __uint_as_float(__float_as_uint(f) | 1u);
+}
+__device__ __forceinline__ tl_f8e4m3 tl_to_f8e4m3(double d) { return tl_to_f8e4m3(tl_f32_odd(d)); }
+__device__ __forceinline__ tl_f8e5m2 tl_to_f8e5m2(double d) { return tl_to_f8e5m2(tl_f32_odd(d)); }
+__device__ __forceinline__ tl_f8e4m3 tl_to_f8e4m3(long long v) { return tl_to_f8e4m3(tl_f32_odd(v)); }
+__device__ __forceinline__ tl_f8e5m2 tl_to_f8e5m2(long long v) { return tl_to_f8e5m2(tl_f32_odd(v)); }
 
 __device__ __forceinline__ tl_f16 tl_to_f16(float f)
 {
@@ -90,9 +108,11 @@ __device__ __forceinline__ tl_bf16 tl_to_bf16(float f)
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
     return h;
 }
-// f64 -> bf16 goes through f32: a double rounding, off by one unit in rare
-// ties; kernels seldom hold f64 values.
-__device__ __forceinline__ tl_bf16 tl_to_bf16(double d) { return tl_to_bf16((float)d); }
+__device__ __forceinline__ tl_bf16 tl_to_bf16(double d) { return tl_to_bf16(tl_f32_odd(d)); }
+__device__ __forceinline__ tl_bf16 tl_to_bf16(long long v) { return tl_to_bf16(tl_f32_odd(v)); }
+// An integer reaches f16's largest value (65504) long before f32 stops
+// holding it exactly: one rounding.
+__device__ __forceinline__ tl_f16 tl_to_f16(long long v) { return tl_to_f16((double)v); }
 
 // The approximate f32 math of tl_use_fast_math: one special-function-unit
 // instruction each (plus a multiply), where the precise library functions

@@ -409,7 +409,9 @@ TL_API tl_expr tl_select(tl_kernel *k, tl_expr cond, tl_expr a, tl_expr b);
 TL_API tl_expr tl_block_value(tl_kernel *k, tl_expr v);
 /* Converts among f32, f16, bf16, f8e4m3, f8e5m2, f64, i32, i64 (floats to
  * ints truncate; to f16/bf16 rounds to nearest even, to the 8-bit floats
- * too, saturating as tl_f32_to_f8e4m3 does). */
+ * too, saturating as tl_f32_to_f8e4m3 does). An f64 or integer value is
+ * rounded once, from the whole value, on the device as in the interpreter
+ * (not first to f32). */
 TL_API tl_expr tl_cast(tl_kernel *k, tl_expr a, tl_dtype dtype);
 
 /* Float-only math (the 16- and 8-bit floats are computed in f32 and

@@ -690,7 +690,8 @@ static void open_pairs(emitter *E, int32_t fb)
 /* Round X_COPY_ROUND of an accumulator's TMA store (lowered.h,
  * CP_TMA_STORE): each thread writes its column pairs of the round's
  * 64-column blocks into the staging tile ([blocks][R][64], 128-byte
- * swizzled rows: TMA's layout), then fences them for the async proxy. */
+ * swizzled rows: TMA's layout). The fence for the async proxy, the
+ * barrier and the store follow as statements of their own (pipeline_store.c). */
 static void emit_copy_tma_store(emitter *E, const tli_snode *s)
 {
     int32_t fb = tli_copy_buf(E->ir, s->a0), sb = s->x[TLI_X_COPY_STAGING];
@@ -718,7 +719,6 @@ static void emit_copy_tma_store(emitter *E, const tli_snode *s)
     close_block(E);
     E->indent--;
     tli_e_line(E, "}");
-    tli_e_line(E, "tl_fence_proxy_async();");
 }
 
 void tli_e_tma_store(emitter *E, const tli_snode *s)

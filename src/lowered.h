@@ -162,8 +162,8 @@ typedef enum tli_copy_how {
     CP_TMA_STORE     /* accumulator -> global through a staging tile: the
                         threads write round X_COPY_ROUND's 64-column blocks
                         of the tile into X_COPY_STAGING (128-byte swizzled
-                        rows, as TMA reads them) and fence them for the async
-                        proxy; an S_TMA_STORE then stores them */
+                        rows, as TMA reads them); an S_FENCE_ASYNC, a
+                        barrier and an S_TMA_STORE follow it */
 } tli_copy_how;
 /* A CP_TMA_STORE copy has no mbarrier: its slots hold the staging buffer
  * and the round (blocks [round * per, (round + 1) * per) of the tile, per

@@ -1974,7 +1974,10 @@ typedef struct tl_tune_result {
  * (cuBLASLt with the epilogue) with an f32 output, or, where cuBLAS does
  * not offer the epilogue or is missing, the op's heuristic schedule with
  * an f32 output; the baseline is cuBLAS(Lt) with the descriptor's output.
- * Rates in TFLOP/s (2 M N K per run).
+ * Rates in TFLOP/s (2 M N K per run). Candidates are one-pass programs:
+ * where the op's heuristic splits K (decode shapes) the op keeps that
+ * schedule and reads no record, so nothing is saved there (saved stays 0,
+ * with a warning through the log).
  *   "softmax": the descriptor's rows and columns (contiguous) of random
  * values in [-4, 4), rotated over copies as for the GEMM; the reference a
  * float64 softmax computed on the host from the same random bits; the

@@ -153,6 +153,10 @@ typedef struct tli_tune_op {
      * is (the attention's split of the keys): a record is saved only when
      * the best candidate beat it in the final round */
     bool baseline_untuned;
+    /* whether the op would ignore a record for desc (NULL: never), with
+     * the reason in why: nothing is then saved, rather than a record the
+     * op never reads (the GEMM where its heuristic splits K) */
+    bool (*ignores_records)(tl_ctx *ctx, const void *desc, char *why, size_t len);
 } tli_tune_op;
 
 /* The op's space for desc, up to max into out, led by its fallback (moved

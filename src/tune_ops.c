@@ -229,6 +229,11 @@ static tl_status make_problem(void *user, tl_ctx *ctx, const tl_program *first, 
 
 static void save_best(tl_ctx *ctx, const request_ctx *r, tl_tune_result *res)
 {
+    char why[160];
+    if (r->op->ignores_records && r->op->ignores_records(ctx, r->q->desc, why, sizeof why)) {
+        tli_log(ctx, TL_LOG_WARN, "tl_autotune: %s: %s; nothing recorded", r->op->name, why);
+        return;
+    }
     if (r->op->baseline_untuned && res->baseline_ms > 0 && !(res->entries[0].ratio > 1)) {
         tli_log(ctx, TL_LOG_WARN, "tl_autotune: %s: no candidate beat the untuned op (the best: %.3f x); nothing "
                 "recorded", r->op->name, res->entries[0].ratio);

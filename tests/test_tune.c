@@ -649,6 +649,36 @@ static void test_gemm_space(void **state)
     tl_ctx_destroy(c80);
 }
 
+/* Where the GEMM's heuristic splits K (decode shapes), tl_op_gemm keeps it and
+ * reads no record; the tuner, which times one-pass programs, must then save
+ * nothing (on the H200 it recorded a 0.71x-of-cuBLAS schedule for 1x4096x4096
+ * NN, reported as "the op now runs", while the op went on splitting at 1.19x). */
+static void test_gemm_split_shapes_record_nothing(void **state)
+{
+    (void)state;
+    const tli_tune_op *op = tli_tune_op_find("gemm");
+    assert_non_null(op);
+    assert_non_null(op->ignores_records);
+    tl_gemm_desc split = {.m = 1, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    tl_gemm_desc square = {.m = 4096, .n = 4096, .k = 4096, .in_dtype = TL_BF16, .out_dtype = TL_BF16};
+    char why[160] = "";
+    assert_true(tli_gemm_heuristic(ctx, &split).split_k > 1);
+    assert_true(op->ignores_records(ctx, &split, why, sizeof why));
+    assert_non_null(strstr(why, "splits K"));
+    assert_true(tli_gemm_heuristic(ctx, &square).split_k < 2);
+    assert_false(op->ignores_records(ctx, &square, why, sizeof why));
+    /* and the op indeed ignores a record there: one saved by hand changes nothing */
+    tli_tune_key key;
+    op->key(&split, &key);
+    tl_tune_record rec;
+    tli_tune_record_init(ctx, &key, &rec);
+    snprintf(rec.config, sizeof rec.config, "bm=64 bn=128 bk=64 st=6 th=128 sw=8");
+    assert_status(tli_tune_db_save(ctx, &rec), TL_OK);
+    tl_gemm_schedule picked = tl_op_gemm_schedule(ctx, &split);
+    assert_true(picked.split_k > 1);
+    tli_tune_db_forget(ctx, &key);
+}
+
 /* tl_autotune measures the op's untuned choice first: with a budget that
  * runs out after a few candidates (16384^3 takes ~20 ms a run) the record
  * can then never be slower than no tuning. On the H200 the space's order
@@ -1149,6 +1179,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm_space_and_record),
         cmocka_unit_test(test_flash_attn_space_and_record),
         cmocka_unit_test(test_request_errors),
+        cmocka_unit_test(test_gemm_split_shapes_record_nothing),
     };
     return cmocka_run_group_tests_name("tune", tests, offline_setup, ctx_teardown);
 }

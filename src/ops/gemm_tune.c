@@ -270,6 +270,19 @@ static void key_for_tuner(const void *desc, tli_tune_key *out)
     tli_gemm_tune_key(desc, out);
 }
 
+/* tl_op_gemm keeps its heuristic where that splits K (tli_gemm_pick_for):
+ * the tuner times one-pass programs only, so a record there would never be
+ * read. */
+static bool ignores_records(tl_ctx *ctx, const void *desc, char *why, size_t len)
+{
+    tl_gemm_schedule h = tli_gemm_heuristic(ctx, desc);
+    if (h.split_k < 2)
+        return false;
+    tli_fmt(why, len, "the op splits K over %d blocks for this shape, which the tuner does not measure, and keeps "
+            "that schedule", h.split_k);
+    return true;
+}
+
 /* The problem's operands come from tl_malloc (aligned); rows of K or N
  * elements that are not whole 16-byte units make every launch take the
  * safe variant, which is then compiled with the candidates. */
@@ -289,4 +302,5 @@ const tli_tune_op tli_gemm_tune_op = {
     .problem = tli_gemm_tune_problem,
     .key = key_for_tuner,
     .unaligned = unaligned_rows,
+    .ignores_records = ignores_records,
 };

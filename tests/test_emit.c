@@ -647,6 +647,30 @@ static void test_narrow_fragment_wide_tensor(void **state)
     }
 }
 
+/* An f32 fragment of an odd width (runs of one element) stored to an f8
+ * tensor: a 1-byte tl_vec_io (there was none: TL_ERR_COMPILE, found by
+ * .ci/run's fuzz-compile; tests/fuzz/regress/compile-f8-store-run-of-one). */
+static void test_f8_store_runs_of_one(void **state)
+{
+    (void)state;
+    tl_kernel *k = tl_kernel_new(ctx, "f8_odd_rows");
+    tl_expr N = tl_dim(k, "N");
+    tl_buf X = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){N, tl_int(k, 63)}, NULL);
+    tl_buf Y = tl_param_tensor(k, "Y", TL_F8E5M2, 2, (tl_expr[]){N, tl_int(k, 63)}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 4)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+    tl_buf f = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){4, 63});
+    tl_expr bx = tl_block_idx(k, 0);
+    tl_copy(k, tl_tile(k, X, bx, tl_int(k, 0)), tl_all(f));
+    tl_copy(k, tl_all(f), tl_tile(k, Y, bx, tl_int(k, 0)));
+    char *src;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    assert_non_null(strstr(src, "tl_vec<tl_f8e5m2, 1>"));
+    tl_free_host(src);
+    expect_cubin(k, "sm_90a");
+    expect_cubin(k, "sm_80");
+    tl_kernel_destroy(k);
+}
+
 /* Two paired wgmma gemms of one width whose splits differ (160 + 16, then
  * 16 + 160): two helpers, ..._pair80 and ..._pair8, both defined (the
  * second was taken for the first's prefix and never printed). */
@@ -720,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_bad_target),
         cmocka_unit_test(test_edge_constants),
         cmocka_unit_test(test_narrow_fragment_wide_tensor),
+        cmocka_unit_test(test_f8_store_runs_of_one),
         cmocka_unit_test(test_store_tile_origin),
         cmocka_unit_test(test_run_coordinates_in_64_bits),
         cmocka_unit_test(test_narrow_casts_round_once),

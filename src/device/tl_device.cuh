@@ -229,6 +229,11 @@ template <> struct tl_vec_io<4> {
     __device__ __forceinline__ static void st(void *p, const unsigned *w) { *(unsigned *)p = w[0]; }
 };
 
+// A lone 8-bit element (a run of one of f8): one 1-byte access.
+template <> struct tl_vec_io<1> {
+    __device__ __forceinline__ static void ld(unsigned *w, const void *p) { w[0] = *(const unsigned char *)p; }
+    __device__ __forceinline__ static void st(void *p, const unsigned *w) { *(unsigned char *)p = (unsigned char)w[0]; }
+};
 // A lone 16-bit element (a run of one): one 2-byte access.
 template <> struct tl_vec_io<2> {
     __device__ __forceinline__ static void ld(unsigned *w, const void *p) { w[0] = *(const unsigned short *)p; }

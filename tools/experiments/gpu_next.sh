@@ -14,10 +14,13 @@
 #      points with and without the records. ~420 s
 #   k  `tilec tune gemm` at issue 11's weakest points (1x4096x4096 and 1024^3, NN and NT), then those
 #      shapes with and without the records. ~340 s
+#   e  (session 38) the fused bias + GELU against cuBLASLt's at 4096^3 and 8192^3 (not measured since
+#      session 31), FP8 8192x8192x2048 twice (0.879 / 0.884 x cuBLASLt in session 38), and 1x4096x4096
+#      three times (NN 0.838-0.849 of the copy in session 38, the bar 0.85). ~150 s
 #   h  FP8 against cuBLASLt; D 64 from 8k keys with P V waited before the next S (w0); the unsplit
 #      swapped GEMM (8x14336x4096) with its group waited in the loop (w0). ~350 s
 set -u
-stage=${1:?usage: gpu_next.sh a|t|g|f|k|h}
+stage=${1:?usage: gpu_next.sh a|t|g|f|k|e|h}
 export LD_LIBRARY_PATH=$PWD/.device-deps/usr/lib/x86_64-linux-gnu
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 LOG=$OUT/$stage.log
@@ -94,6 +97,16 @@ k)
   for r in 1 2; do for s in 1x4096x4096 1024x1024x1024; do for c in $CACHE /tmp/K; do
     say "== $c $s"; t 60 env TILEC_CACHE_DIR=$c build/bench/bench_gemm_small $s
   done; done; done ;;
+e)
+  build lib/libtilec.a build/bench/bench_epilogue build/bench/bench_gemm_fp8 build/bench/bench_gemm_small
+  say "== fused bias + GELU (the op's choice x cuBLASLt)"
+  for s in 4096x4096x4096 8192x8192x8192; do for l in nt nn; do
+    t 60 env TILEC_CACHE_DIR=$CACHE build/bench/bench_epilogue $s $l
+  done; done
+  say "== FP8 8192x8192x2048, twice"
+  for r in 1 2; do t 40 env TILEC_CACHE_DIR=$CACHE build/bench/bench_gemm_fp8 8192x8192x2048; done
+  say "== 1x4096x4096, three times"
+  for r in 1 2 3; do t 40 env TILEC_CACHE_DIR=$CACHE build/bench/bench_gemm_small 1x4096x4096; done ;;
 h)
   build lib/libtilec.a build/bench/bench_gemm_fp8 build/bench/bench_attention; tools
   say "== FP8 (the op's choice x cuBLASLt)"

@@ -6,6 +6,8 @@
  */
 #include "pipeline.h"
 
+#include <string.h>
+
 /* ------------------------------------------ the epilogue's TMA stores */
 
 /* In persistent CTAs (tl_use_persistent) a block's store of its
@@ -61,7 +63,12 @@ static void tma_store_rounds(piper *P, int32_t s)
     int64_t rows = B(P, fb)->cshape[0], blocks = B(P, fb)->cshape[1] / 64, per = staging_blocks(B(P, fb));
     int rounds = (int)((blocks + per - 1) / per);
     tli_bnode st = {.scope = B_SHARED, .dtype = B(P, gb)->dtype, .rank = 2, .cshape = {rows, per * 64}};
-    tli_fmt(st.name, sizeof st.name, "tl_stage_%s", B(P, gb)->name);
+    /* tl_stage_ and the tensor's name; past what the name holds, the
+     * tensor's number after a double underscore, which no user name has */
+    if (strlen(B(P, gb)->name) + sizeof "tl_stage_" <= sizeof st.name)
+        tli_fmt(st.name, sizeof st.name, "tl_stage_%s", B(P, gb)->name);
+    else
+        tli_fmt(st.name, sizeof st.name, "tl_stage__%d", (int)gb);
     int32_t stage = tli_low_buf(L, &st);
     if (!stage)
         return;

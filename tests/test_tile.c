@@ -894,6 +894,49 @@ static void test_persistent_lowering(void **state)
     }
 }
 
+/* Two 16-bit outputs stored through TMA from one accumulator, their names
+ * 60 characters long and alike in the first 55: each staging tile gets its
+ * own name (tl_stage_ and the tensor's name held only 54 of its characters,
+ * and both tiles were declared under one name: TL_ERR_COMPILE). */
+static void test_staging_names_of_long_tensors(void **state)
+{
+    (void)state;
+    char n1[61], n2[61];
+    memset(n1, 'c', 60);
+    n1[60] = '\0';
+    memcpy(n2, n1, sizeof n1);
+    n1[59] = 'x';
+    n2[59] = 'y';
+    tl_kernel *k = tl_kernel_new(ctx, "two_outputs");
+    tl_expr M = tl_dim(k, "M"), N = tl_dim(k, "N"), K = tl_dim(k, "K");
+    tl_buf A = tl_param_tensor(k, "A", TL_BF16, 2, (tl_expr[]){M, K}, NULL);
+    tl_buf B = tl_param_tensor(k, "B", TL_BF16, 2, (tl_expr[]){N, K}, NULL);
+    tl_buf C1 = tl_param_tensor(k, n1, TL_BF16, 2, (tl_expr[]){M, N}, NULL);
+    tl_buf C2 = tl_param_tensor(k, n2, TL_BF16, 2, (tl_expr[]){M, N}, NULL);
+    tl_grid(k, tl_ceildiv(k, N, tl_int(k, 64)), tl_ceildiv(k, M, tl_int(k, 128)), TL_NONE_EXPR, 256);
+    tl_use_warp_specialize(k, 1);
+    tl_use_persistent(k, 1);
+    tl_expr bx = tl_block_idx(k, 0), by = tl_block_idx(k, 1);
+    tl_buf As = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){128, 64});
+    tl_buf Bs = tl_alloc_shared(k, TL_BF16, 2, (int64_t[]){64, 64});
+    tl_buf Cf = tl_alloc_fragment(k, TL_F32, 2, (int64_t[]){128, 64});
+    tl_clear(k, Cf);
+    tl_expr ko = tl_pipelined(k, tl_ceildiv(k, K, tl_int(k, 64)), 3);
+    tl_copy(k, tl_tile(k, A, by, ko), tl_all(As));
+    tl_copy(k, tl_tile(k, B, bx, ko), tl_all(Bs));
+    tl_gemm(k, As, Bs, Cf, TL_GEMM_TRANS_B);
+    tl_end(k);
+    tl_copy(k, tl_all(Cf), tl_tile(k, C1, by, bx));
+    tl_copy(k, tl_all(Cf), tl_tile(k, C2, by, bx));
+    char *src = NULL;
+    assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+    const char *first = strstr(src, "tl_tma_store_2d(");
+    assert_non_null(first); /* both stores through TMA, */
+    assert_non_null(strstr(first + 1, "tl_tma_store_2d("));
+    tl_free_host(src);
+    compile_or_skip(k, "sm_90a"); /* under two names */
+}
+
 /* tl_use_persistent(k, 2): the producer's thread takes the CTA's blocks
  * from a counter in global memory (a kernel parameter) and hands each
  * block's number to the consumers through a slot in shared memory; the
@@ -1103,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_min_blocks_register_split),
         cmocka_unit_test(test_pre_tile_lowering),
         cmocka_unit_test(test_persistent_lowering),
+        cmocka_unit_test(test_staging_names_of_long_tensors),
         cmocka_unit_test(test_register_split_fits),
         cmocka_unit_test(test_persistent_counter),
         cmocka_unit_test(test_cluster_multicast_lowering),

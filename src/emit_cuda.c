@@ -1639,7 +1639,9 @@ tl_status tli_emit_cuda(const tli_lowered *L, char **src, char *kname, size_t kn
     tli_sha256_final(&hs, h);
     char hex[65];
     tli_hex(h, 4, hex);
-    tli_fmt(kname, kname_len, "%s_%s", L->ir.name, hex);
+    /* the hash whole: a kernel name of up to 63 characters is cut to make room */
+    int keep = (int)kname_len - 1 - 1 - (int)strlen(hex);
+    tli_fmt(kname, kname_len, "%.*s_%s", keep > 0 ? keep : 0, L->ir.name, hex);
     tli_str full;
     tli_str_init(&full);
     emit_comment_header(&E, &full, kname);

@@ -671,6 +671,40 @@ static void test_f8_store_runs_of_one(void **state)
     tl_kernel_destroy(k);
 }
 
+/* The printed kernel's name: a kernel name of 63 characters is cut so that
+ * the 8 hex digits of the hash stay whole (they were cut off, and two
+ * different kernels of one long name printed one name). */
+static void test_long_kernel_name_keeps_hash(void **state)
+{
+    (void)state;
+    char name[64], printed[2][80];
+    memset(name, 'k', 63);
+    name[63] = '\0';
+    for (int v = 0; v < 2; v++) {
+        tl_kernel *k = tl_kernel_new(ctx, name);
+        tl_expr n = tl_dim(k, "N");
+        tl_buf x = tl_param_tensor(k, "X", TL_F32, 1, &n, NULL);
+        tl_grid(k, tl_ceildiv(k, n, tl_int(k, 128)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+        tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, 128)), tl_parallel1(k, 128));
+        tl_store(k, x, &i, tl_f32(k, v ? 2.0f : 1.0f));
+        tl_end(k);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        const char *at = strstr(src, "\nkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk");
+        assert_non_null(at);
+        size_t len = strcspn(at + 1, "(");
+        assert_int_equal(len, 63);
+        memcpy(printed[v], at + 1, len);
+        printed[v][len] = '\0';
+        assert_int_equal(printed[v][54], '_');
+        assert_int_equal(strspn(printed[v] + 55, "0123456789abcdef"), 8);
+        tl_free_host(src);
+        expect_cubin(k, "sm_90a");
+        tl_kernel_destroy(k);
+    }
+    assert_string_not_equal(printed[0], printed[1]);
+}
+
 /* Two paired wgmma gemms of one width whose splits differ (160 + 16, then
  * 16 + 160): two helpers, ..._pair80 and ..._pair8, both defined (the
  * second was taken for the first's prefix and never printed). */
@@ -745,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_edge_constants),
         cmocka_unit_test(test_narrow_fragment_wide_tensor),
         cmocka_unit_test(test_f8_store_runs_of_one),
+        cmocka_unit_test(test_long_kernel_name_keeps_hash),
         cmocka_unit_test(test_store_tile_origin),
         cmocka_unit_test(test_run_coordinates_in_64_bits),
         cmocka_unit_test(test_narrow_casts_round_once),

@@ -116,10 +116,6 @@ const char *tli_dtype_ctype(tl_dtype dt)
     }
 }
 
-/* The storage-only floats (16 and 8 bits): arithmetic converts them to f32
- * and rounds the result back. */
-static bool is_narrow_float(tl_dtype dt) { return dt == TL_F16 || dt == TL_BF16 || tli_dtype_is_f8(dt); }
-
 static bool is_number(const char *s, long long *v)
 {
     char *end;
@@ -203,7 +199,7 @@ static char *float_literal(emitter *E, double v, tl_dtype dt)
         tli_store_from_double(dt, &bits, 0, v);
         return tli_e_fmt(E, "tl_%s_bits(0x%02Xu) /* %g */", tl_dtype_name(dt), bits, v);
     }
-    if (is_narrow_float(dt)) {
+    if (tli_dtype_is_narrow_float(dt)) {
         uint16_t bits;
         tli_store_from_double(dt, &bits, 0, v);
         return tli_e_fmt(E, "%s(0x%04Xu) /* %g */", dt == TL_F16 ? "tl_f16_bits" : "tl_bf16_bits", bits, v);
@@ -281,13 +277,13 @@ static char *round_to(emitter *E, tl_dtype dt, const char *f32)
 
 static char *cast_text(emitter *E, const char *x, tl_dtype from, tl_dtype to)
 {
-    if (is_narrow_float(from)) {
+    if (tli_dtype_is_narrow_float(from)) {
         x = tli_e_fmt(E, "tl_f32(%s)", x);
         from = TL_F32;
         if (to == TL_F32)
             return (char *)x;
     }
-    if (is_narrow_float(to)) /* integers whole: through f32 they could round twice (tl_f32_odd) */
+    if (tli_dtype_is_narrow_float(to)) /* integers whole: through f32 they could round twice (tl_f32_odd) */
         return round_to(E, to, from == TL_F64 ? x : tli_e_fmt(E, from == TL_I32 || from == TL_I64 ? "(long long)(%s)" : "(float)(%s)", x));
     return tli_e_fmt(E, "(%s)(%s)", tli_dtype_ctype(to), x);
 }
@@ -324,7 +320,7 @@ static char *binary_text(emitter *E, const tli_enode *n)
         if (widen && ib)
             b = tli_e_fmt(E, "((long long)%s)", b);
     }
-    if (is_narrow_float(at)) {
+    if (tli_dtype_is_narrow_float(at)) {
         a = tli_e_fmt(E, "tl_f32(%s)", a);
         b = tli_e_fmt(E, "tl_f32(%s)", b);
     }
@@ -334,12 +330,12 @@ static char *binary_text(emitter *E, const tli_enode *n)
     else if (op == E_MAX || op == E_MIN)
         r = tli_dtype_is_int(at) ? tli_e_fmt(E, "tl_%s(%s, %s)", op == E_MAX ? "max" : "min", a, b)
                                  : tli_e_fmt(E, "%s(%s, %s)", math_fn(op, at == TL_F64, false), a, b);
-    else if (op == E_DIV && E->ir->fast_math && (at == TL_F32 || is_narrow_float(at)))
+    else if (op == E_DIV && E->ir->fast_math && (at == TL_F32 || tli_dtype_is_narrow_float(at)))
         r = tli_e_fmt(E, "tl_div_approx(%s, %s)", a, b);
     else
         r = tli_e_fmt(E, "(%s %s %s)", a, infix(op), b);
     bool arith = !(op >= E_LT && op <= E_OR);
-    return (is_narrow_float(at) && arith) ? round_to(E, at, r) : r;
+    return (tli_dtype_is_narrow_float(at) && arith) ? round_to(E, at, r) : r;
 }
 
 static char *unary_text(emitter *E, const tli_enode *n)
@@ -355,10 +351,10 @@ static char *unary_text(emitter *E, const tli_enode *n)
     const char *neg = a[0] == '-' ? "(-(%s))" : "(-%s)";
     if (tli_dtype_is_int(dt))
         return op == E_NEG ? tli_e_fmt(E, neg, a) : tli_e_fmt(E, "tl_iabs(%s)", a);
-    if (is_narrow_float(dt))
+    if (tli_dtype_is_narrow_float(dt))
         a = tli_e_fmt(E, "tl_f32(%s)", a);
     char *r = op == E_NEG ? tli_e_fmt(E, neg, a) : tli_e_fmt(E, "%s(%s)", math_fn(op, dt == TL_F64, E->ir->fast_math), a);
-    return is_narrow_float(dt) ? round_to(E, dt, r) : r;
+    return tli_dtype_is_narrow_float(dt) ? round_to(E, dt, r) : r;
 }
 
 void tli_e_global_access(emitter *E, int32_t buf, const char *const *idx, char **off, char **ok)

@@ -446,8 +446,7 @@ static const char *convert(emitter *E, const char *v, tl_dtype from, tl_dtype to
 {
     if (from == to)
         return v;
-    bool narrow = to == TL_F16 || to == TL_BF16 || tli_dtype_is_f8(to);
-    if (narrow && (from == TL_F64 || from == TL_I32 || from == TL_I64))
+    if (tli_dtype_is_narrow_float(to) && (from == TL_F64 || from == TL_I32 || from == TL_I64))
         return tli_e_fmt(E, "tl_to_%s((%s)(%s))", tl_dtype_name(to), from == TL_F64 ? "double" : "long long", v);
     return tli_e_fmt(E, "tl_conv<%s>(tl_f32(%s))", tli_dtype_ctype(to), v);
 }

@@ -290,6 +290,8 @@ static inline int tli_cluster_size(const tli_ir *ir)
 }
 
 static inline bool tli_dtype_is_f8(tl_dtype d) { return d == TL_F8E4M3 || d == TL_F8E5M2; }
+/* A 16- or 8-bit float: computed in f32 and rounded back (tl_to_<name>). */
+static inline bool tli_dtype_is_narrow_float(tl_dtype d) { return d == TL_F16 || d == TL_BF16 || tli_dtype_is_f8(d); }
 static inline bool tli_dtype_is_float(tl_dtype d)
 {
     return d == TL_F32 || d == TL_F16 || d == TL_BF16 || d == TL_F64 || tli_dtype_is_f8(d);

@@ -320,9 +320,20 @@ static void stmt(dumper *D, int32_t s, int depth)
         }
         break;
     case S_SK_FIXUP: tli_str_appendf(o, "stream-k fixup %s", tli_B(D->ir, n->buf)->name); break;
+    case S_ATOMIC:
+        if (n->name)
+            tli_str_appendf(o, "%s = ", tli_str_at(D->ir, n->name));
+        tli_str_appendf(o, "atomic.%s counter[%d], ", n->a1 ? "exch" : "add", n->x[0]);
+        line_expr(D, n->a0);
+        if (n->value) {
+            tli_str_append(o, " when ");
+            line_expr(D, n->value);
+        }
+        break;
+    case S_BREAK: tli_str_append(o, "break"); break;
     default: tli_str_appendf(o, "? op %d", n->op); break;
     }
-    if (n->op != S_LET && n->name)
+    if (n->op != S_LET && n->op != S_ATOMIC && n->name)
         tli_str_appendf(o, "  // %s", tli_str_at(D->ir, n->name));
     bool block = n->body || n->op == S_SERIAL || n->op == S_PARALLEL || n->op == S_IF || n->op == S_PIPELINED;
     if (!block) {

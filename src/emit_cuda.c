@@ -1273,59 +1273,6 @@ static void emit_sk_fixup(emitter *E, const tli_snode *s)
     tli_e_line(E, "}");
 }
 
-/* Block p of a CTA that takes its blocks from the counter
- * (TLI_X_TILE_COUNTER, lowered.h). The thread that takes them: */
-/*   if (tl_p >= 2) wait until every reader has read slot p % 2
- *   tl_t = p == 0 ? blockIdx.x : atomicAdd(counter, 1) + gridDim.x
- *   slot[p % 2] = min(tl_t, ntiles); arrive on its full mbarrier
- *   past the last block: count this CTA done; the last one clears both words */
-/* A reader: wait for slot p % 2, read it, and arrive on its empty
- * mbarrier (each thread's arrival orders its own read before the next
- * write). */
-static void emit_take_block(emitter *E, const char *slot, const char *full, const char *empty)
-{
-    tli_e_line(E, "if (tl_p >= 2) // every reader has read what the slot held");
-    tli_e_line(E, "    tl_mbar_wait(&%s[tl_p %% 2], (unsigned)((tl_p / 2 - 1) %% 2));", empty);
-    tli_e_line(E, "tl_t = tl_p == 0 ? (long long)blockIdx.x : (long long)atomicAdd(tl_block_counter, 1u) + gridDim.x;");
-    tli_e_line(E, "%s[tl_p %% 2] = tl_t < tl_ntiles ? tl_t : tl_ntiles;", slot);
-    tli_e_line(E, "tl_mbar_arrive(&%s[tl_p %% 2]);", full);
-    tli_e_line(E, "if (tl_t >= tl_ntiles && atomicAdd(tl_block_counter + 1, 1u) == gridDim.x - 1) {");
-    tli_e_line(E, "    // every CTA has taken its last number: the counter back to zero for the next launch");
-    tli_e_line(E, "    atomicExch(tl_block_counter, 0u);");
-    tli_e_line(E, "    atomicExch(tl_block_counter + 1, 0u);");
-    tli_e_line(E, "}");
-}
-
-static void emit_read_block(emitter *E, const char *slot, const char *full, const char *empty)
-{
-    tli_e_line(E, "tl_mbar_wait(&%s[tl_p %% 2], (unsigned)((tl_p / 2) %% 2)); // block tl_p's number is there", full);
-    tli_e_line(E, "tl_t = %s[tl_p %% 2];", slot);
-    tli_e_line(E, "tl_mbar_arrive(&%s[tl_p %% 2]); // (after this thread's read)", empty);
-}
-
-static void emit_block_number(emitter *E, const tli_snode *s)
-{
-    const char *slot = tli_e_buf(E, s->x[TLI_X_TILE_SLOTS]), *full = tli_e_buf(E, s->x[TLI_X_TILE_SLOT_FULL]),
-               *empty = tli_e_buf(E, s->x[TLI_X_TILE_SLOT_EMPTY]);
-    int role = s->x[TLI_X_TILE_COUNTER];
-    tli_e_line(E, "long long tl_t;");
-    if (role == TLI_COUNTER_TAKER) {
-        emit_take_block(E, slot, full, empty);
-    } else if (role == TLI_COUNTER_READER) {
-        emit_read_block(E, slot, full, empty);
-    } else { /* producer threads: the first takes the block, the others read it */
-        tli_e_line(E, "if (tl_tid == 0) { // the producer's first thread takes the blocks");
-        E->indent++;
-        emit_take_block(E, slot, full, empty);
-        E->indent--;
-        tli_e_line(E, "} else {");
-        E->indent++;
-        emit_read_block(E, slot, full, empty);
-        E->indent--;
-        tli_e_line(E, "}");
-    }
-}
-
 static void emit_tile_loop(emitter *E, const tli_snode *s)
 {
     if (s->x[TLI_X_TILE_STREAMK]) {
@@ -1342,14 +1289,7 @@ static void emit_tile_loop(emitter *E, const tli_snode *s)
     tli_e_line(E, "for (long long tl_p = %s;; tl_p += %d) { // this CTA's blocks, %d at a time", tli_e_single(E, s->a0),
                s->a1, k);
     E->indent++;
-    if (s->x[TLI_X_TILE_COUNTER])
-        emit_block_number(E, s);
-    else if (k == 1)
-        tli_e_line(E, "const long long tl_t = tl_p * gridDim.x + blockIdx.x;");
-    else
-        tli_e_line(E, "const long long tl_t = tl_p / %d * %d * gridDim.x + %d * blockIdx.x + tl_p %% %d;", k, k, k, k);
-    tli_e_line(E, "if (tl_t >= tl_ntiles)");
-    tli_e_line(E, "    break;");
+    /* (the body starts with its block number and the exit past the last: pass_launch) */
     if (run) {
         tli_e_line(E, "const long long tl_run = tl_run_sum, tl_run_blocks = tl_run_nonempty;");
         tli_e_stmts(E, s->body);
@@ -1377,6 +1317,25 @@ static void emit_let(emitter *E, int32_t sid, const tli_snode *s)
     bool uniform = s->x[TLI_X_LET_WARP_UNIFORM];
     tli_e_line(E, "const %s %s = %s%s%s;", tli_dtype_ctype((tl_dtype)tli_E(E->ir, s->a0)->dtype), let_name(E, sid),
                uniform ? "tl_warp_uniform(" : "", v, uniform ? ")" : "");
+}
+
+/* S_ATOMIC (ir.h): the block counter's word; named, a let of its old value. */
+static void emit_atomic(emitter *E, int32_t sid, const tli_snode *s)
+{
+    const char *fn = s->a1 ? "atomicExch" : "atomicAdd", *v = tli_e_single(E, s->a0);
+    const char *call = tli_e_fmt(E, "%s(tl_block_counter + %d, (unsigned)(%s))", fn, s->x[0], v);
+    if (s->name && s->x[1])
+        call = tli_e_fmt(E, "(long long)%s + %s", call, tli_e_single(E, s->x[1]));
+    else if (s->name)
+        call = tli_e_fmt(E, "(long long)%s", call);
+    if (s->value) {
+        const char *orelse = s->x[2] ? tli_e_single(E, s->x[2]) : "0LL";
+        call = tli_e_fmt(E, "(%s ? %s : %s)", tli_e_single(E, s->value), call, orelse);
+    }
+    if (s->name)
+        tli_e_line(E, "const long long %s = %s;", let_name(E, sid), call);
+    else
+        tli_e_line(E, "%s;", call);
 }
 
 static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
@@ -1418,6 +1377,8 @@ static void emit_lowered(emitter *E, int32_t sid, const tli_snode *s)
     case S_TILE_LOOP: emit_tile_loop(E, s); break;
     case S_TMA_STORE: tli_e_tma_store(E, s); break;
     case S_BULK_WAIT: tli_e_line(E, "%s<0>();", s->a1 ? "tl_bulk_wait_read" : "tl_bulk_wait"); break;
+    case S_ATOMIC: emit_atomic(E, sid, s); break;
+    case S_BREAK: tli_e_line(E, "break;"); break;
     case S_CLUSTER_SYNC: tli_e_line(E, "tl_cluster_sync();"); break;
     case S_SK_FIXUP: emit_sk_fixup(E, s); break;
     case S_ARRAY_BASE: {
@@ -1435,7 +1396,7 @@ void tli_e_stmts(emitter *E, int32_t first)
     for (int32_t sid = first; sid && E->st == TL_OK && !E->oom; sid = tli_S(E->ir, sid)->next) {
         const tli_snode *s = tli_S(E->ir, sid);
         int mark = E->nstrs;
-        if (s->op != S_LET && s->name) /* what a pass made of it */
+        if (s->op != S_LET && s->op != S_ATOMIC && s->name) /* what a pass made of it */
             tli_e_line(E, "// %s", tli_str_at(E->ir, s->name));
         switch ((tli_sop)s->op) {
         case S_STORE: emit_store(E, s); break;

@@ -289,6 +289,8 @@ char *tli_e_tile_load(emitter *E, const tli_enode *n)
         return tli_e_fmt(E, "%s[%s]", b->name, frag_reg(E, n->buf));
     for (int d = 0; d < b->rank; d++)
         idx[d] = tli_e_expr(E, ids[d]);
+    if (b->scope == B_WORDS) /* (a lowered protocol's word: who reads it and when is its) */
+        return tli_e_fmt(E, "%s[%s]", b->name, idx[0]);
     if (b->scope == B_LOCAL)
         return checked_read(E, b->name, flat_offset(E, b, idx), const_bounds(E, b, idx, ids));
     char *off, *ok;
@@ -323,6 +325,10 @@ void tli_e_tile_store(emitter *E, const tli_snode *s, const char *val, const cha
     if (b->scope == B_LOCAL) {
         tli_e_line(E, "%s%s[%s] = %s;", guard_text(E, const_bounds(E, b, idx, ids)), b->name, flat_offset(E, b, idx),
                    val);
+        return;
+    }
+    if (b->scope == B_WORDS) {
+        tli_e_line(E, "%s[%s] = %s;", b->name, idx[0], val);
         return;
     }
     char *off, *ok;

@@ -126,6 +126,11 @@ typedef enum tli_sop {
                      others' partial sums, in order (lowered.h) */
     S_WARP_SYNC,  /* __syncwarp: the warp's lanes meet, their shared-memory reads
                      ordered before what lane 0 does next (an mbarrier arrival) */
+    S_ATOMIC,     /* when `value` holds (0: always), an atomic add (a1 == 0) or exchange
+                     (a1 == 1) of a0 on word x[0] of the kernel's block counter; when
+                     named, a let of its old value plus x[1] (0: none), or of x[2]
+                     (0: zero) where `value` fails */
+    S_BREAK,      /* leaves the innermost loop (S_TILE_LOOP's exit, under an S_IF) */
     S_SOP_COUNT
 } tli_sop;
 

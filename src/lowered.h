@@ -245,8 +245,12 @@ enum { TLI_X_IF_ROLES = 0 };
 /* S_TILE_LOOP: this CTA's blocks p = a0, a0 + a1, ... (vars[0] is p, an
  * E_LOOP_VAR); block p is tile
  *   t = p / persistent * persistent * gridDim.x + persistent * blockIdx.x + p % persistent
- * of the kernel's grid, and the loop ends past the last tile. The launch
- * pass puts the S_LETs of t's block indices at the start of its body. */
+ * of the kernel's grid, and the loop ends past the last tile. The emitter
+ * prints only `for (p = a0;; p += a1)`: the launch pass starts the body
+ * with t (the S_LET tl_t, or the counter's protocol below, made of
+ * S_MBAR_*, S_ATOMIC and word loads and stores), the exit past the last
+ * tile (S_IF t >= ntiles: S_BREAK), then the S_LETs of t's block indices.
+ * (Stream-K's loop, below, is still the emitter's.) */
 enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK, TLI_X_TILE_RUN, TLI_X_TILE_COUNTER, TLI_X_TILE_SLOTS,
        TLI_X_TILE_SLOT_FULL, TLI_X_TILE_SLOT_EMPTY };
 enum { TLI_COUNTER_TAKER = 1, TLI_COUNTER_READER, TLI_COUNTER_PRODUCERS };
@@ -263,7 +267,8 @@ enum { TLI_COUNTER_TAKER = 1, TLI_COUNTER_READER, TLI_COUNTER_PRODUCERS };
  * consumer loop, which reads its numbers from the slots.
  * TLI_COUNTER_PRODUCERS: the loop of a producer of several threads
  * (cp.async), whose first takes the numbers and the others read them.
- * TLI_X_TILE_SLOT_EMPTY counts every reader's arrival. Both sides see the same blocks
+ * TLI_X_TILE_SLOT_EMPTY counts every reader's arrival (pass_launch.c,
+ * tile_number, writes it out). Both sides see the same blocks
  * in the same order, so the ring's positions and the turns (p n + j, or
  * the running sums) agree. */
 /* TLI_X_TILE_RUN (one block at a time, blocks whose pipelined loops run

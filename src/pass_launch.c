@@ -18,7 +18,9 @@
  * consecutive blocks walk down panels of block rows and share the tiles of
  * A and B in L2, or, in a persistent CTA, those of the tile each iteration
  * of its tile loop is at; then the block values (tl_block_value), each
- * computed once there.
+ * computed once there. A persistent tile loop's body starts with the tile
+ * its iteration is at (tl_t), dealt by CTA or taken from the block counter
+ * through shared slots and mbarriers, and its exit past the last tile.
  */
 #include "lower.h"
 
@@ -204,14 +206,142 @@ static void read_block_values(tli_lowered *L, block_values *bv)
     *bv = (block_values){0};
 }
 
-/* Block indices (and tensors of arrays, block values) at the top of every
- * persistent tile loop. */
-static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy, const array_bases *ab,
-                           block_values *bv)
+/* ------------------------------------- which block a tile loop is at */
+
+static int32_t mk_if(tli_lowered *L, int32_t cond, int32_t body, int32_t orelse)
+{
+    tli_snode n = {.op = S_IF, .a0 = cond, .body = body, .orelse = orelse};
+    int32_t id = tli_low_stmt(L, &n);
+    tli_set_parent(L, body, id);
+    tli_set_parent(L, orelse, id);
+    return id;
+}
+
+static int32_t mbar_op(tli_lowered *L, tli_sop op, int32_t bar, int32_t idx, int32_t parity)
+{
+    tli_snode n = {.op = (uint8_t)op, .buf = bar, .a0 = idx, .value = op == S_MBAR_WAIT ? parity : 0};
+    return tli_low_stmt(L, &n);
+}
+
+/* An atomic on word w of the block counter (S_ATOMIC), when `when` holds
+ * (0: always); named: a let of the word's old value plus `plus` (0: none),
+ * or `orelse` where `when` fails. */
+static int32_t atomic_op(tli_lowered *L, int op, int w, int64_t v, int32_t when, int32_t plus, int32_t orelse,
+                         const char *name)
+{
+    int32_t off = name ? tli_ir_add_str(&L->ir, name) : 0;
+    if (off < 0) {
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return 0;
+    }
+    tli_snode n = {.op = S_ATOMIC, .a0 = I(L, v), .a1 = op, .value = when, .name = off, .x = {w, plus, orelse}};
+    return tli_low_stmt(L, &n);
+}
+
+/* Word i of a B_WORDS buffer: read (v == 0, an expression) or written
+ * with v (a statement). */
+static int32_t word(tli_lowered *L, int32_t buf, int32_t i, int32_t v)
+{
+    int32_t at = tli_ir_add_indices(&L->ir, &i, 1);
+    if (at < 0) {
+        tli_low_fail(L, TL_ERR_OUT_OF_MEMORY, "out of host memory");
+        return 0;
+    }
+    if (v) {
+        tli_snode n = {.op = S_STORE, .buf = buf, .idx = at, .value = v};
+        return tli_low_stmt(L, &n);
+    }
+    tli_enode n = {.op = E_LOAD, .dtype = TL_I64, .buf = buf, .idx = at};
+    return tli_low_expr(L, &n);
+}
+
+/* The thread that takes block p of tile loop s from the counter
+ * (TLI_X_TILE_COUNTER, lowered.h), onto list l; `name`: the let of its
+ * number t:
+ *   when p >= 2, wait until every reader has read slot p % 2
+ *   t = p == 0 ? blockIdx.x : (counter[0]++) + gridDim.x
+ *   slot[p % 2] = min(t, ntiles); arrive on full[p % 2]
+ *   past the last block: counter[1]++, and the CTA that counts last (all
+ *   gridDim.x have taken their last number) sets both words back to 0 for
+ *   the stream's next launch */
+static int32_t take_block(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles, const char *name)
+{
+    int32_t p = s->vars[0], two = I(L, 2), at = bin(L, E_MOD, p, two), g = th(L, TH_GRID_X);
+    int32_t slots = s->x[TLI_X_TILE_SLOTS], full = s->x[TLI_X_TILE_SLOT_FULL], empty = s->x[TLI_X_TILE_SLOT_EMPTY];
+    int32_t parity = bin(L, E_MOD, bin(L, E_SUB, bin(L, E_DIV, p, two), I(L, 1)), two);
+    tli_list_add(L, l, mk_if(L, bin(L, E_GE, p, two), mbar_op(L, S_MBAR_WAIT, empty, at, parity), 0));
+    int32_t t = atomic_op(L, 0, 0, 1, bin(L, E_NE, p, I(L, 0)), g, th(L, TH_RAW_BX), name);
+    tli_list_add(L, l, t);
+    int32_t tv = tli_low_let_ref(L, t), past = bin(L, E_GE, tv, ntiles);
+    tli_list_add(L, l, word(L, slots, at, bin(L, E_MIN, tv, ntiles)));
+    tli_list_add(L, l, mbar_op(L, S_MBAR_ARRIVE, full, at, 0));
+    tli_list done = {0}, clear = {0};
+    int32_t count = atomic_op(L, 0, 1, 1, 0, 0, 0, "tl_done");
+    tli_list_add(L, &done, count);
+    tli_list_add(L, &clear, atomic_op(L, 1, 0, 0, 0, 0, 0, NULL));
+    tli_list_add(L, &clear, atomic_op(L, 1, 1, 0, 0, 0, 0, NULL));
+    int32_t last = bin(L, E_EQ, tli_low_let_ref(L, count), bin(L, E_SUB, g, I(L, 1)));
+    tli_list_add(L, &done, mk_if(L, last, clear.first, 0));
+    tli_list_add(L, l, mk_if(L, past, done.first, 0));
+    return t;
+}
+
+/* The statements that give tile loop s its block number tl_t, then leave
+ * the loop past the last block, onto l. Blocks dealt by CTA: t = p G +
+ * blockIdx.x (k at a time: p / k k G + k blockIdx.x + p % k). From the
+ * counter: the taker takes them; a reader waits for slot p % 2, reads it
+ * and arrives on its empty mbarrier (each thread's arrival orders its own
+ * read before the next write); of a producer of several threads, the first
+ * takes and every thread reads the slot. s: a copy of the loop's node. */
+static void tile_number(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles)
+{
+    int32_t p = s->vars[0], k = s->x[TLI_X_TILE_PERSIST], role = s->x[TLI_X_TILE_COUNTER];
+    int32_t g = th(L, TH_GRID_X), bx = th(L, TH_RAW_BX), t = 0;
+    if (role == TLI_COUNTER_TAKER) {
+        t = take_block(L, l, s, ntiles, "tl_t");
+    } else if (role) {
+        int32_t at = bin(L, E_MOD, p, I(L, 2)), parity = bin(L, E_MOD, bin(L, E_DIV, p, I(L, 2)), I(L, 2));
+        int32_t full = s->x[TLI_X_TILE_SLOT_FULL], empty = s->x[TLI_X_TILE_SLOT_EMPTY];
+        int32_t tid = th(L, TH_TID), zero = tli_low_int(L, 0, TL_I32);
+        int32_t reader = role == TLI_COUNTER_READER ? 0 : bin(L, E_NE, tid, zero);
+        int32_t wait = mbar_op(L, S_MBAR_WAIT, full, at, parity), arrive = mbar_op(L, S_MBAR_ARRIVE, empty, at, 0);
+        if (reader) {
+            tli_list first = {0};
+            take_block(L, &first, s, ntiles, "tl_tk");
+            tli_list_add(L, l, mk_if(L, bin(L, E_EQ, tid, zero), first.first, wait));
+        } else {
+            tli_list_add(L, l, wait);
+        }
+        t = tli_low_let(L, "tl_t", word(L, s->x[TLI_X_TILE_SLOTS], at, 0));
+        tli_list_add(L, l, t);
+        tli_list_add(L, l, reader ? mk_if(L, reader, arrive, 0) : arrive);
+    } else {
+        int32_t v;
+        if (k == 1) {
+            v = bin(L, E_ADD, bin(L, E_MUL, p, g), bx);
+        } else {
+            int32_t kk = I(L, k), turn = bin(L, E_MUL, bin(L, E_DIV, p, kk), kk); /* p / k k */
+            v = bin(L, E_ADD, bin(L, E_ADD, bin(L, E_MUL, turn, g), bin(L, E_MUL, kk, bx)), bin(L, E_MOD, p, kk));
+        }
+        t = tli_low_let(L, "tl_t", v);
+        tli_list_add(L, l, t);
+    }
+    tli_snode brk = {.op = S_BREAK};
+    tli_list_add(L, l, mk_if(L, bin(L, E_GE, th(L, TH_TILE), ntiles), tli_low_stmt(L, &brk), 0));
+}
+
+/* At the top of every persistent tile loop: its block number (but
+ * stream-K's, whose units the emitter deals), then the block indices (and
+ * tensors of arrays, block values). */
+static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy, int32_t ntiles,
+                           const array_bases *ab, block_values *bv)
 {
     for (int32_t s = first; s; s = L->ir.s.v[s].next) {
         if (L->ir.s.v[s].op == S_TILE_LOOP) {
             tli_list l = {0};
+            tli_snode loop = L->ir.s.v[s]; /* (a copy: making statements moves the array) */
+            if (!loop.x[TLI_X_TILE_STREAMK])
+                tile_number(L, &l, &loop, ntiles);
             block_lets(L, &l, th(L, TH_TILE), gx, gy, true);
             add_block_values(L, &l, bv);
             add_array_bases(L, &l, ab);
@@ -219,8 +349,8 @@ static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy
             L->ir.s.v[s].body = l.first;
             tli_set_parent(L, l.first, s);
         }
-        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy, ab, bv);
-        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy, ab, bv);
+        tile_loop_lets(L, L->ir.s.v[s].body, gx, gy, ntiles, ab, bv);
+        tile_loop_lets(L, L->ir.s.v[s].orelse, gx, gy, ntiles, ab, bv);
     }
 }
 
@@ -364,8 +494,9 @@ void tli_pass_launch(tli_lowered *L)
         tli_list_add(L, &top, gx_let);
         tli_list_add(L, &top, gy_let);
         int32_t gx = tli_low_let_ref(L, gx_let), gy = tli_low_let_ref(L, gy_let);
-        add_let(L, &top, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
-        tile_loop_lets(L, ir->body, gx, gy, &ab, &bv);
+        int32_t ntiles = tli_low_let(L, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
+        tli_list_add(L, &top, ntiles);
+        tile_loop_lets(L, ir->body, gx, gy, tli_low_let_ref(L, ntiles), &ab, &bv);
     } else if (ir->swizzle && ir->grid[1]) {
         int32_t gx = th(L, TH_GRID_X), gy = th(L, TH_GRID_Y), bx = th(L, TH_RAW_BX), by = th(L, TH_RAW_BY);
         if (tli_cluster_size(ir) > 1) { /* in units of clusters */

@@ -61,7 +61,7 @@ static void test_lowering(void **state)
                           "tl_wgmma_m64n256k16_bf16_tb_pair64(gate + tl_i * 64, up + tl_i * 64",
                           "Wg_s = (tl_bf16 *)(tl_smem + 65536)", "Wu_s = (tl_bf16 *)(tl_smem + 81920)",
                           "tl_tma_load_2d(Wu_s + (tl_sn", "tl_wgmma_wait<1>();",
-                          "const long long tl_t = tl_p * gridDim.x + blockIdx.x;",
+                          "const long long tl_t = ((tl_p * (long long)gridDim.x) + (long long)blockIdx.x);",
                           "tl_tma_store_2d(&tl_map3, tl_stage_H + 8192, (int)((tl_bx) * 128LL + 64)"};
     const char *never[] = {"tl_wgmma_m64n128k16_bf16(up"};
     test_expect_text(src, "dual GEMM source", want, TEST_COUNT(want), never, TEST_COUNT(never));

@@ -889,7 +889,8 @@ static void test_split_k_choice(void **state)
         assert_status(tl_kernel_source(pk, "sm_90a", &psrc), TL_OK);
         /* C through a staging tile and TMA, in two rounds of 128 columns */
         test_expect_text(psrc, "the persistent kernel",
-                         (const char *[]){"persistent CTAs of 384 threads", "tl_p * gridDim.x + blockIdx.x",
+                         (const char *[]){"persistent CTAs of 384 threads",
+                                          "((tl_p * (long long)gridDim.x) + (long long)blockIdx.x)",
                                           "tl_setmaxnreg_dec", "tl_tma_store_2d(&tl_map2, tl_stage_C + 8192, (int)((tl_bx) * 256LL + 192)",
                                           "tl_bulk_wait_read<0>();", "tl_bulk_wait<0>();"},
                          6, (const char *[]){"/ 1 *", "tl_st_vec(tl_cb"}, 2);
@@ -900,9 +901,10 @@ static void test_split_k_choice(void **state)
         assert_status(tl_op_gemm_build(c, &d, &pk), TL_OK);
         assert_status(tl_kernel_source(pk, "sm_90a", &psrc), TL_OK);
         test_expect_text(psrc, "the persistent kernel from the counter",
-                         (const char *[]){"taking blocks from a counter", "atomicAdd(tl_block_counter, 1u)",
-                                          "tl_t = tl_block_slot[tl_p % 2];", "tl_bulk_wait<0>();"},
-                         4, (const char *[]){"tl_p * gridDim.x + blockIdx.x"}, 1);
+                         (const char *[]){"taking blocks from a counter",
+                                          "atomicAdd(tl_block_counter + 0, (unsigned)(1LL))",
+                                          "const long long tl_t = tl_block_slot[(tl_p % 2LL)];", "tl_bulk_wait<0>();"},
+                         4, (const char *[]){"((tl_p * (long long)gridDim.x) + (long long)blockIdx.x)"}, 1);
         tl_free_host(psrc);
         tl_kernel_destroy(pk);
     }

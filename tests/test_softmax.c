@@ -237,7 +237,7 @@ static void test_producer_schedules(void **state)
         }
         char *src;
         assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
-        const char *want[] = {"a producer warpgroup (cp.async)", "atomicAdd(tl_block_counter, 1u)",
+        const char *want[] = {"a producer warpgroup (cp.async)", "atomicAdd(tl_block_counter + 0, (unsigned)(1LL))",
                               "__syncwarp();\n", "handed back to the producer", "tl_cp_async16("};
         const char *unwanted[] = {"long long blocks"};
         test_expect_text(src, op ? "rmsnorm, producer" : "softmax 32768, producer", want, TEST_COUNT(want),

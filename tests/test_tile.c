@@ -536,7 +536,8 @@ static void test_pingpong_lowering(void **state)
     assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
     const char *want[] = {"__launch_bounds__(384, 1)", "tl_setmaxnreg_dec<40>()", "tl_setmaxnreg_inc<232>()",
                           "tl_mbar_wait(&tl_order[tl_wg]", "tl_mbar_arrive(&tl_order[(1 - tl_wg)])",
-                          "tl_bar_sync((tl_wg + 1), 128);", "(tl_wg) * 128 + ", "tl_p / 2 * 2 * gridDim.x",
+                          "tl_bar_sync((tl_wg + 1), 128);", "(tl_wg) * 128 + ",
+                          "(((tl_p / 2LL) * 2LL) * (long long)gridDim.x)",
                           "tl_tma_load_2d("};
     test_expect_text(src, "ping-pong source", want, TEST_COUNT(want), NULL, 0);
     /* inside the consumers' block body no barrier waits for the producer */
@@ -843,7 +844,8 @@ static void test_persistent_lowering(void **state)
         tl_use_persistent(k, 1);
         char *src = NULL;
         assert_status(tl_kernel_source(k, targets[t], &src), TL_OK);
-        const char *want[] = {"persistent CTAs of 384 threads", "const long long tl_t = tl_p * gridDim.x + blockIdx.x;",
+        const char *want[] = {"persistent CTAs of 384 threads",
+                              "const long long tl_t = ((tl_p * (long long)gridDim.x) + (long long)blockIdx.x);",
                               "if (tl_wg == 2)", t ? "tl_cp_async" : "tl_tma_load_2d("};
         test_expect_text(src, targets[t], want, TEST_COUNT(want), NULL, 0);
         tl_free_host(src);
@@ -980,19 +982,22 @@ static void test_persistent_counter(void **state)
         const char *want[] = {"unsigned *tl_block_counter)", "taking blocks from a counter",
                               "then the block counter (two words, zero)",
                               "tl_mbar_init(&tl_block_full[tl_s], 1);", "tl_mbar_init(&tl_block_empty[tl_s], 256);",
-                              "tl_mbar_wait(&tl_block_empty[tl_p % 2], (unsigned)((tl_p / 2 - 1) % 2));",
-                              "tl_p == 0 ? (long long)blockIdx.x : (long long)atomicAdd(tl_block_counter, 1u) + gridDim.x",
-                              "tl_block_slot[tl_p % 2] = tl_t < tl_ntiles ? tl_t : tl_ntiles;",
-                              "atomicAdd(tl_block_counter + 1, 1u) == gridDim.x - 1",
-                              "atomicExch(tl_block_counter, 0u);", "atomicExch(tl_block_counter + 1, 0u);",
-                              "tl_mbar_wait(&tl_block_full[tl_p % 2], (unsigned)((tl_p / 2) % 2));",
-                              "tl_t = tl_block_slot[tl_p % 2];",
-                              "tl_mbar_arrive(&tl_block_empty[tl_p % 2]);"};
-        const char *dealt[] = {"tl_t = tl_p * gridDim.x + blockIdx.x"};
+                              "tl_mbar_wait(&tl_block_empty[(tl_p % 2LL)], (unsigned)((((tl_p / 2LL) - 1LL) % 2LL)));",
+                              "const long long tl_t = ((tl_p != 0LL) ? (long long)atomicAdd(tl_block_counter + 0, "
+                              "(unsigned)(1LL)) + (long long)gridDim.x : (long long)blockIdx.x);",
+                              "tl_block_slot[(tl_p % 2LL)] = tl_min(tl_t, tl_ntiles);",
+                              "const long long tl_done = (long long)atomicAdd(tl_block_counter + 1, (unsigned)(1LL));",
+                              "if (tl_done == ((long long)gridDim.x - 1LL)) {",
+                              "atomicExch(tl_block_counter + 0, (unsigned)(0LL));",
+                              "atomicExch(tl_block_counter + 1, (unsigned)(0LL));",
+                              "tl_mbar_wait(&tl_block_full[(tl_p % 2LL)], (unsigned)(((tl_p / 2LL) % 2LL)));",
+                              "const long long tl_t = tl_block_slot[(tl_p % 2LL)];",
+                              "tl_mbar_arrive(&tl_block_empty[(tl_p % 2LL)]);"};
+        const char *dealt[] = {"tl_t = ((tl_p * (long long)gridDim.x) + (long long)blockIdx.x)"};
         test_expect_text(src, v == 1 ? "running sums" : v ? "ping-pong" : "uniform", want, TEST_COUNT(want), dealt,
                          TEST_COUNT(dealt));
         /* the producer takes each number before the consumers read it */
-        assert_true(strstr(src, "atomicAdd(tl_block_counter, 1u)") < strstr(src, "= tl_block_slot[tl_p % 2];"));
+        assert_true(strstr(src, "atomicAdd(tl_block_counter + 0,") < strstr(src, "= tl_block_slot[(tl_p % 2LL)];"));
         if (v == 1)
             assert_non_null(strstr(src, "tl_run_sum += tl_run_n"));
         tl_free_host(src);
@@ -1002,18 +1007,31 @@ static void test_persistent_counter(void **state)
                                "blocks from the counter (read) through tl_block_slot"};
         test_expect_text(dump, "the pipeline dump", roles, TEST_COUNT(roles), NULL, 0);
         tl_free_host(dump);
+        /* the launch pass writes the protocol out as statements (the emitter prints only the loop) */
+        assert_status(tl_kernel_lower_dump(k, "sm_90a", "launch", &dump), TL_OK);
+        const char *lowered[] = {"tl_t = atomic.add counter[0], 1 when ne(", "tl_done = atomic.add counter[1], 1",
+                                 "atomic.exch counter[0], 0", "atomic.exch counter[1], 0",
+                                 "mbarrier.wait tl_block_empty[", "mbarrier.arrive tl_block_full[",
+                                 "mbarrier.wait tl_block_full[", "mbarrier.arrive tl_block_empty[", "break"};
+        test_expect_text(dump, "the launch dump", lowered, TEST_COUNT(lowered), NULL, 0);
+        tl_free_host(dump);
         compile_or_skip(k, "sm_90a");
     }
-    /* a cp.async producer (sm_80) runs its tile loop in all its threads: the first takes the blocks,
-     * the other 127 read them as the consumers do */
+    /* a cp.async producer (sm_80) runs its tile loop in all its threads: the first takes the blocks
+     * and writes the slot, every thread reads it, and the other 127 hand it back as the consumers do */
     k = small_gemm_kernel(256, true);
     tl_use_warp_specialize(k, 1);
     tl_use_persistent(k, 2);
     assert_status(tl_kernel_source(k, "sm_80", &src), TL_OK);
-    const char *cp[] = {"if (tl_tid == 0) { // the producer's first thread takes the blocks",
+    const char *cp[] = {"if (tl_tid == 0) {", "} else {",
                         "tl_mbar_init(&tl_block_empty[tl_s], 383);", "tl_cp_async",
-                        "atomicAdd(tl_block_counter, 1u) + gridDim.x"};
+                        "const long long tl_tk = ((tl_p != 0LL) ? (long long)atomicAdd(tl_block_counter + 0, "
+                        "(unsigned)(1LL)) + (long long)gridDim.x",
+                        "const long long tl_t = tl_block_slot[(tl_p % 2LL)];", "if (tl_tid != 0) {"};
     test_expect_text(src, "sm_80", cp, TEST_COUNT(cp), NULL, 0);
+    const char *take = strstr(src, "const long long tl_tk");
+    const char *read = strstr(src, "const long long tl_t = tl_block_slot");
+    assert_true(take < read && read < strstr(read, "if (tl_tid != 0) {"));
     tl_free_host(src);
     compile_or_skip(k, "sm_80");
 }

@@ -776,7 +776,7 @@ static void emit_parallel_scalar(emitter *E, int32_t sid, int threads)
     int64_t total = 1;
     for (int d = 0; d < s->rank; d++)
         total *= s->extents[d];
-    if (s->x[TLI_X_PAR_PER_THREAD] <= 16)
+    if (s->x[TLI_X_PAR_PER_THREAD] <= 16 && total > threads) /* (a pragma before the `if` below: ignored) */
         tli_e_line(E, "#pragma unroll");
     if (total <= threads)
         tli_e_line(E, "if (tl_tid < %lld) {", (long long)total);

@@ -671,6 +671,35 @@ static void test_f8_store_runs_of_one(void **state)
     tl_kernel_destroy(k);
 }
 
+/* A parallel loop of no more iterations than threads is an `if (tl_tid <
+ * n)`: `#pragma unroll` was printed before it too, where it applies to no
+ * loop (the review's low finding). Every unroll pragma precedes a for. */
+static void test_unroll_only_before_loops(void **state)
+{
+    (void)state;
+    for (int n = 64; n <= 512; n *= 8) { /* one iteration a thread at most, then four */
+        tl_kernel *k = tl_kernel_new(ctx, "unroll_before");
+        tl_expr len = tl_dim(k, "N");
+        tl_buf x = tl_param_tensor(k, "X", TL_F32, 2, (tl_expr[]){len, tl_int(k, 3)}, NULL);
+        tl_grid(k, tl_ceildiv(k, len, tl_int(k, n)), TL_NONE_EXPR, TL_NONE_EXPR, 128);
+        tl_expr i = tl_add(k, tl_mul(k, tl_block_idx(k, 0), tl_int(k, n)), tl_parallel1(k, n));
+        tl_store(k, x, (tl_expr[]){i, tl_int(k, 1)}, tl_f32(k, 1.0f)); /* a column: element by element */
+        tl_end(k);
+        char *src;
+        assert_status(tl_kernel_source(k, "sm_90a", &src), TL_OK);
+        assert_non_null(strstr(src, n < 128 ? "if (tl_tid < 64) {" : "#pragma unroll"));
+        for (const char *p = strstr(src, "#pragma unroll"); p; p = strstr(p + 1, "#pragma unroll")) {
+            const char *next = strchr(p, '\n');
+            assert_non_null(next);
+            next += strspn(next, " \n");
+            if (strncmp(next, "for (", 5) != 0)
+                fail_msg("n %d: #pragma unroll before '%.40s'", n, next);
+        }
+        tl_free_host(src);
+        tl_kernel_destroy(k);
+    }
+}
+
 /* The printed kernel's name: a kernel name of 63 characters is cut so that
  * the 8 hex digits of the hash stay whole (they were cut off, and two
  * different kernels of one long name printed one name). */
@@ -779,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_edge_constants),
         cmocka_unit_test(test_narrow_fragment_wide_tensor),
         cmocka_unit_test(test_f8_store_runs_of_one),
+        cmocka_unit_test(test_unroll_only_before_loops),
         cmocka_unit_test(test_long_kernel_name_keeps_hash),
         cmocka_unit_test(test_store_tile_origin),
         cmocka_unit_test(test_run_coordinates_in_64_bits),

@@ -6,6 +6,8 @@
 # plan-check`, then fill_tune_cache for the tuner stages); without it the programs compile there.
 # The hand edits (edits/*.patch, on the sources main generated in session 37) are applied to what the
 # build generates; a stale one is refused by apply_edit.py and skipped. bench/NOTES.md, session 37, has the predictions.
+# Stages a and h were measured in session 38; since 7eccc0b (the tile loops' heads printed from statements)
+# the attention edits no longer apply (stale: refused, not run).
 #   a  D 128 non-causal 2k/4k/8k: A (generated) against the edits F, G, H (the ragged last key tile
 #      peeled), X and Y (turns across blocks; Y = branch cross-block's kernel); numerics first. ~250 s
 #   t  the GPU tier (make test). ~250 s
@@ -17,10 +19,13 @@
 #   e  (session 38) the fused bias + GELU against cuBLASLt's at 4096^3 and 8192^3 (not measured since
 #      session 31), FP8 8192x8192x2048 twice (0.879 / 0.884 x cuBLASLt in session 38), and 1x4096x4096
 #      three times (NN 0.838-0.849 of the copy in session 38, the bar 0.85). ~150 s
+#   r  (session 39) the block counter's protocol, now written by the launch pass (7eccc0b): the counter
+#      kernels (ring2p row ops, causal attention, the GEMM's persistent 2) under racecheck and memcheck
+#      at small sizes (135 s a run at most); then stage t. ~550 s
 #   h  FP8 against cuBLASLt; D 64 from 8k keys with P V waited before the next S (w0); the unsplit
 #      swapped GEMM (8x14336x4096) with its group waited in the loop (w0). ~350 s
 set -u
-stage=${1:?usage: gpu_next.sh a|t|g|f|k|e|h}
+stage=${1:?usage: gpu_next.sh a|t|g|f|k|e|h|r}
 export LD_LIBRARY_PATH=$PWD/.device-deps/usr/lib/x86_64-linux-gnu
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 LOG=$OUT/$stage.log
@@ -64,6 +69,12 @@ a)
   for r in 1 2; do for s in 4096 2048 8192; do for v in $ok; do
     printf "%s %s " $v $s >> $LOG; t 30 env TILEC_CACHE_DIR=/tmp/$v build/bench/bench_attention $s 128 0
   done; done; done ;;
+r)
+  build test-build
+  for x in test_gpu_softmax test_gpu_attention; do for tool in racecheck memcheck; do
+    say "== $tool $x"
+    t 135 env TILEC_CACHE_DIR=$CACHE TILEC_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/$x
+  done; done ;;
 t)
   CMOCKA_DIR=.device-deps/usr TILEC_CACHE_DIR=$CACHE TEST_JOBS=8 timeout -k 5 560 make test > $OUT/tier.log 2>&1
   say "make test exit $?"

@@ -1204,46 +1204,6 @@ static void emit_stage(emitter *E, const tli_snode *s)
         E->stage[s->vars[i]] = saved[i];
 }
 
-/*   for (long long tl_p = START;; tl_p += STEP) {
- *       const long long tl_t = tl_p / K * K * gridDim.x + K * blockIdx.x + tl_p % K;
- *       if (tl_t >= tl_ntiles) break; ... } */
-/* Stream-K (lowered.h): the blocks of every full wave as whole blocks
- * (blocks p G + blockIdx.x, in the order of the data-parallel kernel,
- * whose CTAs run in step along K and so share what they load in L2), then
- * this CTA's share [lo, hi) of the remaining blocks' steps,
- * in units that each stay in one block. The unit is worked out and the
- * position moved on at the top of the body, so `continue` is a next unit. */
-static void emit_stream_k_loop(emitter *E, const tli_snode *s)
-{
-    tli_e_line(E, "{ // stream-K: whole blocks for every full wave, then a share of the rest's K steps");
-    E->indent++;
-    tli_e_line(E, "const long long tl_sk_nk = %s;", tli_e_single(E, s->value));
-    tli_e_line(E, "const long long tl_sk_dp = tl_ntiles / gridDim.x; // whole blocks a CTA");
-    tli_e_line(E, "const long long tl_sk_w0 = tl_sk_dp * gridDim.x * tl_sk_nk; // the whole blocks' steps");
-    tli_e_line(E, "const long long tl_sk_w = tl_ntiles * tl_sk_nk - tl_sk_w0;");
-    tli_e_line(E, "const long long tl_sk_hi = tl_sk_w0 + ((long long)blockIdx.x + 1) * tl_sk_w / gridDim.x;");
-    tli_e_line(E, "long long tl_it = tl_sk_w0 + (long long)blockIdx.x * tl_sk_w / gridDim.x;");
-    tli_e_line(E, "for (long long tl_u = 0, tl_done = 0;; ++tl_u) {");
-    E->indent++;
-    tli_e_line(E, "long long tl_t, tl_j0, tl_j1;");
-    tli_e_line(E, "if (tl_u < tl_sk_dp) {");
-    tli_e_line(E, "    tl_t = tl_u * gridDim.x + blockIdx.x, tl_j0 = 0, tl_j1 = tl_sk_nk;");
-    tli_e_line(E, "} else if (tl_it < tl_sk_hi) {");
-    tli_e_line(E, "    tl_t = tl_it / tl_sk_nk, tl_j0 = tl_it - tl_t * tl_sk_nk;");
-    tli_e_line(E, "    tl_j1 = tl_min(tl_sk_nk, tl_j0 + (tl_sk_hi - tl_it));");
-    tli_e_line(E, "    tl_it = tl_t * tl_sk_nk + tl_j1;");
-    tli_e_line(E, "} else {");
-    tli_e_line(E, "    break;");
-    tli_e_line(E, "}");
-    tli_e_line(E, "const long long tl_sk_base = tl_done; // this CTA's steps before the unit: its ring position");
-    tli_e_line(E, "tl_done += tl_j1 - tl_j0;");
-    tli_e_stmts(E, s->body);
-    E->indent--;
-    tli_e_line(E, "}");
-    E->indent--;
-    tli_e_line(E, "}");
-}
-
 /* The end of a stream-K unit (S_SK_FIXUP, lowered.h), in the consumers. */
 static void emit_sk_fixup(emitter *E, const tli_snode *s)
 {
@@ -1275,10 +1235,6 @@ static void emit_sk_fixup(emitter *E, const tli_snode *s)
 
 static void emit_tile_loop(emitter *E, const tli_snode *s)
 {
-    if (s->x[TLI_X_TILE_STREAMK]) {
-        emit_stream_k_loop(E, s);
-        return;
-    }
     int k = s->x[TLI_X_TILE_PERSIST];
     bool run = s->x[TLI_X_TILE_RUN];
     if (run) {

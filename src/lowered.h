@@ -250,7 +250,8 @@ enum { TLI_X_IF_ROLES = 0 };
  * with t (the S_LET tl_t, or the counter's protocol below, made of
  * S_MBAR_*, S_ATOMIC and word loads and stores), the exit past the last
  * tile (S_IF t >= ntiles: S_BREAK), then the S_LETs of t's block indices.
- * (Stream-K's loop, below, is still the emitter's.) */
+ * A stream-K loop's body starts with its unit instead (below; pass_launch.c,
+ * stream_k_unit), each a function of p. */
 enum { TLI_X_TILE_PERSIST = 0, TLI_X_TILE_STREAMK, TLI_X_TILE_RUN, TLI_X_TILE_COUNTER, TLI_X_TILE_SLOTS,
        TLI_X_TILE_SLOT_FULL, TLI_X_TILE_SLOT_EMPTY };
 enum { TLI_COUNTER_TAKER = 1, TLI_COUNTER_READER, TLI_COUNTER_PRODUCERS };
@@ -283,7 +284,8 @@ enum { TLI_COUNTER_TAKER = 1, TLI_COUNTER_READER, TLI_COUNTER_PRODUCERS };
  * the pipelined loop's trip count, at least 1 counted), lo = dp G nk +
  * blockIdx.x W / G for W = (ntiles - dp G) nk, in units that each stay in
  * one block t: steps [j0, j1) of it (TH_SK_J0, TH_SK_J1), TH_SK_BASE the
- * steps this CTA ran before the unit (its ring position).
+ * steps this CTA ran before the unit (its ring position); the loop ends
+ * when the share is used up.
  * A block's first unit is the last a CTA takes, so the units of later
  * steps (each the first unit of its CTA) are done before it needs them.
  *

@@ -330,9 +330,61 @@ static void tile_number(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t
     tli_list_add(L, l, mk_if(L, bin(L, E_GE, th(L, TH_TILE), ntiles), tli_low_stmt(L, &brk), 0));
 }
 
-/* At the top of every persistent tile loop: its block number (but
- * stream-K's, whose units the emitter deals), then the block indices (and
- * tensors of arrays, block values). */
+/* Stream-K's unit p (TLI_X_TILE_STREAMK, lowered.h) of tile loop s, onto
+ * l: with nk K steps a block (the loop's value), dp = ntiles / G whole
+ * blocks a CTA and W = ntiles nk - dp G nk steps left, shared out as [lo,
+ * hi) = dp G nk + [blockIdx.x W / G, (blockIdx.x + 1) W / G):
+ *   p < dp: block p G + blockIdx.x, steps [0, nk), base p nk
+ *   else, q = p - dp: block lo / nk + q, from start = q == 0 ? lo : (lo /
+ *   nk + q) nk (the q-th block boundary past lo) to min(hi, the next
+ *   boundary); none left when start >= hi; base dp nk + start - lo (this
+ *   CTA's steps before the unit: its ring position). No division by nk
+ *   but lo / nk, the same in every unit.
+ * Each unit is a function of p, so the fix-up's `continue` is the next
+ * unit. (The same units as a walk that moves a position on, unit by unit:
+ * bench/NOTES.md, session 39.) tl_sk_nk, tl_sk_w0 and tl_sk_w are the
+ * names S_SK_FIXUP's printer reads. */
+/* S_LET name = v onto l; a read of it. */
+static int32_t let_on(tli_lowered *L, tli_list *l, const char *name, int32_t v)
+{
+    int32_t let = tli_low_let(L, name, v);
+    tli_list_add(L, l, let);
+    return tli_low_let_ref(L, let);
+}
+
+static void stream_k_unit(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles)
+{
+    int32_t p = s->vars[0], g = th(L, TH_GRID_X), bx = th(L, TH_RAW_BX), one = I(L, 1), zero = I(L, 0);
+    int32_t nk = let_on(L, l, "tl_sk_nk", s->value);
+    int32_t dp = let_on(L, l, "tl_sk_dp", bin(L, E_DIV, ntiles, g));
+    int32_t w0 = let_on(L, l, "tl_sk_w0", bin(L, E_MUL, bin(L, E_MUL, dp, g), nk));
+    int32_t w = let_on(L, l, "tl_sk_w", bin(L, E_SUB, bin(L, E_MUL, ntiles, nk), w0));
+    int32_t lo = let_on(L, l, "tl_sk_lo", bin(L, E_ADD, w0, bin(L, E_DIV, bin(L, E_MUL, bx, w), g)));
+    int32_t next = bin(L, E_ADD, bx, one);
+    int32_t hi = let_on(L, l, "tl_sk_hi", bin(L, E_ADD, w0, bin(L, E_DIV, bin(L, E_MUL, next, w), g)));
+    int32_t q = let_on(L, l, "tl_sk_q", bin(L, E_SUB, p, dp));
+    int32_t first = let_on(L, l, "tl_sk_first", bin(L, E_DIV, lo, nk)); /* the block lo is in */
+    int32_t whole = bin(L, E_LT, p, dp), at_lo = bin(L, E_EQ, q, zero), other = bin(L, E_ADD, first, q);
+    tli_enode sel = {.op = E_SELECT, .dtype = TL_I64, .a = {at_lo, lo, bin(L, E_MUL, other, nk)}};
+    int32_t start = let_on(L, l, "tl_sk_start", tli_low_expr(L, &sel));
+    tli_snode brk = {.op = S_BREAK};
+    int32_t none = bin(L, E_AND, bin(L, E_GE, p, dp), bin(L, E_GE, start, hi));
+    tli_list_add(L, l, mk_if(L, none, tli_low_stmt(L, &brk), 0));
+    sel.a[0] = whole; /* the unit's block, its steps and its ring position: whole, or a part */
+    sel.a[1] = bin(L, E_ADD, bin(L, E_MUL, p, g), bx), sel.a[2] = other;
+    let_on(L, l, "tl_t", tli_low_expr(L, &sel));
+    sel.a[1] = zero, sel.a[2] = bin(L, E_SUB, start, bin(L, E_MUL, other, nk));
+    let_on(L, l, "tl_j0", tli_low_expr(L, &sel));
+    sel.a[1] = nk, sel.a[2] = bin(L, E_SUB, bin(L, E_MIN, hi, bin(L, E_MUL, bin(L, E_ADD, other, one), nk)),
+                                  bin(L, E_MUL, other, nk));
+    let_on(L, l, "tl_j1", tli_low_expr(L, &sel));
+    sel.a[1] = bin(L, E_MUL, p, nk), sel.a[2] = bin(L, E_ADD, bin(L, E_MUL, dp, nk), bin(L, E_SUB, start, lo));
+    let_on(L, l, "tl_sk_base", tli_low_expr(L, &sel));
+}
+
+/* At the top of every persistent tile loop: its block number (or
+ * stream-K's unit), then the block indices (and tensors of arrays, block
+ * values). */
 static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy, int32_t ntiles,
                            const array_bases *ab, block_values *bv)
 {
@@ -340,7 +392,9 @@ static void tile_loop_lets(tli_lowered *L, int32_t first, int32_t gx, int32_t gy
         if (L->ir.s.v[s].op == S_TILE_LOOP) {
             tli_list l = {0};
             tli_snode loop = L->ir.s.v[s]; /* (a copy: making statements moves the array) */
-            if (!loop.x[TLI_X_TILE_STREAMK])
+            if (loop.x[TLI_X_TILE_STREAMK])
+                stream_k_unit(L, &l, &loop, ntiles);
+            else
                 tile_number(L, &l, &loop, ntiles);
             block_lets(L, &l, th(L, TH_TILE), gx, gy, true);
             add_block_values(L, &l, bv);

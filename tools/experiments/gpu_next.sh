@@ -21,7 +21,8 @@
 #      three times (NN 0.838-0.849 of the copy in session 38, the bar 0.85). ~150 s
 #   r  (session 39) the block counter's protocol, now written by the launch pass (7eccc0b): the counter
 #      kernels (ring2p row ops, causal attention, the GEMM's persistent 2) under racecheck and memcheck
-#      at small sizes (135 s a run at most); then stage t. ~550 s
+#      at small sizes (135 s a run at most); then stage t, which also runs test_gpu_gemm's stream-K
+#      cases after 755d19b (stream-K's units as lets of p). ~550 s
 #   h  FP8 against cuBLASLt; D 64 from 8k keys with P V waited before the next S (w0); the unsplit
 #      swapped GEMM (8x14336x4096) with its group waited in the loop (w0). ~350 s
 set -u

@@ -325,9 +325,18 @@ static void stmt(dumper *D, int32_t s, int depth)
             tli_str_appendf(o, "%s = ", tli_str_at(D->ir, n->name));
         tli_str_appendf(o, "atomic.%s counter[%d], ", n->a1 ? "exch" : "add", n->x[0]);
         line_expr(D, n->a0);
+        if (n->x[1]) { /* the let: the old value plus this */
+            tli_str_append(o, " + ");
+            line_expr(D, n->x[1]);
+        }
         if (n->value) {
             tli_str_append(o, " when ");
             line_expr(D, n->value);
+            tli_str_append(o, ", else ");
+            if (n->x[2])
+                line_expr(D, n->x[2]);
+            else
+                tli_str_append(o, "0");
         }
         break;
     case S_BREAK: tli_str_append(o, "break"); break;

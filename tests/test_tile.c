@@ -1009,7 +1009,7 @@ static void test_persistent_counter(void **state)
         tl_free_host(dump);
         /* the launch pass writes the protocol out as statements (the emitter prints only the loop) */
         assert_status(tl_kernel_lower_dump(k, "sm_90a", "launch", &dump), TL_OK);
-        const char *lowered[] = {"tl_t = atomic.add counter[0], 1 when ne(", "tl_done = atomic.add counter[1], 1",
+        const char *lowered[] = {"tl_t = atomic.add counter[0], 1 + gridDim.x when ne(", ", else blockIdx.x", "tl_done = atomic.add counter[1], 1",
                                  "atomic.exch counter[0], 0", "atomic.exch counter[1], 0",
                                  "mbarrier.wait tl_block_empty[", "mbarrier.arrive tl_block_full[",
                                  "mbarrier.wait tl_block_full[", "mbarrier.arrive tl_block_empty[", "break"};

@@ -197,6 +197,25 @@ int32_t tli_low_let_ref(tli_lowered *L, int32_t let)
     return tli_low_expr(L, &n);
 }
 
+int32_t tli_low_if(tli_lowered *L, int32_t cond, int32_t body, int32_t orelse)
+{
+    tli_snode n = {.op = S_IF, .a0 = cond, .body = body, .orelse = orelse};
+    int32_t id = tli_low_stmt(L, &n);
+    tli_set_parent(L, body, id);
+    tli_set_parent(L, orelse, id);
+    return id;
+}
+
+int32_t tli_low_mbar(tli_lowered *L, tli_sop op, int32_t bar, int32_t idx, int32_t parity_or_n)
+{
+    tli_snode n = {.op = (uint8_t)op, .buf = bar, .a0 = idx};
+    if (op == S_MBAR_WAIT)
+        n.value = parity_or_n;
+    else
+        n.a1 = parity_or_n;
+    return tli_low_stmt(L, &n);
+}
+
 int32_t tli_low_stmt(tli_lowered *L, const tli_snode *n)
 {
     int32_t id = tli_ir_add_stmt(&L->ir, n);

@@ -357,6 +357,10 @@ int32_t tli_low_stmt(tli_lowered *L, const tli_snode *n);
 /* S_LET `name` = value; the statement id (read it with tli_low_let_ref). */
 int32_t tli_low_let(tli_lowered *L, const char *name, int32_t value);
 int32_t tli_low_buf(tli_lowered *L, const tli_bnode *b);
+/* if (cond) body else orelse (orelse 0: none), parents set. */
+int32_t tli_low_if(tli_lowered *L, int32_t cond, int32_t body, int32_t orelse);
+/* S_MBAR_WAIT (parity), S_MBAR_ARRIVE (a1) or S_MBAR_EXPECT (bytes) on mbarrier bar[idx]. */
+int32_t tli_low_mbar(tli_lowered *L, tli_sop op, int32_t bar, int32_t idx, int32_t parity_or_n);
 
 /* Statement lists under construction: append, then link into a body. */
 typedef struct tli_list {

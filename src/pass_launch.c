@@ -64,7 +64,13 @@ static bool needs_warp_lane(const tli_lowered *L)
     return uses_thread(&L->ir, TH_WARP) || uses_thread(&L->ir, TH_LANE);
 }
 
-static void add_let(tli_lowered *L, tli_list *l, const char *name, int32_t value) { tli_list_add(L, l, tli_low_let(L, name, value)); }
+/* S_LET name = value onto l; a read of it. */
+static int32_t add_let(tli_lowered *L, tli_list *l, const char *name, int32_t value)
+{
+    int32_t let = tli_low_let(L, name, value);
+    tli_list_add(L, l, let);
+    return tli_low_let_ref(L, let);
+}
 
 /* tl_bx, tl_by, tl_bz of block number t (an expression) of a grid gx x gy x
  * gz, with the swizzle of tl_use_swizzle(P) inside each z slice:
@@ -208,21 +214,6 @@ static void read_block_values(tli_lowered *L, block_values *bv)
 
 /* ------------------------------------- which block a tile loop is at */
 
-static int32_t mk_if(tli_lowered *L, int32_t cond, int32_t body, int32_t orelse)
-{
-    tli_snode n = {.op = S_IF, .a0 = cond, .body = body, .orelse = orelse};
-    int32_t id = tli_low_stmt(L, &n);
-    tli_set_parent(L, body, id);
-    tli_set_parent(L, orelse, id);
-    return id;
-}
-
-static int32_t mbar_op(tli_lowered *L, tli_sop op, int32_t bar, int32_t idx, int32_t parity)
-{
-    tli_snode n = {.op = (uint8_t)op, .buf = bar, .a0 = idx, .value = op == S_MBAR_WAIT ? parity : 0};
-    return tli_low_stmt(L, &n);
-}
-
 /* An atomic on word w of the block counter (S_ATOMIC), when `when` holds
  * (0: always); named: a let of the word's old value plus `plus` (0: none),
  * or `orelse` where `when` fails. */
@@ -264,26 +255,32 @@ static int32_t word(tli_lowered *L, int32_t buf, int32_t i, int32_t v)
  *   past the last block: counter[1]++, and the CTA that counts last (all
  *   gridDim.x have taken their last number) sets both words back to 0 for
  *   the stream's next launch */
-static int32_t take_block(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles, const char *name)
+static void take_block(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles, const char *name)
 {
     int32_t p = s->vars[0], two = I(L, 2), at = bin(L, E_MOD, p, two), g = th(L, TH_GRID_X);
     int32_t slots = s->x[TLI_X_TILE_SLOTS], full = s->x[TLI_X_TILE_SLOT_FULL], empty = s->x[TLI_X_TILE_SLOT_EMPTY];
     int32_t parity = bin(L, E_MOD, bin(L, E_SUB, bin(L, E_DIV, p, two), I(L, 1)), two);
-    tli_list_add(L, l, mk_if(L, bin(L, E_GE, p, two), mbar_op(L, S_MBAR_WAIT, empty, at, parity), 0));
+    tli_list_add(L, l, tli_low_if(L, bin(L, E_GE, p, two), tli_low_mbar(L, S_MBAR_WAIT, empty, at, parity), 0));
     int32_t t = atomic_op(L, 0, 0, 1, bin(L, E_NE, p, I(L, 0)), g, th(L, TH_RAW_BX), name);
     tli_list_add(L, l, t);
     int32_t tv = tli_low_let_ref(L, t), past = bin(L, E_GE, tv, ntiles);
     tli_list_add(L, l, word(L, slots, at, bin(L, E_MIN, tv, ntiles)));
-    tli_list_add(L, l, mbar_op(L, S_MBAR_ARRIVE, full, at, 0));
+    tli_list_add(L, l, tli_low_mbar(L, S_MBAR_ARRIVE, full, at, 0));
     tli_list done = {0}, clear = {0};
     int32_t count = atomic_op(L, 0, 1, 1, 0, 0, 0, "tl_done");
     tli_list_add(L, &done, count);
     tli_list_add(L, &clear, atomic_op(L, 1, 0, 0, 0, 0, 0, NULL));
     tli_list_add(L, &clear, atomic_op(L, 1, 1, 0, 0, 0, 0, NULL));
     int32_t last = bin(L, E_EQ, tli_low_let_ref(L, count), bin(L, E_SUB, g, I(L, 1)));
-    tli_list_add(L, &done, mk_if(L, last, clear.first, 0));
-    tli_list_add(L, l, mk_if(L, past, done.first, 0));
-    return t;
+    tli_list_add(L, &done, tli_low_if(L, last, clear.first, 0));
+    tli_list_add(L, l, tli_low_if(L, past, done.first, 0));
+}
+
+/* Leaves the tile loop when cond holds (onto l). */
+static void exit_when(tli_lowered *L, tli_list *l, int32_t cond)
+{
+    tli_snode brk = {.op = S_BREAK};
+    tli_list_add(L, l, tli_low_if(L, cond, tli_low_stmt(L, &brk), 0));
 }
 
 /* The statements that give tile loop s its block number tl_t, then leave
@@ -296,25 +293,25 @@ static int32_t take_block(tli_lowered *L, tli_list *l, const tli_snode *s, int32
 static void tile_number(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles)
 {
     int32_t p = s->vars[0], k = s->x[TLI_X_TILE_PERSIST], role = s->x[TLI_X_TILE_COUNTER];
-    int32_t g = th(L, TH_GRID_X), bx = th(L, TH_RAW_BX), t = 0;
+    int32_t g = th(L, TH_GRID_X), bx = th(L, TH_RAW_BX);
     if (role == TLI_COUNTER_TAKER) {
-        t = take_block(L, l, s, ntiles, "tl_t");
+        take_block(L, l, s, ntiles, "tl_t");
     } else if (role) {
         int32_t at = bin(L, E_MOD, p, I(L, 2)), parity = bin(L, E_MOD, bin(L, E_DIV, p, I(L, 2)), I(L, 2));
         int32_t full = s->x[TLI_X_TILE_SLOT_FULL], empty = s->x[TLI_X_TILE_SLOT_EMPTY];
         int32_t tid = th(L, TH_TID), zero = tli_low_int(L, 0, TL_I32);
         int32_t reader = role == TLI_COUNTER_READER ? 0 : bin(L, E_NE, tid, zero);
-        int32_t wait = mbar_op(L, S_MBAR_WAIT, full, at, parity), arrive = mbar_op(L, S_MBAR_ARRIVE, empty, at, 0);
+        int32_t wait = tli_low_mbar(L, S_MBAR_WAIT, full, at, parity);
+        int32_t arrive = tli_low_mbar(L, S_MBAR_ARRIVE, empty, at, 0);
         if (reader) {
             tli_list first = {0};
             take_block(L, &first, s, ntiles, "tl_tk");
-            tli_list_add(L, l, mk_if(L, bin(L, E_EQ, tid, zero), first.first, wait));
+            tli_list_add(L, l, tli_low_if(L, bin(L, E_EQ, tid, zero), first.first, wait));
         } else {
             tli_list_add(L, l, wait);
         }
-        t = tli_low_let(L, "tl_t", word(L, s->x[TLI_X_TILE_SLOTS], at, 0));
-        tli_list_add(L, l, t);
-        tli_list_add(L, l, reader ? mk_if(L, reader, arrive, 0) : arrive);
+        add_let(L, l, "tl_t", word(L, s->x[TLI_X_TILE_SLOTS], at, 0));
+        tli_list_add(L, l, reader ? tli_low_if(L, reader, arrive, 0) : arrive);
     } else {
         int32_t v;
         if (k == 1) {
@@ -323,11 +320,9 @@ static void tile_number(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t
             int32_t kk = I(L, k), turn = bin(L, E_MUL, bin(L, E_DIV, p, kk), kk); /* p / k k */
             v = bin(L, E_ADD, bin(L, E_ADD, bin(L, E_MUL, turn, g), bin(L, E_MUL, kk, bx)), bin(L, E_MOD, p, kk));
         }
-        t = tli_low_let(L, "tl_t", v);
-        tli_list_add(L, l, t);
+        add_let(L, l, "tl_t", v);
     }
-    tli_snode brk = {.op = S_BREAK};
-    tli_list_add(L, l, mk_if(L, bin(L, E_GE, th(L, TH_TILE), ntiles), tli_low_stmt(L, &brk), 0));
+    exit_when(L, l, bin(L, E_GE, th(L, TH_TILE), ntiles));
 }
 
 /* Stream-K's unit p (TLI_X_TILE_STREAMK, lowered.h) of tile loop s, onto
@@ -344,42 +339,32 @@ static void tile_number(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t
  * unit. (The same units as a walk that moves a position on, unit by unit:
  * bench/NOTES.md, session 39.) tl_sk_nk, tl_sk_w0 and tl_sk_w are the
  * names S_SK_FIXUP's printer reads. */
-/* S_LET name = v onto l; a read of it. */
-static int32_t let_on(tli_lowered *L, tli_list *l, const char *name, int32_t v)
-{
-    int32_t let = tli_low_let(L, name, v);
-    tli_list_add(L, l, let);
-    return tli_low_let_ref(L, let);
-}
-
 static void stream_k_unit(tli_lowered *L, tli_list *l, const tli_snode *s, int32_t ntiles)
 {
     int32_t p = s->vars[0], g = th(L, TH_GRID_X), bx = th(L, TH_RAW_BX), one = I(L, 1), zero = I(L, 0);
-    int32_t nk = let_on(L, l, "tl_sk_nk", s->value);
-    int32_t dp = let_on(L, l, "tl_sk_dp", bin(L, E_DIV, ntiles, g));
-    int32_t w0 = let_on(L, l, "tl_sk_w0", bin(L, E_MUL, bin(L, E_MUL, dp, g), nk));
-    int32_t w = let_on(L, l, "tl_sk_w", bin(L, E_SUB, bin(L, E_MUL, ntiles, nk), w0));
-    int32_t lo = let_on(L, l, "tl_sk_lo", bin(L, E_ADD, w0, bin(L, E_DIV, bin(L, E_MUL, bx, w), g)));
+    int32_t nk = add_let(L, l, "tl_sk_nk", s->value);
+    int32_t dp = add_let(L, l, "tl_sk_dp", bin(L, E_DIV, ntiles, g));
+    int32_t w0 = add_let(L, l, "tl_sk_w0", bin(L, E_MUL, bin(L, E_MUL, dp, g), nk));
+    int32_t w = add_let(L, l, "tl_sk_w", bin(L, E_SUB, bin(L, E_MUL, ntiles, nk), w0));
+    int32_t lo = add_let(L, l, "tl_sk_lo", bin(L, E_ADD, w0, bin(L, E_DIV, bin(L, E_MUL, bx, w), g)));
     int32_t next = bin(L, E_ADD, bx, one);
-    int32_t hi = let_on(L, l, "tl_sk_hi", bin(L, E_ADD, w0, bin(L, E_DIV, bin(L, E_MUL, next, w), g)));
-    int32_t q = let_on(L, l, "tl_sk_q", bin(L, E_SUB, p, dp));
-    int32_t first = let_on(L, l, "tl_sk_first", bin(L, E_DIV, lo, nk)); /* the block lo is in */
+    int32_t hi = add_let(L, l, "tl_sk_hi", bin(L, E_ADD, w0, bin(L, E_DIV, bin(L, E_MUL, next, w), g)));
+    int32_t q = add_let(L, l, "tl_sk_q", bin(L, E_SUB, p, dp));
+    int32_t first = add_let(L, l, "tl_sk_first", bin(L, E_DIV, lo, nk)); /* the block lo is in */
     int32_t whole = bin(L, E_LT, p, dp), at_lo = bin(L, E_EQ, q, zero), other = bin(L, E_ADD, first, q);
     tli_enode sel = {.op = E_SELECT, .dtype = TL_I64, .a = {at_lo, lo, bin(L, E_MUL, other, nk)}};
-    int32_t start = let_on(L, l, "tl_sk_start", tli_low_expr(L, &sel));
-    tli_snode brk = {.op = S_BREAK};
-    int32_t none = bin(L, E_AND, bin(L, E_GE, p, dp), bin(L, E_GE, start, hi));
-    tli_list_add(L, l, mk_if(L, none, tli_low_stmt(L, &brk), 0));
+    int32_t start = add_let(L, l, "tl_sk_start", tli_low_expr(L, &sel));
+    exit_when(L, l, bin(L, E_AND, bin(L, E_GE, p, dp), bin(L, E_GE, start, hi))); /* the share used up */
     sel.a[0] = whole; /* the unit's block, its steps and its ring position: whole, or a part */
     sel.a[1] = bin(L, E_ADD, bin(L, E_MUL, p, g), bx), sel.a[2] = other;
-    let_on(L, l, "tl_t", tli_low_expr(L, &sel));
+    add_let(L, l, "tl_t", tli_low_expr(L, &sel));
     sel.a[1] = zero, sel.a[2] = bin(L, E_SUB, start, bin(L, E_MUL, other, nk));
-    let_on(L, l, "tl_j0", tli_low_expr(L, &sel));
+    add_let(L, l, "tl_j0", tli_low_expr(L, &sel));
     sel.a[1] = nk, sel.a[2] = bin(L, E_SUB, bin(L, E_MIN, hi, bin(L, E_MUL, bin(L, E_ADD, other, one), nk)),
                                   bin(L, E_MUL, other, nk));
-    let_on(L, l, "tl_j1", tli_low_expr(L, &sel));
+    add_let(L, l, "tl_j1", tli_low_expr(L, &sel));
     sel.a[1] = bin(L, E_MUL, p, nk), sel.a[2] = bin(L, E_ADD, bin(L, E_MUL, dp, nk), bin(L, E_SUB, start, lo));
-    let_on(L, l, "tl_sk_base", tli_low_expr(L, &sel));
+    add_let(L, l, "tl_sk_base", tli_low_expr(L, &sel));
 }
 
 /* At the top of every persistent tile loop: its block number (or
@@ -544,13 +529,10 @@ void tli_pass_launch(tli_lowered *L)
         L->ir.s.v[top.last].x[TLI_X_LET_WARP_UNIFORM] = 1;
     }
     if (lp->persistent) {
-        int32_t gx_let = tli_low_let(L, "tl_gx", grid_dim(L, 0)), gy_let = tli_low_let(L, "tl_gy", grid_dim(L, 1));
-        tli_list_add(L, &top, gx_let);
-        tli_list_add(L, &top, gy_let);
-        int32_t gx = tli_low_let_ref(L, gx_let), gy = tli_low_let_ref(L, gy_let);
-        int32_t ntiles = tli_low_let(L, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
-        tli_list_add(L, &top, ntiles);
-        tile_loop_lets(L, ir->body, gx, gy, tli_low_let_ref(L, ntiles), &ab, &bv);
+        int32_t gx = add_let(L, &top, "tl_gx", grid_dim(L, 0));
+        int32_t gy = add_let(L, &top, "tl_gy", grid_dim(L, 1));
+        int32_t ntiles = add_let(L, &top, "tl_ntiles", bin(L, E_MUL, bin(L, E_MUL, gx, gy), grid_dim(L, 2)));
+        tile_loop_lets(L, ir->body, gx, gy, ntiles, &ab, &bv);
     } else if (ir->swizzle && ir->grid[1]) {
         int32_t gx = th(L, TH_GRID_X), gy = th(L, TH_GRID_Y), bx = th(L, TH_RAW_BX), by = th(L, TH_RAW_BY);
         if (tli_cluster_size(ir) > 1) { /* in units of clusters */

@@ -252,7 +252,7 @@ static void schedule_cp_async(piper *P, const pipe_info *pi)
     int32_t pro = tli_pipe_mk_serial(P, I32(P, ahead), &sv, true);
     tli_list pb = {0};
     tli_list_add(L, &pb,
-                 tli_pipe_mk_if(P, bin(P, E_LT, sv, n), tli_pipe_producers(P, pi, sv, sv, CP_ASYNC16, 0, 0), 0));
+                 tli_low_if(P->L, bin(P, E_LT, sv, n), tli_pipe_producers(P, pi, sv, sv, CP_ASYNC16, 0, 0), 0));
     tli_list_op(L, &pb, S_CP_COMMIT, 0, 0);
     tli_pipe_set_body(P, pro, pb.first);
     tli_list_add(L, &out, pro);
@@ -267,7 +267,7 @@ static void schedule_cp_async(piper *P, const pipe_info *pi)
     tli_list refill = {0};
     tli_list_add(L, &refill, next_let);
     tli_list_add(L, &refill,
-                 tli_pipe_mk_if(P, bin(P, E_LT, next, n),
+                 tli_low_if(P->L, bin(P, E_LT, next, n),
                                 tli_pipe_producers(P, pi, next, bin(P, E_MOD, next, I(P, S)), CP_ASYNC16, 0, 0), 0));
     tli_list_op(L, &refill, S_CP_COMMIT, 0, 0);
     int32_t consume = tli_pipe_consumers_at(P, pi, bin(P, E_MOD, pi->var, I(P, S)));
@@ -311,11 +311,11 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     int32_t sv;
     int32_t pro = tli_pipe_mk_serial(P, bin(P, E_MIN, I(P, S - 1), n), &sv, false);
     tli_pipe_set_body(P, pro, tli_pipe_producers(P, pi, sv, sv, CP_TMA, r.full, 0));
-    tli_list_add(L, &out, tli_pipe_mk_if(P, tid0, pro, 0));
+    tli_list_add(L, &out, tli_low_if(P->L, tid0, pro, 0));
     /* the loop */
     tli_list body = {0};
     int32_t slot = bin(P, E_MOD, pi->var, I(P, S));
-    tli_list_add(L, &body, tli_pipe_mbar_op(P, S_MBAR_WAIT, r.full, slot, parity(P, pi->var, S)));
+    tli_list_add(L, &body, tli_low_mbar(P->L, S_MBAR_WAIT, r.full, slot, parity(P, pi->var, S)));
     tli_list_add(L, &body, tli_pipe_consumers_at(P, pi, slot));
     tli_pipe_wgmma_wait(P, &body, pi->tail);
     int32_t prev = bin(P, E_MOD, bin(P, E_SUB, pi->var, I(P, 1)), I(P, S));
@@ -329,12 +329,12 @@ static void schedule_tma(piper *P, const pipe_info *pi)
     tli_list_add(L, &refill, it_let);
     tli_list_add(L, &refill, sn_let);
     tli_list_add(L, &refill,
-                 tli_pipe_mk_if(P, bin(P, E_GE, it, I(P, S)),
-                                tli_pipe_mbar_op(P, S_MBAR_WAIT, r.empty, sn, parity(P, bin(P, E_SUB, it, I(P, S)), S)),
+                 tli_low_if(P->L, bin(P, E_GE, it, I(P, S)),
+                                tli_low_mbar(P->L, S_MBAR_WAIT, r.empty, sn, parity(P, bin(P, E_SUB, it, I(P, S)), S)),
                                 0));
     tli_list_add(L, &refill, tli_pipe_producers(P, pi, it, sn, CP_TMA, r.full, 0));
     int32_t more = bin(P, E_LT, bin(P, E_ADD, pi->var, I(P, S - 1)), n);
-    tli_list_add(L, &body, tli_pipe_mk_if(P, bin(P, E_AND, tid0, more), refill.first, 0));
+    tli_list_add(L, &body, tli_low_if(P->L, bin(P, E_AND, tid0, more), refill.first, 0));
     P->ir->s.v[pi->sid].op = S_SERIAL;
     P->ir->s.v[pi->sid].a0 = n;
     tli_pipe_set_body(P, pi->sid, body.first);

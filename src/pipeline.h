@@ -133,13 +133,11 @@ int32_t tli_pipe_producers_of(piper *P, const pipe_info *pi, const int *of, int 
                               tli_copy_how how, int32_t bar, int32_t bar_idx, int64_t bytes, int threads);
 int32_t tli_pipe_producers(piper *P, const pipe_info *pi, int32_t it, int32_t stage, tli_copy_how how, int32_t bar,
                            int threads);
-/* Statements: if, a serial loop, a body set, mbarriers, a bare op. */
-int32_t tli_pipe_mk_if(piper *P, int32_t cond, int32_t body, int32_t orelse);
+/* Statements: a serial loop, a body set, mbarriers, a bare op (an if: tli_low_if). */
 int32_t tli_pipe_mk_serial(piper *P, int32_t extent, int32_t *var, bool unroll);
 void tli_pipe_set_body(piper *P, int32_t s, int32_t body);
 int32_t tli_pipe_mbar_array(piper *P, const char *name, int64_t n);
 int32_t tli_pipe_mbar_init(piper *P, int32_t bar, int count);
-int32_t tli_pipe_mbar_op(piper *P, tli_sop op, int32_t bar, int32_t idx, int32_t parity_or_n);
 int32_t tli_pipe_op_stmt(piper *P, tli_sop op, int32_t a0, int32_t a1);
 /* A ring's mbarriers, their releases and the barriers around them,
  * cluster-wide where the producers multicast. */

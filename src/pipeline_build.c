@@ -128,15 +128,6 @@ int32_t tli_pipe_producers(piper *P, const pipe_info *pi, int32_t it, int32_t st
     return tli_pipe_producers_of(P, pi, NULL, 0, it, stage, how, bar, stage, pi->stage_bytes, threads);
 }
 
-int32_t tli_pipe_mk_if(piper *P, int32_t cond, int32_t body, int32_t orelse)
-{
-    tli_snode n = {.op = S_IF, .a0 = cond, .body = body, .orelse = orelse};
-    int32_t id = tli_low_stmt(P->L, &n);
-    tli_set_parent(P->L, body, id);
-    tli_set_parent(P->L, orelse, id);
-    return id;
-}
-
 /* for (v = 0; v < extent; ++v) body, with a fresh variable; *var gets it. */
 int32_t tli_pipe_mk_serial(piper *P, int32_t extent, int32_t *var, bool unroll)
 {
@@ -166,16 +157,6 @@ int32_t tli_pipe_mbar_init(piper *P, int32_t bar, int count)
 {
     tli_snode n = {.op = S_MBAR_INIT, .buf = bar, .a1 = count};
     n.x[TLI_X_MBAR_FENCE] = P->L->target.mbarrier_init_fence;
-    return tli_low_stmt(P->L, &n);
-}
-
-int32_t tli_pipe_mbar_op(piper *P, tli_sop op, int32_t bar, int32_t idx, int32_t parity_or_n)
-{
-    tli_snode n = {.op = (uint8_t)op, .buf = bar, .a0 = idx};
-    if (op == S_MBAR_WAIT)
-        n.value = parity_or_n;
-    else
-        n.a1 = parity_or_n;
     return tli_low_stmt(P->L, &n);
 }
 
@@ -215,12 +196,12 @@ int32_t tli_pipe_release_if(piper *P, const pipe_info *pi, int32_t when, int32_t
     int32_t lane = tli_low_thread(P->L, TH_LANE);
     int32_t who = pi->cluster_ring ? bin(P, E_LT, lane, I32(P, tli_cluster_size(P->ir)))
                                    : bin(P, E_EQ, lane, I32(P, 0));
-    int32_t id = tli_pipe_mbar_op(P, S_MBAR_ARRIVE, bar, idx, 0);
+    int32_t id = tli_low_mbar(P->L, S_MBAR_ARRIVE, bar, idx, 0);
     if (id && pi->cluster_ring) {
         P->ir->s.v[id].x[TLI_X_MBAR_CLUSTER] = 1;
         P->ir->s.v[id].value = lane; /* the block it arrives at */
     }
-    return tli_pipe_mk_if(P, when ? bin(P, E_AND, when, who) : who, id, 0);
+    return tli_low_if(P->L, when ? bin(P, E_AND, when, who) : who, id, 0);
 }
 
 /* After the mbarriers' initialisation: a block barrier, or a cluster one

@@ -93,12 +93,12 @@ static void tma_store_rounds(piper *P, int32_t s)
         n->x[TLI_X_COPY_MANAGED] = 1;
         tli_list before = {0}, after = {0};
         /* the staging tile is free: the last store's reads of it are done */
-        tli_list_add(L, &before, tli_pipe_mk_if(P, tid0, tli_pipe_op_stmt(P, S_BULK_WAIT, 0, 1), 0));
+        tli_list_add(L, &before, tli_low_if(P->L, tid0, tli_pipe_op_stmt(P, S_BULK_WAIT, 0, 1), 0));
         tli_list_op(L, &before, S_BARRIER, 0, 0);
         tli_list_op(L, &after, S_FENCE_ASYNC, 0, 0); /* each thread's writes, for TMA to read */
         tli_list_op(L, &after, S_BARRIER, 0, 0);     /* every thread's part written and fenced */
         tli_snode ts = {.op = S_TMA_STORE, .buf = stage, .a0 = c};
-        tail = tli_pipe_mk_if(P, tid0, tli_low_stmt(L, &ts), 0);
+        tail = tli_low_if(P->L, tid0, tli_low_stmt(L, &ts), 0);
         tli_list_add(L, &after, tail);
         tli_pipe_splice_around(P, c, before.first, after.first);
         if (r == 0)

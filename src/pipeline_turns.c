@@ -56,8 +56,8 @@ static int32_t turn_wait(piper *P, const ws_plan *w, int32_t group, int32_t kg, 
 {
     int32_t par = bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2));
     int32_t cond = bin(P, E_GT, kg, I32(P, 0));
-    return tli_pipe_mk_if(P, when ? bin(P, E_AND, when, cond) : cond,
-                          tli_pipe_mbar_op(P, S_MBAR_WAIT, w->order, group, par), 0);
+    return tli_low_if(P->L, when ? bin(P, E_AND, when, cond) : cond,
+                          tli_low_mbar(P->L, S_MBAR_WAIT, w->order, group, par), 0);
 }
 
 void tli_pipe_add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t i, int32_t n, int32_t p, int stages)
@@ -108,14 +108,14 @@ void tli_pipe_add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t 
                                                            : n));
     }
     int32_t i32 = tli_pipe_cast32(P, i);
-    int32_t arrive = each ? 0 : tli_pipe_mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0);
+    int32_t arrive = each ? 0 : tli_low_mbar(P->L, S_MBAR_ARRIVE, w->order, other, 0);
     for (int j = 0; j < G && L->st == TL_OK; j++) {
         int32_t before = 0, after = 0;
         if (each) { /* turn i G + j */
             int32_t tg = turn_number(P, w, bin(P, E_ADD, bin(P, E_ADD, base, bin(P, E_MUL, i32, I32(P, G))), I32(P, j)), group);
             before = turn_wait(P, w, group, tg, 0);
             tli_pipe_splice_around(P, g[j], before,
-                                   tli_pipe_mk_if(P, lane0, tli_pipe_mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0));
+                                   tli_low_if(P->L, lane0, tli_low_mbar(P->L, S_MBAR_ARRIVE, w->order, other, 0), 0));
             tli_low_note(L, g[j], "a turn on the tensor cores of its own (2 stages: no turn across the loop's end)");
             continue;
         }
@@ -128,10 +128,10 @@ void tli_pipe_add_turns(piper *P, const ws_plan *w, int32_t stage_node, int32_t 
             before = turn_wait(P, w, group, turn_number(P, w, base, group), bin(P, E_EQ, i, I(P, 0)));
         }
         if (j == (b + G - 1) % G) /* the turn ends */
-            after = tli_pipe_mk_if(P, lane0, arrive, 0);
+            after = tli_low_if(P->L, lane0, arrive, 0);
         else if (b > 0 && j == G - 1) /* the last iteration's final turn ends after its last gemm */
-            after = tli_pipe_mk_if(P, bin(P, E_AND, last, lane0),
-                                   tli_pipe_mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0);
+            after = tli_low_if(P->L, bin(P, E_AND, last, lane0),
+                                   tli_low_mbar(P->L, S_MBAR_ARRIVE, w->order, other, 0), 0);
         tli_pipe_splice_around(P, g[j], before, after);
         if (j == b)
             tli_low_note(L, g[j], "a turn on the tensor cores starts here (the one before it has ended)");
@@ -269,14 +269,14 @@ static void turn(piper *P, const ws_plan *w, tli_list *l, int32_t k, int32_t wor
     tli_lowered *L = P->L;
     int32_t group = tli_low_thread(L, TH_WG), other = next_group(P, w, group);
     int32_t kg = turn_number(P, w, tli_pipe_cast32(P, k), group);
-    int32_t wait = tli_pipe_mk_if(P, bin(P, E_GT, kg, I32(P, 0)),
-                                  tli_pipe_mbar_op(P, S_MBAR_WAIT, w->order, group,
+    int32_t wait = tli_low_if(P->L, bin(P, E_GT, kg, I32(P, 0)),
+                                  tli_low_mbar(P->L, S_MBAR_WAIT, w->order, group,
                                                    bin(P, E_MOD, bin(P, E_SUB, kg, I32(P, 1)), I32(P, 2))),
                                   0);
     tli_list_add(L, l, wait);
     tli_list_add(L, l, work);
     int32_t lane0 = bin(P, E_EQ, tli_low_thread(L, TH_LANE), I32(P, 0));
-    tli_list_add(L, l, tli_pipe_mk_if(P, lane0, tli_pipe_mbar_op(P, S_MBAR_ARRIVE, w->order, other, 0), 0));
+    tli_list_add(L, l, tli_low_if(P->L, lane0, tli_low_mbar(P->L, S_MBAR_ARRIVE, w->order, other, 0), 0));
 }
 
 /* The rotated consumer loop (see above) in place of the pipelined
@@ -293,7 +293,7 @@ void tli_pipe_rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, cons
     int32_t zero = I(P, 0), last = bin(P, E_SUB, n, I(P, 1));
     /* prologue: tile 0 */
     tli_list pro = {0};
-    tli_list_add(L, &pro, tli_pipe_mbar_op(P, S_MBAR_WAIT, w->r.full, I32(P, 0), I32(P, 0)));
+    tli_list_add(L, &pro, tli_low_mbar(P->L, S_MBAR_WAIT, w->r.full, I32(P, 0), I32(P, 0)));
     turn(P, w, &pro, zero, tli_pipe_stage_of(P, pi, I32(P, 0), copy_stmts(P, r->a1, v, zero)));
     tli_pipe_wgmma_wait(P, &pro, 0);
     tli_list_add(L, &pro, tli_pipe_stage_of(P, pi, I32(P, 0), copy_stmts(P, r->a2, v, zero)));
@@ -316,7 +316,7 @@ void tli_pipe_rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, cons
     tli_list_add(L, &body, seq_let);
     tli_list_add(L, &body, st_let);
     int32_t phase = bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2));
-    tli_list_add(L, &body, tli_pipe_mbar_op(P, S_MBAR_WAIT, w->r.full, st, phase));
+    tli_list_add(L, &body, tli_low_mbar(P->L, S_MBAR_WAIT, w->r.full, st, phase));
     tli_list issue = {0};
     tli_list_add(L, &issue, tli_pipe_stage_of(P, pi, st, r->a1));
     tli_list_add(L, &issue, tli_pipe_stage_of(P, pi, prev, r->b));
@@ -332,6 +332,6 @@ void tli_pipe_rotated_loop(piper *P, const pipe_info *pi, const ws_plan *w, cons
                  "softmax under O's gemm (%d-slot ring)",
                  S);
     int32_t more = bin(P, E_GT, n, zero);
-    tli_list_add(L, out, tli_pipe_mk_if(P, more, pro.first, 0));
-    tli_pipe_splice_around(P, pi->sid, out->first, tli_pipe_mk_if(P, more, epi.first, 0));
+    tli_list_add(L, out, tli_low_if(P->L, more, pro.first, 0));
+    tli_pipe_splice_around(P, pi->sid, out->first, tli_low_if(P->L, more, epi.first, 0));
 }

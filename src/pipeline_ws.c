@@ -241,8 +241,8 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     if (w->pre.n) { /* the block's Q-like tiles first, once the consumers have handed the slot back */
         if (w->persistent)
             tli_list_add(L, &blk,
-                         tli_pipe_mk_if(P, bin(P, E_GT, p, I(P, 0)),
-                                        tli_pipe_mbar_op(P, S_MBAR_WAIT, w->pre.empty, I32(P, 0),
+                         tli_low_if(P->L, bin(P, E_GT, p, I(P, 0)),
+                                        tli_low_mbar(P->L, S_MBAR_WAIT, w->pre.empty, I32(P, 0),
                                                          bin(P, E_MOD, bin(P, E_SUB, p, I(P, 1)), I(P, 2))), 0));
         tli_list_add(L, &blk, tli_pipe_mbar_expect(P, w->pre.full, I32(P, 0), w->pre.bytes));
         for (int i = 0; i < w->pre.n; i++) /* TMA boxes on the slot's full mbarrier */
@@ -265,13 +265,13 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     int32_t phase = bin(P, E_MOD, bin(P, E_SUB, bin(P, E_DIV, seq, I32(P, S)), I32(P, 1)), I32(P, 2));
     for (int g = 0; g < w->sp.G; g++) { /* each ring's slot (ring_split), once its consumers released it */
         int32_t idx = ring_slot(P, sn, g, S);
-        tli_list_add(L, &it, tli_pipe_mk_if(P, bin(P, E_GE, seq, I32(P, S)),
-                                            tli_pipe_mbar_op(P, S_MBAR_WAIT, w->r.empty, idx, phase), 0));
+        tli_list_add(L, &it, tli_low_if(P->L, bin(P, E_GE, seq, I32(P, S)),
+                                            tli_low_mbar(P->L, S_MBAR_WAIT, w->r.empty, idx, phase), 0));
         tli_list_add(L, &it, tli_pipe_producers_of(P, pi, w->sp.of, g, step, sn, w->how, w->r.full, idx, w->sp.bytes[g],
                                                    w->how == CP_TMA ? 0 : 128));
     }
     if (w->how != CP_TMA) /* each producer thread arrives when its own copies have landed */
-        tli_list_add(L, &it, tli_pipe_mbar_op(P, S_MBAR_ARRIVE, w->r.full, sn, w->how == CP_ASYNC16));
+        tli_list_add(L, &it, tli_low_mbar(P->L, S_MBAR_ARRIVE, w->r.full, sn, w->how == CP_ASYNC16));
     tli_pipe_set_body(P, loop, it.first);
     tli_list_add(L, &blk, loop);
     int32_t work = blk.first;
@@ -283,7 +283,7 @@ static int32_t producer_branch(piper *P, const pipe_info *pi, const ws_plan *w)
     if (L->target.setmaxnreg)
         tli_list_add(L, &out, tli_pipe_op_stmt(P, S_SETMAXNREG, 0, producer_regs(w->consumer_threads, P->ir->min_blocks)));
     if (w->how == CP_TMA) /* one thread issues every box */
-        work = tli_pipe_mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
+        work = tli_low_if(P->L, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)), work, 0);
     tli_list_add(L, &out, work);
     tli_pipe_loop_exit_sync(P, pi, &out); /* the consumers' is after their loop */
     return out.first;
@@ -371,11 +371,11 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t group = tli_low_thread(L, TH_WG);
     if (w->persistent == 2) { /* the other group has issued its main loop of the block before */
         int32_t parity_ = bin(P, E_MOD, bin(P, E_DIV, bin(P, E_SUB, p, I(P, 1)), I(P, 2)), I(P, 2));
-        tli_list_add(L, &out, tli_pipe_mk_if(P, bin(P, E_GT, p, I(P, 0)),
-                                             tli_pipe_mbar_op(P, S_MBAR_WAIT, w->order, group, parity_), 0));
+        tli_list_add(L, &out, tli_low_if(P->L, bin(P, E_GT, p, I(P, 0)),
+                                             tli_low_mbar(P->L, S_MBAR_WAIT, w->order, group, parity_), 0));
     }
     if (w->pre.n) /* the producer's tiles from ahead of the loop (block p's: phase p) */
-        tli_list_add(L, &out, tli_pipe_mbar_op(P, S_MBAR_WAIT, w->pre.full, I32(P, 0),
+        tli_list_add(L, &out, tli_low_mbar(P->L, S_MBAR_WAIT, w->pre.full, I32(P, 0),
                                                p ? bin(P, E_MOD, p, I(P, 2)) : I(P, 0)));
     rotation rot;
     if (w->turns && !w->persistent && P->ir->pingpong == 2 && tli_pipe_find_rotation(P, pi, &rot)) {
@@ -392,7 +392,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     int32_t phase = bin(P, E_MOD, bin(P, E_DIV, seq, I32(P, S)), I32(P, 2));
     const ring_split *sp = &w->sp;
     for (int g = 0; g < sp->G; g++) /* every ring's slot, here rather than before its first reader (see ring_split) */
-        tli_list_add(L, &body, tli_pipe_mbar_op(P, S_MBAR_WAIT, w->r.full, ring_slot(P, st, g, S), phase));
+        tli_list_add(L, &body, tli_low_mbar(P->L, S_MBAR_WAIT, w->r.full, ring_slot(P, st, g, S), phase));
     if (w->how != CP_TMA && L->async_proxy) /* plain shared stores that wgmma reads */
         tli_list_op(L, &body, S_FENCE_ASYNC, 0, 0);
     int32_t at = tli_pipe_consumers_at(P, pi, st);
@@ -435,7 +435,7 @@ static int32_t consumer_loop(piper *P, const pipe_info *pi, const ws_plan *w, in
     tli_low_note(L, pi->sid, "tl_pipelined, consumer side: ring slots of %d stages filled by the producer", S);
     tli_list tail = {0};
     if (w->persistent == 2) /* the other group's turn */
-        tli_list_add(L, &tail, tli_pipe_mk_if(P, lane0, tli_pipe_mbar_op(P, S_MBAR_ARRIVE, w->order,
+        tli_list_add(L, &tail, tli_low_if(P->L, lane0, tli_low_mbar(P->L, S_MBAR_ARRIVE, w->order,
                                                                          bin(P, E_SUB, I32(P, 1), group), 0), 0));
     tli_pipe_wgmma_wait(P, &tail, 0);
     if (w->pre.n && w->persistent) /* read for the last time (plan_pre_loads): the next block's may come */
@@ -690,7 +690,7 @@ void tli_pipe_schedule_warp_specialized(piper *P, const pipe_info *pi)
     }
     tli_list_add(L, &cons, consumer_body);
     if (tma_stores) /* the last block's stores complete before the CTA ends */
-        tli_list_add(L, &cons, tli_pipe_mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)),
+        tli_list_add(L, &cons, tli_low_if(P->L, bin(P, E_EQ, tli_low_thread(L, TH_TID), I32(P, 0)),
                                               tli_pipe_op_stmt(P, S_BULK_WAIT, 0, 0), 0));
     int32_t prod = producer_branch(P, pi, &w);
     /* the CTA: the mbarriers, then the two roles */
@@ -711,7 +711,7 @@ void tli_pipe_schedule_warp_specialized(piper *P, const pipe_info *pi)
     }
     tli_pipe_init_done(P, pi, &top);
     int32_t producer_wg = I32(P, w.consumer_threads / 128);
-    int32_t roles = tli_pipe_mk_if(P, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);
+    int32_t roles = tli_low_if(P->L, bin(P, E_EQ, tli_low_thread(L, TH_WG), producer_wg), prod, cons.first);
     ir->s.v[roles].x[TLI_X_IF_ROLES] = 1;
     tli_low_note(L, roles, "%s: a producer warpgroup (%s) and %d consumer warpgroup%s%s", api,
                  w.how == CP_TMA ? "TMA" : w.how == CP_ASYNC16 ? "cp.async" : "plain copies",
